@@ -1,0 +1,22 @@
+//! ppn-gate: a gate and soak harness for N-stage pipeline-parallel LLM decode.
+//!
+//! Layering (each module's own `//!` comment states the rule that holds in it):
+//! - `quant`, `gguf`: file formats (bounded parsing, no panics on bad bytes).
+//! - `model`, `math`: architectures and the fixed-order, batch-invariant CPU numerics.
+//! - `backend`: the device interface (buffers, in-order streams, events, engines) and its
+//!   CPU implementation; the CUDA implementation is the only place `unsafe` may live.
+//! - `runtime`: the N-stage pipeline runtime over any backend (placement, boundaries,
+//!   readback, the walk lease, fault injection).
+//! - `arms`, `receipt`, `soak`, `cli`: the gate itself.
+#![forbid(unsafe_code)]
+
+pub mod arms;
+pub mod backend;
+pub mod cli;
+pub mod gguf;
+pub mod math;
+pub mod model;
+pub mod quant;
+pub mod receipt;
+pub mod runtime;
+pub mod soak;

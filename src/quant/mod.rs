@@ -1,0 +1,133 @@
+//! GGML block formats: the type table, CPU dequantization, quantization (the synthetic-model
+//! writer uses it) and the fixed-order dot kernels the CPU engine multiplies with.
+//!
+//! Determinism rule for this module: every reduction runs in one fixed order that depends
+//! only on the row length, never on how many rows, threads or stages share the call. Dot
+//! products accumulate in 8 f32 lanes (lane l takes elements l, l+8, l+16, ... of the row)
+//! and finish with a fixed pairwise tree; no atomics, no thread-count-dependent splits.
+
+/// A tensor element type as GGUF numbers it. Only the formats this project can dequantize
+/// are listed; any other id is an "unknown type" error at parse time, naming the id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GgmlType {
+    F32,
+    F16,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q8_0,
+    Q2K,
+    Q3K,
+    Q4K,
+    Q5K,
+    Q6K,
+    BF16,
+}
+
+impl GgmlType {
+    pub const ALL: [GgmlType; 13] = [
+        GgmlType::F32,
+        GgmlType::F16,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q8_0,
+        GgmlType::Q2K,
+        GgmlType::Q3K,
+        GgmlType::Q4K,
+        GgmlType::Q5K,
+        GgmlType::Q6K,
+        GgmlType::BF16,
+    ];
+
+    /// The GGUF/ggml type id (`ggml_type` in ggml.h).
+    pub fn id(self) -> u32 {
+        match self {
+            GgmlType::F32 => 0,
+            GgmlType::F16 => 1,
+            GgmlType::Q4_0 => 2,
+            GgmlType::Q4_1 => 3,
+            GgmlType::Q5_0 => 6,
+            GgmlType::Q5_1 => 7,
+            GgmlType::Q8_0 => 8,
+            GgmlType::Q2K => 10,
+            GgmlType::Q3K => 11,
+            GgmlType::Q4K => 12,
+            GgmlType::Q5K => 13,
+            GgmlType::Q6K => 14,
+            GgmlType::BF16 => 30,
+        }
+    }
+
+    pub fn from_id(id: u32) -> Option<GgmlType> {
+        GgmlType::ALL.into_iter().find(|t| t.id() == id)
+    }
+
+    /// Elements per block.
+    pub fn block_len(self) -> usize {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => 32,
+            GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => 256,
+        }
+    }
+
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            GgmlType::Q4_0 => 18,
+            GgmlType::Q4_1 => 20,
+            GgmlType::Q5_0 => 22,
+            GgmlType::Q5_1 => 24,
+            GgmlType::Q8_0 => 34,
+            GgmlType::Q2K => 84,
+            GgmlType::Q3K => 110,
+            GgmlType::Q4K => 144,
+            GgmlType::Q5K => 176,
+            GgmlType::Q6K => 210,
+        }
+    }
+
+    /// Lower-case name as the CLI spells it (`--quant q4_k`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GgmlType::F32 => "f32",
+            GgmlType::F16 => "f16",
+            GgmlType::Q4_0 => "q4_0",
+            GgmlType::Q4_1 => "q4_1",
+            GgmlType::Q5_0 => "q5_0",
+            GgmlType::Q5_1 => "q5_1",
+            GgmlType::Q8_0 => "q8_0",
+            GgmlType::Q2K => "q2_k",
+            GgmlType::Q3K => "q3_k",
+            GgmlType::Q4K => "q4_k",
+            GgmlType::Q5K => "q5_k",
+            GgmlType::Q6K => "q6_k",
+            GgmlType::BF16 => "bf16",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<GgmlType> {
+        let l = s.to_ascii_lowercase();
+        GgmlType::ALL.into_iter().find(|t| t.name() == l)
+    }
+
+    /// Bytes for `n` elements, `None` when `n` is not a whole number of blocks or overflows.
+    pub fn row_bytes(self, n: u64) -> Option<u64> {
+        let bl = self.block_len() as u64;
+        if n % bl != 0 {
+            return None;
+        }
+        (n / bl).checked_mul(self.block_bytes() as u64)
+    }
+}
+
+impl std::fmt::Display for GgmlType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
