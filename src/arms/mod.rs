@@ -1,1 +1,322 @@
-//! (under construction)
+//! The gate: a single-stage reference and three arms over the same tokens, each step's
+//! logits hashed and compared bit for bit.
+//!
+//! - reference: one stage on the first device of the placement, eager, greedy; it fixes the
+//!   tape (prompt + greedy tokens) every arm replays, so arms stay aligned after a
+//!   divergence and the FAIL names the first divergent step.
+//! - eager: one token at a time, logits read on the caller stream each step.
+//! - pipelined: the reference's tape replayed with `window` steps in flight, logits read
+//!   later through the dedicated readback stream.
+//! - batched: `batch` sequences (row 0 = the reference's tape, rows r>0 seeded prompts of
+//!   their own) as `[B, n_embd]` rows, issued pipelined; row r is compared with its own
+//!   single-stage reference.
+//!
+//! Faults only ever touch the N-stage runtime; the reference runs fault-free.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::backend::Backend;
+use crate::model::Model;
+use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference};
+use crate::runtime::{Fault, Placement, RtError, Runtime, RuntimeConfig};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArmKind {
+    Eager,
+    Pipelined,
+    Batched,
+}
+
+impl ArmKind {
+    pub const ALL: [ArmKind; 3] = [ArmKind::Eager, ArmKind::Pipelined, ArmKind::Batched];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ArmKind::Eager => "eager",
+            ArmKind::Pipelined => "pipelined",
+            ArmKind::Batched => "batched",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ArmKind> {
+        ArmKind::ALL.into_iter().find(|a| a.name() == s)
+    }
+}
+
+/// What a gate runs, after validation.
+#[derive(Clone, Debug)]
+pub struct GateSpec {
+    pub placement: Placement,
+    pub arms: Vec<ArmKind>,
+    pub window: usize,
+    pub batch: usize,
+    pub prompt_len: usize,
+    pub gen_len: usize,
+    pub seed: u64,
+    pub topk: usize,
+    /// A fixed tape for row 0 (then prompt_len/gen_len do not apply to row 0).
+    pub tape: Option<Vec<u32>>,
+    pub faults: Vec<Fault>,
+}
+
+impl GateSpec {
+    /// Steps every row runs: the tape's length, or prompt + generated.
+    pub fn steps(&self) -> usize {
+        match &self.tape {
+            Some(t) => t.len(),
+            None => self.prompt_len + self.gen_len,
+        }
+    }
+
+    fn batch_rows(&self) -> usize {
+        if self.arms.contains(&ArmKind::Batched) {
+            self.batch
+        } else {
+            1
+        }
+    }
+}
+
+/// The deterministic results of a gate plus its timings (the CLI wraps them in a receipt).
+pub struct GateResult {
+    pub reference: Reference,
+    pub batch_references: Vec<Reference>,
+    pub arms: Vec<Arm>,
+    pub build_ms: f64,
+    pub reference_ms: f64,
+    pub arm_ms: Vec<f64>,
+}
+
+impl GateResult {
+    pub fn pass(&self) -> bool {
+        self.arms.iter().all(|a| a.verdict == "PASS")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("{0}")]
+    Spec(String),
+    #[error("{phase}: {source}")]
+    Runtime {
+        phase: String,
+        #[source]
+        source: RtError,
+    },
+}
+
+fn rt_err(phase: impl Into<String>) -> impl FnOnce(RtError) -> GateError {
+    let phase = phase.into();
+    move |source| GateError::Runtime { phase, source }
+}
+
+/// Seeded prompt of row `row`: BOS (when the vocabulary has one) then uniform random ids.
+pub fn seeded_prompt(model: &Model, seed: u64, row: usize, len: usize) -> Vec<u32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed.wrapping_add(row as u64 * 0x9E37_79B9));
+    let mut v = Vec::with_capacity(len);
+    if let Some(b) = model.vocab.bos() {
+        v.push(b);
+    }
+    while v.len() < len {
+        v.push(rng.gen_range(0..model.cfg.vocab as u32));
+    }
+    v.truncate(len);
+    v
+}
+
+/// A single-stage reference walk: eager, greedy after the prompt. Returns the tape, the
+/// receipt steps and every step's logits (kept to name the first divergent value).
+struct RefRun {
+    reference: Reference,
+    logits: Vec<Vec<f32>>,
+}
+
+fn run_reference<B: Backend>(
+    rt: &Runtime<B>,
+    row: usize,
+    mut tape: Vec<u32>,
+    steps: usize,
+    topk: usize,
+) -> Result<RefRun, GateError> {
+    let mut walk = rt.walk().map_err(rt_err(format!("reference row {row}")))?;
+    let mut out = Vec::with_capacity(steps);
+    let mut logits = Vec::with_capacity(steps);
+    for i in 0..steps {
+        let tok = tape[i];
+        let p = walk.issue(&[tok], &[i]).map_err(rt_err(format!("reference row {row} step {i}")))?;
+        let l = walk.read_eager(p).map_err(rt_err(format!("reference row {row} step {i}")))?;
+        if i + 1 == tape.len() && tape.len() < steps {
+            tape.push(receipt::argmax(&l));
+        }
+        out.push(RefStep { step: i, token: tok, logits_blake3: receipt::hash_logits(&l), topk: receipt::topk(&l, topk) });
+        logits.push(l);
+    }
+    Ok(RefRun { reference: Reference { row, tokens: tape, steps: out }, logits })
+}
+
+/// Compares arm outputs against the references as they arrive.
+struct Judge<'a> {
+    refs: &'a [RefRun],
+    name: &'static str,
+    steps: Vec<ArmStep>,
+    mismatched: usize,
+    first: Option<Divergence>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(name: &'static str, refs: &'a [RefRun]) -> Self {
+        Judge { refs, name, steps: Vec::new(), mismatched: 0, first: None }
+    }
+
+    fn check(&mut self, step: usize, row: usize, got: &[f32]) {
+        let h = receipt::hash_logits(got);
+        let r = &self.refs[row];
+        if h != r.reference.steps[step].logits_blake3 {
+            self.mismatched += 1;
+            if self.first.is_none() {
+                let (index, reference, got) = receipt::first_diff(&r.logits[step], got).unwrap_or((0, f32::NAN, f32::NAN));
+                self.first = Some(Divergence { step, row, index, reference, got });
+            }
+        }
+        self.steps.push(ArmStep { step, row, logits_blake3: h });
+    }
+
+    fn finish(self) -> Arm {
+        Arm {
+            name: self.name.to_string(),
+            verdict: if self.mismatched == 0 { "PASS" } else { "FAIL" }.to_string(),
+            mismatched_steps: self.mismatched,
+            first_divergence: self.first,
+            steps: self.steps,
+        }
+    }
+}
+
+/// Run a whole gate on backend `be`: the reference(s), then the selected arms on one
+/// N-stage runtime. `progress` is called after each reference/arm with a short label.
+pub fn run_gate<B: Backend>(
+    be: Arc<B>,
+    model: Arc<Model>,
+    spec: &GateSpec,
+    progress: &mut dyn FnMut(&str),
+) -> Result<GateResult, GateError> {
+    let steps = spec.steps();
+    if steps == 0 {
+        return Err(GateError::Spec("the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into()));
+    }
+    if spec.tape.is_none() && spec.prompt_len == 0 {
+        return Err(GateError::Spec("--prompt-len 0: need at least one prompt token".into()));
+    }
+    if spec.window == 0 || spec.batch == 0 {
+        return Err(GateError::Spec(format!("--window {} and --batch {} must be at least 1", spec.window, spec.batch)));
+    }
+    let rows = spec.batch_rows();
+
+    // Reference: single stage on the placement's first device, fault-free.
+    let t0 = Instant::now();
+    let mut single = Placement::single(model.cfg.n_layers);
+    single.devices[0] = spec.placement.devices[0];
+    let ref_rt = Runtime::build(
+        be.clone(),
+        model.clone(),
+        RuntimeConfig { placement: single, max_rows: 1, ctx: steps, window: 1, faults: vec![] },
+    )
+    .map_err(rt_err("reference build"))?;
+    let mut refs = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let prompt = match (&spec.tape, r) {
+            (Some(t), 0) => t.clone(),
+            _ => seeded_prompt(&model, spec.seed, r, spec.prompt_len.max(1).min(steps)),
+        };
+        refs.push(run_reference(&ref_rt, r, prompt, steps, spec.topk)?);
+    }
+    drop(ref_rt);
+    let reference_ms = t0.elapsed().as_secs_f64() * 1e3;
+    progress("reference");
+
+    let t1 = Instant::now();
+    let rt = Runtime::build(
+        be,
+        model.clone(),
+        RuntimeConfig {
+            placement: spec.placement.clone(),
+            max_rows: rows,
+            ctx: steps,
+            window: spec.window,
+            faults: spec.faults.clone(),
+        },
+    )
+    .map_err(rt_err(format!("runtime build ({})", spec.placement.to_flags())))?;
+    let build_ms = t1.elapsed().as_secs_f64() * 1e3;
+
+    let mut arms = Vec::new();
+    let mut arm_ms = Vec::new();
+    for &kind in &spec.arms {
+        let ta = Instant::now();
+        let arm = match kind {
+            ArmKind::Eager => eager(&rt, &refs[..1], steps)?,
+            ArmKind::Pipelined => pipelined(&rt, &refs[..1], steps, spec.window, "pipelined")?,
+            ArmKind::Batched => pipelined(&rt, &refs, steps, spec.window, "batched")?,
+        };
+        arm_ms.push(ta.elapsed().as_secs_f64() * 1e3);
+        progress(kind.name());
+        arms.push(arm);
+    }
+    let mut refs = refs.into_iter().map(|r| r.reference);
+    let reference = refs.next().expect("at least one reference row");
+    Ok(GateResult { reference, batch_references: refs.collect(), arms, build_ms, reference_ms, arm_ms })
+}
+
+fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<Arm, GateError> {
+    let mut walk = rt.walk().map_err(rt_err("eager arm"))?;
+    let mut judge = Judge::new("eager", refs);
+    let tape = &refs[0].reference.tokens;
+    for i in 0..steps {
+        let p = walk.issue(&[tape[i]], &[i]).map_err(rt_err(format!("eager arm step {i}")))?;
+        let l = walk.read_eager(p).map_err(rt_err(format!("eager arm step {i}")))?;
+        judge.check(i, 0, &l);
+    }
+    Ok(judge.finish())
+}
+
+/// Pipelined issue over `refs.len()` rows (1: the pipelined arm; B: the batched arm):
+/// `window` steps in flight, logits drained through the readback stream in order.
+fn pipelined<B: Backend>(
+    rt: &Runtime<B>,
+    refs: &[RefRun],
+    steps: usize,
+    window: usize,
+    name: &'static str,
+) -> Result<Arm, GateError> {
+    let rows = refs.len();
+    let vocab = rt.model().cfg.vocab;
+    let mut walk = rt.walk().map_err(rt_err(format!("{name} arm")))?;
+    let mut judge = Judge::new(name, refs);
+    // (tape index, pending step): the runtime numbers steps over its whole life.
+    let mut inflight: VecDeque<(usize, crate::runtime::Pending)> = VecDeque::with_capacity(window);
+    let drain = |walk: &mut crate::runtime::Walk<'_, B>, judge: &mut Judge, i: usize, p: crate::runtime::Pending| {
+        let l = walk.read_deferred(p).map_err(rt_err(format!("{name} arm step {i}")))?;
+        for r in 0..rows {
+            judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
+        }
+        Ok::<(), GateError>(())
+    };
+    for i in 0..steps {
+        if inflight.len() == window {
+            let (j, p) = inflight.pop_front().expect("window is non-empty");
+            drain(&mut walk, &mut judge, j, p)?;
+        }
+        let tokens: Vec<u32> = refs.iter().map(|r| r.reference.tokens[i]).collect();
+        let p = walk.issue(&tokens, &vec![i; rows]).map_err(rt_err(format!("{name} arm step {i}")))?;
+        inflight.push_back((i, p));
+    }
+    while let Some((j, p)) = inflight.pop_front() {
+        drain(&mut walk, &mut judge, j, p)?;
+    }
+    Ok(judge.finish())
+}

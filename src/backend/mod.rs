@@ -1,1 +1,128 @@
-//! (under construction)
+//! The device interface the pipeline runtime is written against: buffers, in-order streams,
+//! events (record / wait), and per-stage engines that enqueue the model's ops.
+//!
+//! Semantics every backend must give (they are CUDA's, and the CPU backend reproduces them
+//! with worker threads so that an ordering bug in the runtime shows up in CI too):
+//! - A stream executes its operations one at a time, in enqueue order, asynchronously to the
+//!   host. Two streams run concurrently; nothing orders them but events.
+//! - `record(ev, s)` captures "everything enqueued on `s` so far"; `wait(s, ev)` makes every
+//!   later operation on `s` wait for the LAST record of `ev` made before the `wait` call.
+//!   Waiting on an event that was never recorded is a no-op.
+//! - `alloc_zeroed` enqueues its zero-fill on the given stream: the buffer is not defined for
+//!   any other stream until that stream is ordered behind it (slot first-use, cache birth).
+//! - Errors raised inside an enqueued operation are sticky on that stream and surface at the
+//!   next `synchronize`/`download` on it.
+
+pub mod cpu;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::model::Model;
+
+/// Error from a backend call. `what` names the operation and its coordinates (stage, device,
+/// layer, step where the caller knows them); the runtime adds context as it propagates.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("device {dev} does not exist ({backend} backend has {count} device(s): 0..{count})")]
+    NoSuchDevice { backend: &'static str, dev: usize, count: usize },
+    #[error("{backend} backend: {what}")]
+    Op { backend: &'static str, what: String },
+}
+
+pub type BResult<T> = Result<T, BackendError>;
+
+/// What one stage's engine owns: its layer range and whether it holds the embedding (stage
+/// 0) and the output norm + head (the last stage). `max_rows` sizes the engine's scratch.
+#[derive(Clone, Debug)]
+pub struct EngineSpec {
+    pub stage: usize,
+    pub layers: Range<usize>,
+    pub embed: bool,
+    pub head: bool,
+    pub max_rows: usize,
+}
+
+/// A device backend. All methods are called from the single host thread that drives a walk
+/// (the walk lease makes that exclusive); the streams themselves run asynchronously.
+pub trait Backend: Send + Sync + Sized + 'static {
+    /// Device memory holding f32 values (token ids travel as exact f32 integers).
+    type Buf: Send + Sync + 'static;
+    type Stream: Send + Sync + 'static;
+    type Event: Send + Sync + 'static;
+    /// One stage's KV cache for its layer range: `rows` sequences × `ctx` positions.
+    type Cache: Send + Sync + 'static;
+    type Engine: Engine<Self>;
+
+    /// "cpu" or "cuda".
+    fn kind(&self) -> &'static str;
+    fn device_count(&self) -> usize;
+    fn device_name(&self, dev: usize) -> String;
+    /// Whether a boundary between `a` and `b` can copy device to device directly.
+    fn peer_ok(&self, a: usize, b: usize) -> bool;
+
+    fn new_stream(&self, dev: usize, label: &str) -> BResult<Self::Stream>;
+    fn new_event(&self, dev: usize) -> BResult<Self::Event>;
+    fn record(&self, ev: &Self::Event, s: &Self::Stream) -> BResult<()>;
+    fn wait(&self, s: &Self::Stream, ev: &Self::Event) -> BResult<()>;
+    /// Host blocks until everything enqueued on `s` has run; returns its sticky error.
+    fn synchronize(&self, s: &Self::Stream) -> BResult<()>;
+
+    /// `n` f32 on `dev`, zero-filled by an operation enqueued on `s`.
+    fn alloc_zeroed(&self, dev: usize, n: usize, s: &Self::Stream) -> BResult<Self::Buf>;
+    /// `n` f32 of host staging memory (the host-bounce transport), zero-filled on `s`.
+    fn alloc_host(&self, n: usize, s: &Self::Stream) -> BResult<Self::Buf>;
+    fn buf_len(&self, b: &Self::Buf) -> usize;
+    /// Enqueue a copy of `n` values on `s` (device-to-device, peer, or to/from host staging).
+    fn copy(
+        &self,
+        s: &Self::Stream,
+        src: &Self::Buf,
+        src_off: usize,
+        dst: &Self::Buf,
+        dst_off: usize,
+        n: usize,
+    ) -> BResult<()>;
+    /// Enqueue an upload of `host` into `dst[off..]` on `s`.
+    fn upload(&self, s: &Self::Stream, host: Vec<f32>, dst: &Self::Buf, off: usize) -> BResult<()>;
+    /// Enqueue a download of `src[off..off+n]` on `s` and block until it (and everything
+    /// before it on `s`) has run.
+    fn download(&self, s: &Self::Stream, src: &Self::Buf, off: usize, n: usize) -> BResult<Vec<f32>>;
+
+    /// A stage's KV cache on `dev`, zero-filled by an operation enqueued on `s` (cache birth).
+    fn new_cache(
+        &self,
+        dev: usize,
+        model: &Arc<Model>,
+        layers: Range<usize>,
+        rows: usize,
+        ctx: usize,
+        s: &Self::Stream,
+    ) -> BResult<Self::Cache>;
+    /// A stage's engine on `dev`: its weights (uploaded through it, on `s`) and its scratch.
+    fn new_engine(
+        &self,
+        dev: usize,
+        model: &Arc<Model>,
+        spec: EngineSpec,
+        s: &Self::Stream,
+    ) -> BResult<Self::Engine>;
+}
+
+/// One stage's engine: enqueues the model's ops on the stream it is handed. It never owns a
+/// stream of its own, so there is exactly one stream per stage and no second, unordered
+/// launch path (the seed's engine-vs-stage stream race cannot be written against this API).
+///
+/// The engine's working residual `x()` is engine-owned scratch, safe on one stream at a time
+/// and shared state the moment two streams drive the same engine: stages never share one.
+pub trait Engine<B: Backend>: Send + Sync + 'static {
+    fn spec(&self) -> &EngineSpec;
+    /// The engine's working residual, `[max_rows, n_embd]`.
+    fn x(&self) -> &B::Buf;
+    /// `x[r] = embed(tokens[r])` for `rows` rows; token ids are read from `input[0..rows]`.
+    fn embed(&self, s: &B::Stream, input: &B::Buf, rows: usize) -> BResult<()>;
+    /// Layer `il` on `x` in place; row r is at position `pos[r]`, its KV in `cache` row r.
+    fn layer(&self, s: &B::Stream, il: usize, rows: usize, pos: &[usize], cache: &B::Cache) -> BResult<()>;
+    /// Output norm + head of `x` into `logits[0..rows*vocab]`.
+    fn head(&self, s: &B::Stream, rows: usize, logits: &B::Buf) -> BResult<()>;
+}

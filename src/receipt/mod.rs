@@ -1,1 +1,264 @@
-//! (under construction)
+//! Receipts: the versioned JSON record of one gate run.
+//!
+//! Rule: everything outside `timings` and `tool` is DETERMINISTIC — a function of the model
+//! bytes, the placement, the config and the tokens only. Two runs of a correct runtime give
+//! byte-identical deterministic parts; `diff` compares exactly those. Receipts are written
+//! atomically (temp file in the same directory, then rename), so a reader never sees half a
+//! receipt and an interrupted soak keeps every finished one.
+
+pub mod diff;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: &str = "ppn-gate.receipt/1";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Receipt {
+    pub schema: String,
+    pub tool: Tool,
+    pub backend: BackendInfo,
+    pub model: ModelInfo,
+    pub placement: PlacementInfo,
+    pub config: ConfigInfo,
+    pub reference: Reference,
+    /// Single-stage references of batched rows 1..B (row 0's is `reference`).
+    #[serde(default)]
+    pub batch_references: Vec<Reference>,
+    pub arms: Vec<Arm>,
+    /// "PASS" iff every arm passed.
+    pub verdict: String,
+    pub timings: Timings,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+    pub git_commit: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BackendInfo {
+    pub kind: String,
+    /// Names of the devices the placement uses, indexed like `placement.devices`.
+    pub device_names: Vec<String>,
+    pub jitter_us: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ModelInfo {
+    /// The path as given, or "builtin:<spec>" for the embedded synthetic default.
+    pub file: String,
+    pub arch: String,
+    pub n_layers: usize,
+    pub n_embd: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub n_ff: usize,
+    pub vocab: usize,
+    pub weight_bytes: u64,
+    pub blake3: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PlacementInfo {
+    pub stages: usize,
+    pub fence: Vec<usize>,
+    pub devices: Vec<usize>,
+    /// Per boundary: "dtod", "peer" or "host".
+    pub transports: Vec<String>,
+    /// Per stage: bytes of weights the stage's engine holds (layers, plus embedding on
+    /// stage 0 and output norm + head on the last).
+    pub stage_weight_bytes: Vec<u64>,
+    pub flags: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ConfigInfo {
+    pub arms: Vec<String>,
+    pub window: usize,
+    pub batch: usize,
+    pub prompt_len: usize,
+    pub gen_len: usize,
+    pub seed: u64,
+    pub topk: usize,
+    pub tape: Option<String>,
+    pub faults: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Reference {
+    pub row: usize,
+    /// The whole tape: prompt then greedy tokens.
+    pub tokens: Vec<u32>,
+    pub steps: Vec<RefStep>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RefStep {
+    pub step: usize,
+    /// The token fed at this step (its logits predict the next one).
+    pub token: u32,
+    pub logits_blake3: String,
+    /// `[[id, logit], ..]`, descending, ties by lower id.
+    pub topk: Vec<(u32, f32)>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Arm {
+    pub name: String,
+    pub verdict: String,
+    pub mismatched_steps: usize,
+    pub first_divergence: Option<Divergence>,
+    pub steps: Vec<ArmStep>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ArmStep {
+    pub step: usize,
+    pub row: usize,
+    pub logits_blake3: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Divergence {
+    pub step: usize,
+    pub row: usize,
+    /// First logit index whose bits differ.
+    pub index: usize,
+    #[serde(rename = "ref")]
+    pub reference: f32,
+    pub got: f32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct Timings {
+    pub load_ms: f64,
+    pub build_ms: f64,
+    pub reference_ms: f64,
+    /// Per arm, in `arms` order.
+    pub arm_ms: Vec<f64>,
+    pub total_ms: f64,
+}
+
+/// blake3 hex of a logits row as little-endian f32.
+pub fn hash_logits(row: &[f32]) -> String {
+    let mut h = blake3::Hasher::new();
+    for v in row {
+        h.update(&v.to_le_bytes());
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// The k largest logits, descending, ties by lower id. NaN sorts below everything (a NaN
+/// row still gets a stable top-k, and its hash already says it differs).
+pub fn topk(row: &[f32], k: usize) -> Vec<(u32, f32)> {
+    let mut idx: Vec<u32> = (0..row.len() as u32).collect();
+    let key = |i: &u32| {
+        let v = row[*i as usize];
+        if v.is_nan() {
+            f32::NEG_INFINITY
+        } else {
+            v
+        }
+    };
+    idx.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.cmp(b)));
+    idx.truncate(k);
+    idx.into_iter().map(|i| (i, row[i as usize])).collect()
+}
+
+/// Greedy choice: the top-1 of `topk` (ties by lower id).
+pub fn argmax(row: &[f32]) -> u32 {
+    topk(row, 1).first().map(|x| x.0).unwrap_or(0)
+}
+
+/// First index whose bits differ, with both values.
+pub fn first_diff(reference: &[f32], got: &[f32]) -> Option<(usize, f32, f32)> {
+    if reference.len() != got.len() {
+        let i = reference.len().min(got.len());
+        return Some((i, reference.get(i).copied().unwrap_or(f32::NAN), got.get(i).copied().unwrap_or(f32::NAN)));
+    }
+    reference
+        .iter()
+        .zip(got)
+        .position(|(a, b)| a.to_bits() != b.to_bits())
+        .map(|i| (i, reference[i], got[i]))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiptError {
+    #[error("cannot read receipt {path}: {err}")]
+    Read { path: String, err: std::io::Error },
+    #[error("receipt {path} is not valid JSON: {err}")]
+    Json { path: String, err: serde_json::Error },
+    #[error("receipt {path} has schema {got:?}, this tool reads {SCHEMA:?}")]
+    Schema { path: String, got: String },
+    #[error("cannot write receipt {path}: {err}")]
+    Write { path: String, err: std::io::Error },
+}
+
+impl Receipt {
+    pub fn load(path: &Path) -> Result<Receipt, ReceiptError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| ReceiptError::Read { path: p.clone(), err })?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|err| ReceiptError::Json { path: p.clone(), err })?;
+        let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("<missing>");
+        if schema != SCHEMA {
+            return Err(ReceiptError::Schema { path: p, got: schema.to_string() });
+        }
+        serde_json::from_value(v).map_err(|err| ReceiptError::Json { path: p, err })
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("receipt serializes") + "\n"
+    }
+
+    /// Write atomically: temp file beside the target, then rename.
+    pub fn write(&self, path: &Path) -> Result<(), ReceiptError> {
+        write_atomic(path, self.to_json().as_bytes())
+            .map_err(|err| ReceiptError::Write { path: path.display().to_string(), err })
+    }
+}
+
+/// Write `bytes` to `path` atomically (same-directory temp file + rename), creating parents.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "receipt".into());
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topk_is_descending_with_ties_by_lower_id_and_nan_last() {
+        let row = [1.0, 3.0, f32::NAN, 3.0, -1.0, 2.0];
+        assert_eq!(topk(&row, 4), vec![(1, 3.0), (3, 3.0), (5, 2.0), (0, 1.0)]);
+        assert_eq!(argmax(&row), 1);
+    }
+
+    #[test]
+    fn hash_is_of_little_endian_f32_bytes() {
+        let row = [1.0f32, -2.5];
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&1.0f32.to_le_bytes());
+        bytes.extend_from_slice(&(-2.5f32).to_le_bytes());
+        assert_eq!(hash_logits(&row), blake3::hash(&bytes).to_hex().to_string());
+        // -0.0 and 0.0 compare equal as floats but are different bits: the gate sees them.
+        assert_ne!(hash_logits(&[0.0]), hash_logits(&[-0.0]));
+        assert_eq!(first_diff(&[0.0, 1.0], &[-0.0, 1.0]), Some((0, 0.0, -0.0)));
+    }
+}

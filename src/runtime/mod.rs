@@ -1,1 +1,496 @@
-//! (under construction)
+//! The N-stage pipeline runtime, written once over any `Backend`.
+//!
+//! Who owns what, and who waits on whom (every arrow is an event wait; nothing else orders
+//! two streams):
+//!
+//! ```text
+//!  caller stream (stage 0's device)      stage s stream (its device)           readback stream (last device)
+//!  ─ wait in[k].consumed  (WAR)          ─ s=0: wait in[k].ready (REVERSE PUB.) 
+//!  ─ upload tokens → in[k]               ─ s=0: embed in[k] → x; record in[k].consumed
+//!  ─ record in[k].ready                  ─ s>0: wait slot.tx (RAW); copy slot → x; record slot.rx
+//!                                        ─ layers [fence[s], fence[s+1]) on x, stage-owned KV
+//!                                        ─ s<N-1: wait slot.rx (WAR); [grow: wait slot.grown
+//!                                              (FIRST USE)]; copy x → slot; record slot.tx
+//!                                        ─ last: wait out[j].read (WAR); head x → out[j];
+//!                                              record out[j].done
+//!                                        ─ record exit[s]
+//!  eager read: wait exit[0..N] (EXIT PUB.), download out[j], record out[j].read
+//!  deferred read (pipelined arms): readback stream waits out[j].done (EXIT PUB.), downloads,
+//!  records out[j].read — the stage streams keep running later tokens meanwhile.
+//! ```
+//!
+//! Structural choices that remove races of the seed's runtime by construction:
+//! - Each stage has exactly ONE stream, and its engine has none of its own: every op takes
+//!   the stage stream explicitly, so there is no engine-vs-stage stream pair to order.
+//! - Each stage has its OWN engine (scratch) even when stages share a device.
+//! - Everything that crosses streams is persistent (slots, input/output rings, caches,
+//!   engine scratch); nothing is freed per step, so no freed block can be reused under a
+//!   queued reader (the seed's reverse-publication and exit-publication pool hazards).
+//! - Caches and engine scratch are born on the stream that uses them (stream-ordered), and
+//!   the build ends with one host barrier over every stream (the load barrier).
+//! - One walk at a time owns the boundary/event sequence: the walk lease is a `try_lock`
+//!   that fails fast instead of interleaving two walks' slot sequences.
+
+pub mod fault;
+pub mod placement;
+
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
+
+pub use fault::Fault;
+pub use placement::{PlanError, Placement, Transport, TransportChoice};
+
+use crate::backend::{Backend, BackendError, Engine, EngineSpec};
+use crate::model::Model;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RtError {
+    #[error("walk lease is held by another walk (one walk at a time owns the boundary/event sequence)")]
+    LeaseHeld,
+    #[error("{0}")]
+    Misuse(String),
+    #[error("{ctx}: {source}")]
+    Backend {
+        ctx: String,
+        #[source]
+        source: BackendError,
+    },
+}
+
+type RResult<T> = Result<T, RtError>;
+
+fn at<T>(r: Result<T, BackendError>, ctx: impl FnOnce() -> String) -> RResult<T> {
+    r.map_err(|source| RtError::Backend { ctx: ctx(), source })
+}
+
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    pub placement: Placement,
+    /// Largest number of rows (sequences) a step may carry.
+    pub max_rows: usize,
+    /// KV cache positions per sequence.
+    pub ctx: usize,
+    /// Most steps in flight (issued, logits not yet read); sizes the output ring.
+    pub window: usize,
+    pub faults: Vec<Fault>,
+}
+
+struct Stage<B: Backend> {
+    dev: usize,
+    stream: B::Stream,
+    cache: B::Cache,
+    /// Recorded at the end of every step's work on this stage (exit publication).
+    exit: B::Event,
+}
+
+struct Slot<B: Backend> {
+    /// Grow-only persistent buffer on the RX device.
+    buf: Option<B::Buf>,
+    ev_tx: B::Event,
+    ev_rx: B::Event,
+    /// Recorded on the RX stream after a growth's zero-fill (slot first-use ordering).
+    ev_grown: B::Event,
+    /// Host staging for the host-bounce transport (grow-only, TX-stream ordered).
+    staging: Option<B::Buf>,
+}
+
+struct Boundary<B: Backend> {
+    transport: Transport,
+    slots: [Slot<B>; 2],
+}
+
+struct InSlot<B: Backend> {
+    buf: B::Buf,
+    ready: B::Event,
+    consumed: B::Event,
+}
+
+struct OutSlot<B: Backend> {
+    buf: B::Buf,
+    done: B::Event,
+    read_caller: B::Event,
+    read_rb: B::Event,
+    /// The step whose logits sit here unread (the host never reissues an unread slot).
+    unread: Option<u64>,
+    rows: usize,
+}
+
+struct WalkState<B: Backend> {
+    bounds: Vec<Boundary<B>>,
+    inputs: [InSlot<B>; 2],
+    outputs: Vec<OutSlot<B>>,
+    step: u64,
+}
+
+pub struct Runtime<B: Backend> {
+    be: Arc<B>,
+    model: Arc<Model>,
+    cfg: RuntimeConfig,
+    stages: Vec<Stage<B>>,
+    engines: Vec<B::Engine>,
+    caller: B::Stream,
+    readback: B::Stream,
+    state: Mutex<WalkState<B>>,
+}
+
+/// A step issued but not yet read back.
+#[must_use = "a pending step's logits must be read (its output slot stays reserved)"]
+#[derive(Debug)]
+pub struct Pending {
+    pub step: u64,
+    slot: usize,
+    rows: usize,
+}
+
+impl<B: Backend> Runtime<B> {
+    pub fn build(be: Arc<B>, model: Arc<Model>, cfg: RuntimeConfig) -> RResult<Runtime<B>> {
+        let p = &cfg.placement;
+        let n = p.n_stages();
+        if n == 0 || p.n_layers() != model.cfg.n_layers {
+            return Err(RtError::Misuse(format!(
+                "placement covers {} layers in {n} stages, model has {}",
+                p.n_layers(),
+                model.cfg.n_layers
+            )));
+        }
+        if cfg.max_rows == 0 || cfg.ctx == 0 {
+            return Err(RtError::Misuse(format!("max_rows {} and ctx {} must be positive", cfg.max_rows, cfg.ctx)));
+        }
+        let n_embd = model.cfg.n_embd;
+        let vocab = model.cfg.vocab;
+        let dev0 = p.devices[0];
+        let dev_last = p.devices[n - 1];
+        let caller = at(be.new_stream(dev0, "caller"), || format!("caller stream on device {dev0}"))?;
+        let readback = at(be.new_stream(dev_last, "readback"), || format!("readback stream on device {dev_last}"))?;
+
+        let mut stages = Vec::with_capacity(n);
+        let mut engines = Vec::with_capacity(n);
+        for s in 0..n {
+            let dev = p.devices[s];
+            let ctx = || format!("stage {s} (device {dev}) build");
+            let stream = at(be.new_stream(dev, &format!("stage{s}")), ctx)?;
+            // Weights and scratch go through the owning stage's engine, on its stream:
+            // the embedding with stage 0, output norm + head with the last stage.
+            let spec = EngineSpec {
+                stage: s,
+                layers: p.layers(s),
+                embed: s == 0,
+                head: s == n - 1,
+                max_rows: cfg.max_rows,
+            };
+            let eng = at(be.new_engine(dev, &model, spec, &stream), ctx)?;
+            // Cache birth on the stage's own stream: its zero-fill is ordered before the
+            // stage's first append by the stream itself.
+            let cache = at(be.new_cache(dev, &model, p.layers(s), cfg.max_rows, cfg.ctx, &stream), ctx)?;
+            let exit = at(be.new_event(dev), ctx)?;
+            stages.push(Stage { dev, stream, cache, exit });
+            engines.push(eng);
+        }
+
+        let mut bounds = Vec::with_capacity(n.saturating_sub(1));
+        for b in 0..n.saturating_sub(1) {
+            let (txd, rxd) = (p.devices[b], p.devices[b + 1]);
+            let ctx = || format!("boundary {b} (device {txd} -> device {rxd}) build");
+            let mut mk = || -> RResult<Slot<B>> {
+                Ok(Slot {
+                    buf: None,
+                    ev_tx: at(be.new_event(txd), ctx)?,
+                    ev_rx: at(be.new_event(rxd), ctx)?,
+                    ev_grown: at(be.new_event(rxd), ctx)?,
+                    staging: None,
+                })
+            };
+            let slots = [mk()?, mk()?];
+            bounds.push(Boundary { transport: p.transports[b], slots });
+        }
+
+        let mut mk_in = || -> RResult<InSlot<B>> {
+            let ctx = || format!("input ring on device {dev0}");
+            Ok(InSlot {
+                buf: at(be.alloc_zeroed(dev0, cfg.max_rows, &caller), ctx)?,
+                ready: at(be.new_event(dev0), ctx)?,
+                consumed: at(be.new_event(dev0), ctx)?,
+            })
+        };
+        let inputs = [mk_in()?, mk_in()?];
+        let mut outputs = Vec::new();
+        for _ in 0..cfg.window.max(1) {
+            let ctx = || format!("output ring on device {dev_last}");
+            outputs.push(OutSlot {
+                buf: at(be.alloc_zeroed(dev_last, cfg.max_rows * vocab, &stages[n - 1].stream), ctx)?,
+                done: at(be.new_event(dev_last), ctx)?,
+                read_caller: at(be.new_event(dev0), ctx)?,
+                read_rb: at(be.new_event(dev_last), ctx)?,
+                unread: None,
+                rows: 0,
+            });
+        }
+        let _ = n_embd;
+        let rt = Runtime {
+            be,
+            model,
+            cfg,
+            stages,
+            engines,
+            caller,
+            readback,
+            state: Mutex::new(WalkState { bounds, inputs, outputs, step: 0 }),
+        };
+        rt.barrier("load barrier")?;
+        Ok(rt)
+    }
+
+    /// Host barrier over every stream of the runtime (load barrier at build; drain at the
+    /// end of a walk). Never per step.
+    pub fn barrier(&self, why: &str) -> RResult<()> {
+        for (s, st) in self.stages.iter().enumerate() {
+            at(self.be.synchronize(&st.stream), || format!("{why}: stage {s} (device {})", st.dev))?;
+        }
+        at(self.be.synchronize(&self.caller), || format!("{why}: caller stream"))?;
+        at(self.be.synchronize(&self.readback), || format!("{why}: readback stream"))
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.cfg
+    }
+
+    pub fn backend(&self) -> &Arc<B> {
+        &self.be
+    }
+
+    pub fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
+    pub fn has(&self, f: Fault) -> bool {
+        self.cfg.faults.contains(&f)
+    }
+
+    /// Acquire the walk lease: exclusive ownership of the boundary/event sequence for one
+    /// complete walk. Fails fast rather than blocking.
+    pub fn walk(&self) -> RResult<Walk<'_, B>> {
+        match self.state.try_lock() {
+            Ok(st) => Ok(Walk { rt: self, st }),
+            Err(TryLockError::WouldBlock) => Err(RtError::LeaseHeld),
+            Err(TryLockError::Poisoned(_)) => Err(RtError::Misuse("walk state poisoned by a panicked walk".into())),
+        }
+    }
+
+    /// The engine stage `s` runs through: its own, or stage 0's under `--fault shared-scratch`.
+    fn engine(&self, s: usize) -> &B::Engine {
+        if self.has(Fault::SharedScratch) {
+            &self.engines[0]
+        } else {
+            &self.engines[s]
+        }
+    }
+}
+
+/// An exclusive walk over the runtime (see `Runtime::walk`).
+pub struct Walk<'a, B: Backend> {
+    rt: &'a Runtime<B>,
+    st: MutexGuard<'a, WalkState<B>>,
+}
+
+impl<'a, B: Backend> Walk<'a, B> {
+    /// Enqueue one decode step: row r carries `tokens[r]` at position `pos[r]`. Returns at
+    /// once; the logits are read with `read_eager` or `read_deferred`.
+    pub fn issue(&mut self, tokens: &[u32], pos: &[usize]) -> RResult<Pending> {
+        let rt = self.rt;
+        let be = &*rt.be;
+        let p = &rt.cfg.placement;
+        let n = p.n_stages();
+        let rows = tokens.len();
+        let t = self.st.step;
+        if rows == 0 || rows > rt.cfg.max_rows || pos.len() != rows {
+            return Err(RtError::Misuse(format!(
+                "step {t}: {rows} rows with {} positions (runtime holds 1..={} rows)",
+                pos.len(),
+                rt.cfg.max_rows
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&x| x as usize >= rt.model.cfg.vocab) {
+            return Err(RtError::Misuse(format!("step {t}: token {bad} outside vocab {}", rt.model.cfg.vocab)));
+        }
+        if let Some(&bad) = pos.iter().find(|&&x| x >= rt.cfg.ctx) {
+            return Err(RtError::Misuse(format!("step {t}: position {bad} beyond context {}", rt.cfg.ctx)));
+        }
+        let j = (t % self.st.outputs.len() as u64) as usize;
+        if let Some(u) = self.st.outputs[j].unread {
+            return Err(RtError::Misuse(format!(
+                "step {t}: output slot {j} still holds unread step {u} (more than {} steps in flight)",
+                self.st.outputs.len()
+            )));
+        }
+        self.st.step += 1;
+        let k = (t % 2) as usize;
+        let idx = (t % 2) as usize;
+
+        // Caller: input ring slot k. WAR: the upload waits until stage 0 consumed step t-2.
+        {
+            let inp = &self.st.inputs[k];
+            let c = || format!("caller stream, step {t}");
+            at(be.wait(&rt.caller, &inp.consumed), c)?;
+            at(be.upload(&rt.caller, tokens.iter().map(|&x| x as f32).collect(), &inp.buf, 0), c)?;
+            at(be.record(&inp.ready, &rt.caller), c)?;
+        }
+
+        for s in 0..n {
+            let stg = &rt.stages[s];
+            let eng = rt.engine(s);
+            let c = |what: &str| {
+                let what = what.to_string();
+                let dev = stg.dev;
+                move || format!("stage {s} (device {dev}) {what}, step {t}")
+            };
+            if s == 0 {
+                let inp = &self.st.inputs[k];
+                // REVERSE PUBLICATION: the stage reads what the caller's stream wrote.
+                if !rt.has(Fault::NoReversePublish) {
+                    at(be.wait(&stg.stream, &inp.ready), c("input wait"))?;
+                }
+                at(eng.embed(&stg.stream, &inp.buf, rows), c("embed"))?;
+                at(be.record(&inp.consumed, &stg.stream), c("embed"))?;
+            } else {
+                self.rx(s - 1, idx, rows, t)?;
+            }
+            for il in p.layers(s) {
+                at(eng.layer(&stg.stream, il, rows, pos, &stg.cache), || {
+                    format!("stage {s} (device {}) layer {il}, step {t}", stg.dev)
+                })?;
+            }
+            if s + 1 < n {
+                self.tx(s, idx, rows, t)?;
+            } else {
+                let out = &self.st.outputs[j];
+                // WAR on the output slot: the previous reader of slot j has finished.
+                at(be.wait(&stg.stream, &out.read_caller), c("head"))?;
+                at(be.wait(&stg.stream, &out.read_rb), c("head"))?;
+                at(eng.head(&stg.stream, rows, &out.buf), c("head"))?;
+                at(be.record(&out.done, &stg.stream), c("head"))?;
+            }
+            at(be.record(&stg.exit, &stg.stream), c("exit record"))?;
+        }
+        let out = &mut self.st.outputs[j];
+        out.unread = Some(t);
+        out.rows = rows;
+        Ok(Pending { step: t, slot: j, rows })
+    }
+
+    /// Boundary TX at boundary `b` (stage b's stream), slot index `idx`.
+    fn tx(&mut self, b: usize, idx: usize, rows: usize, t: u64) -> RResult<()> {
+        let rt = self.rt;
+        let be = &*rt.be;
+        let n_vals = rows * rt.model.cfg.n_embd;
+        let (tx_s, rx_s) = (&rt.stages[b], &rt.stages[b + 1]);
+        let c = || format!("boundary {b} TX (stage {b}, device {} -> device {}) slot {idx}, step {t}", tx_s.dev, rx_s.dev);
+        let bd = &mut self.st.bounds[b];
+        let transport = bd.transport;
+        // `--fault single-slot`: both indices write one buffer; events stay per index.
+        let buf_idx = if rt.has(Fault::SingleSlot) { 0 } else { idx };
+        // WAR: this slot's previous RX has copied the old value out.
+        if !rt.has(Fault::NoWarGuard) {
+            at(be.wait(&tx_s.stream, &bd.slots[idx].ev_rx), c)?;
+        }
+        let have = bd.slots[buf_idx].buf.as_ref().map(|x| be.buf_len(x)).unwrap_or(0);
+        if have < n_vals {
+            // Grow-only: a new persistent buffer on the RX device, zero-filled on the RX
+            // stream. FIRST-USE ORDERING: TX must not write it before that zero-fill ran.
+            let fresh = at(be.alloc_zeroed(rx_s.dev, n_vals, &rx_s.stream), c)?;
+            let sl = &mut bd.slots[buf_idx];
+            at(be.record(&sl.ev_grown, &rx_s.stream), c)?;
+            if !rt.has(Fault::SlotFirstUse) {
+                at(be.wait(&tx_s.stream, &sl.ev_grown), c)?;
+            }
+            sl.buf = Some(fresh);
+        }
+        let x = rt.engine(b).x();
+        let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
+        match transport {
+            Transport::Dtod | Transport::Peer => at(be.copy(&tx_s.stream, x, 0, dst, 0, n_vals), c)?,
+            Transport::Host => {
+                let sl = &mut bd.slots[idx];
+                let have = sl.staging.as_ref().map(|h| be.buf_len(h)).unwrap_or(0);
+                if have < n_vals {
+                    // Staging is only ever touched by this TX stream: stream-ordered.
+                    sl.staging = Some(at(be.alloc_host(n_vals, &tx_s.stream), c)?);
+                }
+                let h = sl.staging.as_ref().expect("staging grown above");
+                let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
+                at(be.copy(&tx_s.stream, x, 0, h, 0, n_vals), c)?;
+                at(be.copy(&tx_s.stream, h, 0, dst, 0, n_vals), c)?;
+            }
+        }
+        at(be.record(&self.st.bounds[b].slots[idx].ev_tx, &tx_s.stream), c)
+    }
+
+    /// Boundary RX at boundary `b` (stage b+1's stream), slot index `idx`.
+    fn rx(&mut self, b: usize, idx: usize, rows: usize, t: u64) -> RResult<()> {
+        let rt = self.rt;
+        let be = &*rt.be;
+        let n_vals = rows * rt.model.cfg.n_embd;
+        let rx_s = &rt.stages[b + 1];
+        let c = || format!("boundary {b} RX (stage {}, device {}) slot {idx}, step {t}", b + 1, rx_s.dev);
+        let bd = &self.st.bounds[b];
+        let buf_idx = if rt.has(Fault::SingleSlot) { 0 } else { idx };
+        let sl = &bd.slots[idx];
+        // RAW: the slot holds this step's residual only after its TX event.
+        if !rt.has(Fault::RxNoWait) {
+            at(be.wait(&rx_s.stream, &sl.ev_tx), c)?;
+        }
+        let src = bd.slots[buf_idx]
+            .buf
+            .as_ref()
+            .ok_or_else(|| RtError::Misuse(format!("boundary {b} RX before any TX, step {t}")))?;
+        at(be.copy(&rx_s.stream, src, 0, rt.engine(b + 1).x(), 0, n_vals), c)?;
+        at(be.record(&sl.ev_rx, &rx_s.stream), c)
+    }
+
+    /// Eager read: the caller's stream waits every stage's exit event (EXIT PUBLICATION of
+    /// all stages, so when this returns the whole walk step is finished everywhere and the
+    /// caller may touch anything), then downloads the logits.
+    pub fn read_eager(&mut self, p: Pending) -> RResult<Vec<f32>> {
+        let rt = self.rt;
+        let be = &*rt.be;
+        let c = || format!("eager read on the caller stream, step {}", p.step);
+        if !rt.has(Fault::NoExitPublish) {
+            for st in &rt.stages {
+                at(be.wait(&rt.caller, &st.exit), c)?;
+            }
+        }
+        let out = &mut self.st.outputs[p.slot];
+        let v = at(be.download(&rt.caller, &out.buf, 0, p.rows * rt.model.cfg.vocab), c)?;
+        at(be.record(&out.read_caller, &rt.caller), c)?;
+        out.unread = None;
+        Ok(v)
+    }
+
+    /// Deferred read: the dedicated readback stream waits this step's completion event on
+    /// the last stage (EXIT PUBLICATION of the producer), downloads, and records the slot's
+    /// read event; later steps keep running on the stage streams meanwhile.
+    pub fn read_deferred(&mut self, p: Pending) -> RResult<Vec<f32>> {
+        let rt = self.rt;
+        let be = &*rt.be;
+        let c = || format!("deferred read on the readback stream, step {}", p.step);
+        let out = &mut self.st.outputs[p.slot];
+        if !rt.has(Fault::NoExitPublish) {
+            at(be.wait(&rt.readback, &out.done), c)?;
+        }
+        let v = at(be.download(&rt.readback, &out.buf, 0, p.rows * rt.model.cfg.vocab), c)?;
+        at(be.record(&out.read_rb, &rt.readback), c)?;
+        out.unread = None;
+        Ok(v)
+    }
+}
+
+impl<B: Backend> Drop for Walk<'_, B> {
+    fn drop(&mut self) {
+        // A walk abandoned with steps in flight (an error mid-walk) drains every stream so
+        // the next walk starts from a quiet runtime, and releases the unread output slots.
+        if self.st.outputs.iter().any(|o| o.unread.is_some()) {
+            let _ = self.rt.barrier("walk drop");
+            for o in self.st.outputs.iter_mut() {
+                o.unread = None;
+            }
+        }
+    }
+}

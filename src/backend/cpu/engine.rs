@@ -1,0 +1,151 @@
+//! The CPU engine: one per stage, enqueueing the model's ops (crate::model::forward) on the
+//! stage's stream. Its residual `x` is engine-owned scratch, read and written by every op:
+//! correct on one stream, a data race when two stage streams drive one engine (the seed's
+//! shared-scratch race, which `--fault shared-scratch` recreates on purpose).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::mem::DevMem;
+use super::stream::CpuStream;
+use super::{op_err, CpuBackend};
+use crate::backend::{BResult, Engine, EngineSpec};
+use crate::model::forward::{self, KvAccess};
+use crate::model::Model;
+
+/// A stage's KV cache: per layer of its range, K and V as `[rows, ctx, kv_dim]`.
+pub struct CpuCache {
+    pub(super) layers: Range<usize>,
+    pub(super) rows: usize,
+    pub(super) ctx: usize,
+    pub(super) kv_dim: usize,
+    pub(super) k: Vec<Arc<DevMem>>,
+    pub(super) v: Vec<Arc<DevMem>>,
+}
+
+/// KvAccess over one layer of a CpuCache (device memory, relaxed atomics).
+struct LayerKv {
+    k: Arc<DevMem>,
+    v: Arc<DevMem>,
+    ctx: usize,
+    kv_dim: usize,
+}
+
+impl KvAccess for LayerKv {
+    fn append(&mut self, row: usize, pos: usize, k: &[f32], v: &[f32]) {
+        let off = (row * self.ctx + pos) * self.kv_dim;
+        self.k.store(off, k);
+        self.v.store(off, v);
+    }
+
+    fn read(&self, row: usize, from: usize, to: usize, k: &mut Vec<f32>, v: &mut Vec<f32>) {
+        let n = (to - from) * self.kv_dim;
+        let off = (row * self.ctx + from) * self.kv_dim;
+        k.resize(n, 0.0);
+        v.resize(n, 0.0);
+        self.k.load(off, k);
+        self.v.load(off, v);
+    }
+}
+
+pub struct CpuEngine {
+    model: Arc<Model>,
+    spec: EngineSpec,
+    x: Arc<DevMem>,
+}
+
+impl CpuEngine {
+    pub(super) fn new(model: Arc<Model>, spec: EngineSpec, x: Arc<DevMem>) -> CpuEngine {
+        CpuEngine { model, spec, x }
+    }
+
+    fn check_rows(&self, rows: usize, op: &str) -> BResult<()> {
+        if rows == 0 || rows > self.spec.max_rows {
+            return Err(op_err(format!(
+                "stage {} {op}: {rows} rows, engine scratch holds 1..={}",
+                self.spec.stage, self.spec.max_rows
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Engine<CpuBackend> for CpuEngine {
+    fn spec(&self) -> &EngineSpec {
+        &self.spec
+    }
+
+    fn x(&self) -> &Arc<DevMem> {
+        &self.x
+    }
+
+    fn embed(&self, s: &CpuStream, input: &Arc<DevMem>, rows: usize) -> BResult<()> {
+        self.check_rows(rows, "embed")?;
+        if !self.spec.embed {
+            return Err(op_err(format!("stage {} does not hold the embedding", self.spec.stage)));
+        }
+        let (m, x, input) = (self.model.clone(), self.x.clone(), input.clone());
+        let stage = self.spec.stage;
+        s.enqueue("embed", move || {
+            let mut ids = vec![0f32; rows];
+            input.load(0, &mut ids);
+            let mut tokens = Vec::with_capacity(rows);
+            for (r, &t) in ids.iter().enumerate() {
+                // Token ids travel as exact f32 integers; anything else is a torn/poisoned read.
+                if !(t >= 0.0 && t.fract() == 0.0 && (t as usize) < m.cfg.vocab) {
+                    return Err(format!("stage {stage} embed: row {r} token {t} is not a token id < {}", m.cfg.vocab));
+                }
+                tokens.push(t as u32);
+            }
+            let mut out = vec![0f32; rows * m.cfg.n_embd];
+            forward::embed(&m, &tokens, &mut out);
+            x.store(0, &out);
+            Ok(())
+        })
+    }
+
+    fn layer(&self, s: &CpuStream, il: usize, rows: usize, pos: &[usize], cache: &CpuCache) -> BResult<()> {
+        self.check_rows(rows, "layer")?;
+        let stage = self.spec.stage;
+        if !self.spec.layers.contains(&il) || !cache.layers.contains(&il) {
+            return Err(op_err(format!(
+                "stage {stage} layer {il}: outside engine layers {:?} / cache layers {:?}",
+                self.spec.layers, cache.layers
+            )));
+        }
+        if pos.len() != rows || rows > cache.rows {
+            return Err(op_err(format!("stage {stage} layer {il}: {} positions for {rows} rows (cache rows {})", pos.len(), cache.rows)));
+        }
+        if let Some(&p) = pos.iter().find(|&&p| p >= cache.ctx) {
+            return Err(op_err(format!("stage {stage} layer {il}: position {p} beyond cache context {}", cache.ctx)));
+        }
+        let li = il - cache.layers.start;
+        let mut kv = LayerKv { k: cache.k[li].clone(), v: cache.v[li].clone(), ctx: cache.ctx, kv_dim: cache.kv_dim };
+        let (m, x, pos) = (self.model.clone(), self.x.clone(), pos.to_vec());
+        s.enqueue("layer", move || {
+            let mut xs = vec![0f32; rows * m.cfg.n_embd];
+            x.load(0, &mut xs);
+            forward::layer(&m, il, &mut xs, &pos, &mut kv);
+            x.store(0, &xs);
+            Ok(())
+        })
+    }
+
+    fn head(&self, s: &CpuStream, rows: usize, logits: &Arc<DevMem>) -> BResult<()> {
+        self.check_rows(rows, "head")?;
+        if !self.spec.head {
+            return Err(op_err(format!("stage {} does not hold the output head", self.spec.stage)));
+        }
+        let vocab = self.model.cfg.vocab;
+        super::mem::check_range("head logits", logits, 0, rows * vocab)?;
+        let (m, x, logits) = (self.model.clone(), self.x.clone(), logits.clone());
+        s.enqueue("head", move || {
+            let mut xs = vec![0f32; rows * m.cfg.n_embd];
+            x.load(0, &mut xs);
+            let mut out = vec![0f32; rows * vocab];
+            forward::head(&m, &xs, &mut out);
+            logits.store(0, &out);
+            Ok(())
+        })
+    }
+}

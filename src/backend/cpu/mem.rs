@@ -1,0 +1,69 @@
+//! CPU "device memory": f32 bits in `AtomicU32`s, every access `Relaxed`.
+//!
+//! Relaxed atomics give no ordering between threads: ordering comes only from the events
+//! (their mutex hand-off), exactly as on a GPU. An unordered reader therefore really sees a
+//! stale, torn or poisoned row, which is what lets the gate catch a missing edge on the CPU.
+
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+use std::sync::Arc;
+
+use super::op_err;
+use crate::backend::BResult;
+
+/// Bits of freshly allocated, not yet zero-filled memory: a quiet NaN with a recognisable
+/// payload, so a read that races the zero-fill poisons the logits visibly.
+pub const POISON_BITS: u32 = 0x7FC0_DEAD;
+
+pub struct DevMem {
+    dev: usize,
+    data: Box<[AtomicU32]>,
+}
+
+impl DevMem {
+    pub fn poisoned(dev: usize, n: usize) -> DevMem {
+        DevMem { dev, data: (0..n).map(|_| AtomicU32::new(POISON_BITS)).collect() }
+    }
+
+    pub fn dev(&self) -> usize {
+        self.dev
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    pub fn load(&self, off: usize, out: &mut [f32]) {
+        for (o, a) in out.iter_mut().zip(&self.data[off..off + out.len()]) {
+            *o = f32::from_bits(a.load(Relaxed));
+        }
+    }
+
+    pub fn store(&self, off: usize, src: &[f32]) {
+        for (a, v) in self.data[off..off + src.len()].iter().zip(src) {
+            a.store(v.to_bits(), Relaxed);
+        }
+    }
+
+    pub fn fill(&self, v: f32) {
+        for a in self.data.iter() {
+            a.store(v.to_bits(), Relaxed);
+        }
+    }
+
+    pub fn get(&self, i: usize) -> f32 {
+        f32::from_bits(self.data[i].load(Relaxed))
+    }
+}
+
+/// Bounds check at enqueue time (host side), so a bad offset is an error naming the values,
+/// never a panic on a worker thread.
+pub fn check_range(what: &str, b: &Arc<DevMem>, off: usize, n: usize) -> BResult<()> {
+    match off.checked_add(n) {
+        Some(end) if end <= b.len() => Ok(()),
+        _ => Err(op_err(format!("{what}: range {off}..{off}+{n} outside buffer of {} values", b.len()))),
+    }
+}

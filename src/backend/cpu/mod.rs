@@ -1,0 +1,226 @@
+//! The CPU backend: real concurrency with CUDA's ordering semantics.
+//!
+//! - A stream is a worker thread executing a queue of closures in order.
+//! - An event is a generation counter under a mutex with a condition variable: `record`
+//!   assigns the next generation on the host and the stream publishes it when it gets there;
+//!   `wait` snapshots the generation on the host and the stream blocks until it is reached.
+//!   The mutex hand-off is the happens-before edge, exactly what cuEventRecord /
+//!   cuStreamWaitEvent give on a GPU.
+//! - Device memory is an array of `AtomicU32` (f32 bits) accessed with `Relaxed` ordering: a
+//!   load or store is an ordinary move, so a missing event really races (stale or torn rows
+//!   show up in the logits), yet it is defined behaviour and needs no `unsafe`. The only
+//!   ordering comes from the events, as on the GPU.
+//! - "Devices" are CPU domains (the count is a backend parameter): stages on two of them use
+//!   the host-bounce transport, as two GPUs without peer access would.
+//! - `jitter_us` delays every stream operation by a seeded random 0..jitter_us µs: a schedule
+//!   explorer. A correct runtime gives identical logits under any jitter; a missing ordering
+//!   edge turns into a FAIL far more often than under the machine's natural timing.
+
+mod engine;
+mod mem;
+mod stream;
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use engine::{CpuCache, CpuEngine};
+pub use mem::DevMem;
+pub use stream::{CpuEvent, CpuStream};
+
+use super::{BResult, Backend, BackendError, EngineSpec};
+use crate::model::Model;
+
+/// Device id of host staging memory.
+pub const HOST: usize = usize::MAX;
+
+pub struct CpuBackend {
+    n_devices: usize,
+    jitter_us: u64,
+    seed: u64,
+    next_stream: AtomicU64,
+}
+
+impl CpuBackend {
+    pub const DEFAULT_DEVICES: usize = 8;
+
+    pub fn new(n_devices: usize, jitter_us: u64, seed: u64) -> CpuBackend {
+        CpuBackend { n_devices, jitter_us, seed, next_stream: AtomicU64::new(0) }
+    }
+
+    fn check_dev(&self, dev: usize) -> BResult<()> {
+        if dev < self.n_devices {
+            Ok(())
+        } else {
+            Err(BackendError::NoSuchDevice { backend: "cpu", dev, count: self.n_devices })
+        }
+    }
+}
+
+pub(crate) fn op_err(what: String) -> BackendError {
+    BackendError::Op { backend: "cpu", what }
+}
+
+impl Backend for CpuBackend {
+    type Buf = Arc<DevMem>;
+    type Stream = CpuStream;
+    type Event = CpuEvent;
+    type Cache = CpuCache;
+    type Engine = CpuEngine;
+
+    fn kind(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn device_count(&self) -> usize {
+        self.n_devices
+    }
+
+    fn device_name(&self, dev: usize) -> String {
+        format!("cpu{dev} ({} threads)", rayon::current_num_threads())
+    }
+
+    fn peer_ok(&self, a: usize, b: usize) -> bool {
+        // CPU domains have no peer copy engine: a cross-domain boundary bounces via host.
+        a == b
+    }
+
+    fn new_stream(&self, dev: usize, label: &str) -> BResult<CpuStream> {
+        self.check_dev(dev)?;
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        CpuStream::spawn(dev, format!("{label}@cpu{dev}"), self.jitter_us, self.seed ^ (id.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+    }
+
+    fn new_event(&self, dev: usize) -> BResult<CpuEvent> {
+        self.check_dev(dev)?;
+        Ok(CpuEvent::new())
+    }
+
+    fn record(&self, ev: &CpuEvent, s: &CpuStream) -> BResult<()> {
+        let gen = ev.next_generation();
+        let ev = ev.clone();
+        s.enqueue("event record", move || {
+            ev.complete(gen);
+            Ok(())
+        })
+    }
+
+    fn wait(&self, s: &CpuStream, ev: &CpuEvent) -> BResult<()> {
+        let gen = ev.recorded();
+        if gen == 0 {
+            return Ok(()); // never recorded: a defined no-op, as cuStreamWaitEvent
+        }
+        let ev = ev.clone();
+        let label = s.label().to_string();
+        s.enqueue("event wait", move || ev.block_until(gen, &label))
+    }
+
+    fn synchronize(&self, s: &CpuStream) -> BResult<()> {
+        s.synchronize()
+    }
+
+    fn alloc_zeroed(&self, dev: usize, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
+        self.check_dev(dev)?;
+        Ok(alloc_on(dev, n, s)?)
+    }
+
+    fn alloc_host(&self, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
+        alloc_on(HOST, n, s)
+    }
+
+    fn buf_len(&self, b: &Arc<DevMem>) -> usize {
+        b.len()
+    }
+
+    fn copy(
+        &self,
+        s: &CpuStream,
+        src: &Arc<DevMem>,
+        src_off: usize,
+        dst: &Arc<DevMem>,
+        dst_off: usize,
+        n: usize,
+    ) -> BResult<()> {
+        mem::check_range("copy source", src, src_off, n)?;
+        mem::check_range("copy destination", dst, dst_off, n)?;
+        let (src, dst) = (src.clone(), dst.clone());
+        s.enqueue("copy", move || {
+            let mut tmp = vec![0f32; n];
+            src.load(src_off, &mut tmp);
+            dst.store(dst_off, &tmp);
+            Ok(())
+        })
+    }
+
+    fn upload(&self, s: &CpuStream, host: Vec<f32>, dst: &Arc<DevMem>, off: usize) -> BResult<()> {
+        mem::check_range("upload destination", dst, off, host.len())?;
+        let dst = dst.clone();
+        s.enqueue("upload", move || {
+            dst.store(off, &host);
+            Ok(())
+        })
+    }
+
+    fn download(&self, s: &CpuStream, src: &Arc<DevMem>, off: usize, n: usize) -> BResult<Vec<f32>> {
+        mem::check_range("download source", src, off, n)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let src = src.clone();
+        s.enqueue("download", move || {
+            let mut out = vec![0f32; n];
+            src.load(off, &mut out);
+            let _ = tx.send(out);
+            Ok(())
+        })?;
+        s.synchronize()?;
+        rx.recv().map_err(|_| op_err(format!("download on {}: stream dropped the result", s.label())))
+    }
+
+    fn new_cache(
+        &self,
+        dev: usize,
+        model: &Arc<Model>,
+        layers: Range<usize>,
+        rows: usize,
+        ctx: usize,
+        s: &CpuStream,
+    ) -> BResult<CpuCache> {
+        self.check_dev(dev)?;
+        let kv_dim = model.cfg.n_kv_heads * model.cfg.head_dim;
+        let n = rows
+            .checked_mul(ctx)
+            .and_then(|v| v.checked_mul(kv_dim))
+            .ok_or_else(|| op_err(format!("cache size overflows: rows {rows} ctx {ctx} kv_dim {kv_dim}")))?;
+        let mut k = Vec::with_capacity(layers.len());
+        let mut v = Vec::with_capacity(layers.len());
+        for _ in layers.clone() {
+            k.push(alloc_on(dev, n, s)?);
+            v.push(alloc_on(dev, n, s)?);
+        }
+        Ok(CpuCache { layers, rows, ctx, kv_dim, k, v })
+    }
+
+    fn new_engine(
+        &self,
+        dev: usize,
+        model: &Arc<Model>,
+        spec: EngineSpec,
+        s: &CpuStream,
+    ) -> BResult<CpuEngine> {
+        self.check_dev(dev)?;
+        let x = alloc_on(dev, spec.max_rows * model.cfg.n_embd, s)?;
+        Ok(CpuEngine::new(model.clone(), spec, x))
+    }
+}
+
+/// Allocate on `dev`; the zero-fill is an operation on `s` (stream-ordered, as cuMemAllocAsync
+/// + cuMemsetAsync): until it has run the memory holds a poison pattern, so a reader that is
+/// not ordered behind `s` sees garbage, never a lucky zero.
+fn alloc_on(dev: usize, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
+    let m = Arc::new(DevMem::poisoned(dev, n));
+    let z = m.clone();
+    s.enqueue("alloc zero-fill", move || {
+        z.fill(0.0);
+        Ok(())
+    })?;
+    Ok(m)
+}

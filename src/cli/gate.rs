@@ -1,0 +1,399 @@
+//! The gate command and the small subcommands (inspect, synth, bench): flags → validated
+//! plan → run → receipt. Every flag is validated before any work starts; an invalid value
+//! is an error naming it (exit 2), never a fallback.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::{BenchArgs, GateArgs, SynthArgs, EXIT_FAIL, EXIT_PASS};
+use crate::arms::{self, ArmKind, GateSpec};
+use crate::backend::cpu::CpuBackend;
+use crate::backend::Backend;
+use crate::gguf::GgufFile;
+use crate::model::synth::{builtin_spec, synth_gguf, SynthSpec};
+use crate::model::{Arch, Model};
+use crate::quant::GgmlType;
+use crate::receipt::{self, BackendInfo, ConfigInfo, ModelInfo, PlacementInfo, Receipt, Timings, Tool};
+use crate::runtime::placement::parse_list;
+use crate::runtime::{Fault, Placement, TransportChoice};
+
+/// The backend a gate runs on (enum dispatch keeps the runtime generic and monomorphic).
+#[derive(Clone)]
+pub enum AnyBackend {
+    Cpu(Arc<CpuBackend>),
+}
+
+impl AnyBackend {
+    fn device_count(&self) -> usize {
+        match self {
+            AnyBackend::Cpu(b) => b.device_count(),
+        }
+    }
+    fn peer_ok(&self, a: usize, b: usize) -> bool {
+        match self {
+            AnyBackend::Cpu(be) => be.peer_ok(a, b),
+        }
+    }
+    fn kind(&self) -> &'static str {
+        match self {
+            AnyBackend::Cpu(b) => b.kind(),
+        }
+    }
+    fn device_name(&self, d: usize) -> String {
+        match self {
+            AnyBackend::Cpu(b) => b.device_name(d),
+        }
+    }
+}
+
+/// Everything a gate run needs, validated. Soak and battery reuse one `Prepared` (the model
+/// is loaded once) and run it repeatedly.
+pub struct Prepared {
+    pub args: GateArgs,
+    pub be: AnyBackend,
+    pub model: Arc<Model>,
+    pub model_info: ModelInfo,
+    pub spec: GateSpec,
+    pub load_ms: f64,
+}
+
+pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
+    match args.backend.as_str() {
+        "cpu" | "auto" => {
+            // `auto` picks CUDA when this build has a CUDA backend and a GPU answers; this
+            // build has none yet, so auto is the CPU backend (the receipt records it).
+            if args.cpu_devices == 0 {
+                bail!("--cpu-devices 0: need at least one CPU device");
+            }
+            Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(args.cpu_devices, args.jitter_us, args.seed))))
+        }
+        "cuda" => bail!("--backend cuda: this build has no CUDA backend yet (use --backend cpu or auto)"),
+        other => bail!("--backend {other:?}: expected auto, cpu or cuda"),
+    }
+}
+
+/// Load the model named by `--model`, or build the embedded default.
+pub fn load_model(path: Option<&Path>) -> Result<(Arc<Model>, String)> {
+    match path {
+        Some(p) => {
+            let m = Model::open(p).with_context(|| format!("--model {}", p.display()))?;
+            Ok((Arc::new(m), p.display().to_string()))
+        }
+        None => {
+            let spec = builtin_spec();
+            let bytes = synth_gguf(&spec).context("building the built-in model")?;
+            let f = GgufFile::parse(bytes).context("parsing the built-in model")?;
+            let m = Model::load(&f).context("loading the built-in model")?;
+            Ok((Arc::new(m), format!("builtin:{}", spec_flags(&spec))))
+        }
+    }
+}
+
+fn spec_flags(s: &SynthSpec) -> String {
+    format!(
+        "--arch {} --layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {} --quant {} --seed {}",
+        s.arch, s.layers, s.embd, s.heads, s.kv_heads, s.ff, s.vocab, s.quant, s.seed
+    )
+}
+
+/// Read a tape: JSON with a `tokens` array or a `tape` array of token ids.
+pub fn load_tape(path: &Path, vocab: usize) -> Result<Vec<u32>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--tape {}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("--tape {}: not valid JSON", path.display()))?;
+    let arr = v
+        .get("tokens")
+        .or_else(|| v.get("tape"))
+        .and_then(|a| a.as_array())
+        .ok_or_else(|| anyhow!("--tape {}: no `tokens` or `tape` array", path.display()))?;
+    let mut out = Vec::with_capacity(arr.len());
+    for (i, t) in arr.iter().enumerate() {
+        let id = t
+            .as_u64()
+            .filter(|&id| (id as usize) < vocab)
+            .ok_or_else(|| anyhow!("--tape {}: entry {i} ({t}) is not a token id below the vocab size {vocab}", path.display()))?;
+        out.push(id as u32);
+    }
+    if out.is_empty() {
+        bail!("--tape {}: the tape is empty", path.display());
+    }
+    Ok(out)
+}
+
+pub fn prepare(args: &GateArgs) -> Result<Prepared> {
+    let be = open_backend(args)?;
+    let t0 = Instant::now();
+    let (model, file) = load_model(args.model.as_deref())?;
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let cfg = &model.cfg;
+    let splits = args.splits.as_deref().map(|s| parse_list("--splits", s)).transpose()?;
+    let devices = args.devices.as_deref().map(|s| parse_list("--devices", s)).transpose()?;
+    let transport = TransportChoice::parse(&args.transport)?;
+    let be2 = be.clone();
+    let placement = Placement::from_flags(
+        cfg.n_layers,
+        args.stages,
+        splits.as_deref(),
+        devices.as_deref(),
+        transport,
+        be.device_count(),
+        &move |a, b| be2.peer_ok(a, b),
+    )?;
+    let mut arms = Vec::new();
+    for a in args.arms.split(',') {
+        let k = ArmKind::parse(a.trim())
+            .ok_or_else(|| anyhow!("--arms {:?}: unknown arm {:?} (eager, pipelined, batched)", args.arms, a.trim()))?;
+        if arms.contains(&k) {
+            bail!("--arms {:?}: arm {:?} listed twice", args.arms, a.trim());
+        }
+        arms.push(k);
+    }
+    let mut faults = Vec::new();
+    for f in &args.faults {
+        let f = Fault::parse(f)?;
+        if !faults.contains(&f) {
+            faults.push(f);
+        }
+    }
+    if args.window == 0 {
+        bail!("--window 0: need at least one step in flight");
+    }
+    if args.batch == 0 {
+        bail!("--batch 0: need at least one sequence");
+    }
+    if args.topk == 0 || args.topk > cfg.vocab {
+        bail!("--topk {}: must be in 1..={}", args.topk, cfg.vocab);
+    }
+    let tape = args.tape.as_deref().map(|p| load_tape(p, cfg.vocab)).transpose()?;
+    if tape.is_none() && args.prompt_len == 0 {
+        bail!("--prompt-len 0: need at least one prompt token");
+    }
+    let spec = GateSpec {
+        placement,
+        arms,
+        window: args.window,
+        batch: args.batch,
+        prompt_len: args.prompt_len,
+        gen_len: if tape.is_some() { 0 } else { args.gen_len },
+        seed: args.seed,
+        topk: args.topk,
+        tape,
+        faults,
+    };
+    let model_info = ModelInfo {
+        file,
+        arch: cfg.arch.to_string(),
+        n_layers: cfg.n_layers,
+        n_embd: cfg.n_embd,
+        n_heads: cfg.n_heads,
+        n_kv_heads: cfg.n_kv_heads,
+        head_dim: cfg.head_dim,
+        n_ff: cfg.n_ff,
+        vocab: cfg.vocab,
+        weight_bytes: model.weight_bytes,
+        blake3: model.file_blake3.clone(),
+    };
+    Ok(Prepared { args: args.clone(), be, model, model_info, spec, load_ms })
+}
+
+/// Run one gate and build its receipt. `progress` sees "reference", then each arm name.
+pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Receipt> {
+    let t0 = Instant::now();
+    let res = match &p.be {
+        AnyBackend::Cpu(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
+    };
+    let total_ms = t0.elapsed().as_secs_f64() * 1e3 + p.load_ms;
+    let pl = &p.spec.placement;
+    let m = &p.model;
+    let n = pl.n_stages();
+    let stage_weight_bytes = (0..n)
+        .map(|s| {
+            let mut b: u64 = pl.layers(s).map(|il| m.layer_bytes(il)).sum();
+            if s == 0 {
+                b += m.tok_embd.n_bytes() as u64;
+            }
+            if s == n - 1 {
+                b += m.output.n_bytes() as u64 + 4 * m.out_norm.len() as u64;
+            }
+            b
+        })
+        .collect();
+    let pass = res.pass();
+    Ok(Receipt {
+        schema: receipt::SCHEMA.to_string(),
+        tool: Tool {
+            name: "ppn-gate".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            git_commit: env!("PPN_GIT_COMMIT").into(),
+        },
+        backend: BackendInfo {
+            kind: p.be.kind().into(),
+            device_names: pl.devices.iter().map(|&d| p.be.device_name(d)).collect(),
+            jitter_us: p.args.jitter_us,
+        },
+        model: p.model_info.clone(),
+        placement: PlacementInfo {
+            stages: n,
+            fence: pl.fence.clone(),
+            devices: pl.devices.clone(),
+            transports: pl.transports.iter().map(|t| t.name().to_string()).collect(),
+            stage_weight_bytes,
+            flags: pl.to_flags(),
+        },
+        config: ConfigInfo {
+            arms: p.spec.arms.iter().map(|a| a.name().to_string()).collect(),
+            window: p.spec.window,
+            batch: p.spec.batch,
+            prompt_len: if p.spec.tape.is_some() { p.spec.steps() } else { p.spec.prompt_len },
+            gen_len: p.spec.gen_len,
+            seed: p.spec.seed,
+            topk: p.spec.topk,
+            tape: p.args.tape.as_ref().map(|t| t.display().to_string()),
+            faults: p.spec.faults.iter().map(|f| f.name().to_string()).collect(),
+        },
+        reference: res.reference,
+        batch_references: res.batch_references,
+        arms: res.arms,
+        verdict: if pass { "PASS" } else { "FAIL" }.into(),
+        timings: Timings {
+            load_ms: p.load_ms,
+            build_ms: res.build_ms,
+            reference_ms: res.reference_ms,
+            arm_ms: res.arm_ms,
+            total_ms,
+        },
+    })
+}
+
+/// One verdict line per arm.
+pub fn verdict_lines(r: &Receipt) -> Vec<String> {
+    r.arms
+        .iter()
+        .map(|a| {
+            let n = a.steps.len();
+            match &a.first_divergence {
+                None => format!("{:<10} {}  {n}/{n} steps bit-identical", a.name, a.verdict),
+                Some(d) => format!(
+                    "{:<10} {}  first divergence at step {} row {}: logit[{}] ref {:e} got {:e}; {}/{n} steps differ",
+                    a.name, a.verdict, d.step, d.row, d.index, d.reference, d.got, a.mismatched_steps
+                ),
+            }
+        })
+        .collect()
+}
+
+pub fn default_receipt_path(prefix: &str) -> PathBuf {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    PathBuf::from("receipts/runs").join(format!("{prefix}-{t}-{}.json", std::process::id()))
+}
+
+pub fn run_cli(args: &GateArgs) -> Result<i32> {
+    let p = prepare(args)?;
+    if !args.quiet {
+        eprintln!(
+            "ppn-gate: {} backend, model {} ({}, {} layers), {}, transports [{}], arms {}, {} steps",
+            p.be.kind(),
+            p.model_info.file,
+            p.model_info.arch,
+            p.model_info.n_layers,
+            p.spec.placement.to_flags(),
+            p.spec.placement.transports.iter().map(|t| t.name()).collect::<Vec<_>>().join(","),
+            args.arms,
+            p.spec.steps()
+        );
+    }
+    let r = run_prepared(&p, &mut |_| {})?;
+    let path = args.receipt.clone().unwrap_or_else(|| default_receipt_path("gate"));
+    r.write(&path)?;
+    for l in verdict_lines(&r) {
+        println!("{l}");
+    }
+    println!("receipt: {}", path.display());
+    Ok(if r.verdict == "PASS" { EXIT_PASS } else { EXIT_FAIL })
+}
+
+pub fn inspect(file: &Path, tensors: bool) -> Result<i32> {
+    let f = GgufFile::open(file).with_context(|| format!("inspect {}", file.display()))?;
+    println!("file: {} (GGUF v{}, {} bytes)", file.display(), f.version, f.bytes().len());
+    println!("alignment: {}, data offset: {}", f.alignment, f.data_offset);
+    match Model::load(&f) {
+        Ok(m) => {
+            let c = &m.cfg;
+            println!(
+                "architecture: {} — {} layers, n_embd {}, heads {} (kv {}), head_dim {}, ff {}, vocab {}",
+                c.arch, c.n_layers, c.n_embd, c.n_heads, c.n_kv_heads, c.head_dim, c.n_ff, c.vocab
+            );
+            println!("weight bytes: {}", m.weight_bytes);
+        }
+        Err(e) => println!("architecture: not loadable as a supported model: {e}"),
+    }
+    let mut by_type: std::collections::BTreeMap<String, (usize, u64)> = Default::default();
+    for t in &f.tensors {
+        let e = by_type.entry(t.ty.name().to_string()).or_default();
+        e.0 += 1;
+        e.1 += t.n_bytes;
+    }
+    println!("tensors: {}", f.tensors.len());
+    for (ty, (n, b)) in &by_type {
+        println!("  {ty:<6} {n:>5} tensors {b:>12} bytes");
+    }
+    println!("metadata ({} keys):", f.metadata.len());
+    for (k, v) in &f.metadata {
+        println!("  {k} = {}", short_value(v));
+    }
+    if tensors {
+        for t in &f.tensors {
+            println!("  {:<40} {:<6} {:?} {} bytes @ {}", t.name, t.ty.name(), t.dims, t.n_bytes, t.offset);
+        }
+    }
+    Ok(EXIT_PASS)
+}
+
+fn short_value(v: &crate::gguf::Value) -> String {
+    use crate::gguf::Value;
+    match v {
+        Value::Array(_, items) if items.len() > 8 => {
+            format!("[{} items: {}, ...]", items.len(), items[..3].iter().map(short_value).collect::<Vec<_>>().join(", "))
+        }
+        Value::Array(_, items) => format!("[{}]", items.iter().map(short_value).collect::<Vec<_>>().join(", ")),
+        Value::String(s) if s.len() > 80 => format!("{:?}...", &s[..s.char_indices().nth(77).map(|x| x.0).unwrap_or(s.len())]),
+        Value::String(s) => format!("{s:?}"),
+        other => format!("{other:?}").split('(').nth(1).map(|x| x.trim_end_matches(')').to_string()).unwrap_or_default(),
+    }
+}
+
+pub fn synth(a: &SynthArgs) -> Result<i32> {
+    let arch = match a.arch.as_str() {
+        "llama" => Arch::Llama,
+        "gemma3" => Arch::Gemma3,
+        other => bail!("--arch {other:?}: expected llama or gemma3"),
+    };
+    let quant = GgmlType::from_name(&a.quant)
+        .ok_or_else(|| anyhow!("--quant {:?}: unknown type (one of {})", a.quant, GgmlType::ALL.map(|t| t.name()).join(", ")))?;
+    let spec = SynthSpec {
+        arch,
+        layers: a.layers,
+        embd: a.embd,
+        heads: a.heads,
+        kv_heads: a.kv_heads,
+        ff: a.ff,
+        vocab: a.vocab,
+        quant,
+        seed: a.seed,
+    };
+    let bytes = synth_gguf(&spec)?;
+    // Load what we wrote before declaring success: a synth that writes an unloadable file
+    // would only fail later, far from its cause.
+    let f = GgufFile::parse(bytes.clone()).context("re-reading the synthetic model")?;
+    Model::load(&f).context("loading the synthetic model")?;
+    receipt::write_atomic(&a.output, &bytes).with_context(|| format!("writing {}", a.output.display()))?;
+    println!("wrote {} ({} bytes, blake3 {})", a.output.display(), bytes.len(), blake3::hash(&bytes).to_hex());
+    Ok(EXIT_PASS)
+}
+
+pub fn bench(a: &BenchArgs) -> Result<i32> {
+    super::soak_cmd::bench(a)
+}

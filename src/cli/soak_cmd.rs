@@ -1,0 +1,247 @@
+//! soak, diff, battery and bench: the commands that run or compare many gates.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+
+use super::gate::{prepare, run_prepared, verdict_lines, AnyBackend};
+use super::{BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use crate::backend::Backend;
+use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
+use crate::receipt::{write_atomic, Receipt};
+use crate::runtime::{Placement, Runtime, RuntimeConfig};
+use crate::soak::{RunRecord, Summary};
+
+static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
+static HANDLER: AtomicBool = AtomicBool::new(false);
+
+/// First Ctrl-C: finish the run in progress, keep every receipt and the summary, stop.
+/// Second Ctrl-C: leave at once (finished receipts and the summary are already on disk).
+fn install_interrupt_handler() {
+    if HANDLER.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let _ = ctrlc::set_handler(|| {
+        if INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
+            eprintln!("\nppn-gate: second interrupt, leaving now (finished receipts are kept)");
+            std::process::exit(130);
+        }
+        eprintln!("\nppn-gate: interrupt: finishing the run in progress, then writing the summary (Ctrl-C again to leave now)");
+    });
+}
+
+fn gate_flags() -> Vec<String> {
+    std::env::args().skip(1).collect()
+}
+
+pub fn soak(a: &SoakArgs) -> Result<i32> {
+    if a.runs == 0 {
+        bail!("--runs 0: need at least one run");
+    }
+    let p = prepare(&a.gate)?;
+    let dir = a.out.clone().unwrap_or_else(|| {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&dir).with_context(|| format!("--out {}", dir.display()))?;
+    install_interrupt_handler();
+    let mut summary = Summary::new(gate_flags(), a.runs);
+    let summary_path = dir.join("summary.json");
+    let bar = if a.gate.quiet { ProgressBar::hidden() } else { ProgressBar::new(a.runs as u64) };
+    bar.set_style(
+        ProgressStyle::with_template("soak {bar:30} {pos}/{len} runs, {msg} [{elapsed_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut fails = 0usize;
+    for run in 1..=a.runs {
+        if INTERRUPTS.load(Ordering::SeqCst) > 0 {
+            summary.interrupted = true;
+            break;
+        }
+        let r = run_prepared(&p, &mut |_| {})?;
+        let path = dir.join(format!("run-{run:03}.json"));
+        r.write(&path)?;
+        let rec = RunRecord::from_receipt(run, &r, path.display().to_string());
+        if r.verdict != "PASS" {
+            fails += 1;
+            bar.println(format!("run {run:>3} FAIL: {}", verdict_lines(&r).into_iter().filter(|l| l.contains("FAIL")).collect::<Vec<_>>().join("; ")));
+        }
+        summary.push(rec);
+        // The summary is rewritten after every run: an interrupted soak keeps it.
+        write_atomic(&summary_path, (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())?;
+        bar.set_message(format!("{} PASS, {fails} FAIL", summary.passed));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    if INTERRUPTS.load(Ordering::SeqCst) > 0 {
+        summary.interrupted = true;
+        write_atomic(&summary_path, (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())?;
+    }
+    for l in summary.lines() {
+        println!("{l}");
+    }
+    println!("summary: {}", summary_path.display());
+    Ok(if fails > 0 {
+        EXIT_FAIL
+    } else if summary.runs_done < a.runs {
+        EXIT_ERROR
+    } else {
+        EXIT_PASS
+    })
+}
+
+pub fn diff(a: &Path, b: &Path) -> Result<i32> {
+    let ra = Receipt::load(a)?;
+    let rb = Receipt::load(b)?;
+    Ok(match diff_receipts(&ra, &rb) {
+        DiffOutcome::Same => {
+            println!("same: {} and {} agree on every deterministic field", a.display(), b.display());
+            EXIT_PASS
+        }
+        DiffOutcome::Different(lines) => {
+            println!("different: {} vs {}", a.display(), b.display());
+            for l in lines {
+                println!("  {l}");
+            }
+            EXIT_FAIL
+        }
+        DiffOutcome::NotComparable(why) => {
+            eprintln!("ppn-gate: not comparable: {} vs {}: {why}", a.display(), b.display());
+            EXIT_ERROR
+        }
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatteryFile {
+    name: String,
+    gates: Vec<BatteryGate>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatteryGate {
+    name: String,
+    args: Vec<String>,
+}
+
+pub fn battery(a: &BatteryArgs) -> Result<i32> {
+    let text = std::fs::read_to_string(&a.file).with_context(|| format!("battery {}", a.file.display()))?;
+    let bf: BatteryFile =
+        serde_json::from_str(&text).with_context(|| format!("battery {}: not a battery file", a.file.display()))?;
+    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
+    let mut worst = EXIT_PASS;
+    for g in &bf.gates {
+        if g.name.is_empty() || g.name.contains(['/', '\\']) || g.name.starts_with('.') {
+            bail!("battery {}: gate name {:?} is not a plain file name", a.file.display(), g.name);
+        }
+        let argv = std::iter::once("ppn-gate".to_string()).chain(g.args.iter().cloned());
+        let cli = Cli::try_parse_from(argv).map_err(|e| anyhow!("battery gate {:?}: {}", g.name, e.to_string().trim()))?;
+        if cli.cmd.is_some() {
+            bail!("battery gate {:?}: args must be gate flags, not a subcommand", g.name);
+        }
+        let t0 = Instant::now();
+        let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
+        let r = run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
+        let path = out.join(format!("{}.json", g.name));
+        r.write(&path)?;
+        println!("{:<28} {}  ({:.1} s)", g.name, r.verdict, t0.elapsed().as_secs_f64());
+        for l in verdict_lines(&r) {
+            println!("    {l}");
+        }
+        if r.verdict != "PASS" {
+            worst = worst.max(EXIT_FAIL);
+        }
+        if let Some(gd) = &a.golden {
+            let gp = gd.join(format!("{}.json", g.name));
+            let golden = Receipt::load(&gp).with_context(|| format!("golden receipt for gate {:?}", g.name))?;
+            match diff_receipts(&golden, &r) {
+                DiffOutcome::Same => println!("    golden: same as {}", gp.display()),
+                DiffOutcome::Different(lines) => {
+                    println!("    golden: DIFFERENT from {}", gp.display());
+                    for l in lines {
+                        println!("      {l}");
+                    }
+                    worst = worst.max(EXIT_FAIL);
+                }
+                DiffOutcome::NotComparable(why) => {
+                    println!("    golden: NOT COMPARABLE with {}: {why}", gp.display());
+                    worst = EXIT_ERROR;
+                }
+            }
+        }
+    }
+    println!("receipts: {}", out.display());
+    Ok(worst)
+}
+
+/// Decode throughput of the single-stage reference path and the N-stage eager, pipelined
+/// and batched paths, measured in one run so their ratios compare.
+pub fn bench(a: &BenchArgs) -> Result<i32> {
+    let p = prepare(&a.gate)?;
+    if a.steps == 0 {
+        bail!("--steps 0: need at least one step");
+    }
+    match &p.be {
+        AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps),
+    }
+}
+
+fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> Result<i32> {
+    let m = p.model.clone();
+    let spec = &p.spec;
+    let ctx = steps;
+    let tokens = crate::arms::seeded_prompt(&m, spec.seed, 0, steps);
+    let mut single = Placement::single(m.cfg.n_layers);
+    single.devices[0] = spec.placement.devices[0];
+    let mk = |pl: Placement, rows: usize| {
+        Runtime::build(be.clone(), m.clone(), RuntimeConfig { placement: pl, max_rows: rows, ctx, window: spec.window, faults: vec![] })
+    };
+    let time_eager = |rt: &Runtime<B>| -> Result<f64> {
+        let mut w = rt.walk()?;
+        let t0 = Instant::now();
+        for (i, &t) in tokens.iter().enumerate() {
+            let pd = w.issue(&[t], &[i])?;
+            w.read_eager(pd)?;
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    };
+    let time_pipe = |rt: &Runtime<B>, rows: usize| -> Result<f64> {
+        let mut w = rt.walk()?;
+        let mut q = std::collections::VecDeque::new();
+        let t0 = Instant::now();
+        for (i, &t) in tokens.iter().enumerate() {
+            if q.len() == spec.window {
+                w.read_deferred(q.pop_front().expect("non-empty"))?;
+            }
+            q.push_back(w.issue(&vec![t; rows], &vec![i; rows])?);
+        }
+        while let Some(pd) = q.pop_front() {
+            w.read_deferred(pd)?;
+        }
+        Ok(t0.elapsed().as_secs_f64())
+    };
+    let rt1 = mk(single, 1)?;
+    time_eager(&rt1)?; // warm-up (page cache, thread pools)
+    let t_ref = time_eager(&rt1)?;
+    drop(rt1);
+    let rows = spec.batch;
+    let rtn = mk(spec.placement.clone(), rows)?;
+    let t_eager = time_eager(&rtn)?;
+    let t_pipe = time_pipe(&rtn, 1)?;
+    let t_batch = time_pipe(&rtn, rows)?;
+    let tps = |t: f64, r: usize| (steps * r) as f64 / t;
+    println!("bench: {} backend, model {} ({} weight bytes), {}, window {}, {steps} steps", be.kind(), p.model_info.file, m.weight_bytes, spec.placement.to_flags(), spec.window);
+    println!("  reference (1 stage, eager)   {:>9.1} tok/s", tps(t_ref, 1));
+    println!("  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)", spec.placement.n_stages(), tps(t_eager, 1), t_ref / t_eager);
+    println!("  pipelined (window {})         {:>9.1} tok/s  ({:.2}x eager)", spec.window, tps(t_pipe, 1), t_eager / t_pipe);
+    println!("  batched   (B={rows}, aggregate)  {:>9.1} tok/s  ({:.2}x eager)", tps(t_batch, rows), tps(t_batch, rows) / tps(t_eager, 1));
+    Ok(EXIT_PASS)
+}

@@ -1,0 +1,306 @@
+//! The real binary, end to end on the CPU backend and the built-in model: the default gate
+//! passes, every fault flag turns it into a FAIL, bad input exits 2 naming the value, and
+//! diff/soak do what their users rely on.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ppn-gate"));
+    c.current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("ppn-gate runs")
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+fn receipt(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).expect("receipt written")).expect("receipt is JSON")
+}
+
+fn arm_verdicts(r: &Value) -> Vec<(String, String)> {
+    r["arms"]
+        .as_array()
+        .expect("arms")
+        .iter()
+        .map(|a| (a["name"].as_str().unwrap().to_string(), a["verdict"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The brief's own words: `ppn-gate --stages 4 --devices 0,1,2,3` on a machine with no GPU.
+#[test]
+fn default_four_stage_gate_passes_every_arm_and_writes_a_receipt() {
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let o = run(&["--stages", "4", "--devices", "0,1,2,3", "--receipt", rp.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = receipt(&rp);
+    assert_eq!(r["schema"], "ppn-gate.receipt/1");
+    assert_eq!(r["verdict"], "PASS");
+    assert_eq!(
+        arm_verdicts(&r),
+        vec![("eager".into(), "PASS".into()), ("pipelined".into(), "PASS".into()), ("batched".into(), "PASS".into())]
+    );
+    // CPU domains have no peer copy: every cross-device boundary bounces through the host.
+    assert_eq!(r["placement"]["transports"], serde_json::json!(["host", "host", "host"]));
+    assert_eq!(r["placement"]["devices"], serde_json::json!([0, 1, 2, 3]));
+    let steps = r["reference"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 24);
+    assert_eq!(steps[0]["logits_blake3"].as_str().unwrap().len(), 64);
+    // Batched arm: 3 rows, each with its own reference.
+    assert_eq!(r["batch_references"].as_array().unwrap().len(), 2);
+    assert_eq!(r["arms"][2]["steps"].as_array().unwrap().len(), 24 * 3);
+}
+
+/// Same gate twice: the deterministic parts of the receipts are identical (diff exits 0).
+#[test]
+fn two_runs_give_identical_deterministic_receipts() {
+    let d = tmp();
+    let (a, b) = (d.path().join("a.json"), d.path().join("b.json"));
+    for p in [&a, &b] {
+        let o = run(&["--stages", "3", "--splits", "1,7", "--receipt", p.to_str().unwrap(), "-q"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// The runtime's correctness may not depend on timing: under random per-op delays on every
+/// stream, all arms stay bit-identical.
+#[test]
+fn correct_runtime_passes_under_schedule_jitter() {
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let o = run(&[
+        "--stages", "4", "--devices", "0,0,1,1", "--jitter-us", "300", "--window", "4", "--gen-len", "8",
+        "--receipt", rp.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// Runs the gate under `fault` with extra flags; asserts exit 1 and a FAIL naming a step.
+fn assert_fault_fails(fault: &str, extra: &[&str]) {
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let mut args = vec!["--fault", fault, "--receipt", rp.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "--fault {fault} must FAIL the gate:\n{}", text(&o));
+    let r = receipt(&rp);
+    assert_eq!(r["verdict"], "FAIL");
+    assert_eq!(r["config"]["faults"], serde_json::json!([fault]));
+    let failed: Vec<&Value> = r["arms"].as_array().unwrap().iter().filter(|a| a["verdict"] == "FAIL").collect();
+    assert!(!failed.is_empty());
+    for a in failed {
+        assert!(a["first_divergence"]["step"].is_u64(), "FAIL names its first divergent step: {a}");
+        assert!(a["mismatched_steps"].as_u64().unwrap() >= 1);
+    }
+    assert!(text(&o).contains("first divergence at step"), "{}", text(&o));
+}
+
+#[test]
+fn fault_rx_no_wait_fails() {
+    assert_fault_fails("rx-no-wait", &["--stages", "2"]);
+}
+
+#[test]
+fn fault_no_war_guard_fails() {
+    // TX may only overrun an unread slot when the TX stage runs ahead of its RX stage by two
+    // steps: a wide window and a light stage 0 (one layer) make that the steady state.
+    assert_fault_fails("no-war-guard", &["--stages", "2", "--splits", "1", "--window", "8", "--arms", "pipelined"]);
+}
+
+#[test]
+fn fault_single_slot_fails() {
+    assert_fault_fails("single-slot", &["--stages", "2", "--splits", "1", "--window", "4", "--arms", "pipelined"]);
+}
+
+#[test]
+fn fault_shared_scratch_fails() {
+    assert_fault_fails("shared-scratch", &["--stages", "4", "--arms", "pipelined"]);
+}
+
+#[test]
+fn fault_slot_first_use_fails() {
+    // A slot's first use (step 1 for slot 1, and the batched arm's growth to B rows) lands
+    // while the RX stage is still busy with the previous step.
+    assert_fault_fails("slot-first-use", &["--stages", "2", "--splits", "1", "--arms", "pipelined,batched"]);
+}
+
+#[test]
+fn fault_no_exit_publish_fails() {
+    assert_fault_fails("no-exit-publish", &["--stages", "2"]);
+}
+
+#[test]
+fn fault_no_reverse_publish_fails() {
+    // The caller's upload and stage 0's embed race; jitter on every stream makes the race
+    // window wide enough that some step of the tape loses it.
+    assert_fault_fails("no-reverse-publish", &["--stages", "2", "--jitter-us", "400", "--gen-len", "24"]);
+}
+
+/// Bad input: exit 2, the offending value named, nothing silently replaced.
+#[test]
+fn bad_flags_exit_2_naming_the_value() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--devices", "0,9"], "device 9 does not exist"),
+        (&["--devices", "0,x"], "\"x\""),
+        (&["--stages", "4", "--devices", "0,1"], "--stages 4 but --devices lists 2"),
+        (&["--stages", "3", "--splits", "5,2"], "5,2"),
+        (&["--stages", "2", "--splits", "8"], "[8, 8)"),
+        (&["--stages", "99"], "--stages 99 exceeds"),
+        (&["--fault", "nonsense"], "\"nonsense\""),
+        (&["--arms", "eager,warp"], "\"warp\""),
+        (&["--backend", "tpu"], "\"tpu\""),
+        (&["--transport", "peer", "--devices", "0,1"], "device 0 -> device 1"),
+        (&["--model", "/nonexistent/model.gguf"], "/nonexistent/model.gguf"),
+        (&["--tape", "/nonexistent/tape.json"], "/nonexistent/tape.json"),
+        (&["--window", "0"], "--window 0"),
+        (&["--stages"], "--stages"),
+    ];
+    for (args, want) in cases {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?} must exit 2:\n{}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: message should name {want:?}:\n{}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{args:?} panicked:\n{}", text(&o));
+    }
+}
+
+#[test]
+fn garbage_model_and_tape_files_exit_2() {
+    let d = tmp();
+    let m = d.path().join("junk.gguf");
+    std::fs::write(&m, b"GGUF\x03\x00\x00\x00garbage").unwrap();
+    let o = run(&["--model", m.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("junk.gguf"), "{}", text(&o));
+    let t = d.path().join("tape.json");
+    std::fs::write(&t, r#"{"tokens": [1, 2, 999999]}"#).unwrap();
+    let o = run(&["--tape", t.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("entry 2 (999999)"), "{}", text(&o));
+}
+
+fn write_json(p: &PathBuf, v: &Value) {
+    std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+/// diff: a receipt with one logits hash changed is caught and its step named; a different
+/// model or a bad file is "not comparable" (2).
+#[test]
+fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
+    let d = tmp();
+    let a = d.path().join("a.json");
+    let o = run(&["--stages", "2", "--gen-len", "8", "--receipt", a.to_str().unwrap(), "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let orig = receipt(&a);
+
+    // Plant a divergence: flip one hex digit of the pipelined arm's step 5 hash.
+    let mut planted = orig.clone();
+    let h = planted["arms"][1]["steps"][5]["logits_blake3"].as_str().unwrap().to_string();
+    let flipped = format!("{}{}", if h.starts_with('0') { '1' } else { '0' }, &h[1..]);
+    planted["arms"][1]["steps"][5]["logits_blake3"] = Value::String(flipped);
+    let b = d.path().join("b.json");
+    write_json(&b, &planted);
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("arm pipelined: first divergent step 5"), "{}", text(&o));
+
+    // Same for the reference.
+    let mut planted = orig.clone();
+    planted["reference"]["steps"][3]["logits_blake3"] = Value::String("00".repeat(32));
+    write_json(&b, &planted);
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("reference: first divergent step 3"), "{}", text(&o));
+
+    // Timings are not deterministic and are not compared.
+    let mut t = orig.clone();
+    t["timings"]["total_ms"] = serde_json::json!(1.0e9);
+    write_json(&b, &t);
+    assert_eq!(run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]).status.code(), Some(0));
+
+    let mut other = orig.clone();
+    other["model"]["blake3"] = Value::String("ff".repeat(32));
+    write_json(&b, &other);
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("different models"), "{}", text(&o));
+
+    let mut other = orig.clone();
+    other["reference"]["tokens"][2] = serde_json::json!(7777);
+    write_json(&b, &other);
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("first at position 2"), "{}", text(&o));
+
+    let mut other = orig.clone();
+    other["schema"] = Value::String("ppn-gate.receipt/0".into());
+    write_json(&b, &other);
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("ppn-gate.receipt/0"), "{}", text(&o));
+
+    std::fs::write(&b, "{ not json").unwrap();
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not valid JSON"), "{}", text(&o));
+}
+
+#[test]
+fn soak_counts_runs_and_keeps_every_receipt() {
+    let d = tmp();
+    let out = d.path().join("soak");
+    let o = run(&["soak", "--runs", "3", "--out", out.to_str().unwrap(), "--stages", "2", "--gen-len", "4", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("3/3 PASS"), "{}", text(&o));
+    for i in 1..=3 {
+        assert_eq!(receipt(&out.join(format!("run-{i:03}.json")))["verdict"], "PASS");
+    }
+    let s = receipt(&out.join("summary.json"));
+    assert_eq!(s["passed"], 3);
+    assert_eq!(s["class"], "clean");
+}
+
+#[test]
+fn soak_under_a_fault_reports_failures_and_exits_1() {
+    let d = tmp();
+    let out = d.path().join("soak");
+    let o = run(&[
+        "soak", "--runs", "2", "--out", out.to_str().unwrap(), "--stages", "2", "--fault", "rx-no-wait", "--gen-len", "4",
+        "--arms", "eager", "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("0/2 PASS"), "{}", text(&o));
+    assert!(text(&o).contains("FAIL first divergence eager@"), "{}", text(&o));
+}
+
+#[test]
+fn synth_is_byte_identical_for_the_same_flags_and_loads() {
+    let d = tmp();
+    let (a, b) = (d.path().join("a.gguf"), d.path().join("b.gguf"));
+    for p in [&a, &b] {
+        let o = run(&[
+            "synth", "--arch", "gemma3", "--layers", "3", "--embd", "128", "--heads", "2", "--kv-heads", "1", "--ff", "256",
+            "--vocab", "512", "--quant", "q4_k", "--seed", "7", "-o", p.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    let o = run(&["inspect", a.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("gemma3"), "{}", text(&o));
+    let o = run(&["--model", a.to_str().unwrap(), "--stages", "3", "--gen-len", "4", "-q", "--receipt", d.path().join("r.json").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
