@@ -1,1 +1,713 @@
-//! (under construction)
+//! Architectures (llama, gemma3): the config read from GGUF metadata, weight views into the
+//! file bytes, the vocabulary (decode only), the forward pass as stage primitives
+//! ([`forward`]) and a seeded synthetic-model writer ([`synth`]).
+//!
+//! Rule that holds in this module: a model is either loaded completely and checked — every
+//! key the architecture needs is present with the right type, every tensor has the shape
+//! the config implies and a type whose rows are whole blocks — or loading fails with a
+//! [`ModelError`] that names the key, tensor or architecture string. Quantized weights are
+//! never copied or converted: a [`Weight`] is a view into the shared file bytes, so the
+//! matmul reads exactly the bytes the file holds.
+
+pub mod forward;
+pub mod synth;
+mod vocab;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::gguf::{GgufError, GgufFile, Value};
+use crate::math::RopeStyle;
+use crate::quant::{GgmlType, QuantError};
+
+pub use forward::{HostKv, HostSession, KvAccess};
+pub use vocab::{Vocab, VocabKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+    #[error(transparent)]
+    Quant(#[from] QuantError),
+    #[error("unsupported architecture {0:?} (supported: llama, gemma3)")]
+    UnsupportedArch(String),
+    #[error("missing metadata key {key}")]
+    MissingKey { key: String },
+    #[error("metadata key {key}: expected {expected}, found {found}")]
+    KeyType {
+        key: String,
+        expected: &'static str,
+        found: String,
+    },
+    #[error("metadata key {key} = {value}: {why}")]
+    KeyValue {
+        key: String,
+        value: String,
+        why: String,
+    },
+    #[error("missing tensor {0}")]
+    MissingTensor(String),
+    #[error("tensor {name}: dims {found:?}, expected {expected:?}")]
+    TensorShape {
+        name: String,
+        expected: Vec<u64>,
+        found: Vec<u64>,
+    },
+    #[error("tensor {name}: type {ty}: {why}")]
+    TensorType {
+        name: String,
+        ty: GgmlType,
+        why: String,
+    },
+    #[error("token id {id} is not below the vocabulary size {vocab}")]
+    TokenId { id: u32, vocab: usize },
+    #[error("synthetic model: {what} = {value}: {why}")]
+    Synth {
+        what: &'static str,
+        value: u64,
+        why: String,
+    },
+}
+
+/// A supported architecture (the `general.architecture` string).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Arch {
+    Llama,
+    Gemma3,
+}
+
+impl Arch {
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+    pub fn from_name(s: &str) -> Option<Arch> {
+        match s {
+            "llama" => Some(Arch::Llama),
+            "gemma3" => Some(Arch::Gemma3),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// FFN gate activation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// llama: silu(gate) * up.
+    Silu,
+    /// gemma3: gelu_tanh(gate) * up.
+    GeluTanh,
+}
+
+/// Everything the forward pass needs to know about the shapes and constants of a model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub arch: Arch,
+    pub n_layers: usize,
+    pub n_embd: usize,
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    pub n_ff: usize,
+    pub vocab: usize,
+    pub rms_eps: f32,
+    /// RoPE base of global (full-attention) layers.
+    pub rope_base: f32,
+    /// RoPE base of sliding-window layers (gemma3: 10000; llama: = rope_base).
+    pub rope_base_local: f32,
+    /// Window of the sliding layers: a query at p attends to positions (p - w, p].
+    pub sliding_window: Option<usize>,
+    /// Per layer: true when the layer uses the sliding window (and `rope_base_local`).
+    pub layer_sliding: Vec<bool>,
+    /// Multiplies the token embedding (1.0 llama; sqrt(n_embd) rounded to f32, gemma3).
+    pub embed_scale: f32,
+    /// Multiplies q·k (1/sqrt(head_dim) for both archs; gemma3-270m: query_pre_attn_scalar
+    /// = 256 = head_dim).
+    pub attn_scale: f32,
+    pub rope_style: RopeStyle,
+    pub activation: Activation,
+    /// gemma3: per-head RMS norm of q and k before RoPE.
+    pub qk_norm: bool,
+    /// gemma3: RMS norm of the attention and FFN outputs before the residual add.
+    pub post_norms: bool,
+    /// Trained context length (metadata; 0 when absent).
+    pub context_length: usize,
+}
+
+impl Config {
+    /// Width of the concatenated query heads.
+    pub fn q_dim(&self) -> usize {
+        self.n_heads * self.head_dim
+    }
+    /// Width of one position's keys (and values) across kv heads.
+    pub fn kv_dim(&self) -> usize {
+        self.n_kv_heads * self.head_dim
+    }
+    /// RoPE base of layer `il`.
+    pub fn layer_rope_base(&self, il: usize) -> f32 {
+        if self.layer_sliding.get(il).copied().unwrap_or(false) {
+            self.rope_base_local
+        } else {
+            self.rope_base
+        }
+    }
+    /// First cached position a query at `pos` attends to in layer `il`.
+    pub fn attn_start(&self, il: usize, pos: usize) -> usize {
+        match (
+            self.sliding_window,
+            self.layer_sliding.get(il).copied().unwrap_or(false),
+        ) {
+            (Some(w), true) => (pos + 1).saturating_sub(w),
+            _ => 0,
+        }
+    }
+
+    /// Reads the config of a GGUF file's architecture from its metadata. `vocab` is the
+    /// row count of `token_embd.weight` (gemma3 files carry no `vocab_size` key).
+    pub fn from_gguf(f: &GgufFile) -> Result<Config, ModelError> {
+        let arch_s = get_str(f, "general.architecture")?;
+        let arch = Arch::from_name(arch_s)
+            .ok_or_else(|| ModelError::UnsupportedArch(arch_s.to_string()))?;
+        let a = arch.name();
+        let k = |s: &str| format!("{a}.{s}");
+        let n_layers = get_usize(f, &k("block_count"))?;
+        let n_embd = get_usize(f, &k("embedding_length"))?;
+        let n_ff = get_usize(f, &k("feed_forward_length"))?;
+        let n_heads = get_usize(f, &k("attention.head_count"))?;
+        let n_kv_heads = opt_usize(f, &k("attention.head_count_kv"))?.unwrap_or(n_heads);
+        let rms_eps = get_f32(f, &k("attention.layer_norm_rms_epsilon"))?;
+        let rope_base = opt_f32(f, &k("rope.freq_base"))?.unwrap_or(10000.0);
+        let context_length = opt_usize(f, &k("context_length"))?.unwrap_or(0);
+        for (key, v) in [
+            (k("block_count"), n_layers),
+            (k("embedding_length"), n_embd),
+            (k("feed_forward_length"), n_ff),
+        ] {
+            positive(&key, v)?;
+        }
+        positive(&k("attention.head_count"), n_heads)?;
+        positive(&k("attention.head_count_kv"), n_kv_heads)?;
+        if n_heads % n_kv_heads != 0 {
+            return Err(kv_err(
+                &k("attention.head_count_kv"),
+                n_kv_heads,
+                format!("does not divide head_count {n_heads}"),
+            ));
+        }
+        let head_dim = match opt_usize(f, &k("attention.key_length"))? {
+            Some(v) => v,
+            None => {
+                if n_embd % n_heads != 0 {
+                    return Err(kv_err(
+                        &k("attention.head_count"),
+                        n_heads,
+                        format!("does not divide embedding_length {n_embd}"),
+                    ));
+                }
+                n_embd / n_heads
+            }
+        };
+        if head_dim == 0 || head_dim % 2 != 0 {
+            return Err(kv_err(
+                &k("attention.key_length"),
+                head_dim,
+                "head dim must be even and positive".into(),
+            ));
+        }
+        if let Some(vl) = opt_usize(f, &k("attention.value_length"))? {
+            if vl != head_dim {
+                return Err(kv_err(
+                    &k("attention.value_length"),
+                    vl,
+                    format!("differs from key length {head_dim}"),
+                ));
+            }
+        }
+        if let Some(rd) = opt_usize(f, &k("rope.dimension_count"))? {
+            if rd != head_dim {
+                return Err(kv_err(
+                    &k("rope.dimension_count"),
+                    rd,
+                    format!("partial RoPE is not supported (head dim {head_dim})"),
+                ));
+            }
+        }
+        if let Some(sf) = opt_f32(f, &k("rope.scaling.factor"))? {
+            if sf != 1.0 && sf != 0.0 {
+                return Err(kv_err(
+                    &k("rope.scaling.factor"),
+                    sf,
+                    "RoPE scaling is not supported".into(),
+                ));
+            }
+        }
+        let emb = f
+            .tensor("token_embd.weight")
+            .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".into()))?;
+        let vocab = match emb.dims.as_slice() {
+            [c, r] if *c == n_embd as u64 && *r > 0 => *r as usize,
+            _ => {
+                return Err(ModelError::TensorShape {
+                    name: "token_embd.weight".into(),
+                    expected: vec![n_embd as u64, 0],
+                    found: emb.dims.clone(),
+                })
+            }
+        };
+        if let Some(vs) = opt_usize(f, &k("vocab_size"))? {
+            if vs != vocab {
+                return Err(kv_err(
+                    &k("vocab_size"),
+                    vs,
+                    format!("token_embd.weight has {vocab} rows"),
+                ));
+            }
+        }
+        let attn_scale = (1.0 / (head_dim as f64).sqrt()) as f32;
+        Ok(match arch {
+            Arch::Llama => Config {
+                arch,
+                n_layers,
+                n_embd,
+                n_heads,
+                n_kv_heads,
+                head_dim,
+                n_ff,
+                vocab,
+                rms_eps,
+                rope_base,
+                rope_base_local: rope_base,
+                sliding_window: None,
+                layer_sliding: vec![false; n_layers],
+                embed_scale: 1.0,
+                attn_scale,
+                rope_style: RopeStyle::Norm,
+                activation: Activation::Silu,
+                qk_norm: false,
+                post_norms: false,
+                context_length,
+            },
+            Arch::Gemma3 => {
+                let window = get_usize(f, &k("attention.sliding_window"))?;
+                positive(&k("attention.sliding_window"), window)?;
+                Config {
+                    arch,
+                    n_layers,
+                    n_embd,
+                    n_heads,
+                    n_kv_heads,
+                    head_dim,
+                    n_ff,
+                    vocab,
+                    rms_eps,
+                    rope_base,
+                    // Absent from older gemma3 GGUFs (like the 270m one): llama.cpp and HF
+                    // both fix it at 10000; newer converters write `rope.freq_base_swa`.
+                    rope_base_local: opt_f32(f, &k("rope.freq_base_swa"))?.unwrap_or(10000.0),
+                    sliding_window: Some(window),
+                    // Every 6th layer is global (llama.cpp `set_swa_pattern(6)`, HF
+                    // `sliding_window_pattern = 6`).
+                    layer_sliding: (0..n_layers).map(|il| (il + 1) % 6 != 0).collect(),
+                    // HF: `hidden_size ** 0.5` (a Python double) stored as an f32 tensor.
+                    embed_scale: (n_embd as f64).sqrt() as f32,
+                    attn_scale,
+                    rope_style: RopeStyle::Neox,
+                    activation: Activation::GeluTanh,
+                    qk_norm: true,
+                    post_norms: true,
+                    context_length,
+                }
+            }
+        })
+    }
+}
+
+fn positive(key: &str, v: usize) -> Result<(), ModelError> {
+    if v == 0 {
+        return Err(kv_err(key, 0, "must be positive".into()));
+    }
+    Ok(())
+}
+
+fn kv_err(key: &str, value: impl std::fmt::Display, why: String) -> ModelError {
+    ModelError::KeyValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        why,
+    }
+}
+
+fn get<'a>(f: &'a GgufFile, key: &str) -> Result<&'a Value, ModelError> {
+    f.get(key).ok_or_else(|| ModelError::MissingKey {
+        key: key.to_string(),
+    })
+}
+
+fn type_err(key: &str, expected: &'static str, v: &Value) -> ModelError {
+    ModelError::KeyType {
+        key: key.to_string(),
+        expected,
+        found: v.type_name().to_string(),
+    }
+}
+
+fn get_str<'a>(f: &'a GgufFile, key: &str) -> Result<&'a str, ModelError> {
+    let v = get(f, key)?;
+    v.as_str().ok_or_else(|| type_err(key, "string", v))
+}
+
+fn get_usize(f: &GgufFile, key: &str) -> Result<usize, ModelError> {
+    let v = get(f, key)?;
+    match v {
+        Value::Bool(_) | Value::F32(_) | Value::F64(_) | Value::String(_) | Value::Array(..) => {
+            Err(type_err(key, "unsigned integer", v))
+        }
+        _ => {
+            let n = v
+                .as_u64()
+                .ok_or_else(|| kv_err(key, format!("{v:?}"), "must be non-negative".into()))?;
+            usize::try_from(n).map_err(|_| kv_err(key, n, "too large".into()))
+        }
+    }
+}
+
+fn opt_usize(f: &GgufFile, key: &str) -> Result<Option<usize>, ModelError> {
+    if f.get(key).is_none() {
+        return Ok(None);
+    }
+    get_usize(f, key).map(Some)
+}
+
+fn get_f32(f: &GgufFile, key: &str) -> Result<f32, ModelError> {
+    let v = get(f, key)?;
+    match v {
+        Value::F32(x) => Ok(*x),
+        Value::F64(x) => Ok(*x as f32),
+        _ => Err(type_err(key, "float", v)),
+    }
+}
+
+fn opt_f32(f: &GgufFile, key: &str) -> Result<Option<f32>, ModelError> {
+    if f.get(key).is_none() {
+        return Ok(None);
+    }
+    get_f32(f, key).map(Some)
+}
+
+/// A 2-D weight matrix: `rows` rows of `cols` elements of type `ty`, each row a whole number
+/// of blocks, viewed in place in the (shared) file bytes.
+#[derive(Clone)]
+pub struct Weight {
+    pub name: String,
+    pub ty: GgmlType,
+    pub rows: usize,
+    pub cols: usize,
+    data: Arc<Vec<u8>>,
+    offset: usize,
+    row_bytes: usize,
+}
+
+impl std::fmt::Debug for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Weight({} {} {}x{})",
+            self.name, self.ty, self.rows, self.cols
+        )
+    }
+}
+
+impl Weight {
+    /// A view of `rows * row_bytes(cols)` bytes of `data` starting at `offset`.
+    pub fn view(
+        name: &str,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        data: Arc<Vec<u8>>,
+        offset: usize,
+    ) -> Result<Weight, ModelError> {
+        let row_bytes = ty
+            .row_bytes(cols as u64)
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| ModelError::TensorType {
+                name: name.to_string(),
+                ty,
+                why: format!(
+                    "row length {cols} is not a multiple of the block length {}",
+                    ty.block_len()
+                ),
+            })?;
+        let total = row_bytes
+            .checked_mul(rows)
+            .ok_or_else(|| ModelError::TensorType {
+                name: name.to_string(),
+                ty,
+                why: format!("{rows} rows of {row_bytes} bytes overflow"),
+            })?;
+        if offset.checked_add(total).is_none_or(|end| end > data.len()) {
+            return Err(ModelError::TensorType {
+                name: name.to_string(),
+                ty,
+                why: format!(
+                    "{total} bytes at offset {offset} exceed the {} available",
+                    data.len()
+                ),
+            });
+        }
+        Ok(Weight {
+            name: name.to_string(),
+            ty,
+            rows,
+            cols,
+            data,
+            offset,
+            row_bytes,
+        })
+    }
+
+    /// A weight owning its bytes (tests, synthetic data).
+    pub fn from_bytes(
+        name: &str,
+        ty: GgmlType,
+        rows: usize,
+        cols: usize,
+        bytes: Vec<u8>,
+    ) -> Result<Weight, ModelError> {
+        let w = Weight::view(name, ty, rows, cols, Arc::new(bytes), 0)?;
+        if w.n_bytes() != w.data.len() {
+            return Err(ModelError::TensorType {
+                name: name.to_string(),
+                ty,
+                why: format!("{} bytes given, {} expected", w.data.len(), w.n_bytes()),
+            });
+        }
+        Ok(w)
+    }
+
+    /// Row `i` (`i < rows`; the caller's index comes from a checked shape).
+    #[inline]
+    pub fn row(&self, i: usize) -> &[u8] {
+        let s = self.offset + i * self.row_bytes;
+        &self.data[s..s + self.row_bytes]
+    }
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+    /// All rows.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data[self.offset..self.offset + self.n_bytes()]
+    }
+    pub fn n_bytes(&self) -> usize {
+        self.rows * self.row_bytes
+    }
+}
+
+/// The weights of one transformer block. `Option` fields exist for gemma3 only.
+#[derive(Clone, Debug)]
+pub struct LayerWeights {
+    pub attn_norm: Vec<f32>,
+    pub wq: Weight,
+    pub wk: Weight,
+    pub wv: Weight,
+    pub wo: Weight,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    pub gate: Weight,
+    pub up: Weight,
+    pub down: Weight,
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+impl LayerWeights {
+    /// Bytes of this layer's tensors as the file stores them (norms: 4 per element).
+    pub fn n_bytes(&self) -> u64 {
+        let mats = [
+            &self.wq, &self.wk, &self.wv, &self.wo, &self.gate, &self.up, &self.down,
+        ];
+        let norms = [
+            Some(&self.attn_norm),
+            self.q_norm.as_ref(),
+            self.k_norm.as_ref(),
+            self.post_attn_norm.as_ref(),
+            Some(&self.ffn_norm),
+            self.post_ffn_norm.as_ref(),
+        ];
+        mats.iter().map(|w| w.n_bytes() as u64).sum::<u64>()
+            + norms
+                .iter()
+                .flatten()
+                .map(|n| 4 * n.len() as u64)
+                .sum::<u64>()
+    }
+}
+
+/// A loaded model: config, weights (views into the file), vocabulary.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub cfg: Config,
+    pub layers: Vec<LayerWeights>,
+    pub tok_embd: Weight,
+    pub out_norm: Vec<f32>,
+    /// `output.weight`, or `tok_embd` when the file ties them (no `output.weight`).
+    pub output: Weight,
+    pub vocab: Vocab,
+    /// blake3 of the whole GGUF file, hex.
+    pub file_blake3: String,
+    /// Bytes of all weights the forward pass reads (a tied output counted once).
+    pub weight_bytes: u64,
+}
+
+impl Model {
+    pub fn open(path: &Path) -> Result<Model, ModelError> {
+        Model::load(&GgufFile::open(path)?)
+    }
+
+    pub fn load(f: &GgufFile) -> Result<Model, ModelError> {
+        let cfg = Config::from_gguf(f)?;
+        let vocab = Vocab::from_gguf(f)?;
+        let (e, hd) = (cfg.n_embd, cfg.head_dim);
+        let tok_embd = matrix(f, "token_embd.weight", cfg.vocab, e)?;
+        let output = match f.tensor("output.weight") {
+            Some(_) => matrix(f, "output.weight", cfg.vocab, e)?,
+            None => tok_embd.clone(),
+        };
+        let tied = f.tensor("output.weight").is_none();
+        let out_norm = norm(f, "output_norm.weight", e)?;
+        let gemma = cfg.arch == Arch::Gemma3;
+        let mut layers = Vec::with_capacity(cfg.n_layers);
+        for il in 0..cfg.n_layers {
+            let n = |s: &str| format!("blk.{il}.{s}.weight");
+            let opt_norm = |s: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
+                if gemma {
+                    norm(f, &n(s), len).map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
+            layers.push(LayerWeights {
+                attn_norm: norm(f, &n("attn_norm"), e)?,
+                wq: matrix(f, &n("attn_q"), cfg.q_dim(), e)?,
+                wk: matrix(f, &n("attn_k"), cfg.kv_dim(), e)?,
+                wv: matrix(f, &n("attn_v"), cfg.kv_dim(), e)?,
+                wo: matrix(f, &n("attn_output"), e, cfg.q_dim())?,
+                q_norm: opt_norm("attn_q_norm", hd)?,
+                k_norm: opt_norm("attn_k_norm", hd)?,
+                post_attn_norm: opt_norm("post_attention_norm", e)?,
+                ffn_norm: norm(f, &n("ffn_norm"), e)?,
+                gate: matrix(f, &n("ffn_gate"), cfg.n_ff, e)?,
+                up: matrix(f, &n("ffn_up"), cfg.n_ff, e)?,
+                down: matrix(f, &n("ffn_down"), e, cfg.n_ff)?,
+                post_ffn_norm: opt_norm("post_ffw_norm", e)?,
+            });
+        }
+        let mut weight_bytes = tok_embd.n_bytes() as u64 + 4 * out_norm.len() as u64;
+        if !tied {
+            weight_bytes += output.n_bytes() as u64;
+        }
+        weight_bytes += layers.iter().map(|l| l.n_bytes()).sum::<u64>();
+        let file_blake3 = blake3::hash(f.bytes()).to_hex().to_string();
+        Ok(Model {
+            cfg,
+            layers,
+            tok_embd,
+            out_norm,
+            output,
+            vocab,
+            file_blake3,
+            weight_bytes,
+        })
+    }
+
+    /// Bytes of layer `il`'s weights (0 for an index past the last layer).
+    pub fn layer_bytes(&self, il: usize) -> u64 {
+        self.layers.get(il).map_or(0, |l| l.n_bytes())
+    }
+
+    /// Checks token ids against the vocabulary, naming the first bad one. [`forward::embed`]
+    /// itself never fails (an out-of-range id embeds as zeros), so input boundaries call this.
+    pub fn check_tokens(&self, tokens: &[u32]) -> Result<(), ModelError> {
+        match tokens.iter().find(|&&t| t as usize >= self.cfg.vocab) {
+            Some(&t) => Err(ModelError::TokenId {
+                id: t,
+                vocab: self.cfg.vocab,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn tensor<'a>(f: &'a GgufFile, name: &str) -> Result<&'a crate::gguf::TensorInfo, ModelError> {
+    f.tensor(name)
+        .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+}
+
+/// A `rows`×`cols` matrix tensor (ggml dims `[cols, rows]`) as a view into the file.
+fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Weight, ModelError> {
+    let t = tensor(f, name)?;
+    if t.dims != [cols as u64, rows as u64] {
+        return Err(ModelError::TensorShape {
+            name: name.into(),
+            expected: vec![cols as u64, rows as u64],
+            found: t.dims.clone(),
+        });
+    }
+    let r = f.tensor_range(t);
+    let w = Weight::view(name, t.ty, rows, cols, f.bytes().clone(), r.start)?;
+    if w.n_bytes() != r.len() {
+        return Err(ModelError::TensorType {
+            name: name.into(),
+            ty: t.ty,
+            why: format!("{} bytes stored, {} expected", r.len(), w.n_bytes()),
+        });
+    }
+    Ok(w)
+}
+
+/// A 1-D norm weight of `len` elements, dequantized to f32 (F32 in every supported file;
+/// GGUF gemma norms already include the +1 of Gemma's `(1 + w)` scaling).
+fn norm(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    let t = tensor(f, name)?;
+    if t.dims != [len as u64] {
+        return Err(ModelError::TensorShape {
+            name: name.into(),
+            expected: vec![len as u64],
+            found: t.dims.clone(),
+        });
+    }
+    let want =
+        t.ty.row_bytes(len as u64)
+            .ok_or_else(|| ModelError::TensorType {
+                name: name.into(),
+                ty: t.ty,
+                why: format!(
+                    "length {len} is not a multiple of the block length {}",
+                    t.ty.block_len()
+                ),
+            })?;
+    let bytes = f.tensor_bytes(t);
+    if bytes.len() as u64 != want {
+        return Err(ModelError::TensorType {
+            name: name.into(),
+            ty: t.ty,
+            why: format!("{} bytes stored, {want} expected", bytes.len()),
+        });
+    }
+    let mut out = vec![0.0f32; len];
+    crate::quant::dequantize(t.ty, bytes, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

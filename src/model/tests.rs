@@ -1,0 +1,384 @@
+//! Pins the loader's errors (each names the key / tensor / arch string) and the forward
+//! pass's determinism: a row's logits do not depend on batch size, thread count, or where
+//! the layer range is split; sliding layers see exactly the window.
+
+use super::forward::{embed, head, layer, HostKv, HostSession};
+use super::synth::{builtin_spec, synth_gguf, SynthSpec, SYNTH_SLIDING_WINDOW};
+use super::*;
+use crate::gguf::{GgufFile, GgufWriter, Value};
+
+fn synth_file(spec: &SynthSpec) -> GgufFile {
+    GgufFile::parse(synth_gguf(spec).expect("synth")).expect("parse")
+}
+
+fn gemma_spec() -> SynthSpec {
+    SynthSpec {
+        arch: Arch::Gemma3,
+        layers: 6,
+        embd: 64,
+        heads: 2,
+        kv_heads: 1,
+        ff: 128,
+        vocab: 384,
+        quant: crate::quant::GgmlType::Q8_0,
+        seed: 5,
+    }
+}
+
+fn small_llama() -> SynthSpec {
+    SynthSpec {
+        layers: 4,
+        embd: 64,
+        heads: 4,
+        kv_heads: 2,
+        ff: 128,
+        vocab: 320,
+        ..builtin_spec()
+    }
+}
+
+/// Re-writes a parsed file through `edit_kv` (metadata) and `edit_t` (tensor name, dims).
+fn rewrite(
+    f: &GgufFile,
+    edit_kv: impl Fn(&str, &Value) -> Option<Value>,
+    edit_t: impl Fn(&str, &[u64]) -> Option<Vec<u64>>,
+) -> GgufFile {
+    let mut w = GgufWriter::new();
+    for (k, v) in &f.metadata {
+        if k == "general.alignment" {
+            continue;
+        }
+        if let Some(v) = edit_kv(k, v) {
+            w.add(k, v);
+        }
+    }
+    for t in &f.tensors {
+        if let Some(dims) = edit_t(&t.name, &t.dims) {
+            let data = f.tensor_bytes(t).to_vec();
+            // Keep the byte count valid for the new dims by re-sizing the data.
+            let n: u64 = dims.iter().product();
+            let want = t.ty.row_bytes(n).expect("whole blocks") as usize;
+            let mut d = data;
+            d.resize(want, 0);
+            w.add_tensor(&t.name, &dims, t.ty, d).expect("add tensor");
+        }
+    }
+    GgufFile::parse(w.to_bytes()).expect("parse rewritten")
+}
+
+fn load_err(f: &GgufFile) -> String {
+    Model::load(f).expect_err("load must fail").to_string()
+}
+
+#[test]
+fn unsupported_architecture_is_named() {
+    let f = synth_file(&small_llama());
+    let g = rewrite(
+        &f,
+        |k, v| {
+            Some(if k == "general.architecture" {
+                Value::String("mamba".into())
+            } else {
+                v.clone()
+            })
+        },
+        |_, d| Some(d.to_vec()),
+    );
+    let e = load_err(&g);
+    assert!(e.contains("\"mamba\""), "{e}");
+}
+
+#[test]
+fn missing_and_mistyped_keys_are_named() {
+    let f = synth_file(&small_llama());
+    let g = rewrite(
+        &f,
+        |k, v| (k != "llama.feed_forward_length").then(|| v.clone()),
+        |_, d| Some(d.to_vec()),
+    );
+    assert!(load_err(&g).contains("llama.feed_forward_length"));
+    let g = rewrite(
+        &f,
+        |k, v| {
+            Some(if k == "llama.block_count" {
+                Value::String("4".into())
+            } else {
+                v.clone()
+            })
+        },
+        |_, d| Some(d.to_vec()),
+    );
+    let e = load_err(&g);
+    assert!(
+        e.contains("llama.block_count") && e.contains("string"),
+        "{e}"
+    );
+    let g = rewrite(
+        &f,
+        |k, v| {
+            Some(if k == "llama.attention.layer_norm_rms_epsilon" {
+                Value::U32(1)
+            } else {
+                v.clone()
+            })
+        },
+        |_, d| Some(d.to_vec()),
+    );
+    assert!(load_err(&g).contains("llama.attention.layer_norm_rms_epsilon"));
+    let g = rewrite(
+        &f,
+        |k, v| (k != "tokenizer.ggml.tokens").then(|| v.clone()),
+        |_, d| Some(d.to_vec()),
+    );
+    assert!(load_err(&g).contains("tokenizer.ggml.tokens"));
+}
+
+#[test]
+fn missing_and_misshapen_tensors_are_named() {
+    let f = synth_file(&small_llama());
+    let g = rewrite(
+        &f,
+        |_, v| Some(v.clone()),
+        |n, d| (n != "blk.2.ffn_up.weight").then(|| d.to_vec()),
+    );
+    assert!(load_err(&g).contains("blk.2.ffn_up.weight"));
+    let g = rewrite(
+        &f,
+        |_, v| Some(v.clone()),
+        |n, d| {
+            Some(if n == "blk.1.attn_k.weight" {
+                vec![64, 64]
+            } else {
+                d.to_vec()
+            })
+        },
+    );
+    let e = load_err(&g);
+    assert!(e.contains("blk.1.attn_k.weight") && e.contains("64"), "{e}");
+    let g = rewrite(
+        &f,
+        |_, v| Some(v.clone()),
+        |n, d| {
+            Some(if n == "output_norm.weight" {
+                vec![32]
+            } else {
+                d.to_vec()
+            })
+        },
+    );
+    assert!(load_err(&g).contains("output_norm.weight"));
+}
+
+#[test]
+fn gemma3_needs_its_norm_tensors_and_window() {
+    let f = synth_file(&gemma_spec());
+    let g = rewrite(
+        &f,
+        |_, v| Some(v.clone()),
+        |n, d| (n != "blk.3.attn_q_norm.weight").then(|| d.to_vec()),
+    );
+    assert!(load_err(&g).contains("blk.3.attn_q_norm.weight"));
+    let g = rewrite(
+        &f,
+        |k, v| (k != "gemma3.attention.sliding_window").then(|| v.clone()),
+        |_, d| Some(d.to_vec()),
+    );
+    assert!(load_err(&g).contains("gemma3.attention.sliding_window"));
+}
+
+#[test]
+fn gemma3_config_scales_embeddings_by_rounded_sqrt_and_alternates_rope_bases() {
+    let m = Model::load(&synth_file(&gemma_spec())).expect("load");
+    assert_eq!(m.cfg.embed_scale, 8.0); // sqrt(64)
+    assert_eq!(m.cfg.attn_scale, 1.0 / 32f32.sqrt());
+    assert_eq!(m.cfg.layer_rope_base(0), 10000.0);
+    assert_eq!(m.cfg.layer_rope_base(5), 1e6);
+    // Window (p - w, p]: exactly w positions, self included.
+    assert_eq!(m.cfg.attn_start(0, 100), 100 + 1 - SYNTH_SLIDING_WINDOW);
+    assert_eq!(m.cfg.attn_start(0, 3), 0);
+    assert_eq!(m.cfg.attn_start(5, 100), 0);
+}
+
+#[test]
+fn weight_bytes_add_up_to_the_tensors_read() {
+    let f = synth_file(&small_llama());
+    let m = Model::load(&f).expect("load");
+    let total: u64 = f.tensors.iter().map(|t| t.n_bytes).sum();
+    assert_eq!(m.weight_bytes, total);
+    assert_eq!(
+        (0..m.cfg.n_layers).map(|il| m.layer_bytes(il)).sum::<u64>()
+            + m.tok_embd.n_bytes() as u64
+            + m.output.n_bytes() as u64
+            + 4 * m.cfg.n_embd as u64,
+        total
+    );
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+/// Decodes `tapes[r]` for every row in lock-step; returns per step the logits.
+fn run(m: &Model, tapes: &[Vec<u32>]) -> Vec<Vec<f32>> {
+    let mut s = HostSession::new(m, tapes.len(), 64);
+    (0..tapes[0].len())
+        .map(|p| {
+            let toks: Vec<u32> = tapes.iter().map(|t| t[p]).collect();
+            s.step(&toks, p)
+        })
+        .collect()
+}
+
+fn tapes(vocab: usize) -> Vec<Vec<u32>> {
+    (0..3u32)
+        .map(|r| {
+            (0..24u32)
+                .map(|p| (p * 37 + r * 101 + 7) % vocab as u32)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn logits_of_a_row_are_bit_identical_for_batch_1_and_batch_3() {
+    for spec in [small_llama(), gemma_spec()] {
+        let m = Model::load(&synth_file(&spec)).expect("load");
+        let t = tapes(spec.vocab);
+        let batch = run(&m, &t);
+        for r in 0..3 {
+            let one = run(&m, &t[r..r + 1]);
+            for p in 0..t[0].len() {
+                let v = m.cfg.vocab;
+                assert_eq!(
+                    bits(&one[p]),
+                    bits(&batch[p][r * v..(r + 1) * v]),
+                    "{} row {r} step {p}",
+                    spec.arch
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn logits_are_bit_identical_for_1_and_2_threads() {
+    let spec = gemma_spec();
+    let m = Model::load(&synth_file(&spec)).expect("load");
+    let t = tapes(spec.vocab);
+    let with = |n: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .expect("pool")
+            .install(|| run(&m, &t))
+    };
+    let (a, b) = (with(1), with(2));
+    for p in 0..a.len() {
+        assert_eq!(bits(&a[p]), bits(&b[p]), "step {p}");
+    }
+}
+
+#[test]
+fn splitting_the_layer_range_does_not_change_a_bit() {
+    let spec = gemma_spec();
+    let m = Model::load(&synth_file(&spec)).expect("load");
+    let t = &tapes(spec.vocab)[0];
+    let whole = run(&m, std::slice::from_ref(t));
+    let mut s = HostSession::new(&m, 1, 64);
+    for (p, &tok) in t.iter().enumerate() {
+        let mut x = vec![0.0; m.cfg.n_embd];
+        embed(&m, &[tok], &mut x);
+        s.run_layers(0, 2, &mut x, p);
+        s.run_layers(2, 5, &mut x, p);
+        s.run_layers(5, 6, &mut x, p);
+        let mut logits = vec![0.0; m.cfg.vocab];
+        head(&m, &x, &mut logits);
+        assert_eq!(bits(&logits), bits(&whole[p]), "step {p}");
+    }
+}
+
+/// Residual after layer `il` alone, at the last position of `tape`.
+fn one_layer_out(m: &Model, il: usize, tape: &[u32]) -> Vec<f32> {
+    let mut kv = HostKv::new(1, m.cfg.kv_dim(), tape.len());
+    let mut x = vec![0.0; m.cfg.n_embd];
+    for (p, &tok) in tape.iter().enumerate() {
+        embed(m, &[tok], &mut x);
+        layer(m, il, &mut x, &[p], &mut kv);
+    }
+    x
+}
+
+#[test]
+fn sliding_layers_see_exactly_the_window_and_global_layers_see_everything() {
+    let spec = gemma_spec();
+    let m = Model::load(&synth_file(&spec)).expect("load");
+    let w = SYNTH_SLIDING_WINDOW;
+    let a: Vec<u32> = (0..w as u32 + 5).map(|p| 10 + p).collect();
+    // Same last w tokens, different token just before the window.
+    let mut b = a.clone();
+    b[4] = 300;
+    assert_eq!(
+        bits(&one_layer_out(&m, 0, &a)),
+        bits(&one_layer_out(&m, 0, &b))
+    );
+    assert_ne!(
+        bits(&one_layer_out(&m, 5, &a)),
+        bits(&one_layer_out(&m, 5, &b))
+    );
+    // A difference inside the window reaches a sliding layer.
+    let mut c = a.clone();
+    c[5] = 300;
+    assert_ne!(
+        bits(&one_layer_out(&m, 0, &a)),
+        bits(&one_layer_out(&m, 0, &c))
+    );
+}
+
+#[test]
+fn builtin_model_argmax_varies_with_position_and_token() {
+    let m = Model::load(&synth_file(&builtin_spec())).expect("load");
+    let t: Vec<u32> = (0..16u32).map(|p| (p * 131 + 17) % 2048).collect();
+    let steps = run(&m, &[t]);
+    let argmax = |v: &[f32]| {
+        v.iter()
+            .enumerate()
+            .fold((0, f32::MIN), |b, (i, &x)| if x > b.1 { (i, x) } else { b })
+            .0
+    };
+    let mut ids: Vec<usize> = steps.iter().map(|l| argmax(l)).collect();
+    for l in &steps {
+        assert!(l.iter().all(|x| x.is_finite()));
+    }
+    ids.sort();
+    ids.dedup();
+    assert!(
+        ids.len() >= 8,
+        "only {} distinct argmax ids over 16 steps",
+        ids.len()
+    );
+}
+
+#[test]
+fn check_tokens_names_the_first_out_of_range_id() {
+    let m = Model::load(&synth_file(&small_llama())).expect("load");
+    assert!(m.check_tokens(&[0, 319]).is_ok());
+    let e = m
+        .check_tokens(&[3, 320, 999])
+        .expect_err("320 is past the vocab")
+        .to_string();
+    assert!(e.contains("320") && !e.contains("999"), "{e}");
+}
+
+#[test]
+fn embed_is_the_dequantized_row_times_the_embed_scale() {
+    let m = Model::load(&synth_file(&gemma_spec())).expect("load");
+    let n = m.cfg.n_embd;
+    let mut x = vec![0.0; 2 * n];
+    embed(&m, &[7, 100], &mut x);
+    for (r, id) in [7usize, 100].into_iter().enumerate() {
+        let mut row = vec![0.0; n];
+        crate::quant::dequantize(m.tok_embd.ty, m.tok_embd.row(id), &mut row).expect("dequantize");
+        let want: Vec<f32> = row.iter().map(|v| v * 8.0).collect();
+        assert_eq!(bits(&x[r * n..(r + 1) * n]), bits(&want));
+    }
+}
