@@ -15,7 +15,11 @@ fn main() {
         .filter(|o| o.status.success())
         .map(|o| !o.stdout.is_empty())
         .unwrap_or(false);
-    let v = if dirty { format!("{commit}-dirty") } else { commit };
+    let v = if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    };
     println!("cargo:rustc-env=PPN_GIT_COMMIT={v}");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");

@@ -8,7 +8,9 @@
 //! - `runtime`: the N-stage pipeline runtime over any backend (placement, boundaries,
 //!   readback, the walk lease, fault injection).
 //! - `arms`, `receipt`, `soak`, `cli`: the gate itself.
-#![forbid(unsafe_code)]
+// `unsafe` is allowed in exactly one module, the CUDA backend (`backend::cuda`), where every
+// block carries a `// SAFETY:` line. Everywhere else the compiler refuses it.
+#![deny(unsafe_code)]
 
 pub mod arms;
 pub mod backend;

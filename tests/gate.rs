@@ -18,7 +18,11 @@ fn run(args: &[&str]) -> Output {
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn tmp() -> tempfile::TempDir {
@@ -26,7 +30,8 @@ fn tmp() -> tempfile::TempDir {
 }
 
 fn receipt(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).expect("receipt written")).expect("receipt is JSON")
+    serde_json::from_str(&std::fs::read_to_string(p).expect("receipt written"))
+        .expect("receipt is JSON")
 }
 
 fn arm_verdicts(r: &Value) -> Vec<(String, String)> {
@@ -34,7 +39,12 @@ fn arm_verdicts(r: &Value) -> Vec<(String, String)> {
         .as_array()
         .expect("arms")
         .iter()
-        .map(|a| (a["name"].as_str().unwrap().to_string(), a["verdict"].as_str().unwrap().to_string()))
+        .map(|a| {
+            (
+                a["name"].as_str().unwrap().to_string(),
+                a["verdict"].as_str().unwrap().to_string(),
+            )
+        })
         .collect()
 }
 
@@ -43,17 +53,31 @@ fn arm_verdicts(r: &Value) -> Vec<(String, String)> {
 fn default_four_stage_gate_passes_every_arm_and_writes_a_receipt() {
     let d = tmp();
     let rp = d.path().join("r.json");
-    let o = run(&["--stages", "4", "--devices", "0,1,2,3", "--receipt", rp.to_str().unwrap()]);
+    let o = run(&[
+        "--stages",
+        "4",
+        "--devices",
+        "0,1,2,3",
+        "--receipt",
+        rp.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let r = receipt(&rp);
     assert_eq!(r["schema"], "ppn-gate.receipt/1");
     assert_eq!(r["verdict"], "PASS");
     assert_eq!(
         arm_verdicts(&r),
-        vec![("eager".into(), "PASS".into()), ("pipelined".into(), "PASS".into()), ("batched".into(), "PASS".into())]
+        vec![
+            ("eager".into(), "PASS".into()),
+            ("pipelined".into(), "PASS".into()),
+            ("batched".into(), "PASS".into())
+        ]
     );
     // CPU domains have no peer copy: every cross-device boundary bounces through the host.
-    assert_eq!(r["placement"]["transports"], serde_json::json!(["host", "host", "host"]));
+    assert_eq!(
+        r["placement"]["transports"],
+        serde_json::json!(["host", "host", "host"])
+    );
     assert_eq!(r["placement"]["devices"], serde_json::json!([0, 1, 2, 3]));
     let steps = r["reference"]["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 24);
@@ -69,7 +93,15 @@ fn two_runs_give_identical_deterministic_receipts() {
     let d = tmp();
     let (a, b) = (d.path().join("a.json"), d.path().join("b.json"));
     for p in [&a, &b] {
-        let o = run(&["--stages", "3", "--splits", "1,7", "--receipt", p.to_str().unwrap(), "-q"]);
+        let o = run(&[
+            "--stages",
+            "3",
+            "--splits",
+            "1,7",
+            "--receipt",
+            p.to_str().unwrap(),
+            "-q",
+        ]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     }
     let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
@@ -83,8 +115,18 @@ fn correct_runtime_passes_under_schedule_jitter() {
     let d = tmp();
     let rp = d.path().join("r.json");
     let o = run(&[
-        "--stages", "4", "--devices", "0,0,1,1", "--jitter-us", "300", "--window", "4", "--gen-len", "8",
-        "--receipt", rp.to_str().unwrap(),
+        "--stages",
+        "4",
+        "--devices",
+        "0,0,1,1",
+        "--jitter-us",
+        "300",
+        "--window",
+        "4",
+        "--gen-len",
+        "8",
+        "--receipt",
+        rp.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
@@ -96,17 +138,34 @@ fn assert_fault_fails(fault: &str, extra: &[&str]) {
     let mut args = vec!["--fault", fault, "--receipt", rp.to_str().unwrap()];
     args.extend_from_slice(extra);
     let o = run(&args);
-    assert_eq!(o.status.code(), Some(1), "--fault {fault} must FAIL the gate:\n{}", text(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "--fault {fault} must FAIL the gate:\n{}",
+        text(&o)
+    );
     let r = receipt(&rp);
     assert_eq!(r["verdict"], "FAIL");
     assert_eq!(r["config"]["faults"], serde_json::json!([fault]));
-    let failed: Vec<&Value> = r["arms"].as_array().unwrap().iter().filter(|a| a["verdict"] == "FAIL").collect();
+    let failed: Vec<&Value> = r["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["verdict"] == "FAIL")
+        .collect();
     assert!(!failed.is_empty());
     for a in failed {
-        assert!(a["first_divergence"]["step"].is_u64(), "FAIL names its first divergent step: {a}");
+        assert!(
+            a["first_divergence"]["step"].is_u64(),
+            "FAIL names its first divergent step: {a}"
+        );
         assert!(a["mismatched_steps"].as_u64().unwrap() >= 1);
     }
-    assert!(text(&o).contains("first divergence at step"), "{}", text(&o));
+    assert!(
+        text(&o).contains("first divergence at step"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -118,12 +177,36 @@ fn fault_rx_no_wait_fails() {
 fn fault_no_war_guard_fails() {
     // TX may only overrun an unread slot when the TX stage runs ahead of its RX stage by two
     // steps: a wide window and a light stage 0 (one layer) make that the steady state.
-    assert_fault_fails("no-war-guard", &["--stages", "2", "--splits", "1", "--window", "8", "--arms", "pipelined"]);
+    assert_fault_fails(
+        "no-war-guard",
+        &[
+            "--stages",
+            "2",
+            "--splits",
+            "1",
+            "--window",
+            "8",
+            "--arms",
+            "pipelined",
+        ],
+    );
 }
 
 #[test]
 fn fault_single_slot_fails() {
-    assert_fault_fails("single-slot", &["--stages", "2", "--splits", "1", "--window", "4", "--arms", "pipelined"]);
+    assert_fault_fails(
+        "single-slot",
+        &[
+            "--stages",
+            "2",
+            "--splits",
+            "1",
+            "--window",
+            "4",
+            "--arms",
+            "pipelined",
+        ],
+    );
 }
 
 #[test]
@@ -135,7 +218,17 @@ fn fault_shared_scratch_fails() {
 fn fault_slot_first_use_fails() {
     // A slot's first use (step 1 for slot 1, and the batched arm's growth to B rows) lands
     // while the RX stage is still busy with the previous step.
-    assert_fault_fails("slot-first-use", &["--stages", "2", "--splits", "1", "--arms", "pipelined,batched"]);
+    assert_fault_fails(
+        "slot-first-use",
+        &[
+            "--stages",
+            "2",
+            "--splits",
+            "1",
+            "--arms",
+            "pipelined,batched",
+        ],
+    );
 }
 
 #[test]
@@ -147,7 +240,10 @@ fn fault_no_exit_publish_fails() {
 fn fault_no_reverse_publish_fails() {
     // The caller's upload and stage 0's embed race; jitter on every stream makes the race
     // window wide enough that some step of the tape loses it.
-    assert_fault_fails("no-reverse-publish", &["--stages", "2", "--jitter-us", "400", "--gen-len", "24"]);
+    assert_fault_fails(
+        "no-reverse-publish",
+        &["--stages", "2", "--jitter-us", "400", "--gen-len", "24"],
+    );
 }
 
 /// Bad input: exit 2, the offending value named, nothing silently replaced.
@@ -156,24 +252,49 @@ fn bad_flags_exit_2_naming_the_value() {
     let cases: &[(&[&str], &str)] = &[
         (&["--devices", "0,9"], "device 9 does not exist"),
         (&["--devices", "0,x"], "\"x\""),
-        (&["--stages", "4", "--devices", "0,1"], "--stages 4 but --devices lists 2"),
+        (
+            &["--stages", "4", "--devices", "0,1"],
+            "--stages 4 but --devices lists 2",
+        ),
         (&["--stages", "3", "--splits", "5,2"], "5,2"),
         (&["--stages", "2", "--splits", "8"], "[8, 8)"),
         (&["--stages", "99"], "--stages 99 exceeds"),
         (&["--fault", "nonsense"], "\"nonsense\""),
         (&["--arms", "eager,warp"], "\"warp\""),
         (&["--backend", "tpu"], "\"tpu\""),
-        (&["--transport", "peer", "--devices", "0,1"], "device 0 -> device 1"),
-        (&["--model", "/nonexistent/model.gguf"], "/nonexistent/model.gguf"),
-        (&["--tape", "/nonexistent/tape.json"], "/nonexistent/tape.json"),
+        (
+            &["--transport", "peer", "--devices", "0,1"],
+            "device 0 -> device 1",
+        ),
+        (
+            &["--model", "/nonexistent/model.gguf"],
+            "/nonexistent/model.gguf",
+        ),
+        (
+            &["--tape", "/nonexistent/tape.json"],
+            "/nonexistent/tape.json",
+        ),
         (&["--window", "0"], "--window 0"),
         (&["--stages"], "--stages"),
     ];
     for (args, want) in cases {
         let o = run(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?} must exit 2:\n{}", text(&o));
-        assert!(text(&o).contains(want), "{args:?}: message should name {want:?}:\n{}", text(&o));
-        assert!(!text(&o).contains("panicked"), "{args:?} panicked:\n{}", text(&o));
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?} must exit 2:\n{}",
+            text(&o)
+        );
+        assert!(
+            text(&o).contains(want),
+            "{args:?}: message should name {want:?}:\n{}",
+            text(&o)
+        );
+        assert!(
+            !text(&o).contains("panicked"),
+            "{args:?} panicked:\n{}",
+            text(&o)
+        );
     }
 }
 
@@ -202,20 +323,35 @@ fn write_json(p: &PathBuf, v: &Value) {
 fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
     let d = tmp();
     let a = d.path().join("a.json");
-    let o = run(&["--stages", "2", "--gen-len", "8", "--receipt", a.to_str().unwrap(), "-q"]);
+    let o = run(&[
+        "--stages",
+        "2",
+        "--gen-len",
+        "8",
+        "--receipt",
+        a.to_str().unwrap(),
+        "-q",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let orig = receipt(&a);
 
     // Plant a divergence: flip one hex digit of the pipelined arm's step 5 hash.
     let mut planted = orig.clone();
-    let h = planted["arms"][1]["steps"][5]["logits_blake3"].as_str().unwrap().to_string();
+    let h = planted["arms"][1]["steps"][5]["logits_blake3"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let flipped = format!("{}{}", if h.starts_with('0') { '1' } else { '0' }, &h[1..]);
     planted["arms"][1]["steps"][5]["logits_blake3"] = Value::String(flipped);
     let b = d.path().join("b.json");
     write_json(&b, &planted);
     let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("arm pipelined: first divergent step 5"), "{}", text(&o));
+    assert!(
+        text(&o).contains("arm pipelined: first divergent step 5"),
+        "{}",
+        text(&o)
+    );
 
     // Same for the reference.
     let mut planted = orig.clone();
@@ -223,13 +359,22 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
     write_json(&b, &planted);
     let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("reference: first divergent step 3"), "{}", text(&o));
+    assert!(
+        text(&o).contains("reference: first divergent step 3"),
+        "{}",
+        text(&o)
+    );
 
     // Timings are not deterministic and are not compared.
     let mut t = orig.clone();
     t["timings"]["total_ms"] = serde_json::json!(1.0e9);
     write_json(&b, &t);
-    assert_eq!(run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(
+        run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
 
     let mut other = orig.clone();
     other["model"]["blake3"] = Value::String("ff".repeat(32));
@@ -262,11 +407,25 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
 fn soak_counts_runs_and_keeps_every_receipt() {
     let d = tmp();
     let out = d.path().join("soak");
-    let o = run(&["soak", "--runs", "3", "--out", out.to_str().unwrap(), "--stages", "2", "--gen-len", "4", "-q"]);
+    let o = run(&[
+        "soak",
+        "--runs",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--gen-len",
+        "4",
+        "-q",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("3/3 PASS"), "{}", text(&o));
     for i in 1..=3 {
-        assert_eq!(receipt(&out.join(format!("run-{i:03}.json")))["verdict"], "PASS");
+        assert_eq!(
+            receipt(&out.join(format!("run-{i:03}.json")))["verdict"],
+            "PASS"
+        );
     }
     let s = receipt(&out.join("summary.json"));
     assert_eq!(s["passed"], 3);
@@ -278,12 +437,28 @@ fn soak_under_a_fault_reports_failures_and_exits_1() {
     let d = tmp();
     let out = d.path().join("soak");
     let o = run(&[
-        "soak", "--runs", "2", "--out", out.to_str().unwrap(), "--stages", "2", "--fault", "rx-no-wait", "--gen-len", "4",
-        "--arms", "eager", "-q",
+        "soak",
+        "--runs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--fault",
+        "rx-no-wait",
+        "--gen-len",
+        "4",
+        "--arms",
+        "eager",
+        "-q",
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("0/2 PASS"), "{}", text(&o));
-    assert!(text(&o).contains("FAIL first divergence eager@"), "{}", text(&o));
+    assert!(
+        text(&o).contains("FAIL first divergence eager@"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -292,8 +467,27 @@ fn synth_is_byte_identical_for_the_same_flags_and_loads() {
     let (a, b) = (d.path().join("a.gguf"), d.path().join("b.gguf"));
     for p in [&a, &b] {
         let o = run(&[
-            "synth", "--arch", "gemma3", "--layers", "3", "--embd", "128", "--heads", "2", "--kv-heads", "1", "--ff", "256",
-            "--vocab", "512", "--quant", "q4_k", "--seed", "7", "-o", p.to_str().unwrap(),
+            "synth",
+            "--arch",
+            "gemma3",
+            "--layers",
+            "3",
+            "--embd",
+            "256",
+            "--heads",
+            "2",
+            "--kv-heads",
+            "1",
+            "--ff",
+            "256",
+            "--vocab",
+            "512",
+            "--quant",
+            "q4_k",
+            "--seed",
+            "7",
+            "-o",
+            p.to_str().unwrap(),
         ]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     }
@@ -301,6 +495,16 @@ fn synth_is_byte_identical_for_the_same_flags_and_loads() {
     let o = run(&["inspect", a.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(text(&o).contains("gemma3"), "{}", text(&o));
-    let o = run(&["--model", a.to_str().unwrap(), "--stages", "3", "--gen-len", "4", "-q", "--receipt", d.path().join("r.json").to_str().unwrap()]);
+    let o = run(&[
+        "--model",
+        a.to_str().unwrap(),
+        "--stages",
+        "3",
+        "--gen-len",
+        "4",
+        "-q",
+        "--receipt",
+        d.path().join("r.json").to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }

@@ -102,17 +102,13 @@ impl GateResult {
 pub enum GateError {
     #[error("{0}")]
     Spec(String),
-    #[error("{phase}: {source}")]
-    Runtime {
-        phase: String,
-        #[source]
-        source: RtError,
-    },
+    #[error("{phase}: {err}")]
+    Runtime { phase: String, err: RtError },
 }
 
 fn rt_err(phase: impl Into<String>) -> impl FnOnce(RtError) -> GateError {
     let phase = phase.into();
-    move |source| GateError::Runtime { phase, source }
+    move |err| GateError::Runtime { phase, err }
 }
 
 /// Seeded prompt of row `row`: BOS (when the vocabulary has one) then uniform random ids.
@@ -148,15 +144,31 @@ fn run_reference<B: Backend>(
     let mut logits = Vec::with_capacity(steps);
     for i in 0..steps {
         let tok = tape[i];
-        let p = walk.issue(&[tok], &[i]).map_err(rt_err(format!("reference row {row} step {i}")))?;
-        let l = walk.read_eager(p).map_err(rt_err(format!("reference row {row} step {i}")))?;
+        let p = walk
+            .issue(&[tok], &[i])
+            .map_err(rt_err(format!("reference row {row} step {i}")))?;
+        let l = walk
+            .read_eager(p)
+            .map_err(rt_err(format!("reference row {row} step {i}")))?;
         if i + 1 == tape.len() && tape.len() < steps {
             tape.push(receipt::argmax(&l));
         }
-        out.push(RefStep { step: i, token: tok, logits_blake3: receipt::hash_logits(&l), topk: receipt::topk(&l, topk) });
+        out.push(RefStep {
+            step: i,
+            token: tok,
+            logits_blake3: receipt::hash_logits(&l),
+            topk: receipt::topk(&l, topk),
+        });
         logits.push(l);
     }
-    Ok(RefRun { reference: Reference { row, tokens: tape, steps: out }, logits })
+    Ok(RefRun {
+        reference: Reference {
+            row,
+            tokens: tape,
+            steps: out,
+        },
+        logits,
+    })
 }
 
 /// Compares arm outputs against the references as they arrive.
@@ -170,7 +182,13 @@ struct Judge<'a> {
 
 impl<'a> Judge<'a> {
     fn new(name: &'static str, refs: &'a [RefRun]) -> Self {
-        Judge { refs, name, steps: Vec::new(), mismatched: 0, first: None }
+        Judge {
+            refs,
+            name,
+            steps: Vec::new(),
+            mismatched: 0,
+            first: None,
+        }
     }
 
     fn check(&mut self, step: usize, row: usize, got: &[f32]) {
@@ -179,11 +197,22 @@ impl<'a> Judge<'a> {
         if h != r.reference.steps[step].logits_blake3 {
             self.mismatched += 1;
             if self.first.is_none() {
-                let (index, reference, got) = receipt::first_diff(&r.logits[step], got).unwrap_or((0, f32::NAN, f32::NAN));
-                self.first = Some(Divergence { step, row, index, reference, got });
+                let (index, reference, got) =
+                    receipt::first_diff(&r.logits[step], got).unwrap_or((0, f32::NAN, f32::NAN));
+                self.first = Some(Divergence {
+                    step,
+                    row,
+                    index,
+                    reference,
+                    got,
+                });
             }
         }
-        self.steps.push(ArmStep { step, row, logits_blake3: h });
+        self.steps.push(ArmStep {
+            step,
+            row,
+            logits_blake3: h,
+        });
     }
 
     fn finish(self) -> Arm {
@@ -207,13 +236,20 @@ pub fn run_gate<B: Backend>(
 ) -> Result<GateResult, GateError> {
     let steps = spec.steps();
     if steps == 0 {
-        return Err(GateError::Spec("the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into()));
+        return Err(GateError::Spec(
+            "the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into(),
+        ));
     }
     if spec.tape.is_none() && spec.prompt_len == 0 {
-        return Err(GateError::Spec("--prompt-len 0: need at least one prompt token".into()));
+        return Err(GateError::Spec(
+            "--prompt-len 0: need at least one prompt token".into(),
+        ));
     }
     if spec.window == 0 || spec.batch == 0 {
-        return Err(GateError::Spec(format!("--window {} and --batch {} must be at least 1", spec.window, spec.batch)));
+        return Err(GateError::Spec(format!(
+            "--window {} and --batch {} must be at least 1",
+            spec.window, spec.batch
+        )));
     }
     let rows = spec.batch_rows();
 
@@ -224,7 +260,13 @@ pub fn run_gate<B: Backend>(
     let ref_rt = Runtime::build(
         be.clone(),
         model.clone(),
-        RuntimeConfig { placement: single, max_rows: 1, ctx: steps, window: 1, faults: vec![] },
+        RuntimeConfig {
+            placement: single,
+            max_rows: 1,
+            ctx: steps,
+            window: 1,
+            faults: vec![],
+        },
     )
     .map_err(rt_err("reference build"))?;
     let mut refs = Vec::with_capacity(rows);
@@ -251,7 +293,10 @@ pub fn run_gate<B: Backend>(
             faults: spec.faults.clone(),
         },
     )
-    .map_err(rt_err(format!("runtime build ({})", spec.placement.to_flags())))?;
+    .map_err(rt_err(format!(
+        "runtime build ({})",
+        spec.placement.to_flags()
+    )))?;
     let build_ms = t1.elapsed().as_secs_f64() * 1e3;
 
     let mut arms = Vec::new();
@@ -269,7 +314,14 @@ pub fn run_gate<B: Backend>(
     }
     let mut refs = refs.into_iter().map(|r| r.reference);
     let reference = refs.next().expect("at least one reference row");
-    Ok(GateResult { reference, batch_references: refs.collect(), arms, build_ms, reference_ms, arm_ms })
+    Ok(GateResult {
+        reference,
+        batch_references: refs.collect(),
+        arms,
+        build_ms,
+        reference_ms,
+        arm_ms,
+    })
 }
 
 fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<Arm, GateError> {
@@ -277,8 +329,12 @@ fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<A
     let mut judge = Judge::new("eager", refs);
     let tape = &refs[0].reference.tokens;
     for i in 0..steps {
-        let p = walk.issue(&[tape[i]], &[i]).map_err(rt_err(format!("eager arm step {i}")))?;
-        let l = walk.read_eager(p).map_err(rt_err(format!("eager arm step {i}")))?;
+        let p = walk
+            .issue(&[tape[i]], &[i])
+            .map_err(rt_err(format!("eager arm step {i}")))?;
+        let l = walk
+            .read_eager(p)
+            .map_err(rt_err(format!("eager arm step {i}")))?;
         judge.check(i, 0, &l);
     }
     Ok(judge.finish())
@@ -299,8 +355,13 @@ fn pipelined<B: Backend>(
     let mut judge = Judge::new(name, refs);
     // (tape index, pending step): the runtime numbers steps over its whole life.
     let mut inflight: VecDeque<(usize, crate::runtime::Pending)> = VecDeque::with_capacity(window);
-    let drain = |walk: &mut crate::runtime::Walk<'_, B>, judge: &mut Judge, i: usize, p: crate::runtime::Pending| {
-        let l = walk.read_deferred(p).map_err(rt_err(format!("{name} arm step {i}")))?;
+    let drain = |walk: &mut crate::runtime::Walk<'_, B>,
+                 judge: &mut Judge,
+                 i: usize,
+                 p: crate::runtime::Pending| {
+        let l = walk
+            .read_deferred(p)
+            .map_err(rt_err(format!("{name} arm step {i}")))?;
         for r in 0..rows {
             judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
         }
@@ -312,7 +373,9 @@ fn pipelined<B: Backend>(
             drain(&mut walk, &mut judge, j, p)?;
         }
         let tokens: Vec<u32> = refs.iter().map(|r| r.reference.tokens[i]).collect();
-        let p = walk.issue(&tokens, &vec![i; rows]).map_err(rt_err(format!("{name} arm step {i}")))?;
+        let p = walk
+            .issue(&tokens, &vec![i; rows])
+            .map_err(rt_err(format!("{name} arm step {i}")))?;
         inflight.push_back((i, p));
     }
     while let Some((j, p)) = inflight.pop_front() {

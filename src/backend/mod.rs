@@ -25,7 +25,11 @@ use crate::model::Model;
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     #[error("device {dev} does not exist ({backend} backend has {count} device(s): 0..{count})")]
-    NoSuchDevice { backend: &'static str, dev: usize, count: usize },
+    NoSuchDevice {
+        backend: &'static str,
+        dev: usize,
+        count: usize,
+    },
     #[error("{backend} backend: {what}")]
     Op { backend: &'static str, what: String },
 }
@@ -87,7 +91,13 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn upload(&self, s: &Self::Stream, host: Vec<f32>, dst: &Self::Buf, off: usize) -> BResult<()>;
     /// Enqueue a download of `src[off..off+n]` on `s` and block until it (and everything
     /// before it on `s`) has run.
-    fn download(&self, s: &Self::Stream, src: &Self::Buf, off: usize, n: usize) -> BResult<Vec<f32>>;
+    fn download(
+        &self,
+        s: &Self::Stream,
+        src: &Self::Buf,
+        off: usize,
+        n: usize,
+    ) -> BResult<Vec<f32>>;
 
     /// A stage's KV cache on `dev`, zero-filled by an operation enqueued on `s` (cache birth).
     fn new_cache(
@@ -122,7 +132,14 @@ pub trait Engine<B: Backend>: Send + Sync + 'static {
     /// `x[r] = embed(tokens[r])` for `rows` rows; token ids are read from `input[0..rows]`.
     fn embed(&self, s: &B::Stream, input: &B::Buf, rows: usize) -> BResult<()>;
     /// Layer `il` on `x` in place; row r is at position `pos[r]`, its KV in `cache` row r.
-    fn layer(&self, s: &B::Stream, il: usize, rows: usize, pos: &[usize], cache: &B::Cache) -> BResult<()>;
+    fn layer(
+        &self,
+        s: &B::Stream,
+        il: usize,
+        rows: usize,
+        pos: &[usize],
+        cache: &B::Cache,
+    ) -> BResult<()>;
     /// Output norm + head of `x` into `logits[0..rows*vocab]`.
     fn head(&self, s: &B::Stream, rows: usize, logits: &B::Buf) -> BResult<()>;
 }

@@ -16,7 +16,9 @@ use crate::gguf::GgufFile;
 use crate::model::synth::{builtin_spec, synth_gguf, SynthSpec};
 use crate::model::{Arch, Model};
 use crate::quant::GgmlType;
-use crate::receipt::{self, BackendInfo, ConfigInfo, ModelInfo, PlacementInfo, Receipt, Timings, Tool};
+use crate::receipt::{
+    self, BackendInfo, ConfigInfo, ModelInfo, PlacementInfo, Receipt, Timings, Tool,
+};
 use crate::runtime::placement::parse_list;
 use crate::runtime::{Fault, Placement, TransportChoice};
 
@@ -68,9 +70,15 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
             if args.cpu_devices == 0 {
                 bail!("--cpu-devices 0: need at least one CPU device");
             }
-            Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(args.cpu_devices, args.jitter_us, args.seed))))
+            Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
+                args.cpu_devices,
+                args.jitter_us,
+                args.seed,
+            ))))
         }
-        "cuda" => bail!("--backend cuda: this build has no CUDA backend yet (use --backend cpu or auto)"),
+        "cuda" => {
+            bail!("--backend cuda: this build has no CUDA backend yet (use --backend cpu or auto)")
+        }
         other => bail!("--backend {other:?}: expected auto, cpu or cuda"),
     }
 }
@@ -101,9 +109,10 @@ fn spec_flags(s: &SynthSpec) -> String {
 
 /// Read a tape: JSON with a `tokens` array or a `tape` array of token ids.
 pub fn load_tape(path: &Path, vocab: usize) -> Result<Vec<u32>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("--tape {}", path.display()))?;
-    let v: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("--tape {}: not valid JSON", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--tape {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--tape {}: not valid JSON", path.display()))?;
     let arr = v
         .get("tokens")
         .or_else(|| v.get("tape"))
@@ -114,7 +123,12 @@ pub fn load_tape(path: &Path, vocab: usize) -> Result<Vec<u32>> {
         let id = t
             .as_u64()
             .filter(|&id| (id as usize) < vocab)
-            .ok_or_else(|| anyhow!("--tape {}: entry {i} ({t}) is not a token id below the vocab size {vocab}", path.display()))?;
+            .ok_or_else(|| {
+                anyhow!(
+                    "--tape {}: entry {i} ({t}) is not a token id below the vocab size {vocab}",
+                    path.display()
+                )
+            })?;
         out.push(id as u32);
     }
     if out.is_empty() {
@@ -129,8 +143,16 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
     let (model, file) = load_model(args.model.as_deref())?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;
     let cfg = &model.cfg;
-    let splits = args.splits.as_deref().map(|s| parse_list("--splits", s)).transpose()?;
-    let devices = args.devices.as_deref().map(|s| parse_list("--devices", s)).transpose()?;
+    let splits = args
+        .splits
+        .as_deref()
+        .map(|s| parse_list("--splits", s))
+        .transpose()?;
+    let devices = args
+        .devices
+        .as_deref()
+        .map(|s| parse_list("--devices", s))
+        .transpose()?;
     let transport = TransportChoice::parse(&args.transport)?;
     let be2 = be.clone();
     let placement = Placement::from_flags(
@@ -144,8 +166,13 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
     )?;
     let mut arms = Vec::new();
     for a in args.arms.split(',') {
-        let k = ArmKind::parse(a.trim())
-            .ok_or_else(|| anyhow!("--arms {:?}: unknown arm {:?} (eager, pipelined, batched)", args.arms, a.trim()))?;
+        let k = ArmKind::parse(a.trim()).ok_or_else(|| {
+            anyhow!(
+                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched)",
+                args.arms,
+                a.trim()
+            )
+        })?;
         if arms.contains(&k) {
             bail!("--arms {:?}: arm {:?} listed twice", args.arms, a.trim());
         }
@@ -167,7 +194,11 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
     if args.topk == 0 || args.topk > cfg.vocab {
         bail!("--topk {}: must be in 1..={}", args.topk, cfg.vocab);
     }
-    let tape = args.tape.as_deref().map(|p| load_tape(p, cfg.vocab)).transpose()?;
+    let tape = args
+        .tape
+        .as_deref()
+        .map(|p| load_tape(p, cfg.vocab))
+        .transpose()?;
     if tape.is_none() && args.prompt_len == 0 {
         bail!("--prompt-len 0: need at least one prompt token");
     }
@@ -196,7 +227,14 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
         weight_bytes: model.weight_bytes,
         blake3: model.file_blake3.clone(),
     };
-    Ok(Prepared { args: args.clone(), be, model, model_info, spec, load_ms })
+    Ok(Prepared {
+        args: args.clone(),
+        be,
+        model,
+        model_info,
+        spec,
+        load_ms,
+    })
 }
 
 /// Run one gate and build its receipt. `progress` sees "reference", then each arm name.
@@ -247,7 +285,11 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
             arms: p.spec.arms.iter().map(|a| a.name().to_string()).collect(),
             window: p.spec.window,
             batch: p.spec.batch,
-            prompt_len: if p.spec.tape.is_some() { p.spec.steps() } else { p.spec.prompt_len },
+            prompt_len: if p.spec.tape.is_some() {
+                p.spec.steps()
+            } else {
+                p.spec.prompt_len
+            },
             gen_len: p.spec.gen_len,
             seed: p.spec.seed,
             topk: p.spec.topk,
@@ -286,7 +328,10 @@ pub fn verdict_lines(r: &Receipt) -> Vec<String> {
 }
 
 pub fn default_receipt_path(prefix: &str) -> PathBuf {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
     PathBuf::from("receipts/runs").join(format!("{prefix}-{t}-{}.json", std::process::id()))
 }
 
@@ -306,18 +351,30 @@ pub fn run_cli(args: &GateArgs) -> Result<i32> {
         );
     }
     let r = run_prepared(&p, &mut |_| {})?;
-    let path = args.receipt.clone().unwrap_or_else(|| default_receipt_path("gate"));
+    let path = args
+        .receipt
+        .clone()
+        .unwrap_or_else(|| default_receipt_path("gate"));
     r.write(&path)?;
     for l in verdict_lines(&r) {
         println!("{l}");
     }
     println!("receipt: {}", path.display());
-    Ok(if r.verdict == "PASS" { EXIT_PASS } else { EXIT_FAIL })
+    Ok(if r.verdict == "PASS" {
+        EXIT_PASS
+    } else {
+        EXIT_FAIL
+    })
 }
 
 pub fn inspect(file: &Path, tensors: bool) -> Result<i32> {
     let f = GgufFile::open(file).with_context(|| format!("inspect {}", file.display()))?;
-    println!("file: {} (GGUF v{}, {} bytes)", file.display(), f.version, f.bytes().len());
+    println!(
+        "file: {} (GGUF v{}, {} bytes)",
+        file.display(),
+        f.version,
+        f.bytes().len()
+    );
     println!("alignment: {}, data offset: {}", f.alignment, f.data_offset);
     match Model::load(&f) {
         Ok(m) => {
@@ -346,7 +403,14 @@ pub fn inspect(file: &Path, tensors: bool) -> Result<i32> {
     }
     if tensors {
         for t in &f.tensors {
-            println!("  {:<40} {:<6} {:?} {} bytes @ {}", t.name, t.ty.name(), t.dims, t.n_bytes, t.offset);
+            println!(
+                "  {:<40} {:<6} {:?} {} bytes @ {}",
+                t.name,
+                t.ty.name(),
+                t.dims,
+                t.n_bytes,
+                t.offset
+            );
         }
     }
     Ok(EXIT_PASS)
@@ -356,12 +420,30 @@ fn short_value(v: &crate::gguf::Value) -> String {
     use crate::gguf::Value;
     match v {
         Value::Array(_, items) if items.len() > 8 => {
-            format!("[{} items: {}, ...]", items.len(), items[..3].iter().map(short_value).collect::<Vec<_>>().join(", "))
+            format!(
+                "[{} items: {}, ...]",
+                items.len(),
+                items[..3]
+                    .iter()
+                    .map(short_value)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         }
-        Value::Array(_, items) => format!("[{}]", items.iter().map(short_value).collect::<Vec<_>>().join(", ")),
-        Value::String(s) if s.len() > 80 => format!("{:?}...", &s[..s.char_indices().nth(77).map(|x| x.0).unwrap_or(s.len())]),
+        Value::Array(_, items) => format!(
+            "[{}]",
+            items.iter().map(short_value).collect::<Vec<_>>().join(", ")
+        ),
+        Value::String(s) if s.len() > 80 => format!(
+            "{:?}...",
+            &s[..s.char_indices().nth(77).map(|x| x.0).unwrap_or(s.len())]
+        ),
         Value::String(s) => format!("{s:?}"),
-        other => format!("{other:?}").split('(').nth(1).map(|x| x.trim_end_matches(')').to_string()).unwrap_or_default(),
+        other => format!("{other:?}")
+            .split('(')
+            .nth(1)
+            .map(|x| x.trim_end_matches(')').to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -371,8 +453,13 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
         "gemma3" => Arch::Gemma3,
         other => bail!("--arch {other:?}: expected llama or gemma3"),
     };
-    let quant = GgmlType::from_name(&a.quant)
-        .ok_or_else(|| anyhow!("--quant {:?}: unknown type (one of {})", a.quant, GgmlType::ALL.map(|t| t.name()).join(", ")))?;
+    let quant = GgmlType::from_name(&a.quant).ok_or_else(|| {
+        anyhow!(
+            "--quant {:?}: unknown type (one of {})",
+            a.quant,
+            GgmlType::ALL.map(|t| t.name()).join(", ")
+        )
+    })?;
     let spec = SynthSpec {
         arch,
         layers: a.layers,
@@ -389,8 +476,14 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
     // would only fail later, far from its cause.
     let f = GgufFile::parse(bytes.clone()).context("re-reading the synthetic model")?;
     Model::load(&f).context("loading the synthetic model")?;
-    receipt::write_atomic(&a.output, &bytes).with_context(|| format!("writing {}", a.output.display()))?;
-    println!("wrote {} ({} bytes, blake3 {})", a.output.display(), bytes.len(), blake3::hash(&bytes).to_hex());
+    receipt::write_atomic(&a.output, &bytes)
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    println!(
+        "wrote {} ({} bytes, blake3 {})",
+        a.output.display(),
+        bytes.len(),
+        blake3::hash(&bytes).to_hex()
+    );
     Ok(EXIT_PASS)
 }
 

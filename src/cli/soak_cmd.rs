@@ -46,14 +46,21 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     }
     let p = prepare(&a.gate)?;
     let dir = a.out.clone().unwrap_or_else(|| {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
     });
     std::fs::create_dir_all(&dir).with_context(|| format!("--out {}", dir.display()))?;
     install_interrupt_handler();
     let mut summary = Summary::new(gate_flags(), a.runs);
     let summary_path = dir.join("summary.json");
-    let bar = if a.gate.quiet { ProgressBar::hidden() } else { ProgressBar::new(a.runs as u64) };
+    let bar = if a.gate.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(a.runs as u64)
+    };
     bar.set_style(
         ProgressStyle::with_template("soak {bar:30} {pos}/{len} runs, {msg} [{elapsed_precise}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
@@ -70,18 +77,31 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         let rec = RunRecord::from_receipt(run, &r, path.display().to_string());
         if r.verdict != "PASS" {
             fails += 1;
-            bar.println(format!("run {run:>3} FAIL: {}", verdict_lines(&r).into_iter().filter(|l| l.contains("FAIL")).collect::<Vec<_>>().join("; ")));
+            bar.println(format!(
+                "run {run:>3} FAIL: {}",
+                verdict_lines(&r)
+                    .into_iter()
+                    .filter(|l| l.contains("FAIL"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
         }
         summary.push(rec);
         // The summary is rewritten after every run: an interrupted soak keeps it.
-        write_atomic(&summary_path, (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())?;
+        write_atomic(
+            &summary_path,
+            (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
+        )?;
         bar.set_message(format!("{} PASS, {fails} FAIL", summary.passed));
         bar.inc(1);
     }
     bar.finish_and_clear();
     if INTERRUPTS.load(Ordering::SeqCst) > 0 {
         summary.interrupted = true;
-        write_atomic(&summary_path, (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())?;
+        write_atomic(
+            &summary_path,
+            (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
+        )?;
     }
     for l in summary.lines() {
         println!("{l}");
@@ -101,7 +121,11 @@ pub fn diff(a: &Path, b: &Path) -> Result<i32> {
     let rb = Receipt::load(b)?;
     Ok(match diff_receipts(&ra, &rb) {
         DiffOutcome::Same => {
-            println!("same: {} and {} agree on every deterministic field", a.display(), b.display());
+            println!(
+                "same: {} and {} agree on every deterministic field",
+                a.display(),
+                b.display()
+            );
             EXIT_PASS
         }
         DiffOutcome::Different(lines) => {
@@ -112,7 +136,11 @@ pub fn diff(a: &Path, b: &Path) -> Result<i32> {
             EXIT_FAIL
         }
         DiffOutcome::NotComparable(why) => {
-            eprintln!("ppn-gate: not comparable: {} vs {}: {why}", a.display(), b.display());
+            eprintln!(
+                "ppn-gate: not comparable: {} vs {}: {why}",
+                a.display(),
+                b.display()
+            );
             EXIT_ERROR
         }
     })
@@ -133,26 +161,44 @@ struct BatteryGate {
 }
 
 pub fn battery(a: &BatteryArgs) -> Result<i32> {
-    let text = std::fs::read_to_string(&a.file).with_context(|| format!("battery {}", a.file.display()))?;
-    let bf: BatteryFile =
-        serde_json::from_str(&text).with_context(|| format!("battery {}: not a battery file", a.file.display()))?;
-    let out = a.out.clone().unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("battery {}", a.file.display()))?;
+    let bf: BatteryFile = serde_json::from_str(&text)
+        .with_context(|| format!("battery {}: not a battery file", a.file.display()))?;
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
     let mut worst = EXIT_PASS;
     for g in &bf.gates {
         if g.name.is_empty() || g.name.contains(['/', '\\']) || g.name.starts_with('.') {
-            bail!("battery {}: gate name {:?} is not a plain file name", a.file.display(), g.name);
+            bail!(
+                "battery {}: gate name {:?} is not a plain file name",
+                a.file.display(),
+                g.name
+            );
         }
         let argv = std::iter::once("ppn-gate".to_string()).chain(g.args.iter().cloned());
-        let cli = Cli::try_parse_from(argv).map_err(|e| anyhow!("battery gate {:?}: {}", g.name, e.to_string().trim()))?;
+        let cli = Cli::try_parse_from(argv)
+            .map_err(|e| anyhow!("battery gate {:?}: {}", g.name, e.to_string().trim()))?;
         if cli.cmd.is_some() {
-            bail!("battery gate {:?}: args must be gate flags, not a subcommand", g.name);
+            bail!(
+                "battery gate {:?}: args must be gate flags, not a subcommand",
+                g.name
+            );
         }
         let t0 = Instant::now();
         let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
-        let r = run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
+        let r =
+            run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
         let path = out.join(format!("{}.json", g.name));
         r.write(&path)?;
-        println!("{:<28} {}  ({:.1} s)", g.name, r.verdict, t0.elapsed().as_secs_f64());
+        println!(
+            "{:<28} {}  ({:.1} s)",
+            g.name,
+            r.verdict,
+            t0.elapsed().as_secs_f64()
+        );
         for l in verdict_lines(&r) {
             println!("    {l}");
         }
@@ -161,7 +207,8 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         }
         if let Some(gd) = &a.golden {
             let gp = gd.join(format!("{}.json", g.name));
-            let golden = Receipt::load(&gp).with_context(|| format!("golden receipt for gate {:?}", g.name))?;
+            let golden = Receipt::load(&gp)
+                .with_context(|| format!("golden receipt for gate {:?}", g.name))?;
             match diff_receipts(&golden, &r) {
                 DiffOutcome::Same => println!("    golden: same as {}", gp.display()),
                 DiffOutcome::Different(lines) => {
@@ -202,7 +249,17 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
     let mut single = Placement::single(m.cfg.n_layers);
     single.devices[0] = spec.placement.devices[0];
     let mk = |pl: Placement, rows: usize| {
-        Runtime::build(be.clone(), m.clone(), RuntimeConfig { placement: pl, max_rows: rows, ctx, window: spec.window, faults: vec![] })
+        Runtime::build(
+            be.clone(),
+            m.clone(),
+            RuntimeConfig {
+                placement: pl,
+                max_rows: rows,
+                ctx,
+                window: spec.window,
+                faults: vec![],
+            },
+        )
     };
     let time_eager = |rt: &Runtime<B>| -> Result<f64> {
         let mut w = rt.walk()?;
@@ -238,10 +295,34 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
     let t_pipe = time_pipe(&rtn, 1)?;
     let t_batch = time_pipe(&rtn, rows)?;
     let tps = |t: f64, r: usize| (steps * r) as f64 / t;
-    println!("bench: {} backend, model {} ({} weight bytes), {}, window {}, {steps} steps", be.kind(), p.model_info.file, m.weight_bytes, spec.placement.to_flags(), spec.window);
-    println!("  reference (1 stage, eager)   {:>9.1} tok/s", tps(t_ref, 1));
-    println!("  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)", spec.placement.n_stages(), tps(t_eager, 1), t_ref / t_eager);
-    println!("  pipelined (window {})         {:>9.1} tok/s  ({:.2}x eager)", spec.window, tps(t_pipe, 1), t_eager / t_pipe);
-    println!("  batched   (B={rows}, aggregate)  {:>9.1} tok/s  ({:.2}x eager)", tps(t_batch, rows), tps(t_batch, rows) / tps(t_eager, 1));
+    println!(
+        "bench: {} backend, model {} ({} weight bytes), {}, window {}, {steps} steps",
+        be.kind(),
+        p.model_info.file,
+        m.weight_bytes,
+        spec.placement.to_flags(),
+        spec.window
+    );
+    println!(
+        "  reference (1 stage, eager)   {:>9.1} tok/s",
+        tps(t_ref, 1)
+    );
+    println!(
+        "  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)",
+        spec.placement.n_stages(),
+        tps(t_eager, 1),
+        t_ref / t_eager
+    );
+    println!(
+        "  pipelined (window {})         {:>9.1} tok/s  ({:.2}x eager)",
+        spec.window,
+        tps(t_pipe, 1),
+        t_eager / t_pipe
+    );
+    println!(
+        "  batched   (B={rows}, aggregate)  {:>9.1} tok/s  ({:.2}x eager)",
+        tps(t_batch, rows),
+        tps(t_batch, rows) / tps(t_eager, 1)
+    );
     Ok(EXIT_PASS)
 }

@@ -15,28 +15,48 @@ pub enum DiffOutcome {
 
 fn cmp_reference(what: &str, a: &Reference, b: &Reference, out: &mut Vec<String>) {
     if a.steps.len() != b.steps.len() {
-        out.push(format!("{what}: {} steps vs {}", a.steps.len(), b.steps.len()));
+        out.push(format!(
+            "{what}: {} steps vs {}",
+            a.steps.len(),
+            b.steps.len()
+        ));
     }
     let n = a.steps.len().min(b.steps.len());
     let diffs: Vec<usize> = (0..n)
-        .filter(|&i| a.steps[i].logits_blake3 != b.steps[i].logits_blake3 || a.steps[i].topk != b.steps[i].topk)
+        .filter(|&i| {
+            a.steps[i].logits_blake3 != b.steps[i].logits_blake3
+                || a.steps[i].topk != b.steps[i].topk
+        })
         .collect();
     if let Some(&first) = diffs.first() {
-        out.push(format!("{what}: first divergent step {first} ({} of {n} steps differ)", diffs.len()));
+        out.push(format!(
+            "{what}: first divergent step {first} ({} of {n} steps differ)",
+            diffs.len()
+        ));
     }
 }
 
 fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) {
     let name = &a.name;
     if a.verdict != b.verdict {
-        out.push(format!("arm {name}: verdict {} vs {}", a.verdict, b.verdict));
+        out.push(format!(
+            "arm {name}: verdict {} vs {}",
+            a.verdict, b.verdict
+        ));
     }
     if a.steps.len() != b.steps.len() {
-        out.push(format!("arm {name}: {} steps vs {}", a.steps.len(), b.steps.len()));
+        out.push(format!(
+            "arm {name}: {} steps vs {}",
+            a.steps.len(),
+            b.steps.len()
+        ));
     }
     let n = a.steps.len().min(b.steps.len());
     let diffs: Vec<usize> = (0..n)
-        .filter(|&i| a.steps[i].logits_blake3 != b.steps[i].logits_blake3 || (a.steps[i].step, a.steps[i].row) != (b.steps[i].step, b.steps[i].row))
+        .filter(|&i| {
+            a.steps[i].logits_blake3 != b.steps[i].logits_blake3
+                || (a.steps[i].step, a.steps[i].row) != (b.steps[i].step, b.steps[i].row)
+        })
         .collect();
     if let Some(&first) = diffs.first() {
         let s = &a.steps[first];
@@ -53,25 +73,47 @@ fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) {
 
 pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
     if a.model.blake3 != b.model.blake3 {
-        return DiffOutcome::NotComparable(format!("different models: blake3 {} vs {}", a.model.blake3, b.model.blake3));
+        return DiffOutcome::NotComparable(format!(
+            "different models: blake3 {} vs {}",
+            a.model.blake3, b.model.blake3
+        ));
     }
     if a.reference.tokens != b.reference.tokens {
-        let i = a.reference.tokens.iter().zip(&b.reference.tokens).position(|(x, y)| x != y);
+        let i = a
+            .reference
+            .tokens
+            .iter()
+            .zip(&b.reference.tokens)
+            .position(|(x, y)| x != y);
         return DiffOutcome::NotComparable(match i {
-            Some(i) => format!("different tokens: first at position {i} ({} vs {})", a.reference.tokens[i], b.reference.tokens[i]),
-            None => format!("different tape lengths: {} vs {}", a.reference.tokens.len(), b.reference.tokens.len()),
+            Some(i) => format!(
+                "different tokens: first at position {i} ({} vs {})",
+                a.reference.tokens[i], b.reference.tokens[i]
+            ),
+            None => format!(
+                "different tape lengths: {} vs {}",
+                a.reference.tokens.len(),
+                b.reference.tokens.len()
+            ),
         });
     }
     let mut out = Vec::new();
     if a.placement != b.placement {
-        out.push(format!("placement: {} vs {}", a.placement.flags, b.placement.flags));
+        out.push(format!(
+            "placement: {} vs {}",
+            a.placement.flags, b.placement.flags
+        ));
     }
     if a.config != b.config {
         out.push("config differs".to_string());
     }
     cmp_reference("reference", &a.reference, &b.reference, &mut out);
     if a.batch_references.len() != b.batch_references.len() {
-        out.push(format!("batch references: {} rows vs {}", a.batch_references.len(), b.batch_references.len()));
+        out.push(format!(
+            "batch references: {} rows vs {}",
+            a.batch_references.len(),
+            b.batch_references.len()
+        ));
     }
     for (x, y) in a.batch_references.iter().zip(&b.batch_references) {
         if x.tokens != y.tokens {

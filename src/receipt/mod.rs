@@ -179,7 +179,11 @@ pub fn argmax(row: &[f32]) -> u32 {
 pub fn first_diff(reference: &[f32], got: &[f32]) -> Option<(usize, f32, f32)> {
     if reference.len() != got.len() {
         let i = reference.len().min(got.len());
-        return Some((i, reference.get(i).copied().unwrap_or(f32::NAN), got.get(i).copied().unwrap_or(f32::NAN)));
+        return Some((
+            i,
+            reference.get(i).copied().unwrap_or(f32::NAN),
+            got.get(i).copied().unwrap_or(f32::NAN),
+        ));
     }
     reference
         .iter()
@@ -193,7 +197,10 @@ pub enum ReceiptError {
     #[error("cannot read receipt {path}: {err}")]
     Read { path: String, err: std::io::Error },
     #[error("receipt {path} is not valid JSON: {err}")]
-    Json { path: String, err: serde_json::Error },
+    Json {
+        path: String,
+        err: serde_json::Error,
+    },
     #[error("receipt {path} has schema {got:?}, this tool reads {SCHEMA:?}")]
     Schema { path: String, got: String },
     #[error("cannot write receipt {path}: {err}")]
@@ -203,12 +210,24 @@ pub enum ReceiptError {
 impl Receipt {
     pub fn load(path: &Path) -> Result<Receipt, ReceiptError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ReceiptError::Read { path: p.clone(), err })?;
+        let text = std::fs::read_to_string(path).map_err(|err| ReceiptError::Read {
+            path: p.clone(),
+            err,
+        })?;
         let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|err| ReceiptError::Json { path: p.clone(), err })?;
-        let schema = v.get("schema").and_then(|s| s.as_str()).unwrap_or("<missing>");
+            serde_json::from_str(&text).map_err(|err| ReceiptError::Json {
+                path: p.clone(),
+                err,
+            })?;
+        let schema = v
+            .get("schema")
+            .and_then(|s| s.as_str())
+            .unwrap_or("<missing>");
         if schema != SCHEMA {
-            return Err(ReceiptError::Schema { path: p, got: schema.to_string() });
+            return Err(ReceiptError::Schema {
+                path: p,
+                got: schema.to_string(),
+            });
         }
         serde_json::from_value(v).map_err(|err| ReceiptError::Json { path: p, err })
     }
@@ -219,17 +238,25 @@ impl Receipt {
 
     /// Write atomically: temp file beside the target, then rename.
     pub fn write(&self, path: &Path) -> Result<(), ReceiptError> {
-        write_atomic(path, self.to_json().as_bytes())
-            .map_err(|err| ReceiptError::Write { path: path.display().to_string(), err })
+        write_atomic(path, self.to_json().as_bytes()).map_err(|err| ReceiptError::Write {
+            path: path.display().to_string(),
+            err,
+        })
     }
 }
 
 /// Write `bytes` to `path` atomically (same-directory temp file + rename), creating parents.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_else(|| "receipt".into());
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "receipt".into());
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
     {
         let mut f = std::fs::File::create(&tmp)?;

@@ -49,12 +49,19 @@ impl Fault {
     }
 
     pub fn parse(s: &str) -> Result<Fault, PlanError> {
-        Fault::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
-            PlanError(format!(
-                "--fault {s:?}: unknown fault; known: {}",
-                Fault::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
-            ))
-        })
+        Fault::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                PlanError(format!(
+                    "--fault {s:?}: unknown fault; known: {}",
+                    Fault::ALL
+                        .iter()
+                        .map(|f| f.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
     }
 }
 

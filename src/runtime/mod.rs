@@ -5,7 +5,7 @@
 //!
 //! ```text
 //!  caller stream (stage 0's device)      stage s stream (its device)           readback stream (last device)
-//!  ─ wait in[k].consumed  (WAR)          ─ s=0: wait in[k].ready (REVERSE PUB.) 
+//!  ─ wait in[k].consumed  (WAR)          ─ s=0: wait in[k].ready (REVERSE PUB.)
 //!  ─ upload tokens → in[k]               ─ s=0: embed in[k] → x; record in[k].consumed
 //!  ─ record in[k].ready                  ─ s>0: wait slot.tx (RAW); copy slot → x; record slot.rx
 //!                                        ─ layers [fence[s], fence[s+1]) on x, stage-owned KV
@@ -37,29 +37,29 @@ pub mod placement;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 pub use fault::Fault;
-pub use placement::{PlanError, Placement, Transport, TransportChoice};
+pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
 use crate::backend::{Backend, BackendError, Engine, EngineSpec};
 use crate::model::Model;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RtError {
-    #[error("walk lease is held by another walk (one walk at a time owns the boundary/event sequence)")]
+    #[error(
+        "walk lease is held by another walk (one walk at a time owns the boundary/event sequence)"
+    )]
     LeaseHeld,
     #[error("{0}")]
     Misuse(String),
-    #[error("{ctx}: {source}")]
-    Backend {
-        ctx: String,
-        #[source]
-        source: BackendError,
-    },
+    // The backend error is part of the message, not a `source`: `{:#}` printing would
+    // otherwise repeat it once per context layer.
+    #[error("{ctx}: {err}")]
+    Backend { ctx: String, err: BackendError },
 }
 
 type RResult<T> = Result<T, RtError>;
 
 fn at<T>(r: Result<T, BackendError>, ctx: impl FnOnce() -> String) -> RResult<T> {
-    r.map_err(|source| RtError::Backend { ctx: ctx(), source })
+    r.map_err(|err| RtError::Backend { ctx: ctx(), err })
 }
 
 #[derive(Clone, Debug)]
@@ -153,14 +153,21 @@ impl<B: Backend> Runtime<B> {
             )));
         }
         if cfg.max_rows == 0 || cfg.ctx == 0 {
-            return Err(RtError::Misuse(format!("max_rows {} and ctx {} must be positive", cfg.max_rows, cfg.ctx)));
+            return Err(RtError::Misuse(format!(
+                "max_rows {} and ctx {} must be positive",
+                cfg.max_rows, cfg.ctx
+            )));
         }
         let n_embd = model.cfg.n_embd;
         let vocab = model.cfg.vocab;
         let dev0 = p.devices[0];
         let dev_last = p.devices[n - 1];
-        let caller = at(be.new_stream(dev0, "caller"), || format!("caller stream on device {dev0}"))?;
-        let readback = at(be.new_stream(dev_last, "readback"), || format!("readback stream on device {dev_last}"))?;
+        let caller = at(be.new_stream(dev0, "caller"), || {
+            format!("caller stream on device {dev0}")
+        })?;
+        let readback = at(be.new_stream(dev_last, "readback"), || {
+            format!("readback stream on device {dev_last}")
+        })?;
 
         let mut stages = Vec::with_capacity(n);
         let mut engines = Vec::with_capacity(n);
@@ -170,19 +177,36 @@ impl<B: Backend> Runtime<B> {
             let stream = at(be.new_stream(dev, &format!("stage{s}")), ctx)?;
             // Weights and scratch go through the owning stage's engine, on its stream:
             // the embedding with stage 0, output norm + head with the last stage.
-            let spec = EngineSpec {
+            let mut spec = EngineSpec {
                 stage: s,
                 layers: p.layers(s),
                 embed: s == 0,
                 head: s == n - 1,
                 max_rows: cfg.max_rows,
             };
+            if s == 0 && cfg.faults.contains(&Fault::SharedScratch) {
+                // The fault's setup: stage 0's engine holds the whole model, and every
+                // stage drives it (see `Runtime::engine`).
+                spec = EngineSpec {
+                    layers: 0..p.n_layers(),
+                    head: true,
+                    ..spec
+                };
+            }
             let eng = at(be.new_engine(dev, &model, spec, &stream), ctx)?;
             // Cache birth on the stage's own stream: its zero-fill is ordered before the
             // stage's first append by the stream itself.
-            let cache = at(be.new_cache(dev, &model, p.layers(s), cfg.max_rows, cfg.ctx, &stream), ctx)?;
+            let cache = at(
+                be.new_cache(dev, &model, p.layers(s), cfg.max_rows, cfg.ctx, &stream),
+                ctx,
+            )?;
             let exit = at(be.new_event(dev), ctx)?;
-            stages.push(Stage { dev, stream, cache, exit });
+            stages.push(Stage {
+                dev,
+                stream,
+                cache,
+                exit,
+            });
             engines.push(eng);
         }
 
@@ -190,7 +214,7 @@ impl<B: Backend> Runtime<B> {
         for b in 0..n.saturating_sub(1) {
             let (txd, rxd) = (p.devices[b], p.devices[b + 1]);
             let ctx = || format!("boundary {b} (device {txd} -> device {rxd}) build");
-            let mut mk = || -> RResult<Slot<B>> {
+            let mk = || -> RResult<Slot<B>> {
                 Ok(Slot {
                     buf: None,
                     ev_tx: at(be.new_event(txd), ctx)?,
@@ -200,10 +224,13 @@ impl<B: Backend> Runtime<B> {
                 })
             };
             let slots = [mk()?, mk()?];
-            bounds.push(Boundary { transport: p.transports[b], slots });
+            bounds.push(Boundary {
+                transport: p.transports[b],
+                slots,
+            });
         }
 
-        let mut mk_in = || -> RResult<InSlot<B>> {
+        let mk_in = || -> RResult<InSlot<B>> {
             let ctx = || format!("input ring on device {dev0}");
             Ok(InSlot {
                 buf: at(be.alloc_zeroed(dev0, cfg.max_rows, &caller), ctx)?,
@@ -216,7 +243,10 @@ impl<B: Backend> Runtime<B> {
         for _ in 0..cfg.window.max(1) {
             let ctx = || format!("output ring on device {dev_last}");
             outputs.push(OutSlot {
-                buf: at(be.alloc_zeroed(dev_last, cfg.max_rows * vocab, &stages[n - 1].stream), ctx)?,
+                buf: at(
+                    be.alloc_zeroed(dev_last, cfg.max_rows * vocab, &stages[n - 1].stream),
+                    ctx,
+                )?,
                 done: at(be.new_event(dev_last), ctx)?,
                 read_caller: at(be.new_event(dev0), ctx)?,
                 read_rb: at(be.new_event(dev_last), ctx)?,
@@ -233,7 +263,12 @@ impl<B: Backend> Runtime<B> {
             engines,
             caller,
             readback,
-            state: Mutex::new(WalkState { bounds, inputs, outputs, step: 0 }),
+            state: Mutex::new(WalkState {
+                bounds,
+                inputs,
+                outputs,
+                step: 0,
+            }),
         };
         rt.barrier("load barrier")?;
         Ok(rt)
@@ -243,10 +278,16 @@ impl<B: Backend> Runtime<B> {
     /// end of a walk). Never per step.
     pub fn barrier(&self, why: &str) -> RResult<()> {
         for (s, st) in self.stages.iter().enumerate() {
-            at(self.be.synchronize(&st.stream), || format!("{why}: stage {s} (device {})", st.dev))?;
+            at(self.be.synchronize(&st.stream), || {
+                format!("{why}: stage {s} (device {})", st.dev)
+            })?;
         }
-        at(self.be.synchronize(&self.caller), || format!("{why}: caller stream"))?;
-        at(self.be.synchronize(&self.readback), || format!("{why}: readback stream"))
+        at(self.be.synchronize(&self.caller), || {
+            format!("{why}: caller stream")
+        })?;
+        at(self.be.synchronize(&self.readback), || {
+            format!("{why}: readback stream")
+        })
     }
 
     pub fn config(&self) -> &RuntimeConfig {
@@ -271,7 +312,9 @@ impl<B: Backend> Runtime<B> {
         match self.state.try_lock() {
             Ok(st) => Ok(Walk { rt: self, st }),
             Err(TryLockError::WouldBlock) => Err(RtError::LeaseHeld),
-            Err(TryLockError::Poisoned(_)) => Err(RtError::Misuse("walk state poisoned by a panicked walk".into())),
+            Err(TryLockError::Poisoned(_)) => Err(RtError::Misuse(
+                "walk state poisoned by a panicked walk".into(),
+            )),
         }
     }
 
@@ -309,10 +352,16 @@ impl<'a, B: Backend> Walk<'a, B> {
             )));
         }
         if let Some(&bad) = tokens.iter().find(|&&x| x as usize >= rt.model.cfg.vocab) {
-            return Err(RtError::Misuse(format!("step {t}: token {bad} outside vocab {}", rt.model.cfg.vocab)));
+            return Err(RtError::Misuse(format!(
+                "step {t}: token {bad} outside vocab {}",
+                rt.model.cfg.vocab
+            )));
         }
         if let Some(&bad) = pos.iter().find(|&&x| x >= rt.cfg.ctx) {
-            return Err(RtError::Misuse(format!("step {t}: position {bad} beyond context {}", rt.cfg.ctx)));
+            return Err(RtError::Misuse(format!(
+                "step {t}: position {bad} beyond context {}",
+                rt.cfg.ctx
+            )));
         }
         let j = (t % self.st.outputs.len() as u64) as usize;
         if let Some(u) = self.st.outputs[j].unread {
@@ -330,7 +379,15 @@ impl<'a, B: Backend> Walk<'a, B> {
             let inp = &self.st.inputs[k];
             let c = || format!("caller stream, step {t}");
             at(be.wait(&rt.caller, &inp.consumed), c)?;
-            at(be.upload(&rt.caller, tokens.iter().map(|&x| x as f32).collect(), &inp.buf, 0), c)?;
+            at(
+                be.upload(
+                    &rt.caller,
+                    tokens.iter().map(|&x| x as f32).collect(),
+                    &inp.buf,
+                    0,
+                ),
+                c,
+            )?;
             at(be.record(&inp.ready, &rt.caller), c)?;
         }
 
@@ -373,7 +430,11 @@ impl<'a, B: Backend> Walk<'a, B> {
         let out = &mut self.st.outputs[j];
         out.unread = Some(t);
         out.rows = rows;
-        Ok(Pending { step: t, slot: j, rows })
+        Ok(Pending {
+            step: t,
+            slot: j,
+            rows,
+        })
     }
 
     /// Boundary TX at boundary `b` (stage b's stream), slot index `idx`.
@@ -382,7 +443,12 @@ impl<'a, B: Backend> Walk<'a, B> {
         let be = &*rt.be;
         let n_vals = rows * rt.model.cfg.n_embd;
         let (tx_s, rx_s) = (&rt.stages[b], &rt.stages[b + 1]);
-        let c = || format!("boundary {b} TX (stage {b}, device {} -> device {}) slot {idx}, step {t}", tx_s.dev, rx_s.dev);
+        let c = || {
+            format!(
+                "boundary {b} TX (stage {b}, device {} -> device {}) slot {idx}, step {t}",
+                tx_s.dev, rx_s.dev
+            )
+        };
         let bd = &mut self.st.bounds[b];
         let transport = bd.transport;
         // `--fault single-slot`: both indices write one buffer; events stay per index.
@@ -391,7 +457,11 @@ impl<'a, B: Backend> Walk<'a, B> {
         if !rt.has(Fault::NoWarGuard) {
             at(be.wait(&tx_s.stream, &bd.slots[idx].ev_rx), c)?;
         }
-        let have = bd.slots[buf_idx].buf.as_ref().map(|x| be.buf_len(x)).unwrap_or(0);
+        let have = bd.slots[buf_idx]
+            .buf
+            .as_ref()
+            .map(|x| be.buf_len(x))
+            .unwrap_or(0);
         if have < n_vals {
             // Grow-only: a new persistent buffer on the RX device, zero-filled on the RX
             // stream. FIRST-USE ORDERING: TX must not write it before that zero-fill ran.
@@ -406,7 +476,9 @@ impl<'a, B: Backend> Walk<'a, B> {
         let x = rt.engine(b).x();
         let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
         match transport {
-            Transport::Dtod | Transport::Peer => at(be.copy(&tx_s.stream, x, 0, dst, 0, n_vals), c)?,
+            Transport::Dtod | Transport::Peer => {
+                at(be.copy(&tx_s.stream, x, 0, dst, 0, n_vals), c)?
+            }
             Transport::Host => {
                 let sl = &mut bd.slots[idx];
                 let have = sl.staging.as_ref().map(|h| be.buf_len(h)).unwrap_or(0);
@@ -414,13 +486,16 @@ impl<'a, B: Backend> Walk<'a, B> {
                     // Staging is only ever touched by this TX stream: stream-ordered.
                     sl.staging = Some(at(be.alloc_host(n_vals, &tx_s.stream), c)?);
                 }
-                let h = sl.staging.as_ref().expect("staging grown above");
+                let h = bd.slots[idx].staging.as_ref().expect("staging grown above");
                 let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
                 at(be.copy(&tx_s.stream, x, 0, h, 0, n_vals), c)?;
                 at(be.copy(&tx_s.stream, h, 0, dst, 0, n_vals), c)?;
             }
         }
-        at(be.record(&self.st.bounds[b].slots[idx].ev_tx, &tx_s.stream), c)
+        at(
+            be.record(&self.st.bounds[b].slots[idx].ev_tx, &tx_s.stream),
+            c,
+        )
     }
 
     /// Boundary RX at boundary `b` (stage b+1's stream), slot index `idx`.
@@ -429,7 +504,13 @@ impl<'a, B: Backend> Walk<'a, B> {
         let be = &*rt.be;
         let n_vals = rows * rt.model.cfg.n_embd;
         let rx_s = &rt.stages[b + 1];
-        let c = || format!("boundary {b} RX (stage {}, device {}) slot {idx}, step {t}", b + 1, rx_s.dev);
+        let c = || {
+            format!(
+                "boundary {b} RX (stage {}, device {}) slot {idx}, step {t}",
+                b + 1,
+                rx_s.dev
+            )
+        };
         let bd = &self.st.bounds[b];
         let buf_idx = if rt.has(Fault::SingleSlot) { 0 } else { idx };
         let sl = &bd.slots[idx];
@@ -441,7 +522,10 @@ impl<'a, B: Backend> Walk<'a, B> {
             .buf
             .as_ref()
             .ok_or_else(|| RtError::Misuse(format!("boundary {b} RX before any TX, step {t}")))?;
-        at(be.copy(&rx_s.stream, src, 0, rt.engine(b + 1).x(), 0, n_vals), c)?;
+        at(
+            be.copy(&rx_s.stream, src, 0, rt.engine(b + 1).x(), 0, n_vals),
+            c,
+        )?;
         at(be.record(&sl.ev_rx, &rx_s.stream), c)
     }
 
@@ -458,7 +542,10 @@ impl<'a, B: Backend> Walk<'a, B> {
             }
         }
         let out = &mut self.st.outputs[p.slot];
-        let v = at(be.download(&rt.caller, &out.buf, 0, p.rows * rt.model.cfg.vocab), c)?;
+        let v = at(
+            be.download(&rt.caller, &out.buf, 0, p.rows * rt.model.cfg.vocab),
+            c,
+        )?;
         at(be.record(&out.read_caller, &rt.caller), c)?;
         out.unread = None;
         Ok(v)
@@ -475,7 +562,10 @@ impl<'a, B: Backend> Walk<'a, B> {
         if !rt.has(Fault::NoExitPublish) {
             at(be.wait(&rt.readback, &out.done), c)?;
         }
-        let v = at(be.download(&rt.readback, &out.buf, 0, p.rows * rt.model.cfg.vocab), c)?;
+        let v = at(
+            be.download(&rt.readback, &out.buf, 0, p.rows * rt.model.cfg.vocab),
+            c,
+        )?;
         at(be.record(&out.read_rb, &rt.readback), c)?;
         out.unread = None;
         Ok(v)

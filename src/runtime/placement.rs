@@ -49,7 +49,9 @@ impl TransportChoice {
             "auto" => Ok(TransportChoice::Auto),
             "host" => Ok(TransportChoice::Host),
             "peer" => Ok(TransportChoice::Peer),
-            _ => Err(PlanError(format!("--transport {s:?}: expected auto, host or peer"))),
+            _ => Err(PlanError(format!(
+                "--transport {s:?}: expected auto, host or peer"
+            ))),
         }
     }
 }
@@ -71,9 +73,12 @@ pub struct Placement {
 pub fn parse_list(flag: &str, s: &str) -> Result<Vec<usize>, PlanError> {
     s.split(',')
         .map(|p| {
-            p.trim()
-                .parse::<usize>()
-                .map_err(|_| PlanError(format!("{flag} {s:?}: {:?} is not a non-negative integer", p.trim())))
+            p.trim().parse::<usize>().map_err(|_| {
+                PlanError(format!(
+                    "{flag} {s:?}: {:?} is not a non-negative integer",
+                    p.trim()
+                ))
+            })
         })
         .collect()
 }
@@ -106,7 +111,9 @@ impl Placement {
             return Err(PlanError("--stages 0: need at least one stage".into()));
         }
         if n > n_layers {
-            return Err(PlanError(format!("--stages {n} exceeds the model's {n_layers} layers")));
+            return Err(PlanError(format!(
+                "--stages {n} exceeds the model's {n_layers} layers"
+            )));
         }
         let mut fence = vec![0usize];
         match splits {
@@ -159,7 +166,11 @@ impl Placement {
                 TransportChoice::Auto => Transport::Host,
             });
         }
-        Ok(Placement { fence, devices, transports })
+        Ok(Placement {
+            fence,
+            devices,
+            transports,
+        })
     }
 
     pub fn n_stages(&self) -> usize {
@@ -176,17 +187,28 @@ impl Placement {
 
     /// The stage that owns layer `il`.
     pub fn stage_of(&self, il: usize) -> usize {
-        self.fence[1..].iter().position(|&end| il < end).unwrap_or(self.n_stages() - 1)
+        self.fence[1..]
+            .iter()
+            .position(|&end| il < end)
+            .unwrap_or(self.n_stages() - 1)
     }
 
     pub fn single(n_layers: usize) -> Placement {
-        Placement { fence: vec![0, n_layers], devices: vec![0], transports: vec![] }
+        Placement {
+            fence: vec![0, n_layers],
+            devices: vec![0],
+            transports: vec![],
+        }
     }
 
     /// The CLI spelling that rebuilds this placement.
     pub fn to_flags(&self) -> String {
         let cuts = &self.fence[1..self.fence.len() - 1];
-        let mut s = format!("--stages {} --devices {}", self.n_stages(), join(&self.devices));
+        let mut s = format!(
+            "--stages {} --devices {}",
+            self.n_stages(),
+            join(&self.devices)
+        );
         if !cuts.is_empty() {
             s.push_str(&format!(" --splits {}", join(cuts)));
         }
@@ -195,15 +217,25 @@ impl Placement {
 }
 
 fn join(v: &[usize]) -> String {
-    v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn place(n_layers: usize, st: Option<usize>, sp: Option<&[usize]>, dv: Option<&[usize]>) -> Result<Placement, PlanError> {
-        Placement::from_flags(n_layers, st, sp, dv, TransportChoice::Auto, 4, &|a, b| a == b)
+    fn place(
+        n_layers: usize,
+        st: Option<usize>,
+        sp: Option<&[usize]>,
+        dv: Option<&[usize]>,
+    ) -> Result<Placement, PlanError> {
+        Placement::from_flags(n_layers, st, sp, dv, TransportChoice::Auto, 4, &|a, b| {
+            a == b
+        })
     }
 
     #[test]
@@ -221,7 +253,16 @@ mod tests {
     fn cross_device_without_peer_bounces_via_host() {
         let p = place(8, None, None, Some(&[0, 1, 1])).unwrap();
         assert_eq!(p.transports, vec![Transport::Host, Transport::Dtod]);
-        let e = Placement::from_flags(8, None, None, Some(&[0, 1]), TransportChoice::Peer, 4, &|a, b| a == b).unwrap_err();
+        let e = Placement::from_flags(
+            8,
+            None,
+            None,
+            Some(&[0, 1]),
+            TransportChoice::Peer,
+            4,
+            &|a, b| a == b,
+        )
+        .unwrap_err();
         assert!(e.0.contains("device 0 -> device 1"), "{e}");
     }
 
@@ -229,19 +270,39 @@ mod tests {
     fn rejects_each_bad_flag_naming_the_value() {
         let cases: Vec<(Result<Placement, PlanError>, &str)> = vec![
             (place(30, Some(3), Some(&[10, 5]), None), "10,5"),
-            (place(30, Some(2), Some(&[0]), None), "stage 0 would be [0, 0)"),
+            (
+                place(30, Some(2), Some(&[0]), None),
+                "stage 0 would be [0, 0)",
+            ),
             (place(30, Some(2), Some(&[30]), None), "[30, 30)"),
-            (place(30, Some(3), Some(&[10]), None), "1 cut(s) for 3 stages"),
+            (
+                place(30, Some(3), Some(&[10]), None),
+                "1 cut(s) for 3 stages",
+            ),
             (place(4, Some(5), None, None), "--stages 5 exceeds"),
-            (place(30, None, None, Some(&[0, 7])), "device 7 does not exist"),
-            (place(30, Some(4), None, Some(&[0, 1])), "--stages 4 but --devices lists 2"),
+            (
+                place(30, None, None, Some(&[0, 7])),
+                "device 7 does not exist",
+            ),
+            (
+                place(30, Some(4), None, Some(&[0, 1])),
+                "--stages 4 but --devices lists 2",
+            ),
             (place(30, Some(0), None, None), "--stages 0"),
         ];
         for (r, want) in cases {
             let e = r.expect_err(want);
-            assert!(e.0.contains(want), "error {:?} should contain {:?}", e.0, want);
+            assert!(
+                e.0.contains(want),
+                "error {:?} should contain {:?}",
+                e.0,
+                want
+            );
         }
-        assert!(parse_list("--devices", "0,x").unwrap_err().0.contains("\"x\""));
+        assert!(parse_list("--devices", "0,x")
+            .unwrap_err()
+            .0
+            .contains("\"x\""));
     }
 
     #[test]
@@ -249,7 +310,13 @@ mod tests {
         let p = place(30, Some(3), Some(&[1, 29]), Some(&[0, 2, 1])).unwrap();
         let f = p.to_flags();
         assert_eq!(f, "--stages 3 --devices 0,2,1 --splits 1,29");
-        let q = place(30, Some(3), Some(&parse_list("--splits", "1,29").unwrap()), Some(&parse_list("--devices", "0,2,1").unwrap())).unwrap();
+        let q = place(
+            30,
+            Some(3),
+            Some(&parse_list("--splits", "1,29").unwrap()),
+            Some(&parse_list("--devices", "0,2,1").unwrap()),
+        )
+        .unwrap();
         assert_eq!(p, q);
     }
 }

@@ -26,7 +26,11 @@ impl RunRecord {
             divergences: r
                 .arms
                 .iter()
-                .filter_map(|a| a.first_divergence.as_ref().map(|d| (a.name.clone(), d.step)))
+                .filter_map(|a| {
+                    a.first_divergence
+                        .as_ref()
+                        .map(|d| (a.name.clone(), d.step))
+                })
                 .collect(),
             receipt: path,
             ms: r.timings.total_ms,
@@ -104,16 +108,32 @@ impl Summary {
     pub fn lines(&self) -> Vec<String> {
         let mut v = vec![format!("{}/{} PASS", self.passed, self.runs_done)];
         if self.runs_done < self.runs_requested {
-            v[0].push_str(&format!(" (interrupted: {} of {} runs done)", self.runs_done, self.runs_requested));
+            v[0].push_str(&format!(
+                " (interrupted: {} of {} runs done)",
+                self.runs_done, self.runs_requested
+            ));
         }
         for r in self.runs.iter().filter(|r| r.verdict != "PASS") {
-            let d: Vec<String> = r.divergences.iter().map(|(a, s)| format!("{a}@{s}")).collect();
-            v.push(format!("  run {:>3} FAIL first divergence {}", r.run, d.join(" ")));
+            let d: Vec<String> = r
+                .divergences
+                .iter()
+                .map(|(a, s)| format!("{a}@{s}"))
+                .collect();
+            v.push(format!(
+                "  run {:>3} FAIL first divergence {}",
+                r.run,
+                d.join(" ")
+            ));
         }
         match self.class {
             Class::Clean => {}
-            Class::Deterministic => v.push("classification: deterministic (every run fails at the same step)".into()),
-            Class::TimingDependent => v.push("classification: timing-dependent (failures vary across runs of identical inputs)".into()),
+            Class::Deterministic => {
+                v.push("classification: deterministic (every run fails at the same step)".into())
+            }
+            Class::TimingDependent => v.push(
+                "classification: timing-dependent (failures vary across runs of identical inputs)"
+                    .into(),
+            ),
         }
         v
     }
@@ -135,14 +155,24 @@ mod tests {
 
     #[test]
     fn same_step_every_run_is_deterministic() {
-        let runs = vec![rec(0, &[("pipelined", 5)]), rec(1, &[("pipelined", 5)]), rec(2, &[("pipelined", 5)])];
+        let runs = vec![
+            rec(0, &[("pipelined", 5)]),
+            rec(1, &[("pipelined", 5)]),
+            rec(2, &[("pipelined", 5)]),
+        ];
         assert_eq!(classify(&runs), Class::Deterministic);
     }
 
     #[test]
     fn differing_steps_or_a_pass_is_timing_dependent() {
-        assert_eq!(classify(&[rec(0, &[("pipelined", 5)]), rec(1, &[("pipelined", 9)])]), Class::TimingDependent);
-        assert_eq!(classify(&[rec(0, &[("pipelined", 5)]), rec(1, &[])]), Class::TimingDependent);
+        assert_eq!(
+            classify(&[rec(0, &[("pipelined", 5)]), rec(1, &[("pipelined", 9)])]),
+            Class::TimingDependent
+        );
+        assert_eq!(
+            classify(&[rec(0, &[("pipelined", 5)]), rec(1, &[])]),
+            Class::TimingDependent
+        );
         assert_eq!(classify(&[rec(0, &[]), rec(1, &[])]), Class::Clean);
     }
 
@@ -153,7 +183,10 @@ mod tests {
         s.push(rec(2, &[("batched", 3)]));
         let l = s.lines();
         assert_eq!(l[0], "1/2 PASS (interrupted: 2 of 3 runs done)");
-        assert!(l[1].contains("run   2 FAIL first divergence batched@3"), "{l:?}");
+        assert!(
+            l[1].contains("run   2 FAIL first divergence batched@3"),
+            "{l:?}"
+        );
         assert!(l.last().unwrap().contains("timing-dependent"));
     }
 }

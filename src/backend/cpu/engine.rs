@@ -82,7 +82,10 @@ impl Engine<CpuBackend> for CpuEngine {
     fn embed(&self, s: &CpuStream, input: &Arc<DevMem>, rows: usize) -> BResult<()> {
         self.check_rows(rows, "embed")?;
         if !self.spec.embed {
-            return Err(op_err(format!("stage {} does not hold the embedding", self.spec.stage)));
+            return Err(op_err(format!(
+                "stage {} does not hold the embedding",
+                self.spec.stage
+            )));
         }
         let (m, x, input) = (self.model.clone(), self.x.clone(), input.clone());
         let stage = self.spec.stage;
@@ -93,7 +96,10 @@ impl Engine<CpuBackend> for CpuEngine {
             for (r, &t) in ids.iter().enumerate() {
                 // Token ids travel as exact f32 integers; anything else is a torn/poisoned read.
                 if !(t >= 0.0 && t.fract() == 0.0 && (t as usize) < m.cfg.vocab) {
-                    return Err(format!("stage {stage} embed: row {r} token {t} is not a token id < {}", m.cfg.vocab));
+                    return Err(format!(
+                        "stage {stage} embed: row {r} token {t} is not a token id < {}",
+                        m.cfg.vocab
+                    ));
                 }
                 tokens.push(t as u32);
             }
@@ -104,7 +110,14 @@ impl Engine<CpuBackend> for CpuEngine {
         })
     }
 
-    fn layer(&self, s: &CpuStream, il: usize, rows: usize, pos: &[usize], cache: &CpuCache) -> BResult<()> {
+    fn layer(
+        &self,
+        s: &CpuStream,
+        il: usize,
+        rows: usize,
+        pos: &[usize],
+        cache: &CpuCache,
+    ) -> BResult<()> {
         self.check_rows(rows, "layer")?;
         let stage = self.spec.stage;
         if !self.spec.layers.contains(&il) || !cache.layers.contains(&il) {
@@ -114,13 +127,25 @@ impl Engine<CpuBackend> for CpuEngine {
             )));
         }
         if pos.len() != rows || rows > cache.rows {
-            return Err(op_err(format!("stage {stage} layer {il}: {} positions for {rows} rows (cache rows {})", pos.len(), cache.rows)));
+            return Err(op_err(format!(
+                "stage {stage} layer {il}: {} positions for {rows} rows (cache rows {})",
+                pos.len(),
+                cache.rows
+            )));
         }
         if let Some(&p) = pos.iter().find(|&&p| p >= cache.ctx) {
-            return Err(op_err(format!("stage {stage} layer {il}: position {p} beyond cache context {}", cache.ctx)));
+            return Err(op_err(format!(
+                "stage {stage} layer {il}: position {p} beyond cache context {}",
+                cache.ctx
+            )));
         }
         let li = il - cache.layers.start;
-        let mut kv = LayerKv { k: cache.k[li].clone(), v: cache.v[li].clone(), ctx: cache.ctx, kv_dim: cache.kv_dim };
+        let mut kv = LayerKv {
+            k: cache.k[li].clone(),
+            v: cache.v[li].clone(),
+            ctx: cache.ctx,
+            kv_dim: cache.kv_dim,
+        };
         let (m, x, pos) = (self.model.clone(), self.x.clone(), pos.to_vec());
         s.enqueue("layer", move || {
             let mut xs = vec![0f32; rows * m.cfg.n_embd];
@@ -134,7 +159,10 @@ impl Engine<CpuBackend> for CpuEngine {
     fn head(&self, s: &CpuStream, rows: usize, logits: &Arc<DevMem>) -> BResult<()> {
         self.check_rows(rows, "head")?;
         if !self.spec.head {
-            return Err(op_err(format!("stage {} does not hold the output head", self.spec.stage)));
+            return Err(op_err(format!(
+                "stage {} does not hold the output head",
+                self.spec.stage
+            )));
         }
         let vocab = self.model.cfg.vocab;
         super::mem::check_range("head logits", logits, 0, rows * vocab)?;

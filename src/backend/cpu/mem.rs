@@ -21,7 +21,10 @@ pub struct DevMem {
 
 impl DevMem {
     pub fn poisoned(dev: usize, n: usize) -> DevMem {
-        DevMem { dev, data: (0..n).map(|_| AtomicU32::new(POISON_BITS)).collect() }
+        DevMem {
+            dev,
+            data: (0..n).map(|_| AtomicU32::new(POISON_BITS)).collect(),
+        }
     }
 
     pub fn dev(&self) -> usize {
@@ -37,7 +40,8 @@ impl DevMem {
     }
 
     pub fn load(&self, off: usize, out: &mut [f32]) {
-        for (o, a) in out.iter_mut().zip(&self.data[off..off + out.len()]) {
+        let n = out.len();
+        for (o, a) in out.iter_mut().zip(&self.data[off..off + n]) {
             *o = f32::from_bits(a.load(Relaxed));
         }
     }
@@ -64,6 +68,9 @@ impl DevMem {
 pub fn check_range(what: &str, b: &Arc<DevMem>, off: usize, n: usize) -> BResult<()> {
     match off.checked_add(n) {
         Some(end) if end <= b.len() => Ok(()),
-        _ => Err(op_err(format!("{what}: range {off}..{off}+{n} outside buffer of {} values", b.len()))),
+        _ => Err(op_err(format!(
+            "{what}: range {off}..{off}+{n} outside buffer of {} values",
+            b.len()
+        ))),
     }
 }

@@ -45,20 +45,32 @@ impl CpuBackend {
     pub const DEFAULT_DEVICES: usize = 8;
 
     pub fn new(n_devices: usize, jitter_us: u64, seed: u64) -> CpuBackend {
-        CpuBackend { n_devices, jitter_us, seed, next_stream: AtomicU64::new(0) }
+        CpuBackend {
+            n_devices,
+            jitter_us,
+            seed,
+            next_stream: AtomicU64::new(0),
+        }
     }
 
     fn check_dev(&self, dev: usize) -> BResult<()> {
         if dev < self.n_devices {
             Ok(())
         } else {
-            Err(BackendError::NoSuchDevice { backend: "cpu", dev, count: self.n_devices })
+            Err(BackendError::NoSuchDevice {
+                backend: "cpu",
+                dev,
+                count: self.n_devices,
+            })
         }
     }
 }
 
 pub(crate) fn op_err(what: String) -> BackendError {
-    BackendError::Op { backend: "cpu", what }
+    BackendError::Op {
+        backend: "cpu",
+        what,
+    }
 }
 
 impl Backend for CpuBackend {
@@ -88,7 +100,12 @@ impl Backend for CpuBackend {
     fn new_stream(&self, dev: usize, label: &str) -> BResult<CpuStream> {
         self.check_dev(dev)?;
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        CpuStream::spawn(dev, format!("{label}@cpu{dev}"), self.jitter_us, self.seed ^ (id.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+        CpuStream::spawn(
+            dev,
+            format!("{label}@cpu{dev}"),
+            self.jitter_us,
+            self.seed ^ (id.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        )
     }
 
     fn new_event(&self, dev: usize) -> BResult<CpuEvent> {
@@ -161,7 +178,13 @@ impl Backend for CpuBackend {
         })
     }
 
-    fn download(&self, s: &CpuStream, src: &Arc<DevMem>, off: usize, n: usize) -> BResult<Vec<f32>> {
+    fn download(
+        &self,
+        s: &CpuStream,
+        src: &Arc<DevMem>,
+        off: usize,
+        n: usize,
+    ) -> BResult<Vec<f32>> {
         mem::check_range("download source", src, off, n)?;
         let (tx, rx) = std::sync::mpsc::channel();
         let src = src.clone();
@@ -172,7 +195,12 @@ impl Backend for CpuBackend {
             Ok(())
         })?;
         s.synchronize()?;
-        rx.recv().map_err(|_| op_err(format!("download on {}: stream dropped the result", s.label())))
+        rx.recv().map_err(|_| {
+            op_err(format!(
+                "download on {}: stream dropped the result",
+                s.label()
+            ))
+        })
     }
 
     fn new_cache(
@@ -189,14 +217,25 @@ impl Backend for CpuBackend {
         let n = rows
             .checked_mul(ctx)
             .and_then(|v| v.checked_mul(kv_dim))
-            .ok_or_else(|| op_err(format!("cache size overflows: rows {rows} ctx {ctx} kv_dim {kv_dim}")))?;
+            .ok_or_else(|| {
+                op_err(format!(
+                    "cache size overflows: rows {rows} ctx {ctx} kv_dim {kv_dim}"
+                ))
+            })?;
         let mut k = Vec::with_capacity(layers.len());
         let mut v = Vec::with_capacity(layers.len());
         for _ in layers.clone() {
             k.push(alloc_on(dev, n, s)?);
             v.push(alloc_on(dev, n, s)?);
         }
-        Ok(CpuCache { layers, rows, ctx, kv_dim, k, v })
+        Ok(CpuCache {
+            layers,
+            rows,
+            ctx,
+            kv_dim,
+            k,
+            v,
+        })
     }
 
     fn new_engine(

@@ -35,9 +35,16 @@ pub struct CpuStream {
 }
 
 impl CpuStream {
-    pub(super) fn spawn(dev: usize, label: String, jitter_us: u64, seed: u64) -> BResult<CpuStream> {
+    pub(super) fn spawn(
+        dev: usize,
+        label: String,
+        jitter_us: u64,
+        seed: u64,
+    ) -> BResult<CpuStream> {
         let (tx, rx) = channel::<(&'static str, Op)>();
-        let shared = Arc::new(Shared { error: Mutex::new(None) });
+        let shared = Arc::new(Shared {
+            error: Mutex::new(None),
+        });
         let sh = shared.clone();
         let name = label.clone();
         let worker = std::thread::Builder::new()
@@ -77,7 +84,11 @@ impl CpuStream {
         &self.label
     }
 
-    pub fn enqueue(&self, what: &'static str, op: impl FnOnce() -> Result<(), String> + Send + 'static) -> BResult<()> {
+    pub fn enqueue(
+        &self,
+        what: &'static str,
+        op: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) -> BResult<()> {
         let guard = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
             Some(tx) => tx
@@ -95,7 +106,13 @@ impl CpuStream {
         })?;
         // The marker op is skipped after an error, so a closed channel also means "errored".
         let _ = rx.recv();
-        match self.shared.error.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        match self
+            .shared
+            .error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
             Some(e) => Err(op_err(e)),
             None => Ok(()),
         }
@@ -138,7 +155,11 @@ impl CpuEvent {
     }
 
     pub(super) fn recorded(&self) -> u64 {
-        self.inner.0.lock().unwrap_or_else(|p| p.into_inner()).recorded
+        self.inner
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .recorded
     }
 
     pub(super) fn complete(&self, gen: u64) {
@@ -154,7 +175,12 @@ impl CpuEvent {
             let left = EVENT_WAIT_LIMIT.checked_sub(start.elapsed()).ok_or_else(|| {
                 format!("stream {waiter} waited {EVENT_WAIT_LIMIT:?} for event generation {gen} (reached {}): deadlock", st.completed)
             })?;
-            st = self.inner.1.wait_timeout(st, left).unwrap_or_else(|p| p.into_inner()).0;
+            st = self
+                .inner
+                .1
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         Ok(())
     }
