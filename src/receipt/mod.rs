@@ -156,7 +156,6 @@ pub fn hash_logits(row: &[f32]) -> String {
 /// The k largest logits, descending, ties by lower id. NaN sorts below everything (a NaN
 /// row still gets a stable top-k, and its hash already says it differs).
 pub fn topk(row: &[f32], k: usize) -> Vec<(u32, f32)> {
-    let mut idx: Vec<u32> = (0..row.len() as u32).collect();
     let key = |i: &u32| {
         let v = row[*i as usize];
         if v.is_nan() {
@@ -165,8 +164,19 @@ pub fn topk(row: &[f32], k: usize) -> Vec<(u32, f32)> {
             v
         }
     };
-    idx.sort_by(|a, b| key(b).total_cmp(&key(a)).then(a.cmp(b)));
-    idx.truncate(k);
+    // Total order: larger logit first, then lower id. Selection then a sort of k items: a
+    // 262k-entry vocab is not sorted whole every step.
+    let order = |a: &u32, b: &u32| key(b).total_cmp(&key(a)).then(a.cmp(b));
+    let mut idx: Vec<u32> = (0..row.len() as u32).collect();
+    let k = k.min(idx.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    if k < idx.len() {
+        idx.select_nth_unstable_by(k - 1, order);
+        idx.truncate(k);
+    }
+    idx.sort_by(order);
     idx.into_iter().map(|i| (i, row[i as usize])).collect()
 }
 
@@ -275,6 +285,21 @@ mod tests {
         let row = [1.0, 3.0, f32::NAN, 3.0, -1.0, 2.0];
         assert_eq!(topk(&row, 4), vec![(1, 3.0), (3, 3.0), (5, 2.0), (0, 1.0)]);
         assert_eq!(argmax(&row), 1);
+        assert_eq!(topk(&row, 99).len(), row.len());
+        assert!(topk(&row, 0).is_empty());
+    }
+
+    #[test]
+    fn topk_selection_matches_a_full_sort() {
+        // Many ties and a NaN: the selection path must give exactly the full sort's prefix.
+        let row: Vec<f32> = (0..5000u32).map(|i| if i == 77 { f32::NAN } else { ((i * 7919) % 97) as f32 }).collect();
+        let mut full: Vec<u32> = (0..row.len() as u32).collect();
+        let key = |i: u32| if row[i as usize].is_nan() { f32::NEG_INFINITY } else { row[i as usize] };
+        full.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
+        for k in [1, 2, 20, 97, 4999] {
+            let got: Vec<u32> = topk(&row, k).into_iter().map(|x| x.0).collect();
+            assert_eq!(got, full[..k].to_vec(), "k = {k}");
+        }
     }
 
     #[test]

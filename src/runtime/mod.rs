@@ -584,3 +584,82 @@ impl<B: Backend> Drop for Walk<'_, B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::CpuBackend;
+    use crate::gguf::GgufFile;
+    use crate::model::synth::{builtin_spec, synth_gguf};
+
+    fn builtin() -> Arc<Model> {
+        let f = GgufFile::parse(synth_gguf(&builtin_spec()).unwrap()).unwrap();
+        Arc::new(Model::load(&f).unwrap())
+    }
+
+    fn rt(n: usize, window: usize) -> Runtime<CpuBackend> {
+        let m = builtin();
+        let placement =
+            Placement::from_flags(m.cfg.n_layers, Some(n), None, None, TransportChoice::Auto, 4, &|a, b| a == b).unwrap();
+        let cfg = RuntimeConfig { placement, max_rows: 2, ctx: 8, window, faults: vec![] };
+        Runtime::build(Arc::new(CpuBackend::new(4, 0, 0)), m, cfg).unwrap()
+    }
+
+    #[test]
+    fn walk_lease_is_exclusive_and_fails_fast() {
+        let rt = rt(2, 2);
+        let w = rt.walk().unwrap();
+        let t0 = std::time::Instant::now();
+        assert!(matches!(rt.walk(), Err(RtError::LeaseHeld)));
+        assert!(t0.elapsed() < std::time::Duration::from_millis(100), "the lease must not block");
+        // From another thread too: the lease is not tied to the thread that took it.
+        std::thread::scope(|s| {
+            s.spawn(|| assert!(matches!(rt.walk(), Err(RtError::LeaseHeld))));
+        });
+        drop(w);
+        assert!(rt.walk().is_ok());
+    }
+
+    #[test]
+    fn more_steps_in_flight_than_the_window_is_refused() {
+        let rt = rt(2, 2);
+        let mut w = rt.walk().unwrap();
+        let a = w.issue(&[1], &[0]).unwrap();
+        let b = w.issue(&[2], &[1]).unwrap();
+        let e = w.issue(&[3], &[2]).unwrap_err();
+        assert!(e.to_string().contains("still holds unread step 0"), "{e}");
+        w.read_deferred(a).unwrap();
+        let c = w.issue(&[3], &[2]).unwrap();
+        w.read_deferred(b).unwrap();
+        w.read_deferred(c).unwrap();
+    }
+
+    #[test]
+    fn misuse_is_an_error_naming_the_value() {
+        let rt = rt(3, 1);
+        let mut w = rt.walk().unwrap();
+        let cases: [(&[u32], &[usize], &str); 4] = [
+            (&[1, 2, 3], &[0, 0, 0], "3 rows"),
+            (&[1], &[8], "position 8 beyond context 8"),
+            (&[99_999], &[0], "token 99999 outside vocab"),
+            (&[1], &[0, 1], "1 rows with 2 positions"),
+        ];
+        for (toks, pos, want) in cases {
+            let e = w.issue(toks, pos).unwrap_err().to_string();
+            assert!(e.contains(want), "{e:?} should contain {want:?}");
+        }
+    }
+
+    #[test]
+    fn an_abandoned_walk_releases_its_slots() {
+        let rt = rt(2, 1);
+        {
+            let mut w = rt.walk().unwrap();
+            let _p = w.issue(&[1], &[0]).unwrap();
+            // dropped with the step unread (as an error mid-walk would)
+        }
+        let mut w = rt.walk().unwrap();
+        let p = w.issue(&[1], &[0]).unwrap();
+        assert_eq!(w.read_eager(p).unwrap().len(), rt.model().cfg.vocab);
+    }
+}
