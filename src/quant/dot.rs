@@ -2,29 +2,37 @@
 //!
 //! Rule: the sequence of f32 operations producing `dot(ty, row, x)` depends only on `ty` and
 //! the row length, so a result is reproducible across batch sizes, thread counts and stage
-//! splits. `dot_many` decodes the same 32-element chunks and applies the very same
-//! per-chunk step function to each vector, so each of its results is bit-identical to `dot`.
+//! splits. `dot_many` decodes the same chunks and applies the very same term and sum
+//! functions to each vector, so each of its results is bit-identical to `dot`.
 //!
 //! The order, with acc = 8 f32 lanes (lane l only ever sees elements i with i % 8 == l):
-//! - F32/F16/BF16: acc[i % 8] += w[i] * x[i], strictly in element order.
-//! - Block formats, walked as 32-element chunks (one per Q4_0..Q8_0 block, eight per K-quant
-//!   super-block): with q the integer code as f32, g_k[l] = q[8k+l] * x[8k+l] and
-//!   x_k[l] = x[8k+l], each chunk does
-//!     Q4_0, Q5_0, Q8_0:  acc[l] += d * ((g0 + g1) + (g2 + g3))
-//!     Q4_1, Q5_1:        acc[l] += d * ((g0 + g1) + (g2 + g3)) + m * ((x0 + x1) + (x2 + x3))
-//!     Q4_K, Q5_K:        acc[l] += dl * ((g0 + g1) + (g2 + g3)) - ml * ((x0 + x1) + (x2 + x3))
-//!     Q3_K, Q6_K:        acc[l] += dla * (g0 + g1) + dlb * (g2 + g3)
-//!     Q2_K:              acc[l] += (dla * (g0 + g1) - mla * (x0 + x1))
-//!                                + (dlb * (g2 + g3) - mlb * (x2 + x3))
-//!   where dl = d * sc and ml = dmin * m are the per-sub-block products dequantize uses
-//!   (a/b: the two 16-element sub-blocks of a chunk). This factored form equals
-//!   dequantize-then-dot mathematically and keeps the weights as integer codes, so the hot
-//!   loop is widen, convert, multiply, add.
-//! - Finally ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+//!
+//! ```text
+//! F32/F16/BF16: acc[i % 8] += w[i] * x[i], strictly in element order.
+//!
+//! Block formats, walked as 32-element chunks; q = integer code as f32,
+//! g_k[l] = q[8k+l] * x[8k+l], x_k[l] = x[8k+l]; a chunk's term t[l] is
+//!   Q4_0, Q5_0, Q8_0:  d * ((g0 + g1) + (g2 + g3))
+//!   Q4_1, Q5_1:        d * ((g0 + g1) + (g2 + g3)) + m * ((x0 + x1) + (x2 + x3))
+//!   Q4_K, Q5_K:        dl * ((g0 + g1) + (g2 + g3)) - ml * ((x0 + x1) + (x2 + x3))
+//!   Q3_K, Q6_K:        dla * (g0 + g1) + dlb * (g2 + g3)
+//!   Q2_K:              (dla * (g0 + g1) - mla * (x0 + x1))
+//!                      + (dlb * (g2 + g3) - mlb * (x2 + x3))
+//! legacy block (one chunk):        acc += t
+//! K-quant super-block (8 chunks):  acc += ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7))
+//!
+//! finally: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))
+//! ```
+//!
+//! dl = d * sc and ml = dmin * m are the per-sub-block products dequantize uses (a/b: the
+//! two 16-element sub-blocks of a chunk). This factored form equals dequantize-then-dot
+//! mathematically and keeps the weights as integer codes, so the hot loop is widen,
+//! convert, multiply, add.
 //!
 //! Speed: the lanes are `wide::f32x8` values (one AVX2 register under x86-64-v3; a portable
 //! fallback elsewhere). Every operation on them is a lane-wise IEEE add/sub/mul/convert, so
 //! the results are exactly those of the scalar spelling above; there is no `mul_add`.
+//! Several shapes below exist only to steer codegen and are noted where they appear.
 
 use super::dequant::{f16_at, scale_min_k4, scale_q3k};
 use super::GgmlType;
@@ -35,7 +43,8 @@ type V = f32x8;
 /// The two f16 values at `b[at..at + 4]`, widened exactly by `half`'s slice conversion.
 /// Reading both halves as one 32-bit load into the 4-wide F16C conversion keeps the scale
 /// decode off the accumulator's dependency chain; the scalar route made LLVM merge into a
-/// live vector register (`vpinsrw`), which serialized the block loop.
+/// live vector register (`vpinsrw`), which serialized the block loop. A lone scale at the
+/// end of a block is read as the second half of the pair ending there.
 #[inline(always)]
 fn f16x2(b: &[u8], at: usize) -> [f32; 2] {
     use half::slice::HalfFloatSliceExt;
@@ -52,9 +61,9 @@ fn f16x2(b: &[u8], at: usize) -> [f32; 2] {
 
 /// The f16 at `b[at..at + 2]` widened exactly (same value as `half`'s conversion for every
 /// non-NaN input; NaN stays NaN), by integer bit moves and one exact power-of-two multiply.
-/// Used where a block has a single f16 scale: there LLVM narrows any F16C route to a
-/// 16-bit insert into a live vector register (`vpinsrw`), a false dependency on the
-/// accumulator that serializes the block loop.
+/// Used for a lone scale at the start of a block (Q4_0, Q5_0, Q8_0): there LLVM narrows
+/// any F16C route to a 16-bit insert into a live vector register (`vpinsrw`), a false
+/// dependency on the accumulator that serializes the block loop.
 #[inline(always)]
 pub(super) fn f16_bits_to_f32(b: &[u8], at: usize) -> f32 {
     let h = u16::from_le_bytes([b[at], b[at + 1]]) as u32;
@@ -160,8 +169,8 @@ trait Format {
     const CPB: usize;
     /// Decode chunk `c` of block `b` (`b.len() == BB`).
     fn decode(b: &[u8], c: usize) -> Chunk;
-    /// The fixed-order step: fold one chunk times 32 elements of x into the lanes.
-    fn step(ch: &Chunk, x: &X32, acc: &mut V);
+    /// The chunk's fixed-order term: its 32 elements times 32 elements of x, in 8 lanes.
+    fn term(ch: &Chunk, x: &X32) -> V;
 }
 
 /// 32 elements of x as four groups of 8.
@@ -174,29 +183,32 @@ fn x_chunks(x: &[f32]) -> &[X32] {
     x.as_chunks::<8>().0.as_chunks::<4>().0
 }
 
-/// Run `$body` with `$c` bound to each chunk index 0..CPB of a block, in order, spelled
-/// out so every chunk index is a constant (the K-quant decodes then use constant shifts and
-/// offsets; as a loop, or as a closure LLVM declined to inline, Q4_K/Q6_K ran 1.6x slower).
-macro_rules! each_chunk {
-    ($F:ty, |$c:ident| $body:block) => {
+/// A block's contribution to the lanes: the term of its one chunk, or for 8-chunk
+/// super-blocks ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7)). Spelled out (a macro, not
+/// a loop or closure) so every chunk index is a constant after expansion: the K-quant
+/// decodes then use constant shifts and offsets, and the eight terms are independent, with
+/// one add per super-block on the accumulator's dependency chain.
+macro_rules! block_sum {
+    ($F:ty, |$c:ident| $term:expr) => {
         if <$F>::CPB == 1 {
             let $c = 0usize;
-            $body
+            $term
         } else {
             debug_assert_eq!(<$F>::CPB, 8);
-            each_chunk!(@ $c, $body, 0 1 2 3 4 5 6 7);
+            let [t0, t1, t2, t3, t4, t5, t6, t7] = block_sum!(@terms $c, $term, 0 1 2 3 4 5 6 7);
+            ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7))
         }
     };
-    (@ $c:ident, $body:block, $($i:literal)*) => {
-        $({
+    (@terms $c:ident, $term:expr, $($i:literal)*) => {
+        [$({
             let $c: usize = $i;
-            $body
-        })*
+            $term
+        }),*]
     };
 }
 
-/// One vector: the same decode and step as `block_group`, with the lanes kept in a register
-/// across the row and no per-call setup for a group.
+/// One vector: the same decode, terms and sums as `block_group`, with the lanes kept in a
+/// register across the row and no per-call setup for a group.
 #[inline(always)]
 fn block_dot<F: Format>(row: &[u8], x: &[f32]) -> f32 {
     let mut a = V::ZERO;
@@ -204,7 +216,7 @@ fn block_dot<F: Format>(row: &[u8], x: &[f32]) -> f32 {
         .chunks_exact(F::BB)
         .zip(x_chunks(x).chunks_exact(F::CPB))
     {
-        each_chunk!(F, |c| { F::step(&F::decode(b, c), &xb[c], &mut a) });
+        a += block_sum!(F, |c| F::term(&F::decode(b, c), &xb[c]));
     }
     finish_lanes(&a.to_array())
 }
@@ -212,7 +224,7 @@ fn block_dot<F: Format>(row: &[u8], x: &[f32]) -> f32 {
 #[inline(always)]
 fn block_group<F: Format>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
     let g = xs.len().min(out.len()).min(GROUP);
-    // Chunks every operand holds: a short operand shortens the product, never panics.
+    // Blocks every operand holds: a short operand shortens the product, never panics.
     let n_blocks = xs[..g]
         .iter()
         .fold(row.len() / F::BB, |n, x| n.min(x_chunks(x).len() / F::CPB));
@@ -222,12 +234,28 @@ fn block_group<F: Format>(row: &[u8], xs: &[&[f32]], out: &mut [f32]) {
     }
     let mut acc = [V::ZERO; GROUP];
     for (bi, b) in row.chunks_exact(F::BB).take(n_blocks).enumerate() {
-        each_chunk!(F, |c| {
-            let ch = F::decode(b, c);
+        if F::CPB == 1 {
+            let ch = F::decode(b, 0);
             for (a, x) in acc[..g].iter_mut().zip(&xc[..g]) {
-                F::step(&ch, &x[bi * F::CPB + c], a);
+                *a += F::term(&ch, &x[bi]);
             }
-        });
+        } else {
+            // decode the super-block once, then every vector takes its terms
+            let chs = [
+                F::decode(b, 0),
+                F::decode(b, 1),
+                F::decode(b, 2),
+                F::decode(b, 3),
+                F::decode(b, 4),
+                F::decode(b, 5),
+                F::decode(b, 6),
+                F::decode(b, 7),
+            ];
+            for (a, x) in acc[..g].iter_mut().zip(&xc[..g]) {
+                let xb = &x[bi * 8..bi * 8 + 8];
+                *a += block_sum!(F, |c| F::term(&chs[c], &xb[c]));
+            }
+        }
     }
     for (o, a) in out[..g].iter_mut().zip(&acc) {
         *o = finish_lanes(&a.to_array());
@@ -251,34 +279,34 @@ fn sx4(x: &[V; 4]) -> V {
     (x[0] + x[1]) + (x[2] + x[3])
 }
 
-/// acc += d * ((g0 + g1) + (g2 + g3))
+/// d * ((g0 + g1) + (g2 + g3))
 #[inline(always)]
-fn step_sym(ch: &Chunk, x: &X32, acc: &mut V) {
+fn term_sym(ch: &Chunk, x: &X32) -> V {
     let x = xv(x);
-    *acc += V::splat(ch.s[0]) * qx4(&ch.q, &x);
+    V::splat(ch.s[0]) * qx4(&ch.q, &x)
 }
 
-/// acc += d * ((g0 + g1) + (g2 + g3)) + m * ((x0 + x1) + (x2 + x3))
+/// d * ((g0 + g1) + (g2 + g3)) + m * ((x0 + x1) + (x2 + x3))
 #[inline(always)]
-fn step_min(ch: &Chunk, x: &X32, acc: &mut V) {
+fn term_min(ch: &Chunk, x: &X32) -> V {
     let x = xv(x);
-    *acc += V::splat(ch.s[0]) * qx4(&ch.q, &x) + V::splat(ch.s[1]) * sx4(&x);
+    V::splat(ch.s[0]) * qx4(&ch.q, &x) + V::splat(ch.s[1]) * sx4(&x)
 }
 
-/// acc += dl * ((g0 + g1) + (g2 + g3)) - ml * ((x0 + x1) + (x2 + x3))
+/// dl * ((g0 + g1) + (g2 + g3)) - ml * ((x0 + x1) + (x2 + x3))
 #[inline(always)]
-fn step_kmin(ch: &Chunk, x: &X32, acc: &mut V) {
+fn term_kmin(ch: &Chunk, x: &X32) -> V {
     let x = xv(x);
-    *acc += V::splat(ch.s[0]) * qx4(&ch.q, &x) - V::splat(ch.s[1]) * sx4(&x);
+    V::splat(ch.s[0]) * qx4(&ch.q, &x) - V::splat(ch.s[1]) * sx4(&x)
 }
 
-/// acc += dla * (g0 + g1) + dlb * (g2 + g3)
+/// dla * (g0 + g1) + dlb * (g2 + g3)
 #[inline(always)]
-fn step_half(ch: &Chunk, x: &X32, acc: &mut V) {
+fn term_half(ch: &Chunk, x: &X32) -> V {
     let (q, x) = (&ch.q, xv(x));
     let ga = q[0] * x[0] + q[1] * x[1];
     let gb = q[2] * x[2] + q[3] * x[3];
-    *acc += V::splat(ch.s[0]) * ga + V::splat(ch.s[1]) * gb;
+    V::splat(ch.s[0]) * ga + V::splat(ch.s[1]) * gb
 }
 
 /// 16 bytes at `b[at..at + 16]`, zero-extended to two groups of 8 i32.
@@ -308,14 +336,6 @@ fn halves(w: [i16; 16]) -> [i32x8; 2] {
         i32x8::from_i16x8(i16x8::from(h[0])),
         i32x8::from_i16x8(i16x8::from(h[1])),
     ]
-}
-
-/// 32 bytes at `b[at..at + 32]`, zero-extended to four groups of 8 i32.
-#[inline(always)]
-fn widen32(b: &[u8], at: usize) -> [i32x8; 4] {
-    let [a, c] = widen16(b, at);
-    let [e, f] = widen16(b, at + 16);
-    [a, c, e, f]
 }
 
 #[inline(always)]
@@ -372,8 +392,8 @@ impl Format for Q4_0 {
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_sym(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_sym(ch, x)
     }
 }
 
@@ -392,8 +412,8 @@ impl Format for Q4_1 {
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_min(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_min(ch, x)
     }
 }
 
@@ -410,8 +430,8 @@ impl Format for Q5_0 {
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_sym(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_sym(ch, x)
     }
 }
 
@@ -431,8 +451,8 @@ impl Format for Q5_1 {
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_min(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_min(ch, x)
     }
 }
 
@@ -450,18 +470,39 @@ impl Format for Q8_0 {
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_sym(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_sym(ch, x)
     }
+}
+
+// K-quant codes are assembled in 16-bit lanes (half the integer operations of 32-bit
+// lanes), then sign-extended to i32 and converted.
+
+/// 32 bytes at `b[at..at + 32]`, zero-extended to two groups of 16 i16.
+#[inline(always)]
+fn widen32_16(b: &[u8], at: usize) -> [i16x16; 2] {
+    let mut lo = [0u8; 16];
+    let mut hi = [0u8; 16];
+    lo.copy_from_slice(&b[at..at + 16]);
+    hi.copy_from_slice(&b[at + 16..at + 32]);
+    [i16x16::from(u8x16::from(lo)), i16x16::from(u8x16::from(hi))]
+}
+
+/// Two groups of 16 small signed codes as four groups of 8 f32 (exact).
+#[inline(always)]
+fn codes16_to_f32(v: [i16x16; 2]) -> [V; 4] {
+    let [a, c] = halves(v[0].to_array());
+    let [e, f] = halves(v[1].to_array());
+    to_f32([a, c, e, f])
 }
 
 /// Chunk c = h*4 + s of a Q2_K/Q3_K super-block holds the 2-bit codes
 /// (qs[h*32 + l] >> 2s) & 3, l = 0..32 (`at` = offset of qs in the block).
 #[inline(always)]
-fn crumbs(b: &[u8], at: usize, c: usize) -> [i32x8; 4] {
+fn crumbs(b: &[u8], at: usize, c: usize) -> [i16x16; 2] {
     let (h, s) = (c / 4, c % 4);
-    let three = i32x8::splat(3);
-    widen32(b, at + h * 32).map(|v| (v >> (2 * s as u32)) & three)
+    let three = i16x16::splat(3);
+    widen32_16(b, at + h * 32).map(|v| (v >> (2 * s as u32)) & three)
 }
 
 struct Q2K;
@@ -473,7 +514,7 @@ impl Format for Q2K {
         let [d, dmin] = f16x2(b, 80);
         let (sa, sb) = (b[2 * c], b[2 * c + 1]);
         Chunk {
-            q: to_f32(crumbs(b, 16, c)),
+            q: codes16_to_f32(crumbs(b, 16, c)),
             s: [
                 d * (sa & 0x0F) as f32,
                 dmin * (sa >> 4) as f32,
@@ -482,14 +523,14 @@ impl Format for Q2K {
             ],
         }
     }
-    /// acc += (dla * (g0 + g1) - mla * (x0 + x1)) + (dlb * (g2 + g3) - mlb * (x2 + x3))
+    /// (dla * (g0 + g1) - mla * (x0 + x1)) + (dlb * (g2 + g3) - mlb * (x2 + x3))
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
+    fn term(ch: &Chunk, x: &X32) -> V {
         let (q, x) = (&ch.q, xv(x));
         let [dla, mla, dlb, mlb] = ch.s.map(V::splat);
         let ga = q[0] * x[0] + q[1] * x[1];
         let gb = q[2] * x[2] + q[3] * x[3];
-        *acc += (dla * ga - mla * (x[0] + x[1])) + (dlb * gb - mlb * (x[2] + x[3]));
+        (dla * ga - mla * (x[0] + x[1])) + (dlb * gb - mlb * (x[2] + x[3]))
     }
 }
 
@@ -499,19 +540,14 @@ impl Format for Q3K {
     const CPB: usize = 8;
     #[inline(always)]
     fn decode(b: &[u8], c: usize) -> Chunk {
-        let d = f16_bits_to_f32(b, 108);
+        let d = f16x2(b, 106)[1];
         let low = crumbs(b, 32, c);
         // hmask bit c of byte l CLEAR means the code is low - 4.
-        let one = i32x8::splat(1);
-        let hm = widen32(b, 0).map(|v| (((v >> c as u32) & one) ^ one) << 2);
+        let one = i16x16::splat(1);
+        let hm = widen32_16(b, 0).map(|v| (((v >> c as u32) & one) ^ one) << 2);
         let scales = &b[96..108];
         Chunk {
-            q: to_f32([
-                low[0] - hm[0],
-                low[1] - hm[1],
-                low[2] - hm[2],
-                low[3] - hm[3],
-            ]),
+            q: codes16_to_f32([low[0] - hm[0], low[1] - hm[1]]),
             s: [
                 d * scale_q3k(scales, 2 * c) as f32,
                 d * scale_q3k(scales, 2 * c + 1) as f32,
@@ -521,18 +557,18 @@ impl Format for Q3K {
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_half(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_half(ch, x)
     }
 }
 
 /// Chunk c = pair*2 + k of a Q4_K/Q5_K super-block: nibble k of qs[pair*32 .. +32]
 /// (`at` = offset of qs in the block).
 #[inline(always)]
-fn k_nibbles(b: &[u8], at: usize, c: usize) -> [i32x8; 4] {
+fn k_nibbles(b: &[u8], at: usize, c: usize) -> [i16x16; 2] {
     let (pair, k) = (c / 2, c % 2);
-    let m15 = i32x8::splat(15);
-    widen32(b, at + pair * 32).map(|v| (v >> (4 * k as u32)) & m15)
+    let m15 = i16x16::splat(15);
+    widen32_16(b, at + pair * 32).map(|v| (v >> (4 * k as u32)) & m15)
 }
 
 struct Q4K;
@@ -544,13 +580,13 @@ impl Format for Q4K {
         let [d, dmin] = f16x2(b, 0);
         let (sc, m) = scale_min_k4(&b[4..16], c);
         Chunk {
-            q: to_f32(k_nibbles(b, 16, c)),
+            q: codes16_to_f32(k_nibbles(b, 16, c)),
             s: [d * sc as f32, dmin * m as f32, 0.0, 0.0],
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_kmin(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_kmin(ch, x)
     }
 }
 
@@ -563,16 +599,16 @@ impl Format for Q5K {
         let [d, dmin] = f16x2(b, 0);
         let (sc, m) = scale_min_k4(&b[4..16], c);
         let lo = k_nibbles(b, 48, c);
-        let one = i32x8::splat(1);
-        let hi = widen32(b, 16).map(|v| ((v >> c as u32) & one) << 4);
+        let one = i16x16::splat(1);
+        let hi = widen32_16(b, 16).map(|v| ((v >> c as u32) & one) << 4);
         Chunk {
-            q: to_f32([lo[0] | hi[0], lo[1] | hi[1], lo[2] | hi[2], lo[3] | hi[3]]),
+            q: codes16_to_f32([lo[0] | hi[0], lo[1] | hi[1]]),
             s: [d * sc as f32, dmin * m as f32, 0.0, 0.0],
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_kmin(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_kmin(ch, x)
     }
 }
 
@@ -582,31 +618,27 @@ impl Format for Q6K {
     const CPB: usize = 8;
     #[inline(always)]
     fn decode(b: &[u8], c: usize) -> Chunk {
-        let d = f16_bits_to_f32(b, 208);
+        let d = f16x2(b, 206)[1];
         // chunk c = h*4 + s: low nibble (ql[h*64 + (s%2)*32 + l] >> 4*(s/2)) & 15,
         // high bits (qh[h*32 + l] >> 2s) & 3, minus 32.
         let (h, s) = (c / 4, c % 4);
-        let (m15, three, off) = (i32x8::splat(15), i32x8::splat(3), i32x8::splat(32));
-        let lo = widen32(b, h * 64 + (s % 2) * 32).map(|v| (v >> (4 * (s / 2)) as u32) & m15);
-        let hi = widen32(b, 128 + h * 32).map(|v| ((v >> (2 * s) as u32) & three) << 4);
+        let (m15, three, off) = (i16x16::splat(15), i16x16::splat(3), i16x16::splat(32));
+        let lo = widen32_16(b, h * 64 + (s % 2) * 32).map(|v| (v >> (4 * (s / 2)) as u32) & m15);
+        let hi = widen32_16(b, 128 + h * 32).map(|v| ((v >> (2 * s) as u32) & three) << 4);
+        // All 16 sub-block scales d * sc in two vector multiplies (the same products as
+        // scalar ones); as 16 scalar int->float conversions LLVM created false dependencies
+        // (`vcvtsi2ss` merging into live registers) that halved the speed.
+        let [sa, sb] = widen16_signed(b, 192).map(f32x8::from_i32x8);
+        let dv = V::splat(d);
+        let dl = [(dv * sa).to_array(), (dv * sb).to_array()];
         Chunk {
-            q: to_f32([
-                (lo[0] | hi[0]) - off,
-                (lo[1] | hi[1]) - off,
-                (lo[2] | hi[2]) - off,
-                (lo[3] | hi[3]) - off,
-            ]),
-            s: [
-                d * (b[192 + 2 * c] as i8) as f32,
-                d * (b[192 + 2 * c + 1] as i8) as f32,
-                0.0,
-                0.0,
-            ],
+            q: codes16_to_f32([(lo[0] | hi[0]) - off, (lo[1] | hi[1]) - off]),
+            s: [dl[c / 4][(2 * c) % 8], dl[c / 4][(2 * c + 1) % 8], 0.0, 0.0],
         }
     }
     #[inline(always)]
-    fn step(ch: &Chunk, x: &X32, acc: &mut V) {
-        step_half(ch, x, acc)
+    fn term(ch: &Chunk, x: &X32) -> V {
+        term_half(ch, x)
     }
 }
 

@@ -4,8 +4,8 @@
 //! Determinism rule for this module: every reduction runs in one fixed order that depends
 //! only on the row length, never on how many rows, threads or stages share the call. Dot
 //! products accumulate in 8 f32 lanes (lane l takes elements l, l+8, l+16, ... of the row)
-//! and finish with a fixed pairwise tree; no atomics, no thread-count-dependent splits.
-//! Dequantization and the quantizers that gguf.quants also has are bit-exact with the python
+//! and finish with a fixed pairwise tree; no atomics, no thread-count-dependent splits
+//! (`dot.rs` spells out the exact per-format order). Dequantization and the quantizers that gguf.quants also has are bit-exact with the python
 //! `gguf.quants` package (a port of ggml's reference C); `tests/data/quant/` pins that.
 
 mod dequant;
@@ -131,7 +131,7 @@ impl GgmlType {
     /// Bytes for `n` elements, `None` when `n` is not a whole number of blocks or overflows.
     pub fn row_bytes(self, n: u64) -> Option<u64> {
         let bl = self.block_len() as u64;
-        if n % bl != 0 {
+        if !n.is_multiple_of(bl) {
             return None;
         }
         (n / bl).checked_mul(self.block_bytes() as u64)
@@ -175,7 +175,7 @@ fn checked_row_bytes(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
         n,
         block_len: ty.block_len(),
     };
-    if n % ty.block_len() != 0 {
+    if !n.is_multiple_of(ty.block_len()) {
         return Err(partial);
     }
     (n / ty.block_len())

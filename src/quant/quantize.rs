@@ -230,9 +230,9 @@ fn q3_k(x: &[f32], b: &mut [u8]) {
         b[96 + 8 + i % 4] |= (v >> 4) << (2 * (i / 4));
     }
     let d = f16_at(b, 108);
-    for e in 0..256 {
+    for (e, &xe) in x.iter().enumerate().take(256) {
         let dl = d * super::dequant::scale_q3k(&b[96..108], e / 16) as f32;
-        let q = code(x[e], dl, 0.0, -4, 3);
+        let q = code(xe, dl, 0.0, -4, 3);
         // stored: low 2 bits of q+4 in qs, and hmask bit SET when q >= 0 (no -4 offset).
         let u = (q + 4) as u8;
         let (h, s, l) = (e / 128, (e % 128) / 32, e % 32);

@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 
 fn unhex(s: &str) -> Vec<u8> {
     let b = s.as_bytes();
-    assert!(b.len() % 2 == 0, "odd hex length {}", b.len());
+    assert!(b.len().is_multiple_of(2), "odd hex length {}", b.len());
     let nib = |c: u8| match c {
         b'0'..=b'9' => c - b'0',
         b'a'..=b'f' => c - b'a' + 10,
@@ -277,9 +277,10 @@ fn dot_many_is_bit_identical_to_dot_for_every_batch_size() {
     for ty in GgmlType::ALL {
         for n in lengths(ty) {
             let row = random_row(&mut rng, ty, n);
-            let xs: Vec<Vec<f32>> = (0..9).map(|_| random_x(&mut rng, n)).collect();
+            // batch sizes around the 16-vector pass size too
+            let xs: Vec<Vec<f32>> = (0..33).map(|_| random_x(&mut rng, n)).collect();
             let single: Vec<f32> = xs.iter().map(|x| dot(ty, &row, x)).collect();
-            for b in 1..=9 {
+            for b in [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33] {
                 let refs: Vec<&[f32]> = xs[..b].iter().map(|x| x.as_slice()).collect();
                 let mut out = vec![f32::NAN; b];
                 dot_many(ty, &row, &refs, &mut out);
@@ -356,4 +357,42 @@ fn dot_single_scale_f16_decoder_matches_half_for_every_bit_pattern() {
             );
         }
     }
+}
+
+#[test]
+fn q4_k_dot_follows_the_documented_super_block_order() {
+    // Independent spelling of the K-quant rule for Q4_K: per 32-element chunk c,
+    // t_c[l] = dl * ((q[l]x[l] + q[8+l]x[8+l]) + (q[16+l]x[16+l] + q[24+l]x[24+l]))
+    //        - ml * ((x[l] + x[8+l]) + (x[16+l] + x[24+l])),
+    // then acc[l] += ((t0 + t1) + (t2 + t3)) + ((t4 + t5) + (t6 + t7)) per super-block.
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let n = 1024;
+    let row = random_row(&mut rng, GgmlType::Q4K, n);
+    let x = random_x(&mut rng, n);
+    let mut a = [0.0f32; 8];
+    for (blk, xs) in row.chunks(144).zip(x.chunks(256)) {
+        let d = half::f16::from_le_bytes([blk[0], blk[1]]).to_f32();
+        let dmin = half::f16::from_le_bytes([blk[2], blk[3]]).to_f32();
+        let mut t = [[0.0f32; 8]; 8];
+        for (c, tc) in t.iter_mut().enumerate() {
+            let (sc, m) = super::dequant::scale_min_k4(&blk[4..16], c);
+            let (dl, ml) = (d * sc as f32, dmin * m as f32);
+            let q: Vec<f32> = (0..32)
+                .map(|l| ((blk[16 + (c / 2) * 32 + l] >> (4 * (c % 2))) & 15) as f32)
+                .collect();
+            let xb = &xs[c * 32..c * 32 + 32];
+            for l in 0..8 {
+                let g = (q[l] * xb[l] + q[8 + l] * xb[8 + l])
+                    + (q[16 + l] * xb[16 + l] + q[24 + l] * xb[24 + l]);
+                let s = (xb[l] + xb[8 + l]) + (xb[16 + l] + xb[24 + l]);
+                tc[l] = dl * g - ml * s;
+            }
+        }
+        for l in 0..8 {
+            a[l] += ((t[0][l] + t[1][l]) + (t[2][l] + t[3][l]))
+                + ((t[4][l] + t[5][l]) + (t[6][l] + t[7][l]));
+        }
+    }
+    let want = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    assert_eq!(dot(GgmlType::Q4K, &row, &x).to_bits(), want.to_bits());
 }
