@@ -335,67 +335,55 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let orig = receipt(&a);
 
-    // Plant a divergence: flip one hex digit of the pipelined arm's step 5 hash.
-    let mut planted = orig.clone();
-    let h = planted["arms"][1]["steps"][5]["logits_blake3"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let flipped = format!("{}{}", if h.starts_with('0') { '1' } else { '0' }, &h[1..]);
-    planted["arms"][1]["steps"][5]["logits_blake3"] = Value::String(flipped);
+    // Each case: an edit of the receipt, the exit code diff must give, and what it must say.
     let b = d.path().join("b.json");
-    write_json(&b, &planted);
-    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("arm pipelined: first divergent step 5"),
-        "{}",
-        text(&o)
+    let expect = |edit: &dyn Fn(&mut Value), code: i32, want: &str| {
+        let mut planted = orig.clone();
+        edit(&mut planted);
+        write_json(&b, &planted);
+        let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(code), "{want}: {}", text(&o));
+        assert!(text(&o).contains(want), "{want}: {}", text(&o));
+    };
+    // Plant a divergence: flip one hex digit of the pipelined arm's step 5 hash.
+    expect(
+        &|r| {
+            let h = r["arms"][1]["steps"][5]["logits_blake3"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let flipped = format!("{}{}", if h.starts_with('0') { '1' } else { '0' }, &h[1..]);
+            r["arms"][1]["steps"][5]["logits_blake3"] = Value::String(flipped);
+        },
+        1,
+        "arm pipelined: first divergent step 5",
     );
-
-    // Same for the reference.
-    let mut planted = orig.clone();
-    planted["reference"]["steps"][3]["logits_blake3"] = Value::String("00".repeat(32));
-    write_json(&b, &planted);
-    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(
-        text(&o).contains("reference: first divergent step 3"),
-        "{}",
-        text(&o)
+    expect(
+        &|r| r["reference"]["steps"][3]["logits_blake3"] = Value::String("00".repeat(32)),
+        1,
+        "reference: first divergent step 3",
     );
-
     // Timings are not deterministic and are not compared.
-    let mut t = orig.clone();
-    t["timings"]["total_ms"] = serde_json::json!(1.0e9);
-    write_json(&b, &t);
-    assert_eq!(
-        run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()])
-            .status
-            .code(),
-        Some(0)
+    expect(
+        &|r| r["timings"]["total_ms"] = serde_json::json!(1.0e9),
+        0,
+        "same",
     );
-
-    let mut other = orig.clone();
-    other["model"]["blake3"] = Value::String("ff".repeat(32));
-    write_json(&b, &other);
-    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("different models"), "{}", text(&o));
-
-    let mut other = orig.clone();
-    other["reference"]["tokens"][2] = serde_json::json!(7777);
-    write_json(&b, &other);
-    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("first at position 2"), "{}", text(&o));
-
-    let mut other = orig.clone();
-    other["schema"] = Value::String("ppn-gate.receipt/0".into());
-    write_json(&b, &other);
-    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("ppn-gate.receipt/0"), "{}", text(&o));
+    expect(
+        &|r| r["model"]["blake3"] = Value::String("ff".repeat(32)),
+        2,
+        "different models",
+    );
+    expect(
+        &|r| r["reference"]["tokens"][2] = serde_json::json!(7777),
+        2,
+        "first at position 2",
+    );
+    expect(
+        &|r| r["schema"] = Value::String("ppn-gate.receipt/0".into()),
+        2,
+        "ppn-gate.receipt/0",
+    );
 
     std::fs::write(&b, "{ not json").unwrap();
     let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);

@@ -13,61 +13,46 @@ pub enum DiffOutcome {
     NotComparable(String),
 }
 
-fn cmp_reference(what: &str, a: &Reference, b: &Reference, out: &mut Vec<String>) {
-    if a.steps.len() != b.steps.len() {
-        out.push(format!(
-            "{what}: {} steps vs {}",
-            a.steps.len(),
-            b.steps.len()
-        ));
+/// Compares two step lists element-wise: a length mismatch line, then the indices that
+/// differ. Shared by references and arms so both report divergence the same way.
+fn divergent<T: PartialEq>(what: &str, a: &[T], b: &[T], out: &mut Vec<String>) -> Vec<usize> {
+    if a.len() != b.len() {
+        out.push(format!("{what}: {} steps vs {}", a.len(), b.len()));
     }
-    let n = a.steps.len().min(b.steps.len());
-    let diffs: Vec<usize> = (0..n)
-        .filter(|&i| {
-            a.steps[i].logits_blake3 != b.steps[i].logits_blake3
-                || a.steps[i].topk != b.steps[i].topk
-        })
-        .collect();
+    (0..a.len().min(b.len()))
+        .filter(|&i| a[i] != b[i])
+        .collect()
+}
+
+fn cmp_reference(what: &str, a: &Reference, b: &Reference, out: &mut Vec<String>) {
+    let diffs = divergent(what, &a.steps, &b.steps, out);
     if let Some(&first) = diffs.first() {
+        let n = a.steps.len().min(b.steps.len());
         out.push(format!(
-            "{what}: first divergent step {first} ({} of {n} steps differ)",
+            "{what}: first divergent step {} ({} of {n} steps differ)",
+            a.steps[first].step,
             diffs.len()
         ));
     }
 }
 
 fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) {
-    let name = &a.name;
+    let what = format!("arm {}", a.name);
     if a.verdict != b.verdict {
-        out.push(format!(
-            "arm {name}: verdict {} vs {}",
-            a.verdict, b.verdict
-        ));
+        out.push(format!("{what}: verdict {} vs {}", a.verdict, b.verdict));
     }
-    if a.steps.len() != b.steps.len() {
-        out.push(format!(
-            "arm {name}: {} steps vs {}",
-            a.steps.len(),
-            b.steps.len()
-        ));
-    }
-    let n = a.steps.len().min(b.steps.len());
-    let diffs: Vec<usize> = (0..n)
-        .filter(|&i| {
-            a.steps[i].logits_blake3 != b.steps[i].logits_blake3
-                || (a.steps[i].step, a.steps[i].row) != (b.steps[i].step, b.steps[i].row)
-        })
-        .collect();
+    let diffs = divergent(&what, &a.steps, &b.steps, out);
     if let Some(&first) = diffs.first() {
         let s = &a.steps[first];
+        let n = a.steps.len().min(b.steps.len());
         out.push(format!(
-            "arm {name}: first divergent step {} row {} ({} of {n} step rows differ)",
+            "{what}: first divergent step {} row {} ({} of {n} step rows differ)",
             s.step,
             s.row,
             diffs.len()
         ));
     } else if a.first_divergence != b.first_divergence || a.mismatched_steps != b.mismatched_steps {
-        out.push(format!("arm {name}: divergence record differs"));
+        out.push(format!("{what}: divergence record differs"));
     }
 }
 

@@ -292,9 +292,23 @@ mod tests {
     #[test]
     fn topk_selection_matches_a_full_sort() {
         // Many ties and a NaN: the selection path must give exactly the full sort's prefix.
-        let row: Vec<f32> = (0..5000u32).map(|i| if i == 77 { f32::NAN } else { ((i * 7919) % 97) as f32 }).collect();
+        let row: Vec<f32> = (0..5000u32)
+            .map(|i| {
+                if i == 77 {
+                    f32::NAN
+                } else {
+                    ((i * 7919) % 97) as f32
+                }
+            })
+            .collect();
         let mut full: Vec<u32> = (0..row.len() as u32).collect();
-        let key = |i: u32| if row[i as usize].is_nan() { f32::NEG_INFINITY } else { row[i as usize] };
+        let key = |i: u32| {
+            if row[i as usize].is_nan() {
+                f32::NEG_INFINITY
+            } else {
+                row[i as usize]
+            }
+        };
         full.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
         for k in [1, 2, 20, 97, 4999] {
             let got: Vec<u32> = topk(&row, k).into_iter().map(|x| x.0).collect();

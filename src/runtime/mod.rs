@@ -119,6 +119,10 @@ struct WalkState<B: Backend> {
     inputs: [InSlot<B>; 2],
     outputs: Vec<OutSlot<B>>,
     step: u64,
+    /// Buffers replaced by a slot's growth. Queued copies on the TX or RX stream may still
+    /// touch them, so they are released only after a barrier (walk end), never at the
+    /// replacement: a device free would be ordered on one stream only.
+    retired: Vec<B::Buf>,
 }
 
 pub struct Runtime<B: Backend> {
@@ -268,6 +272,7 @@ impl<B: Backend> Runtime<B> {
                 inputs,
                 outputs,
                 step: 0,
+                retired: Vec::new(),
             }),
         };
         rt.barrier("load barrier")?;
@@ -449,7 +454,9 @@ impl<'a, B: Backend> Walk<'a, B> {
                 tx_s.dev, rx_s.dev
             )
         };
-        let bd = &mut self.st.bounds[b];
+        let st = &mut *self.st;
+        let bd = &mut st.bounds[b];
+        let retired = &mut st.retired;
         let transport = bd.transport;
         // `--fault single-slot`: both indices write one buffer; events stay per index.
         let buf_idx = if rt.has(Fault::SingleSlot) { 0 } else { idx };
@@ -471,7 +478,9 @@ impl<'a, B: Backend> Walk<'a, B> {
             if !rt.has(Fault::SlotFirstUse) {
                 at(be.wait(&tx_s.stream, &sl.ev_grown), c)?;
             }
-            sl.buf = Some(fresh);
+            if let Some(old) = sl.buf.replace(fresh) {
+                retired.push(old);
+            }
         }
         let x = rt.engine(b).x();
         let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
@@ -484,7 +493,10 @@ impl<'a, B: Backend> Walk<'a, B> {
                 let have = sl.staging.as_ref().map(|h| be.buf_len(h)).unwrap_or(0);
                 if have < n_vals {
                     // Staging is only ever touched by this TX stream: stream-ordered.
-                    sl.staging = Some(at(be.alloc_host(n_vals, &tx_s.stream), c)?);
+                    let fresh = at(be.alloc_host(n_vals, &tx_s.stream), c)?;
+                    if let Some(old) = sl.staging.replace(fresh) {
+                        retired.push(old);
+                    }
                 }
                 let h = bd.slots[idx].staging.as_ref().expect("staging grown above");
                 let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
@@ -576,11 +588,13 @@ impl<B: Backend> Drop for Walk<'_, B> {
     fn drop(&mut self) {
         // A walk abandoned with steps in flight (an error mid-walk) drains every stream so
         // the next walk starts from a quiet runtime, and releases the unread output slots.
-        if self.st.outputs.iter().any(|o| o.unread.is_some()) {
+        // Retired slot buffers are freed only behind the same barrier.
+        if self.st.outputs.iter().any(|o| o.unread.is_some()) || !self.st.retired.is_empty() {
             let _ = self.rt.barrier("walk drop");
             for o in self.st.outputs.iter_mut() {
                 o.unread = None;
             }
+            self.st.retired.clear();
         }
     }
 }
@@ -599,9 +613,23 @@ mod tests {
 
     fn rt(n: usize, window: usize) -> Runtime<CpuBackend> {
         let m = builtin();
-        let placement =
-            Placement::from_flags(m.cfg.n_layers, Some(n), None, None, TransportChoice::Auto, 4, &|a, b| a == b).unwrap();
-        let cfg = RuntimeConfig { placement, max_rows: 2, ctx: 8, window, faults: vec![] };
+        let placement = Placement::from_flags(
+            m.cfg.n_layers,
+            Some(n),
+            None,
+            None,
+            TransportChoice::Auto,
+            4,
+            &|a, b| a == b,
+        )
+        .unwrap();
+        let cfg = RuntimeConfig {
+            placement,
+            max_rows: 2,
+            ctx: 8,
+            window,
+            faults: vec![],
+        };
         Runtime::build(Arc::new(CpuBackend::new(4, 0, 0)), m, cfg).unwrap()
     }
 
@@ -611,7 +639,10 @@ mod tests {
         let w = rt.walk().unwrap();
         let t0 = std::time::Instant::now();
         assert!(matches!(rt.walk(), Err(RtError::LeaseHeld)));
-        assert!(t0.elapsed() < std::time::Duration::from_millis(100), "the lease must not block");
+        assert!(
+            t0.elapsed() < std::time::Duration::from_millis(100),
+            "the lease must not block"
+        );
         // From another thread too: the lease is not tied to the thread that took it.
         std::thread::scope(|s| {
             s.spawn(|| assert!(matches!(rt.walk(), Err(RtError::LeaseHeld))));
