@@ -4,7 +4,17 @@
 //! Determinism rule for this module: every reduction runs in one fixed order that depends
 //! only on the row length, never on how many rows, threads or stages share the call. Dot
 //! products accumulate in 8 f32 lanes (lane l takes elements l, l+8, l+16, ... of the row)
-//! and finish with a fixed pairwise tree; no atomics, no thread-count-dependent splits.
+//! and finish with a fixed pairwise tree; no atomics, no thread-count-dependent splits
+//! (`dot.rs` spells out the exact per-format order). Dequantization and the quantizers that gguf.quants also has are bit-exact with the python
+//! `gguf.quants` package (a port of ggml's reference C); `tests/data/quant/` pins that.
+
+mod dequant;
+mod dot;
+mod quantize;
+#[cfg(test)]
+mod tests;
+
+pub use dot::{dot, dot_many};
 
 /// A tensor element type as GGUF numbers it. Only the formats this project can dequantize
 /// are listed; any other id is an "unknown type" error at parse time, naming the id.
@@ -69,7 +79,9 @@ impl GgmlType {
     pub fn block_len(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => 32,
+            GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 | GgmlType::Q8_0 => {
+                32
+            }
             GgmlType::Q2K | GgmlType::Q3K | GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q6K => 256,
         }
     }
@@ -119,7 +131,7 @@ impl GgmlType {
     /// Bytes for `n` elements, `None` when `n` is not a whole number of blocks or overflows.
     pub fn row_bytes(self, n: u64) -> Option<u64> {
         let bl = self.block_len() as u64;
-        if n % bl != 0 {
+        if !n.is_multiple_of(bl) {
             return None;
         }
         (n / bl).checked_mul(self.block_bytes() as u64)
@@ -130,4 +142,75 @@ impl std::fmt::Display for GgmlType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// Why a (de)quantization call was refused. Every variant names the type and the lengths.
+#[derive(Debug, thiserror::Error)]
+pub enum QuantError {
+    #[error("{ty}: {n} elements is not a whole number of {block_len}-element blocks")]
+    PartialBlock {
+        ty: GgmlType,
+        n: usize,
+        block_len: usize,
+    },
+    #[error("{ty}: {n} elements take {expected} bytes, got {got}")]
+    ByteLength {
+        ty: GgmlType,
+        n: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error("{ty}: cannot quantize non-finite value {value} at index {index}")]
+    NonFinite {
+        ty: GgmlType,
+        index: usize,
+        value: f32,
+    },
+}
+
+/// Bytes for `n` elements of `ty`, or the error that names why `n` does not fit the blocks.
+fn checked_row_bytes(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
+    let partial = QuantError::PartialBlock {
+        ty,
+        n,
+        block_len: ty.block_len(),
+    };
+    if !n.is_multiple_of(ty.block_len()) {
+        return Err(partial);
+    }
+    (n / ty.block_len())
+        .checked_mul(ty.block_bytes())
+        .ok_or(partial)
+}
+
+/// Dequantize `out.len()` elements from `src` (exactly `row_bytes(out.len())` bytes).
+/// Bit-exact with `gguf.quants.dequantize`.
+pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
+    let expected = checked_row_bytes(ty, out.len())?;
+    if src.len() != expected {
+        return Err(QuantError::ByteLength {
+            ty,
+            n: out.len(),
+            expected,
+            got: src.len(),
+        });
+    }
+    dequant::dequantize_exact(ty, src, out);
+    Ok(())
+}
+
+/// Quantize `src` into `ty` blocks. F32/F16/BF16 and the legacy 32-element formats produce
+/// the same bytes as `gguf.quants.quantize`; the K-quants use a simple per-block
+/// round-to-nearest (valid blocks that dequantize close to the input). Block formats refuse
+/// non-finite input (a NaN scale would poison the whole block); float formats keep it.
+pub fn quantize(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>, QuantError> {
+    let n_bytes = checked_row_bytes(ty, src.len())?;
+    if ty.block_len() > 1 {
+        if let Some((index, &value)) = src.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(QuantError::NonFinite { ty, index, value });
+        }
+    }
+    let mut out = vec![0u8; n_bytes];
+    quantize::quantize_exact(ty, src, &mut out);
+    Ok(out)
 }
