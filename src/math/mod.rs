@@ -209,34 +209,58 @@ fn chunk_features(n_out: usize) -> usize {
 /// `quant::dot_many` (bit-identical to `dot` by that module's contract), so every output
 /// element has the same bits for any `rows` and any thread count.
 pub fn matmul(w: &Weight, x: &[f32], rows: usize, out: &mut [f32]) {
-    let (n_out, n_in) = (w.rows, w.cols);
-    debug_assert_eq!(x.len(), rows * n_in);
-    debug_assert_eq!(out.len(), rows * n_out);
-    if rows == 0 || n_out == 0 {
+    matmul_group(&[w], x, rows, &mut [out]);
+}
+
+/// Several weights against the same input (q/k/v, gate/up) in ONE parallel dispatch, which
+/// saves a thread wake-up and join per weight. `outs[i]` is rows×ws[i].rows; each element
+/// has exactly the bits [`matmul`] gives it.
+pub fn matmul_group(ws: &[&Weight], x: &[f32], rows: usize, outs: &mut [&mut [f32]]) {
+    debug_assert_eq!(ws.len(), outs.len());
+    if rows == 0 {
         return;
     }
-    let chunk = chunk_features(n_out);
+    let n_in = ws.first().map_or(0, |w| w.cols);
+    debug_assert!(ws.iter().all(|w| w.cols == n_in));
+    debug_assert_eq!(x.len(), rows * n_in);
     if rows == 1 {
-        out.par_chunks_mut(chunk).enumerate().for_each(|(c, oc)| {
+        // Task = (weight, first feature, output slice).
+        let mut tasks: Vec<(&Weight, usize, &mut [f32])> = Vec::new();
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            debug_assert_eq!(out.len(), w.rows);
+            let chunk = chunk_features(w.rows);
+            for (c, oc) in out.chunks_mut(chunk).enumerate() {
+                tasks.push((w, c * chunk, oc));
+            }
+        }
+        tasks.into_par_iter().for_each(|(w, first, oc)| {
             for (j, o) in oc.iter_mut().enumerate() {
-                *o = quant::dot(w.ty, w.row(c * chunk + j), x);
+                *o = quant::dot(w.ty, w.row(first + j), x);
             }
         });
         return;
     }
     // Feature-major scratch so each task owns a contiguous block; transposed afterwards.
     let xs: Vec<&[f32]> = x.chunks_exact(n_in).collect();
-    let mut t = vec![0.0f32; n_out * rows];
-    t.par_chunks_mut(chunk * rows)
-        .enumerate()
-        .for_each(|(c, tc)| {
-            for (j, o) in tc.chunks_exact_mut(rows).enumerate() {
-                quant::dot_many(w.ty, w.row(c * chunk + j), &xs, o);
+    let mut scratch: Vec<Vec<f32>> = ws.iter().map(|w| vec![0.0f32; w.rows * rows]).collect();
+    let mut tasks: Vec<(&Weight, usize, &mut [f32])> = Vec::new();
+    for (w, t) in ws.iter().zip(scratch.iter_mut()) {
+        let chunk = chunk_features(w.rows);
+        for (c, tc) in t.chunks_mut(chunk * rows).enumerate() {
+            tasks.push((w, c * chunk, tc));
+        }
+    }
+    tasks.into_par_iter().for_each(|(w, first, tc)| {
+        for (j, o) in tc.chunks_exact_mut(rows).enumerate() {
+            quant::dot_many(w.ty, w.row(first + j), &xs, o);
+        }
+    });
+    for ((w, t), out) in ws.iter().zip(&scratch).zip(outs.iter_mut()) {
+        debug_assert_eq!(out.len(), rows * w.rows);
+        for (o, tr) in t.chunks_exact(rows).enumerate() {
+            for (r, &val) in tr.iter().enumerate() {
+                out[r * w.rows + o] = val;
             }
-        });
-    for (o, tr) in t.chunks_exact(rows).enumerate() {
-        for (r, &val) in tr.iter().enumerate() {
-            out[r * n_out + o] = val;
         }
     }
 }

@@ -243,3 +243,20 @@ fn matmul_is_bit_identical_for_1_2_and_3_threads() {
         assert_eq!(one, run(3, n), "rows={n}");
     }
 }
+
+#[test]
+fn matmul_group_gives_each_weight_the_bits_of_its_own_matmul() {
+    let (a, _) = test_weight(GgmlType::Q4_1, 96, 128, 12);
+    let (b, _) = test_weight(GgmlType::Q8_0, 40, 128, 13);
+    let mut rng = ChaCha8Rng::seed_from_u64(14);
+    for rows in [1, 3] {
+        let x = randv(&mut rng, rows * 128, 1.0);
+        let (mut ga, mut gb) = (vec![0.0; rows * 96], vec![0.0; rows * 40]);
+        matmul_group(&[&a, &b], &x, rows, &mut [&mut ga, &mut gb]);
+        let (mut sa, mut sb) = (vec![0.0; rows * 96], vec![0.0; rows * 40]);
+        matmul(&a, &x, rows, &mut sa);
+        matmul(&b, &x, rows, &mut sb);
+        assert_eq!(bits(&ga), bits(&sa), "rows={rows}");
+        assert_eq!(bits(&gb), bits(&sb), "rows={rows}");
+    }
+}

@@ -53,9 +53,12 @@ pub fn layer(m: &Model, il: usize, x: &mut [f32], pos: &[usize], kv: &mut dyn Kv
     let mut q = vec![0.0f32; rows * qd];
     let mut k = vec![0.0f32; rows * kvd];
     let mut v = vec![0.0f32; rows * kvd];
-    math::matmul(&lw.wq, &xn, rows, &mut q);
-    math::matmul(&lw.wk, &xn, rows, &mut k);
-    math::matmul(&lw.wv, &xn, rows, &mut v);
+    math::matmul_group(
+        &[&lw.wq, &lw.wk, &lw.wv],
+        &xn,
+        rows,
+        &mut [&mut q, &mut k, &mut v],
+    );
     if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
         math::rms_norm_inplace(&mut q, qn, c.rms_eps);
         math::rms_norm_inplace(&mut k, kn, c.rms_eps);
@@ -103,8 +106,7 @@ pub fn layer(m: &Model, il: usize, x: &mut [f32], pos: &[usize], kv: &mut dyn Kv
     math::rms_norm(x, &lw.ffn_norm, c.rms_eps, &mut xn);
     let mut g = vec![0.0f32; rows * c.n_ff];
     let mut u = vec![0.0f32; rows * c.n_ff];
-    math::matmul(&lw.gate, &xn, rows, &mut g);
-    math::matmul(&lw.up, &xn, rows, &mut u);
+    math::matmul_group(&[&lw.gate, &lw.up], &xn, rows, &mut [&mut g, &mut u]);
     match c.activation {
         Activation::Silu => g
             .iter_mut()
