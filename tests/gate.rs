@@ -496,3 +496,66 @@ fn synth_is_byte_identical_for_the_same_flags_and_loads() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+/// Ctrl-C during a soak: the run in progress finishes, every finished run's receipt and the
+/// summary so far stay on disk, and the summary says it was interrupted.
+#[test]
+fn interrupted_soak_keeps_finished_receipts_and_the_summary() {
+    let d = tmp();
+    let out = d.path().join("soak");
+    let mut child = bin()
+        .args([
+            "soak",
+            "--runs",
+            "500",
+            "--out",
+            out.to_str().unwrap(),
+            "--stages",
+            "2",
+            "--gen-len",
+            "4",
+            "-q",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("soak starts");
+    let first = out.join("run-002.json");
+    let t0 = std::time::Instant::now();
+    while !first.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "soak wrote no receipt in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(st.success());
+    let o = child.wait_with_output().expect("soak exits");
+    let t = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "interrupted soak without failures exits 2:\n{t}"
+    );
+    let s = receipt(&out.join("summary.json"));
+    assert_eq!(s["interrupted"], true, "{s}");
+    let done = s["runs_done"].as_u64().unwrap();
+    assert!((2..500).contains(&done), "{s}");
+    assert_eq!(s["passed"].as_u64().unwrap(), done);
+    for i in 1..=done {
+        assert_eq!(
+            receipt(&out.join(format!("run-{i:03}.json")))["verdict"],
+            "PASS"
+        );
+    }
+    assert!(
+        t.contains(&format!(
+            "{done}/{done} PASS (interrupted: {done} of 500 runs done)"
+        )),
+        "{t}"
+    );
+}
