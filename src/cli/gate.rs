@@ -84,12 +84,16 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         // `auto`: CUDA when a driver loads and a device answers, else the CPU backend (the
         // receipt's backend.kind records which one ran).
         "auto" => match CudaBackend::open() {
-            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(be))),
+            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(
+                be.with_jitter(args.jitter_us, args.seed),
+            ))),
             Err(_) => cpu(),
         },
         // Explicit CUDA never falls back: no driver or no device is an error naming why.
         "cuda" => match CudaBackend::open() {
-            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(be))),
+            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(
+                be.with_jitter(args.jitter_us, args.seed),
+            ))),
             Err(e) => bail!("--backend cuda: {e}"),
         },
         other => bail!("--backend {other:?}: expected auto, cpu or cuda"),

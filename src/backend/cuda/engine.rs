@@ -31,14 +31,21 @@ struct RowPos {
     from: [u32; POS_ROWS],
 }
 
+/// Bytes of the RowPos kernel parameter (the CUDA struct must have the same size).
+#[cfg(test)]
+pub(super) fn row_pos_bytes() -> usize {
+    std::mem::size_of::<RowPos>()
+}
+
 // SAFETY: RowPos is #[repr(C)] plain old data (u32 and arrays of u32) with exactly the
 // layout of `struct RowPos` in kernels/common.cu (4 + 256 + 256 bytes, 4-byte aligned).
 unsafe impl DeviceRepr for RowPos {}
 
-/// Largest attention window the kernel's dynamic shared memory holds (48 KiB of scores).
-const MAX_ATTN_POS: usize = 48 * 1024 / 4;
+/// Largest attention window the kernel's dynamic shared memory holds: the 48 KiB a block may
+/// use without opting in, less 64 bytes for the kernel's static `red[2]`.
+const MAX_ATTN_POS: usize = (48 * 1024 - 64) / 4;
 
-fn fmt_of(ty: GgmlType) -> (i32, &'static str) {
+pub(super) fn fmt_of(ty: GgmlType) -> (i32, &'static str) {
     match ty {
         GgmlType::F32 => (0, "mv_f32"),
         GgmlType::F16 => (1, "mv_f16"),
@@ -289,6 +296,7 @@ impl CudaEngine {
         ))
     }
 
+    /// Checks an engine call's stream and rows, then (with --jitter-us) delays the stream.
     fn check(&self, s: &GpuStream, rows: usize, op: &str) -> BResult<()> {
         if rows == 0 || rows > self.spec.max_rows {
             return Err(self.err(
@@ -310,7 +318,7 @@ impl CudaEngine {
                 ),
             ));
         }
-        Ok(())
+        s.jitter()
     }
 
     /// Y[r] = W · X[r] for r < rows.

@@ -20,11 +20,14 @@ mod mem;
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
+use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 pub use engine::{CudaCache, CudaEngine};
 pub use mem::GpuBuf;
@@ -33,17 +36,18 @@ use super::{BResult, Backend, BackendError, EngineSpec};
 use crate::model::Model;
 
 /// The kernel sources, one file per op family, concatenated into one NVRTC program.
-const SOURCES: [(&str, &str); 6] = [
+const SOURCES: [(&str, &str); 7] = [
     ("common.cu", include_str!("kernels/common.cu")),
     ("matvec.cu", include_str!("kernels/matvec.cu")),
     ("norm.cu", include_str!("kernels/norm.cu")),
     ("rope.cu", include_str!("kernels/rope.cu")),
     ("attention.cu", include_str!("kernels/attention.cu")),
     ("ffn.cu", include_str!("kernels/ffn.cu")),
+    ("sched.cu", include_str!("kernels/sched.cu")),
 ];
 
 /// Every `extern "C"` kernel of the module (loaded once per context).
-const KERNELS: [&str; 20] = [
+const KERNELS: [&str; 21] = [
     "mv_f32",
     "mv_f16",
     "mv_bf16",
@@ -64,6 +68,7 @@ const KERNELS: [&str; 20] = [
     "kv_store",
     "attention",
     "act_mul",
+    "spin",
 ];
 
 pub(crate) fn op_err(what: String) -> BackendError {
@@ -99,9 +104,38 @@ pub struct GpuStream {
     pub(crate) s: Arc<cudarc::driver::CudaStream>,
     pub(crate) dx: Arc<DevCtx>,
     label: String,
+    /// Schedule explorer: (max delay in ns, this stream's seeded generator).
+    jitter: Option<Mutex<(u64, ChaCha8Rng)>>,
 }
 
 impl GpuStream {
+    /// With `--jitter-us`: enqueue a seeded random 0..max delay (the `spin` kernel) before
+    /// the next operation on this stream. A no-op otherwise.
+    pub(crate) fn jitter(&self) -> BResult<()> {
+        let Some(j) = &self.jitter else {
+            return Ok(());
+        };
+        let ns: u64 = {
+            let mut g = j
+                .lock()
+                .map_err(|_| op_err(format!("{}: jitter state poisoned", self.label)))?;
+            let max = g.0;
+            g.1.gen_range(0..=max)
+        };
+        let f = self.dx.func("spin")?;
+        let mut b = self.s.launch_builder(f);
+        b.arg(&ns);
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: spin(u64 ns) takes one u64 by value and touches no memory.
+        unsafe { b.launch(cfg) }
+            .map_err(|e| op_err(format!("jitter on stream {}: {e}", self.label)))?;
+        Ok(())
+    }
+
     pub fn label(&self) -> &str {
         &self.label
     }
@@ -119,6 +153,9 @@ pub struct GpuEvent {
 pub struct CudaBackend {
     n_devices: usize,
     devs: Mutex<Vec<Option<Arc<DevCtx>>>>,
+    jitter_us: u64,
+    seed: u64,
+    next_stream: AtomicU64,
 }
 
 impl CudaBackend {
@@ -161,7 +198,19 @@ impl CudaBackend {
         Ok(CudaBackend {
             n_devices: n,
             devs: Mutex::new((0..n).map(|_| None).collect()),
+            jitter_us: 0,
+            seed: 0,
+            next_stream: AtomicU64::new(0),
         })
+    }
+
+    /// Schedule explorer: every later stream enqueues a seeded random 0..`us` µs delay
+    /// before each of its copies, uploads, zero-fills, event records and engine ops (the
+    /// CUDA counterpart of the CPU backend's `--jitter-us`). 0 turns it off.
+    pub fn with_jitter(mut self, us: u64, seed: u64) -> CudaBackend {
+        self.jitter_us = us;
+        self.seed = seed;
+        self
     }
 
     fn check_dev(&self, dev: usize) -> BResult<()> {
@@ -218,18 +267,7 @@ fn open_device(dev: usize) -> BResult<DevCtx> {
         .iter()
         .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
         .collect();
-    let opts = CompileOptions {
-        // The numerics contract: no contraction into FMA, no flush-to-zero, IEEE / and
-        // sqrt, so each + * / sqrt rounds exactly like the CPU backend's.
-        fmad: Some(false),
-        ftz: Some(false),
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        use_fast_math: Some(false),
-        arch,
-        name: Some("ppn_gate_kernels.cu".into()),
-        ..Default::default()
-    };
+    let opts = compile_options(arch);
     let t0 = Instant::now();
     let ptx = compile_ptx_with_opts(&src, opts).map_err(|e| {
         let detail = match e {
@@ -261,6 +299,21 @@ fn open_device(dev: usize) -> BResult<DevCtx> {
         funcs,
         compile_ms,
     })
+}
+
+/// NVRTC options. The numerics contract: no contraction into FMA, no flush-to-zero, IEEE
+/// division and square root, so each + * / sqrt rounds exactly like the CPU backend's Rust.
+fn compile_options(arch: Option<&'static str>) -> CompileOptions {
+    CompileOptions {
+        fmad: Some(false),
+        ftz: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        use_fast_math: Some(false),
+        arch,
+        name: Some("ppn_gate_kernels.cu".into()),
+        ..Default::default()
+    }
 }
 
 fn drv<T>(r: Result<T, result::DriverError>, what: impl FnOnce() -> String) -> BResult<T> {
@@ -301,10 +354,18 @@ impl Backend for CudaBackend {
         let s = drv(dx.ctx.new_stream(), || {
             format!("device {dev}: creating stream {label}")
         })?;
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let jitter = (self.jitter_us > 0).then(|| {
+            Mutex::new((
+                self.jitter_us.saturating_mul(1000),
+                ChaCha8Rng::seed_from_u64(self.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            ))
+        });
         Ok(GpuStream {
             s,
             dx,
             label: format!("{label}@cuda{dev}"),
+            jitter,
         })
     }
 
@@ -317,23 +378,16 @@ impl Backend for CudaBackend {
     }
 
     fn record(&self, ev: &GpuEvent, s: &GpuStream) -> BResult<()> {
+        s.jitter()?;
         drv(ev.ev.record(&s.s), || {
-            format!(
-                "record event (device {}) on stream {}",
-                ev.dev,
-                s.label()
-            )
+            format!("record event (device {}) on stream {}", ev.dev, s.label())
         })
     }
 
     fn wait(&self, s: &GpuStream, ev: &GpuEvent) -> BResult<()> {
         // cuStreamWaitEvent on a never-recorded event is a no-op, as the trait requires.
         drv(s.s.wait(&ev.ev), || {
-            format!(
-                "stream {} wait on event (device {})",
-                s.label(),
-                ev.dev
-            )
+            format!("stream {} wait on event (device {})", s.label(), ev.dev)
         })
     }
 
@@ -382,6 +436,7 @@ impl Backend for CudaBackend {
         if n == 0 {
             return Ok(());
         }
+        s.jitter()?;
         drv(s.dx.ctx.bind_to_thread(), || {
             format!("copy on {}: bind context", s.label())
         })?;
@@ -389,15 +444,9 @@ impl Backend for CudaBackend {
         // borrowed for this call and any later free synchronizes their context first, see
         // mem.rs). Under unified addressing cuMemcpyAsync infers device, peer device or
         // pinned host for each pointer. The copy runs in `s`'s order.
-        let r = unsafe {
-            sys::cuMemcpyAsync(
-                dst.at(dst_off),
-                src.at(src_off),
-                4 * n,
-                s.s.cu_stream(),
-            )
-        }
-        .result();
+        let r =
+            unsafe { sys::cuMemcpyAsync(dst.at(dst_off), src.at(src_off), 4 * n, s.s.cu_stream()) }
+                .result();
         drv(r, || {
             format!(
                 "copy of {n} values ({} -> {}) on stream {}",
@@ -410,6 +459,7 @@ impl Backend for CudaBackend {
 
     fn upload(&self, s: &GpuStream, host: Vec<f32>, dst: &GpuBuf, off: usize) -> BResult<()> {
         mem::check_range("upload destination", dst, off, host.len())?;
+        s.jitter()?;
         upload_slice(s, &host, dst, off)
     }
 
@@ -486,6 +536,7 @@ pub(crate) fn alloc_zeroed_on(dx: &Arc<DevCtx>, n: usize, s: &GpuStream) -> BRes
         .ok_or_else(|| op_err(format!("device {}: {n} values overflow", dx.dev)))?;
     let raw = mem::Raw::device(&dx.ctx, bytes, &format!("alloc on {}", s.label()))?;
     if n > 0 {
+        s.jitter()?;
         drv(s.dx.ctx.bind_to_thread(), || {
             format!("zero-fill on {}: bind context", s.label())
         })?;
@@ -561,3 +612,6 @@ pub(crate) fn upload_raw<T: Copy>(
         format!("upload of {bytes} bytes on stream {}", s.label())
     })
 }
+
+#[cfg(test)]
+mod tests;
