@@ -14,6 +14,9 @@
 //!   next `synchronize`/`download` on it.
 
 pub mod cpu;
+// The only module where `unsafe` is allowed (driver FFI); every block carries a SAFETY line.
+#[allow(unsafe_code)]
+pub mod cuda;
 
 use std::ops::Range;
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use super::{BenchArgs, GateArgs, SynthArgs, EXIT_FAIL, EXIT_PASS};
 use crate::arms::{self, ArmKind, GateSpec};
 use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::CudaBackend;
 use crate::backend::Backend;
 use crate::gguf::GgufFile;
 use crate::model::synth::{builtin_spec, synth_gguf, SynthSpec};
@@ -26,27 +27,32 @@ use crate::runtime::{Fault, Placement, TransportChoice};
 #[derive(Clone)]
 pub enum AnyBackend {
     Cpu(Arc<CpuBackend>),
+    Cuda(Arc<CudaBackend>),
 }
 
 impl AnyBackend {
     fn device_count(&self) -> usize {
         match self {
             AnyBackend::Cpu(b) => b.device_count(),
+            AnyBackend::Cuda(b) => b.device_count(),
         }
     }
     fn peer_ok(&self, a: usize, b: usize) -> bool {
         match self {
             AnyBackend::Cpu(be) => be.peer_ok(a, b),
+            AnyBackend::Cuda(be) => be.peer_ok(a, b),
         }
     }
     fn kind(&self) -> &'static str {
         match self {
             AnyBackend::Cpu(b) => b.kind(),
+            AnyBackend::Cuda(b) => b.kind(),
         }
     }
     fn device_name(&self, d: usize) -> String {
         match self {
             AnyBackend::Cpu(b) => b.device_name(d),
+            AnyBackend::Cuda(b) => b.device_name(d),
         }
     }
 }
@@ -63,22 +69,33 @@ pub struct Prepared {
 }
 
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
+    let cpu = || -> Result<AnyBackend> {
+        if args.cpu_devices == 0 {
+            bail!("--cpu-devices 0: need at least one CPU device");
+        }
+        Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
+            args.cpu_devices,
+            args.jitter_us,
+            args.seed,
+        ))))
+    };
     match args.backend.as_str() {
-        "cpu" | "auto" => {
-            // `auto` picks CUDA when this build has a CUDA backend and a GPU answers; this
-            // build has none yet, so auto is the CPU backend (the receipt records it).
-            if args.cpu_devices == 0 {
-                bail!("--cpu-devices 0: need at least one CPU device");
-            }
-            Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
-                args.cpu_devices,
-                args.jitter_us,
-                args.seed,
-            ))))
-        }
-        "cuda" => {
-            bail!("--backend cuda: this build has no CUDA backend yet (use --backend cpu or auto)")
-        }
+        "cpu" => cpu(),
+        // `auto`: CUDA when a driver loads and a device answers, else the CPU backend (the
+        // receipt's backend.kind records which one ran).
+        "auto" => match CudaBackend::open() {
+            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(
+                be.with_jitter(args.jitter_us, args.seed),
+            ))),
+            Err(_) => cpu(),
+        },
+        // Explicit CUDA never falls back: no driver or no device is an error naming why.
+        "cuda" => match CudaBackend::open() {
+            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(
+                be.with_jitter(args.jitter_us, args.seed),
+            ))),
+            Err(e) => bail!("--backend cuda: {e}"),
+        },
         other => bail!("--backend {other:?}: expected auto, cpu or cuda"),
     }
 }
@@ -242,6 +259,7 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
     let t0 = Instant::now();
     let res = match &p.be {
         AnyBackend::Cpu(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
+        AnyBackend::Cuda(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
     };
     let total_ms = t0.elapsed().as_secs_f64() * 1e3 + p.load_ms;
     let pl = &p.spec.placement;

@@ -238,6 +238,7 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     }
     match &p.be {
         AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps),
+        AnyBackend::Cuda(be) => bench_on(be.clone(), &p, a.steps),
     }
 }
 

@@ -1,0 +1,170 @@
+//! CUDA memory: raw driver allocations owned by Rust values.
+//!
+//! Rule that holds here: ordering between streams comes ONLY from the runtime's events.
+//! Allocations are plain `cuMemAlloc` (valid at once on every stream); the zero-fill that
+//! defines their contents is a `cuMemsetD32Async` on the stream the caller names, so a
+//! reader on another stream that is not ordered behind it really can see stale bytes (as the
+//! CPU backend's poison shows). Host staging is pinned (`cuMemHostAlloc`, portable and
+//! mapped, so under unified addressing its pointer is a valid copy operand on any stream);
+//! it is zeroed on the host before the allocation is returned, i.e. before any stream can
+//! reference it, which is stronger than "zero-filled on `s`".
+//!
+//! Freeing: a value is dropped only when the host no longer refers to it, but a stream may
+//! still have queued work that reads it. Drop therefore synchronizes the owning context
+//! before freeing (drops are rare: teardown and a boundary slot's growth), so no queued
+//! operation ever touches freed memory.
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys, CudaContext};
+
+use super::op_err;
+use crate::backend::BResult;
+
+/// One raw allocation: device memory, or pinned host memory.
+pub struct Raw {
+    ptr: u64,
+    bytes: usize,
+    host: bool,
+    ctx: Arc<CudaContext>,
+}
+
+impl Raw {
+    /// `bytes` of device memory on `ctx`'s device (at least 4 bytes, so a zero-length
+    /// buffer still has a distinct valid pointer). Contents undefined until filled.
+    pub fn device(ctx: &Arc<CudaContext>, bytes: usize, what: &str) -> BResult<Raw> {
+        ctx.bind_to_thread()
+            .map_err(|e| op_err(format!("{what}: bind context: {e}")))?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // SAFETY: cuMemAlloc writes one device pointer into `ptr`, a valid local; the
+        // context is current on this thread (bound above).
+        let r = unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes.max(4)) }.result();
+        r.map_err(|e| {
+            op_err(format!(
+                "{what}: cuMemAlloc of {bytes} bytes on device {}: {e}",
+                ctx.ordinal()
+            ))
+        })?;
+        Ok(Raw {
+            ptr,
+            bytes,
+            host: false,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// `bytes` of pinned, portable, mapped host memory, zeroed on the host.
+    pub fn host(ctx: &Arc<CudaContext>, bytes: usize, what: &str) -> BResult<Raw> {
+        ctx.bind_to_thread()
+            .map_err(|e| op_err(format!("{what}: bind context: {e}")))?;
+        let mut p: *mut std::ffi::c_void = std::ptr::null_mut();
+        let flags = sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        // SAFETY: cuMemHostAlloc writes one host pointer into `p`, a valid local.
+        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes.max(4), flags) }.result();
+        r.map_err(|e| op_err(format!("{what}: cuMemHostAlloc of {bytes} bytes: {e}")))?;
+        // SAFETY: `p` points to at least `bytes.max(4)` freshly allocated host bytes that
+        // nothing else references yet (no stream has been handed the pointer).
+        unsafe { std::ptr::write_bytes(p as *mut u8, 0, bytes.max(4)) };
+        Ok(Raw {
+            ptr: p as u64,
+            bytes,
+            host: true,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// The address (device pointer; for host memory the host pointer, which unified
+    /// addressing makes a valid copy operand).
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_host(&self) -> bool {
+        self.host
+    }
+
+    /// Reads `out.len()` f32 from host memory at byte offset `off`. The caller has ordered
+    /// every stream that writes this memory before the read (a stream synchronize).
+    pub fn read_host(&self, off: usize, out: &mut [f32]) -> BResult<()> {
+        let n = std::mem::size_of_val(out);
+        if !self.host || off.checked_add(n).is_none_or(|e| e > self.bytes) {
+            return Err(op_err(format!(
+                "host read of {n} bytes at {off} from a {} buffer of {} bytes",
+                if self.host { "host" } else { "device" },
+                self.bytes
+            )));
+        }
+        // SAFETY: the range [off, off + n) lies inside this live pinned host allocation
+        // (checked above); f32 has no invalid bit patterns; the caller synchronized the
+        // streams that write it, so no DMA is in flight on these bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (self.ptr as usize + off) as *const u8,
+                out.as_mut_ptr() as *mut u8,
+                n,
+            )
+        };
+        Ok(())
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        // Errors here cannot be returned; a sticky context error has already been (or will
+        // be) reported by the synchronize/download that observed it.
+        let _ = self.ctx.bind_to_thread();
+        let _ = self.ctx.synchronize();
+        // SAFETY: the pointer came from cuMemAlloc / cuMemHostAlloc on this context and is
+        // freed exactly once; the context synchronize above drained every stream that could
+        // still read or write it, and the host holds no other reference (we are in Drop).
+        unsafe {
+            if self.host {
+                let _ = sys::cuMemFreeHost(self.ptr as *mut std::ffi::c_void);
+            } else {
+                let _ = sys::cuMemFree_v2(self.ptr);
+            }
+        }
+    }
+}
+
+/// The backend's buffer of f32 values: device memory on `dev`, or host staging (dev None).
+pub struct GpuBuf {
+    pub(super) raw: Raw,
+    pub(super) len: usize,
+    pub(super) dev: Option<usize>,
+}
+
+impl GpuBuf {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device this buffer lives on (None: host staging).
+    pub fn device(&self) -> Option<usize> {
+        self.dev
+    }
+
+    /// Device address of element `i` (bounds checked by the caller).
+    pub(super) fn at(&self, i: usize) -> u64 {
+        self.raw.ptr() + 4 * i as u64
+    }
+}
+
+/// Bounds check at enqueue time, naming the values.
+pub fn check_range(what: &str, b: &GpuBuf, off: usize, n: usize) -> BResult<()> {
+    match off.checked_add(n) {
+        Some(end) if end <= b.len => Ok(()),
+        _ => Err(op_err(format!(
+            "{what}: range {off}..{off}+{n} outside buffer of {} values",
+            b.len
+        ))),
+    }
+}

@@ -1,0 +1,617 @@
+//! The CUDA backend: the `Backend`/`Engine` traits on NVIDIA GPUs through the driver API
+//! (cudarc, loaded at run time) and NVRTC-compiled kernels.
+//!
+//! Rules that hold in this module:
+//! - The runtime's explicit events are the ONLY cross-stream ordering. cudarc's automatic
+//!   per-buffer event tracking is disabled on every context before any stream or buffer
+//!   exists, and memory is raw driver allocations (see `mem`), so nothing hidden can order
+//!   two streams and the fault flags (negative controls) keep their power to FAIL.
+//! - One context per device (the primary context, created lazily and cached here: two
+//!   `CudaContext::new(0)` are the same CUcontext behind different `Arc`s), and one NVRTC
+//!   module per context, compiled once.
+//! - Every hashed value comes from a fixed-order reduction that depends only on vector
+//!   lengths (kernels/*.cu say the order); no atomics; a [B, .] launch only adds grid rows.
+//! - `unsafe` lives only in this module tree; every block has a `// SAFETY:` line.
+//! - Every error names the device, the operation and (in the engine) the stage; the runtime
+//!   adds layer/step context around engine calls. An NVRTC failure keeps the compile log.
+
+mod engine;
+mod mem;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule, PushKernelArg};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub use engine::{CudaCache, CudaEngine};
+pub use mem::GpuBuf;
+
+use super::{BResult, Backend, BackendError, EngineSpec};
+use crate::model::Model;
+
+/// The kernel sources, one file per op family, concatenated into one NVRTC program.
+const SOURCES: [(&str, &str); 7] = [
+    ("common.cu", include_str!("kernels/common.cu")),
+    ("matvec.cu", include_str!("kernels/matvec.cu")),
+    ("norm.cu", include_str!("kernels/norm.cu")),
+    ("rope.cu", include_str!("kernels/rope.cu")),
+    ("attention.cu", include_str!("kernels/attention.cu")),
+    ("ffn.cu", include_str!("kernels/ffn.cu")),
+    ("sched.cu", include_str!("kernels/sched.cu")),
+];
+
+/// Every `extern "C"` kernel of the module (loaded once per context).
+const KERNELS: [&str; 21] = [
+    "mv_f32",
+    "mv_f16",
+    "mv_bf16",
+    "mv_q4_0",
+    "mv_q4_1",
+    "mv_q5_0",
+    "mv_q5_1",
+    "mv_q8_0",
+    "mv_q2_k",
+    "mv_q3_k",
+    "mv_q4_k",
+    "mv_q5_k",
+    "mv_q6_k",
+    "embed_rows",
+    "rms_norm",
+    "add_residual",
+    "rope_qk",
+    "kv_store",
+    "attention",
+    "act_mul",
+    "spin",
+];
+
+pub(crate) fn op_err(what: String) -> BackendError {
+    BackendError::Op {
+        backend: "cuda",
+        what,
+    }
+}
+
+/// One device: its context, the compiled module and its kernels.
+pub struct DevCtx {
+    pub(crate) dev: usize,
+    pub(crate) ctx: Arc<CudaContext>,
+    _module: Arc<CudaModule>,
+    funcs: HashMap<&'static str, CudaFunction>,
+    /// Milliseconds NVRTC took to compile the module for this device.
+    pub compile_ms: f64,
+}
+
+impl DevCtx {
+    pub(crate) fn func(&self, name: &str) -> BResult<&CudaFunction> {
+        self.funcs.get(name).ok_or_else(|| {
+            op_err(format!(
+                "device {}: kernel {name} is not in the module",
+                self.dev
+            ))
+        })
+    }
+}
+
+/// A stream: the cudarc stream, its device and a label for error messages.
+pub struct GpuStream {
+    pub(crate) s: Arc<cudarc::driver::CudaStream>,
+    pub(crate) dx: Arc<DevCtx>,
+    label: String,
+    /// Schedule explorer: (max delay in ns, this stream's seeded generator).
+    jitter: Option<Mutex<(u64, ChaCha8Rng)>>,
+}
+
+impl GpuStream {
+    /// With `--jitter-us`: enqueue a seeded random 0..max delay (the `spin` kernel) before
+    /// the next operation on this stream. A no-op otherwise.
+    pub(crate) fn jitter(&self) -> BResult<()> {
+        let Some(j) = &self.jitter else {
+            return Ok(());
+        };
+        let ns: u64 = {
+            let mut g = j
+                .lock()
+                .map_err(|_| op_err(format!("{}: jitter state poisoned", self.label)))?;
+            let max = g.0;
+            g.1.gen_range(0..=max)
+        };
+        let f = self.dx.func("spin")?;
+        let mut b = self.s.launch_builder(f);
+        b.arg(&ns);
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: spin(u64 ns) takes one u64 by value and touches no memory.
+        unsafe { b.launch(cfg) }
+            .map_err(|e| op_err(format!("jitter on stream {}: {e}", self.label)))?;
+        Ok(())
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+    pub fn device(&self) -> usize {
+        self.dx.dev
+    }
+}
+
+/// An event (created without timing, as cuEventRecord/cuStreamWaitEvent need nothing more).
+pub struct GpuEvent {
+    ev: cudarc::driver::CudaEvent,
+    dev: usize,
+}
+
+pub struct CudaBackend {
+    n_devices: usize,
+    devs: Mutex<Vec<Option<Arc<DevCtx>>>>,
+    jitter_us: u64,
+    seed: u64,
+    next_stream: AtomicU64,
+}
+
+impl CudaBackend {
+    /// Opens the driver: fails (naming the problem) when libcuda or libnvrtc cannot be
+    /// loaded, the driver does not initialize, or no device answers. Never falls back.
+    pub fn open() -> BResult<CudaBackend> {
+        // SAFETY: only tries to dlopen the driver library by its candidate names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(op_err(
+                "no NVIDIA driver: libcuda.so could not be loaded (no GPU driver on this machine)"
+                    .into(),
+            ));
+        }
+        // SAFETY: only tries to dlopen the NVRTC library by its candidate names.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(op_err(
+                "libnvrtc.so (the CUDA runtime compiler) could not be loaded".into(),
+            ));
+        }
+        // cudarc panics on a missing symbol (a driver older than the bindings): turn that
+        // into an error too, never a crash.
+        let probe = std::panic::catch_unwind(|| -> Result<i32, String> {
+            result::init().map_err(|e| format!("cuInit failed: {e}"))?;
+            result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {e}"))
+        });
+        let count = match probe {
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => return Err(op_err(e)),
+            Err(_) => {
+                return Err(op_err(
+                    "the CUDA driver library is missing a required symbol (driver too old for CUDA 13 bindings)"
+                        .into(),
+                ))
+            }
+        };
+        if count <= 0 {
+            return Err(op_err("the CUDA driver reports no devices".into()));
+        }
+        let n = count as usize;
+        Ok(CudaBackend {
+            n_devices: n,
+            devs: Mutex::new((0..n).map(|_| None).collect()),
+            jitter_us: 0,
+            seed: 0,
+            next_stream: AtomicU64::new(0),
+        })
+    }
+
+    /// Schedule explorer: every later stream enqueues a seeded random 0..`us` µs delay
+    /// before each of its copies, uploads, zero-fills, event records and engine ops (the
+    /// CUDA counterpart of the CPU backend's `--jitter-us`). 0 turns it off.
+    pub fn with_jitter(mut self, us: u64, seed: u64) -> CudaBackend {
+        self.jitter_us = us;
+        self.seed = seed;
+        self
+    }
+
+    fn check_dev(&self, dev: usize) -> BResult<()> {
+        if dev < self.n_devices {
+            Ok(())
+        } else {
+            Err(BackendError::NoSuchDevice {
+                backend: "cuda",
+                dev,
+                count: self.n_devices,
+            })
+        }
+    }
+
+    /// The device's context and kernels, created (and compiled) on first use.
+    pub fn device(&self, dev: usize) -> BResult<Arc<DevCtx>> {
+        self.check_dev(dev)?;
+        let mut devs = self
+            .devs
+            .lock()
+            .map_err(|_| op_err("device table poisoned by a panicked thread".into()))?;
+        if let Some(d) = &devs[dev] {
+            return Ok(d.clone());
+        }
+        let d = Arc::new(open_device(dev)?);
+        devs[dev] = Some(d.clone());
+        Ok(d)
+    }
+}
+
+fn open_device(dev: usize) -> BResult<DevCtx> {
+    let ctx = CudaContext::new(dev)
+        .map_err(|e| op_err(format!("device {dev}: creating the context: {e}")))?;
+    // SAFETY: called right after the context is created, before any stream, event or
+    // buffer exists on it; this backend orders streams only with explicit events (the
+    // runtime's) and owns its memory raw (mem.rs), which is the contract the disabled
+    // tracking hands to us.
+    unsafe { ctx.disable_event_tracking() };
+    let (major, minor) = ctx
+        .compute_capability()
+        .map_err(|e| op_err(format!("device {dev}: compute capability: {e}")))?;
+    let arch: Option<&'static str> = match (major, minor) {
+        (7, 0) => Some("compute_70"),
+        (7, 5) => Some("compute_75"),
+        (8, 0) => Some("compute_80"),
+        (8, 6) => Some("compute_86"),
+        (8, 9) => Some("compute_89"),
+        (9, 0) => Some("compute_90"),
+        (10, 0) => Some("compute_100"),
+        (12, 0) => Some("compute_120"),
+        _ => None, // NVRTC's default virtual arch; the driver JITs it forward
+    };
+    let src: String = SOURCES
+        .iter()
+        .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
+        .collect();
+    let opts = compile_options(arch);
+    let t0 = Instant::now();
+    let ptx = compile_ptx_with_opts(&src, opts).map_err(|e| {
+        let detail = match e {
+            CompileError::CompileError { nvrtc, log, .. } => {
+                format!("{nvrtc:?}; compile log:\n{}", log.to_string_lossy())
+            }
+            other => format!("{other:?}"),
+        };
+        op_err(format!("device {dev}: NVRTC compile failed: {detail}"))
+    })?;
+    let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let module = ctx
+        .load_module(ptx)
+        .map_err(|e| op_err(format!("device {dev}: loading the compiled module: {e}")))?;
+    let mut funcs = HashMap::new();
+    for name in KERNELS {
+        let f = module
+            .load_function(name)
+            .map_err(|e| op_err(format!("device {dev}: kernel {name}: {e}")))?;
+        funcs.insert(name, f);
+    }
+    eprintln!(
+        "cuda: device {dev} (sm_{major}{minor}): kernels compiled by NVRTC in {compile_ms:.0} ms"
+    );
+    Ok(DevCtx {
+        dev,
+        ctx,
+        _module: module,
+        funcs,
+        compile_ms,
+    })
+}
+
+/// NVRTC options. The numerics contract: no contraction into FMA, no flush-to-zero, IEEE
+/// division and square root, so each + * / sqrt rounds exactly like the CPU backend's Rust.
+fn compile_options(arch: Option<&'static str>) -> CompileOptions {
+    CompileOptions {
+        fmad: Some(false),
+        ftz: Some(false),
+        prec_div: Some(true),
+        prec_sqrt: Some(true),
+        use_fast_math: Some(false),
+        arch,
+        name: Some("ppn_gate_kernels.cu".into()),
+        ..Default::default()
+    }
+}
+
+fn drv<T>(r: Result<T, result::DriverError>, what: impl FnOnce() -> String) -> BResult<T> {
+    r.map_err(|e| op_err(format!("{}: {e}", what())))
+}
+
+impl Backend for CudaBackend {
+    type Buf = GpuBuf;
+    type Stream = GpuStream;
+    type Event = GpuEvent;
+    type Cache = CudaCache;
+    type Engine = CudaEngine;
+
+    fn kind(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn device_count(&self) -> usize {
+        self.n_devices
+    }
+
+    fn device_name(&self, dev: usize) -> String {
+        let name = result::device::get(dev as i32).and_then(result::device::get_name);
+        match name {
+            Ok(n) => format!("cuda{dev} {n}"),
+            Err(e) => format!("cuda{dev} (name unavailable: {e})"),
+        }
+    }
+
+    fn peer_ok(&self, a: usize, b: usize) -> bool {
+        // Peer access (cuCtxEnablePeerAccess + pool access) is not enabled yet: a boundary
+        // between two GPUs bounces through pinned host memory.
+        a == b
+    }
+
+    fn new_stream(&self, dev: usize, label: &str) -> BResult<GpuStream> {
+        let dx = self.device(dev)?;
+        let s = drv(dx.ctx.new_stream(), || {
+            format!("device {dev}: creating stream {label}")
+        })?;
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let jitter = (self.jitter_us > 0).then(|| {
+            Mutex::new((
+                self.jitter_us.saturating_mul(1000),
+                ChaCha8Rng::seed_from_u64(self.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            ))
+        });
+        Ok(GpuStream {
+            s,
+            dx,
+            label: format!("{label}@cuda{dev}"),
+            jitter,
+        })
+    }
+
+    fn new_event(&self, dev: usize) -> BResult<GpuEvent> {
+        let dx = self.device(dev)?;
+        let ev = drv(dx.ctx.new_event(None), || {
+            format!("device {dev}: creating an event")
+        })?;
+        Ok(GpuEvent { ev, dev })
+    }
+
+    fn record(&self, ev: &GpuEvent, s: &GpuStream) -> BResult<()> {
+        s.jitter()?;
+        drv(ev.ev.record(&s.s), || {
+            format!("record event (device {}) on stream {}", ev.dev, s.label())
+        })
+    }
+
+    fn wait(&self, s: &GpuStream, ev: &GpuEvent) -> BResult<()> {
+        // cuStreamWaitEvent on a never-recorded event is a no-op, as the trait requires.
+        drv(s.s.wait(&ev.ev), || {
+            format!("stream {} wait on event (device {})", s.label(), ev.dev)
+        })
+    }
+
+    fn synchronize(&self, s: &GpuStream) -> BResult<()> {
+        drv(s.s.synchronize(), || {
+            format!("synchronize stream {} (device {})", s.label(), s.device())
+        })
+    }
+
+    fn alloc_zeroed(&self, dev: usize, n: usize, s: &GpuStream) -> BResult<GpuBuf> {
+        let dx = self.device(dev)?;
+        alloc_zeroed_on(&dx, n, s)
+    }
+
+    fn alloc_host(&self, n: usize, s: &GpuStream) -> BResult<GpuBuf> {
+        let bytes = n
+            .checked_mul(4)
+            .ok_or_else(|| op_err(format!("host staging of {n} values overflows")))?;
+        let raw = mem::Raw::host(
+            &s.dx.ctx,
+            bytes,
+            &format!("host staging for stream {}", s.label()),
+        )?;
+        Ok(GpuBuf {
+            raw,
+            len: n,
+            dev: None,
+        })
+    }
+
+    fn buf_len(&self, b: &GpuBuf) -> usize {
+        b.len()
+    }
+
+    fn copy(
+        &self,
+        s: &GpuStream,
+        src: &GpuBuf,
+        src_off: usize,
+        dst: &GpuBuf,
+        dst_off: usize,
+        n: usize,
+    ) -> BResult<()> {
+        mem::check_range("copy source", src, src_off, n)?;
+        mem::check_range("copy destination", dst, dst_off, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        s.jitter()?;
+        drv(s.dx.ctx.bind_to_thread(), || {
+            format!("copy on {}: bind context", s.label())
+        })?;
+        // SAFETY: both ranges lie inside live allocations (checked above; the buffers are
+        // borrowed for this call and any later free synchronizes their context first, see
+        // mem.rs). Under unified addressing cuMemcpyAsync infers device, peer device or
+        // pinned host for each pointer. The copy runs in `s`'s order.
+        let r =
+            unsafe { sys::cuMemcpyAsync(dst.at(dst_off), src.at(src_off), 4 * n, s.s.cu_stream()) }
+                .result();
+        drv(r, || {
+            format!(
+                "copy of {n} values ({} -> {}) on stream {}",
+                place(src),
+                place(dst),
+                s.label()
+            )
+        })
+    }
+
+    fn upload(&self, s: &GpuStream, host: Vec<f32>, dst: &GpuBuf, off: usize) -> BResult<()> {
+        mem::check_range("upload destination", dst, off, host.len())?;
+        s.jitter()?;
+        upload_slice(s, &host, dst, off)
+    }
+
+    fn download(&self, s: &GpuStream, src: &GpuBuf, off: usize, n: usize) -> BResult<Vec<f32>> {
+        mem::check_range("download source", src, off, n)?;
+        let mut out = vec![0f32; n];
+        if src.raw.is_host() {
+            // Host staging: the stream's order first, then a plain host read.
+            self.synchronize(s)?;
+            src.raw.read_host(4 * off, &mut out)?;
+            return Ok(out);
+        }
+        if n > 0 {
+            drv(s.dx.ctx.bind_to_thread(), || {
+                format!("download on {}: bind context", s.label())
+            })?;
+            // SAFETY: the source range lies inside a live device allocation (checked);
+            // `out` is a host Vec of exactly 4 * n bytes that outlives the copy, because
+            // the stream synchronize below returns only after the copy ran (for pageable
+            // destinations the driver also returns from this call only once it is done).
+            let r = unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    out.as_mut_ptr() as *mut std::ffi::c_void,
+                    src.at(off),
+                    4 * n,
+                    s.s.cu_stream(),
+                )
+            }
+            .result();
+            drv(r, || {
+                format!("download of {n} values on stream {}", s.label())
+            })?;
+        }
+        self.synchronize(s)?;
+        Ok(out)
+    }
+
+    fn new_cache(
+        &self,
+        dev: usize,
+        model: &Arc<Model>,
+        layers: Range<usize>,
+        rows: usize,
+        ctx: usize,
+        s: &GpuStream,
+    ) -> BResult<CudaCache> {
+        let dx = self.device(dev)?;
+        CudaCache::new(&dx, model, layers, rows, ctx, s)
+    }
+
+    fn new_engine(
+        &self,
+        dev: usize,
+        model: &Arc<Model>,
+        spec: EngineSpec,
+        s: &GpuStream,
+    ) -> BResult<CudaEngine> {
+        let dx = self.device(dev)?;
+        CudaEngine::new(&dx, model, spec, s)
+    }
+}
+
+fn place(b: &GpuBuf) -> String {
+    match b.device() {
+        Some(d) => format!("device {d}"),
+        None => "host staging".into(),
+    }
+}
+
+/// `n` f32 on `dx`'s device; the zero-fill is a cuMemsetD32Async enqueued on `s`.
+pub(crate) fn alloc_zeroed_on(dx: &Arc<DevCtx>, n: usize, s: &GpuStream) -> BResult<GpuBuf> {
+    let bytes = n
+        .checked_mul(4)
+        .ok_or_else(|| op_err(format!("device {}: {n} values overflow", dx.dev)))?;
+    let raw = mem::Raw::device(&dx.ctx, bytes, &format!("alloc on {}", s.label()))?;
+    if n > 0 {
+        s.jitter()?;
+        drv(s.dx.ctx.bind_to_thread(), || {
+            format!("zero-fill on {}: bind context", s.label())
+        })?;
+        // SAFETY: `raw` is a live allocation of 4 * n bytes; the memset writes exactly n
+        // 32-bit words of it, in `s`'s order.
+        let r = unsafe { sys::cuMemsetD32Async(raw.ptr(), 0, n, s.s.cu_stream()) }.result();
+        drv(r, || {
+            format!("zero-fill of {n} values on stream {}", s.label())
+        })?;
+    }
+    Ok(GpuBuf {
+        raw,
+        len: n,
+        dev: Some(dx.dev),
+    })
+}
+
+/// Enqueue a host-to-device copy of `host` into `dst[off..]` on `s`.
+///
+/// The source is pageable host memory: per the CUDA driver's documented behaviour for
+/// pageable sources, cuMemcpyHtoDAsync returns only after the bytes were copied into driver
+/// staging memory, so the caller may free `host` as soon as this returns; the DMA into
+/// `dst` itself happens in `s`'s order.
+pub(crate) fn upload_slice<T: Copy>(
+    s: &GpuStream,
+    host: &[T],
+    dst: &GpuBuf,
+    off: usize,
+) -> BResult<()> {
+    upload_raw(s, host, &dst.raw, 4 * off, dst.device())
+}
+
+pub(crate) fn upload_raw<T: Copy>(
+    s: &GpuStream,
+    host: &[T],
+    dst: &mem::Raw,
+    byte_off: usize,
+    dev: Option<usize>,
+) -> BResult<()> {
+    let bytes = std::mem::size_of_val(host);
+    if dst.is_host() || dev.is_none() {
+        return Err(op_err(format!(
+            "upload on {}: destination is host staging (uploads go to device memory)",
+            s.label()
+        )));
+    }
+    if byte_off.checked_add(bytes).is_none_or(|e| e > dst.bytes()) {
+        return Err(op_err(format!(
+            "upload on {}: {bytes} bytes at {byte_off} outside a buffer of {} bytes",
+            s.label(),
+            dst.bytes()
+        )));
+    }
+    if bytes == 0 {
+        return Ok(());
+    }
+    drv(s.dx.ctx.bind_to_thread(), || {
+        format!("upload on {}: bind context", s.label())
+    })?;
+    // SAFETY: the destination range is inside a live device allocation (checked above);
+    // `host` is a valid slice of `bytes` bytes for the duration of the call, and the driver
+    // stages pageable sources before returning (see the function comment).
+    let r = unsafe {
+        sys::cuMemcpyHtoDAsync_v2(
+            dst.ptr() + byte_off as u64,
+            host.as_ptr() as *const std::ffi::c_void,
+            bytes,
+            s.s.cu_stream(),
+        )
+    }
+    .result();
+    drv(r, || {
+        format!("upload of {bytes} bytes on stream {}", s.label())
+    })
+}
+
+#[cfg(test)]
+mod tests;
