@@ -13,8 +13,19 @@ fn bin() -> Command {
     c
 }
 
+/// Runs the binary. Gate-running commands get `--backend cpu` unless they name a backend:
+/// these tests pin the CPU backend's behaviour (on a GPU machine `auto` would pick CUDA).
 fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("ppn-gate runs")
+    let mut c = bin();
+    c.args(args);
+    let gate_flags = !matches!(
+        args.first(),
+        Some(&"diff") | Some(&"synth") | Some(&"inspect")
+    );
+    if gate_flags && !args.contains(&"--backend") {
+        c.args(["--backend", "cpu"]);
+    }
+    c.output().expect("ppn-gate runs")
 }
 
 fn text(o: &Output) -> String {
@@ -275,6 +286,10 @@ fn bad_flags_exit_2_naming_the_value() {
             "/nonexistent/tape.json",
         ),
         (&["--window", "0"], "--window 0"),
+        (
+            &["--fault", "no-load-barrier"],
+            "the cpu backend loads none",
+        ),
         (&["--stages"], "--stages"),
     ];
     for (args, want) in cases {

@@ -198,6 +198,13 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
     let mut faults = Vec::new();
     for f in &args.faults {
         let f = Fault::parse(f)?;
+        if f == Fault::NoLoadBarrier && matches!(be, AnyBackend::Cpu(_)) {
+            // The CPU engine uploads no weights (it reads the model's host bytes), so its
+            // "load" is a few zero-fills and the race window is microseconds: the flag could
+            // not make the gate FAIL reliably, and a negative control that cannot fail is
+            // refused rather than offered.
+            bail!("--fault no-load-barrier: needs a backend whose engines upload weights (cuda); the cpu backend loads none");
+        }
         if !faults.contains(&f) {
             faults.push(f);
         }

@@ -104,7 +104,8 @@ pub struct GateArgs {
     /// CPU backend: number of CPU "devices" (domains).
     #[arg(long, default_value_t = 8)]
     pub cpu_devices: usize,
-    /// CPU backend: delay every stream op by a seeded random 0..N µs (schedule explorer).
+    /// Delay every stream op by a seeded random 0..N µs (schedule explorer; CPU: a sleep on
+    /// the stream's worker, CUDA: a spin kernel on the stream).
     #[arg(long, default_value_t = 0)]
     pub jitter_us: u64,
     /// Print only the verdict lines.

@@ -23,10 +23,14 @@ pub enum Fault {
     /// Stage streams do not wait for the caller's input upload at walk entry (reverse
     /// publication off).
     NoReversePublish,
+    /// The seed's load structure without its barrier: weights, engine scratch and KV caches
+    /// are loaded and zero-filled on the caller's (loader) stream instead of each stage's
+    /// own, and the stages start without the load barrier.
+    NoLoadBarrier,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 8] = [
         Fault::RxNoWait,
         Fault::NoWarGuard,
         Fault::SingleSlot,
@@ -34,6 +38,7 @@ impl Fault {
         Fault::SlotFirstUse,
         Fault::NoExitPublish,
         Fault::NoReversePublish,
+        Fault::NoLoadBarrier,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +50,7 @@ impl Fault {
             Fault::SlotFirstUse => "slot-first-use",
             Fault::NoExitPublish => "no-exit-publish",
             Fault::NoReversePublish => "no-reverse-publish",
+            Fault::NoLoadBarrier => "no-load-barrier",
         }
     }
 

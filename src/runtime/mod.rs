@@ -80,6 +80,8 @@ struct Stage<B: Backend> {
     cache: B::Cache,
     /// Recorded at the end of every step's work on this stage (exit publication).
     exit: B::Event,
+    /// Only under `--fault no-load-barrier`: the stream the stage's load ran on.
+    _loader: Option<B::Stream>,
 }
 
 struct Slot<B: Backend> {
@@ -173,6 +175,7 @@ impl<B: Backend> Runtime<B> {
             format!("readback stream on device {dev_last}")
         })?;
 
+        let no_load_barrier = cfg.faults.contains(&Fault::NoLoadBarrier);
         let mut stages = Vec::with_capacity(n);
         let mut engines = Vec::with_capacity(n);
         for s in 0..n {
@@ -197,11 +200,20 @@ impl<B: Backend> Runtime<B> {
                     ..spec
                 };
             }
-            let eng = at(be.new_engine(dev, &model, spec, &stream), ctx)?;
-            // Cache birth on the stage's own stream: its zero-fill is ordered before the
-            // stage's first append by the stream itself.
+            // Weights and scratch load through the stage's own engine ON ITS OWN STREAM, and
+            // the cache is born there too: both are ordered before the stage's first op by
+            // the stream itself. `--fault no-load-barrier` loads them on a separate loader
+            // stream (an asynchronous loader, as the seed's) and skips the load barrier, the
+            // only edge that orders such a load before the stages.
+            let loader = if no_load_barrier {
+                Some(at(be.new_stream(dev, &format!("loader{s}")), ctx)?)
+            } else {
+                None
+            };
+            let load = loader.as_ref().unwrap_or(&stream);
+            let eng = at(be.new_engine(dev, &model, spec, load), ctx)?;
             let cache = at(
-                be.new_cache(dev, &model, p.layers(s), cfg.max_rows, cfg.ctx, &stream),
+                be.new_cache(dev, &model, p.layers(s), cfg.max_rows, cfg.ctx, load),
                 ctx,
             )?;
             let exit = at(be.new_event(dev), ctx)?;
@@ -210,6 +222,7 @@ impl<B: Backend> Runtime<B> {
                 stream,
                 cache,
                 exit,
+                _loader: loader,
             });
             engines.push(eng);
         }
@@ -275,7 +288,13 @@ impl<B: Backend> Runtime<B> {
                 retired: Vec::new(),
             }),
         };
-        rt.barrier("load barrier")?;
+        // LOAD BARRIER: one host sync over every stream at build end, never per step. With
+        // each stage loading on its own stream it is belt and braces (the caller and
+        // readback streams read nothing loaded); with a separate loader stream it is the only
+        // edge, which is what `--fault no-load-barrier` removes.
+        if !no_load_barrier {
+            rt.barrier("load barrier")?;
+        }
         Ok(rt)
     }
 
