@@ -67,6 +67,19 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn device_name(&self, dev: usize) -> String;
     /// Whether a boundary between `a` and `b` can copy device to device directly.
     fn peer_ok(&self, a: usize, b: usize) -> bool;
+    /// Grant peer access both ways between `a` and `b` (a placement with a peer boundary
+    /// calls it for that pair at build). A refusal is an error naming the pair: never a
+    /// silent staged copy.
+    fn enable_peer(&self, a: usize, b: usize) -> BResult<()> {
+        if a == b || self.peer_ok(a, b) {
+            Ok(())
+        } else {
+            Err(BackendError::Op {
+                backend: self.kind(),
+                what: format!("device {a} <-> device {b}: no peer access"),
+            })
+        }
+    }
 
     fn new_stream(&self, dev: usize, label: &str) -> BResult<Self::Stream>;
     fn new_event(&self, dev: usize) -> BResult<Self::Event>;

@@ -231,6 +231,9 @@ impl<B: Backend> Runtime<B> {
         for b in 0..n.saturating_sub(1) {
             let (txd, rxd) = (p.devices[b], p.devices[b + 1]);
             let ctx = || format!("boundary {b} (device {txd} -> device {rxd}) build");
+            if p.transports[b] == Transport::Peer {
+                at(be.enable_peer(txd, rxd), ctx)?;
+            }
             let mk = || -> RResult<Slot<B>> {
                 Ok(Slot {
                     buf: None,

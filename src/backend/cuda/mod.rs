@@ -344,9 +344,41 @@ impl Backend for CudaBackend {
     }
 
     fn peer_ok(&self, a: usize, b: usize) -> bool {
-        // Peer access (cuCtxEnablePeerAccess + pool access) is not enabled yet: a boundary
-        // between two GPUs bounces through pinned host memory.
-        a == b
+        // Peer copy needs access both ways (cuDeviceCanAccessPeer, probed once per call at
+        // placement time, never per step). All memory here is plain cuMemAlloc (no
+        // stream-ordered pools), so cuCtxEnablePeerAccess alone maps it: no pool grant.
+        a == b || (can_access_peer(a, b) && can_access_peer(b, a))
+    }
+
+    fn enable_peer(&self, a: usize, b: usize) -> BResult<()> {
+        if a == b {
+            return Ok(());
+        }
+        if !self.peer_ok(a, b) {
+            return Err(op_err(format!(
+                "device {a} <-> device {b}: cuDeviceCanAccessPeer refuses the pair (use --transport host)"
+            )));
+        }
+        let (da, db) = (self.device(a)?, self.device(b)?);
+        for (from, to) in [(&da, &db), (&db, &da)] {
+            drv(from.ctx.bind_to_thread(), || {
+                format!("device {}: bind context for peer access", from.dev)
+            })?;
+            // SAFETY: both contexts are live primary contexts held by this backend's device
+            // table; the call only changes the current context's peer mappings.
+            let rc = unsafe { sys::cuCtxEnablePeerAccess(to.ctx.cu_ctx(), 0) };
+            match rc {
+                sys::cudaError_enum::CUDA_SUCCESS
+                | sys::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+                other => {
+                    return Err(op_err(format!(
+                        "cuCtxEnablePeerAccess(device {} -> device {}) refused: {other:?}",
+                        from.dev, to.dev
+                    )))
+                }
+            }
+        }
+        Ok(())
     }
 
     fn new_stream(&self, dev: usize, label: &str) -> BResult<GpuStream> {
@@ -615,3 +647,15 @@ pub(crate) fn upload_raw<T: Copy>(
 
 #[cfg(test)]
 mod tests;
+
+/// Whether device `a` can read and write device `b`'s memory directly (false on any error:
+/// the caller then refuses a peer boundary, naming the pair).
+fn can_access_peer(a: usize, b: usize) -> bool {
+    let (Ok(da), Ok(db)) = (result::device::get(a as i32), result::device::get(b as i32)) else {
+        return false;
+    };
+    let mut can: std::ffi::c_int = 0;
+    // SAFETY: `can` is a valid out-pointer; da/db are device handles from cuDeviceGet.
+    let rc = unsafe { sys::cuDeviceCanAccessPeer(&mut can, da, db) };
+    rc == sys::cudaError_enum::CUDA_SUCCESS && can != 0
+}
