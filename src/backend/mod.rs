@@ -133,6 +133,17 @@ pub trait Backend: Send + Sync + Sized + 'static {
         spec: EngineSpec,
         s: &Self::Stream,
     ) -> BResult<Self::Engine>;
+
+    /// Measured memory bandwidth of `dev` in GB/s (bytes read + written per second by a
+    /// large device-to-device copy); None where the backend has no such measurement.
+    fn bandwidth_gbs(&self, _dev: usize) -> BResult<Option<f64>> {
+        Ok(None)
+    }
+
+    /// Kernels launched so far on all devices (0 where the backend does not count them).
+    fn launches(&self) -> u64 {
+        0
+    }
 }
 
 /// One stage's engine: enqueues the model's ops on the stream it is handed. It never owns a

@@ -262,15 +262,20 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
             },
         )
     };
-    let time_eager = |rt: &Runtime<B>| -> Result<f64> {
+    // Wall time of an eager walk, and the part of it the host spent enqueueing (issue).
+    let time_eager_split = |rt: &Runtime<B>| -> Result<(f64, f64)> {
         let mut w = rt.walk()?;
+        let mut enq = 0.0;
         let t0 = Instant::now();
         for (i, &t) in tokens.iter().enumerate() {
+            let ti = Instant::now();
             let pd = w.issue(&[t], &[i])?;
+            enq += ti.elapsed().as_secs_f64();
             w.read_eager(pd)?;
         }
-        Ok(t0.elapsed().as_secs_f64())
+        Ok((t0.elapsed().as_secs_f64(), enq))
     };
+    let time_eager = |rt: &Runtime<B>| -> Result<f64> { Ok(time_eager_split(rt)?.0) };
     let time_pipe = |rt: &Runtime<B>, rows: usize| -> Result<f64> {
         let mut w = rt.walk()?;
         let mut q = std::collections::VecDeque::new();
@@ -288,8 +293,11 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
     };
     let rt1 = mk(single, 1)?;
     time_eager(&rt1)?; // warm-up (page cache, thread pools)
-    let t_ref = time_eager(&rt1)?;
+    let l0 = be.launches();
+    let (t_ref, t_enq) = time_eager_split(&rt1)?;
+    let launches_per_tok = (be.launches() - l0) as f64 / steps as f64;
     drop(rt1);
+    let bw = be.bandwidth_gbs(spec.placement.devices[0])?;
     let rows = spec.batch;
     let rtn = mk(spec.placement.clone(), rows)?;
     let t_eager = time_eager(&rtn)?;
@@ -303,6 +311,24 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
         m.weight_bytes,
         spec.placement.to_flags(),
         spec.window
+    );
+    match bw {
+        Some(gbs) => println!(
+            "  device bandwidth {gbs:.0} GB/s (D2D copy, read+write) -> floor {:.1} us/token, max {:.0} tok/s (weight bytes / bandwidth)",
+            m.weight_bytes as f64 / (gbs * 1e9) * 1e6,
+            gbs * 1e9 / m.weight_bytes as f64
+        ),
+        None => println!("  device bandwidth n/a -> floor n/a"),
+    }
+    let launches = if launches_per_tok > 0.0 {
+        format!("{launches_per_tok:.1}")
+    } else {
+        "n/a".to_string()
+    };
+    println!(
+        "  kernel launches per token (reference) {launches}; host enqueue {:.1} us/token of {:.1}",
+        1e6 * t_enq / steps as f64,
+        1e6 * t_ref / steps as f64
     );
     println!(
         "  reference (1 stage, eager)   {:>9.1} tok/s",

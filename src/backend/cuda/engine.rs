@@ -3,14 +3,19 @@
 //!
 //! Rule that holds here: the engine never owns or picks a stream — every upload at build
 //! and every kernel of embed/layer/head goes on the stream the caller passes, so a stage has
-//! exactly one stream. Its scratch (x, xn, q, k, v, att, o, g, u) belongs to it alone. The
-//! kernels are batch-invariant (each row's arithmetic is the single-row arithmetic; B only
-//! adds grid rows) and reduce in fixed orders that match crate::math / crate::quant::dot.
+//! exactly one stream. Its scratch (x, q, k, v, att, o, h) belongs to it alone. The kernels
+//! are batch-invariant (each row's arithmetic is the single-row arithmetic; B only adds
+//! rows to a tile or grid rows) and reduce in fixed orders chosen from vector lengths and
+//! matrix shapes alone (kernels/*.cu say which).
+//!
+//! Launches per layer: llama 5 (norm+q|k|v, attention with q/k norm+rope+kv store, o-proj
+//! + residual, norm+gate|up+act, down + residual); gemma3 7 (the post-norms are a separate
+//! norm+add after o-proj and down). Head: 1 (norm + output matvec). Embed: 1.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{sys, CudaEvent, DeviceRepr, LaunchConfig, PushKernelArg};
 
 use super::mem::{check_range, GpuBuf, Raw};
 use super::{alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream};
@@ -41,27 +46,95 @@ pub(super) fn row_pos_bytes() -> usize {
 // layout of `struct RowPos` in kernels/common.cu (4 + 256 + 256 bytes, 4-byte aligned).
 unsafe impl DeviceRepr for RowPos {}
 
-/// Largest attention window the kernel's dynamic shared memory holds: the 48 KiB a block may
-/// use without opting in, less 64 bytes for the kernel's static `red[2]`.
-const MAX_ATTN_POS: usize = (48 * 1024 - 64) / 4;
+/// Head dimension the attention kernel's static shared memory holds (`ATT_MAX_HD`).
+const ATT_MAX_HD: usize = 512;
 
-pub(super) fn fmt_of(ty: GgmlType) -> (i32, &'static str) {
+/// Largest attention window the kernel's dynamic shared memory holds: the 48 KiB a block may
+/// use without opting in, less the static q/k/v head copies, the output partials and 64
+/// bytes for `red[4]`.
+const MAX_ATTN_POS: usize = (48 * 1024 - 3 * ATT_MAX_HD * 4 - 256 * 4 - 64) / 4;
+
+/// Warps per block of the fused matvec (`MV_WARPS` in kernels/matvec.cu).
+const MV_WARPS: usize = 8;
+
+/// Rows per tile of the batched matvec kernel (`mv_r8`).
+const MV_RT: usize = 8;
+
+/// Most dynamic shared memory a matvec uses to stage normalized input rows (the 48 KiB a
+/// block may use without opting in, less room for the kernel's static arrays).
+const MV_STAGE_MAX: usize = 40 * 1024;
+
+/// The `FMT_*` id of kernels/matvec.cu for a tensor type.
+pub(super) fn fmt_of(ty: GgmlType) -> i32 {
     match ty {
-        GgmlType::F32 => (0, "mv_f32"),
-        GgmlType::F16 => (1, "mv_f16"),
-        GgmlType::BF16 => (2, "mv_bf16"),
-        GgmlType::Q4_0 => (3, "mv_q4_0"),
-        GgmlType::Q4_1 => (4, "mv_q4_1"),
-        GgmlType::Q5_0 => (5, "mv_q5_0"),
-        GgmlType::Q5_1 => (6, "mv_q5_1"),
-        GgmlType::Q8_0 => (7, "mv_q8_0"),
-        GgmlType::Q2K => (8, "mv_q2_k"),
-        GgmlType::Q3K => (9, "mv_q3_k"),
-        GgmlType::Q4K => (10, "mv_q4_k"),
-        GgmlType::Q5K => (11, "mv_q5_k"),
-        GgmlType::Q6K => (12, "mv_q6_k"),
+        GgmlType::F32 => 0,
+        GgmlType::F16 => 1,
+        GgmlType::BF16 => 2,
+        GgmlType::Q4_0 => 3,
+        GgmlType::Q4_1 => 4,
+        GgmlType::Q5_0 => 5,
+        GgmlType::Q5_1 => 6,
+        GgmlType::Q8_0 => 7,
+        GgmlType::Q2K => 8,
+        GgmlType::Q3K => 9,
+        GgmlType::Q4K => 10,
+        GgmlType::Q5K => 11,
+        GgmlType::Q6K => 12,
     }
 }
+
+/// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
+/// of the launch's feature count alone — the matrix shapes, never the batch — so a row's
+/// reduction order is fixed: few features get more warps each (up to about 4096 warps, one
+/// wave at 32 resident warps per SM on an H200), to keep the GPU busy.
+pub(super) fn warps_per_feature(features: usize) -> usize {
+    let mut w = MV_WARPS;
+    while w > 1 && features * w > 4096 {
+        w /= 2;
+    }
+    w
+}
+
+/// One matrix of a fused matvec launch (`struct MvMat` in kernels/matvec.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct MvMat {
+    w: u64,
+    row_bytes: u64,
+    y: u64,
+    n_out: i32,
+    fmt: i32,
+}
+
+/// A fused matvec launch (`struct MvArgs` in kernels/matvec.cu; the modes are described
+/// there).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct MvArgs {
+    m: [MvMat; 3],
+    x: u64,
+    norm: u64,
+    n_mat: i32,
+    n_in: i32,
+    rows: i32,
+    mode: i32,
+    act: i32,
+    eps: f32,
+}
+
+/// Bytes of the MvArgs kernel parameter (the CUDA struct must have the same size).
+#[cfg(test)]
+pub(super) fn mv_args_bytes() -> usize {
+    std::mem::size_of::<MvArgs>()
+}
+
+// SAFETY: MvMat and MvArgs are #[repr(C)] plain old data (u64, i32, f32) with exactly the
+// layouts of `struct MvMat` / `struct MvArgs` in kernels/matvec.cu (pointers are 64-bit).
+unsafe impl DeviceRepr for MvArgs {}
+
+const MODE_STORE: i32 = 0;
+const MODE_ADD: i32 = 1;
+const MODE_GATE_UP: i32 = 2;
 
 fn to_i32(v: usize, what: &str) -> BResult<i32> {
     i32::try_from(v).map_err(|_| op_err(format!("{what} = {v} does not fit a kernel int")))
@@ -78,7 +151,6 @@ struct DevWeight {
     rows: usize,
     cols: usize,
     row_bytes: usize,
-    mv: CudaFunction,
 }
 
 impl DevWeight {
@@ -91,7 +163,6 @@ impl DevWeight {
             rows: w.rows,
             cols: w.cols,
             row_bytes: w.row_bytes(),
-            mv: dx.func(fmt_of(w.ty).1)?.clone(),
         })
     }
 }
@@ -194,14 +265,16 @@ pub struct CudaEngine {
     out_norm: Option<GpuBuf>,
     output: Option<DevWeight>,
     x: GpuBuf,
-    xn: GpuBuf,
     q: GpuBuf,
     k: GpuBuf,
     v: GpuBuf,
     att: GpuBuf,
     o: GpuBuf,
-    g: GpuBuf,
-    u: GpuBuf,
+    h: GpuBuf,
+    /// With PPN_CUDA_PROF set: GPU timing events around each launch, by kernel kind,
+    /// summed and printed when the engine is dropped (a diagnostic; it adds event records
+    /// on the engine's own stream only).
+    prof: Option<Mutex<Vec<(&'static str, CudaEvent, CudaEvent)>>>,
 }
 
 impl CudaEngine {
@@ -277,16 +350,43 @@ impl CudaEngine {
             out_norm,
             output,
             x: mk(c.n_embd)?,
-            xn: mk(c.n_embd)?,
             q: mk(c.q_dim())?,
             k: mk(c.kv_dim())?,
             v: mk(c.kv_dim())?,
             att: mk(c.q_dim())?,
             o: mk(c.n_embd)?,
-            g: mk(c.n_ff)?,
-            u: mk(c.n_ff)?,
+            h: mk(c.n_ff)?,
+            prof: std::env::var_os("PPN_CUDA_PROF").map(|_| Mutex::new(Vec::new())),
             spec,
         })
+    }
+
+    /// Profiling only: a timing event recorded on `s` before a launch.
+    fn prof_start(&self, s: &GpuStream) -> Option<CudaEvent> {
+        self.prof.as_ref()?;
+        let ev = self
+            .dx
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .ok()?;
+        ev.record(&s.s).ok()?;
+        Some(ev)
+    }
+
+    /// Profiling only: the matching event after the launch, filed under `kind`.
+    fn prof_end(&self, s: &GpuStream, kind: &'static str, e0: Option<CudaEvent>) {
+        let (Some(p), Some(e0)) = (&self.prof, e0) else {
+            return;
+        };
+        let e1 = self
+            .dx
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+        if let (Ok(e1), Ok(mut v)) = (e1, p.lock()) {
+            if e1.record(&s.s).is_ok() {
+                v.push((kind, e0, e1));
+            }
+        }
     }
 
     fn err(&self, op: &str, e: impl std::fmt::Display) -> crate::backend::BackendError {
@@ -321,70 +421,100 @@ impl CudaEngine {
         s.jitter()
     }
 
-    /// Y[r] = W · X[r] for r < rows.
-    fn matvec(
+    /// One fused matvec launch over `mats` (their outputs side by side), input rows
+    /// `x` (`[rows, n_in]`, normalized in the prologue when `norm` is given), epilogue `mode`.
+    /// Callers pass matrices of one input width and output buffers holding rows x n_out.
+    #[allow(clippy::too_many_arguments)]
+    fn mv(
         &self,
         s: &GpuStream,
-        w: &DevWeight,
+        mats: &[(&DevWeight, u64)],
         x: u64,
-        y: u64,
+        norm: Option<&GpuBuf>,
         rows: usize,
-        op: &str,
+        mode: i32,
+        op: &dyn Fn() -> String,
     ) -> BResult<()> {
-        let n_in = to_i32(w.cols, "matvec n_in")?;
-        let n_out = to_i32(w.rows, "matvec n_out")?;
-        let row_bytes = w.row_bytes as u64;
-        let wp = w.raw.ptr();
+        let c = &self.model.cfg;
+        let n_in = mats[0].0.cols;
+        let mut a = MvArgs {
+            x,
+            norm: norm.map_or(0, |w| w.at(0)),
+            n_mat: mats.len() as i32,
+            n_in: to_i32(n_in, "matvec n_in")?,
+            rows: to_i32(rows, "rows")?,
+            mode,
+            act: match c.activation {
+                Activation::Silu => 0,
+                Activation::GeluTanh => 1,
+            },
+            eps: c.rms_eps,
+            ..Default::default()
+        };
+        let mut features = 0usize;
+        for (i, (w, y)) in mats.iter().enumerate() {
+            if w.cols != n_in {
+                return Err(self.err(
+                    &op(),
+                    format!("matrices of widths {} and {n_in} in one launch", w.cols),
+                ));
+            }
+            a.m[i] = MvMat {
+                w: w.raw.ptr(),
+                row_bytes: w.row_bytes as u64,
+                y: *y,
+                n_out: to_i32(w.rows, "matvec n_out")?,
+                fmt: fmt_of(w.ty),
+            };
+            if mode != MODE_GATE_UP || i == 0 {
+                features += w.rows;
+            }
+        }
+        let wpf = warps_per_feature(features);
+        let (f, tile) = if rows == 1 {
+            (self.dx.func("mv_r1")?, 1)
+        } else {
+            (self.dx.func("mv_r8")?, MV_RT)
+        };
+        // Enough blocks for one round of feature groups, at most what the GPU holds at once
+        // (4 per SM, the kernels' launch bound): extra groups loop inside the blocks.
+        let groups = features.div_ceil(MV_WARPS / wpf);
+        let blocks = groups.min(4 * self.dx.sms);
+        // Norm launches stage the normalized rows in shared memory when the tile fits.
+        let stage_bytes = 4 * tile.min(rows) * n_in;
+        let stage_x = norm.is_some() && stage_bytes <= MV_STAGE_MAX;
         let cfg = LaunchConfig {
             grid_dim: (
-                to_u32(w.rows.div_ceil(32), "matvec blocks")?,
-                to_u32(rows, "rows")?,
+                to_u32(blocks, "matvec blocks")?,
+                to_u32(rows.div_ceil(tile), "matvec row tiles")?,
                 1,
             ),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
+            block_dim: (32 * MV_WARPS as u32, 1, 1),
+            shared_mem_bytes: if stage_x { stage_bytes as u32 } else { 0 },
         };
-        let mut b = s.s.launch_builder(&w.mv);
-        b.arg(&wp)
-            .arg(&row_bytes)
-            .arg(&n_in)
-            .arg(&n_out)
-            .arg(&x)
-            .arg(&y);
-        // SAFETY: mv_<fmt>(const u8* W, u64 row_bytes, int n_in, int n_out, const float* X,
-        // float* Y) with matching argument types; W holds w.rows rows of row_bytes bytes of
-        // type w.ty (uploaded from the checked Weight); X and Y are engine scratch or
-        // caller buffers holding rows * n_in / rows * n_out values (checked by callers).
-        unsafe { b.launch(cfg) }.map_err(|e| self.err(&format!("{op} ({})", w.ty), e))?;
-        Ok(())
-    }
-
-    /// out[v] = rms_norm(x[v]) * w over n_vec vectors of n elements (in place allowed).
-    fn rms_norm(
-        &self,
-        s: &GpuStream,
-        x: u64,
-        w: &GpuBuf,
-        out: u64,
-        n_vec: usize,
-        op: &str,
-    ) -> BResult<()> {
-        let n = to_i32(w.len(), "norm length")?;
-        let nv = to_i32(n_vec, "norm vectors")?;
-        let eps = self.model.cfg.rms_eps;
-        let wp = w.at(0);
-        let cfg = LaunchConfig {
-            grid_dim: (to_u32(n_vec.div_ceil(4), "norm blocks")?, 1, 1),
-            block_dim: (128, 1, 1),
-            shared_mem_bytes: 0,
+        let wpf_i = wpf as i32;
+        let feat_i = to_i32(features, "matvec features")?;
+        let stage_i = stage_x as i32;
+        let kind = match (mode, mats.len(), norm.is_some()) {
+            (MODE_GATE_UP, _, _) => "mv norm+gate|up+act",
+            (MODE_ADD, _, _) => "mv +residual",
+            (_, 3, _) => "mv norm+q|k|v",
+            (_, _, true) => "mv norm+head",
+            _ => "mv store",
         };
-        let f = self.dx.func("rms_norm")?;
+        let e0 = self.prof_start(s);
         let mut b = s.s.launch_builder(f);
-        b.arg(&x).arg(&wp).arg(&out).arg(&nv).arg(&n).arg(&eps);
-        // SAFETY: rms_norm(const float* x, const float* w, float* out, int n_vec, int n,
-        // float eps); x and out hold n_vec * n values (engine scratch sized max_rows x
-        // width, n_vec <= rows checked), w holds n.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err(op, e))?;
+        b.arg(&a).arg(&wpf_i).arg(&feat_i).arg(&stage_i);
+        // SAFETY: mv_r1/mv_r8(MvArgs a, int wpf, int features, int stage_x) with MvArgs laid
+        // out as the CUDA struct, features the launch's output features (mode 2: the gate's)
+        // and stage_x set only when the dynamic shared memory requested holds the tile;
+        // each matrix pointer holds n_out rows of row_bytes bytes of its format (uploaded
+        // from the checked Weight), all of width n_in; x holds rows * n_in values and each
+        // y rows * n_out (engine scratch sized max_rows, rows checked by the callers; the
+        // head's logits range is checked); norm, when set, holds n_in values.
+        unsafe { b.launch(cfg) }.map_err(|e| self.err(&op(), e))?;
+        self.dx.count_launch();
+        self.prof_end(s, kind, e0);
         Ok(())
     }
 
@@ -394,7 +524,7 @@ impl CudaEngine {
         s: &GpuStream,
         w: Option<&GpuBuf>,
         rows: usize,
-        op: &str,
+        op: &dyn Fn() -> String,
     ) -> BResult<()> {
         let c = &self.model.cfg;
         let n = to_i32(c.n_embd, "n_embd")?;
@@ -411,6 +541,7 @@ impl CudaEngine {
             shared_mem_bytes: 0,
         };
         let f = self.dx.func("add_residual")?;
+        let e0 = self.prof_start(s);
         let mut b = s.s.launch_builder(f);
         b.arg(&x)
             .arg(&o)
@@ -422,7 +553,9 @@ impl CudaEngine {
         // SAFETY: add_residual(float* x, const float* o, const float* w, int rows, int n,
         // float eps, int has_norm); x and o are engine scratch of max_rows x n_embd
         // (rows checked), w is read only when has_norm = 1 and then holds n_embd values.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err(op, e))?;
+        unsafe { b.launch(cfg) }.map_err(|e| self.err(&op(), e))?;
+        self.dx.count_launch();
+        self.prof_end(s, "post-norm+add", e0);
         Ok(())
     }
 }
@@ -446,7 +579,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
             return Err(self.err("embed", "token ids are not on the engine's device"));
         }
         let c = &self.model.cfg;
-        let (fmt, _) = fmt_of(e.ty);
+        let fmt = fmt_of(e.ty);
         let n = to_i32(c.n_embd, "n_embd")?;
         let vocab = to_i32(e.rows, "vocab")?;
         let row_bytes = e.row_bytes as u64;
@@ -472,6 +605,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
         // row_bytes bytes of format `fmt`; ids holds >= rows values (checked); x is the
         // engine's [max_rows, n_embd] residual (rows checked). Bad ids are clamped in-kernel.
         unsafe { b.launch(cfg) }.map_err(|e| self.err("embed", e))?;
+        self.dx.count_launch();
         Ok(())
     }
 
@@ -534,35 +668,52 @@ impl Engine<super::CudaBackend> for CudaEngine {
             .map(|(_, t)| t)
             .ok_or_else(|| self.err(&op, "no RoPE table for this layer's base"))?;
 
-        // Attention.
-        let (x, xn, q, k, v, att, o) = (
+        if hd > ATT_MAX_HD || hd % 2 != 0 || c.n_heads % c.n_kv_heads != 0 {
+            return Err(self.err(
+                &op,
+                format!(
+                    "head_dim {hd} (must be even and <= {ATT_MAX_HD}) or heads {}/{} unsupported",
+                    c.n_heads, c.n_kv_heads
+                ),
+            ));
+        }
+
+        // 1. attn_norm + q|k|v in one launch.
+        let (x, q, k, v, att, o, h) = (
             self.x.at(0),
-            self.xn.at(0),
             self.q.at(0),
             self.k.at(0),
             self.v.at(0),
             self.att.at(0),
             self.o.at(0),
+            self.h.at(0),
         );
-        self.rms_norm(s, x, &lw.attn_norm, xn, rows, &format!("{op} attn_norm"))?;
-        self.matvec(s, &lw.wq, xn, q, rows, &format!("{op} attn_q"))?;
-        self.matvec(s, &lw.wk, xn, k, rows, &format!("{op} attn_k"))?;
-        self.matvec(s, &lw.wv, xn, v, rows, &format!("{op} attn_v"))?;
-        if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
-            self.rms_norm(s, q, qn, q, rows * c.n_heads, &format!("{op} q_norm"))?;
-            self.rms_norm(s, k, kn, k, rows * c.n_kv_heads, &format!("{op} k_norm"))?;
-        }
+        self.mv(
+            s,
+            &[(&lw.wq, q), (&lw.wk, k), (&lw.wv, v)],
+            x,
+            Some(&lw.attn_norm),
+            rows,
+            MODE_STORE,
+            &|| format!("{op} attn_norm+qkv"),
+        )?;
+
+        // 2. q/k norm + RoPE + KV store + attention, one launch per POS_ROWS rows.
         let style: i32 = match c.rope_style {
             RopeStyle::Norm => 0,
             RopeStyle::Neox => 1,
         };
-        let (nh, nkv, hd_i, ctx_i, kvd_i) = (
+        let (nh, nkv, hd_i, ctx_i) = (
             to_i32(c.n_heads, "n_heads")?,
             to_i32(c.n_kv_heads, "n_kv_heads")?,
             to_i32(hd, "head_dim")?,
             to_i32(cache.ctx, "ctx")?,
-            to_i32(kvd, "kv_dim")?,
         );
+        let (qn, kn) = match (&lw.q_norm, &lw.k_norm) {
+            (Some(qn), Some(kn)) => (qn.at(0), kn.at(0)),
+            _ => (0u64, 0u64),
+        };
+        let eps = c.rms_eps;
         let (tp, kc, vc) = (table.at(0), cache.k[li].at(0), cache.v[li].at(0));
         let scale = c.attn_scale;
         for c0 in (0..rows).step_by(POS_ROWS) {
@@ -595,59 +746,22 @@ impl Engine<super::CudaBackend> for CudaEngine {
                 v + 4 * (c0 * kvd) as u64,
                 att + 4 * (c0 * qd) as u64,
             );
-            let cn_u = cn as u32;
-            // RoPE on q and k heads.
-            let total = (c.n_heads + c.n_kv_heads) * (hd / 2);
             let cfg = LaunchConfig {
-                grid_dim: (to_u32(total.div_ceil(128), "rope blocks")?, cn_u, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let f = self.dx.func("rope_qk")?;
-            let mut b = s.s.launch_builder(f);
-            b.arg(&qc)
-                .arg(&kcur)
-                .arg(&nh)
-                .arg(&nkv)
-                .arg(&hd_i)
-                .arg(&tp)
-                .arg(&ctx_i)
-                .arg(&style)
-                .arg(&rp);
-            // SAFETY: rope_qk(float* q, float* k, int n_heads, int n_kv_heads, int hd,
-            // const float* table, int ctx, int style, RowPos rp); q/k point at row c0 of the
-            // engine's scratch with cn rows left; the table holds 2 * ctx * hd/2 values and
-            // every rp.pos < ctx (checked above).
-            unsafe { b.launch(cfg) }.map_err(|e| self.err(&format!("{op} rope"), e))?;
-            // KV append.
-            let cfg = LaunchConfig {
-                grid_dim: (to_u32(kvd.div_ceil(128), "kv blocks")?, cn_u, 1),
-                block_dim: (128, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            let f = self.dx.func("kv_store")?;
-            let mut b = s.s.launch_builder(f);
-            b.arg(&kcur)
-                .arg(&vcur)
-                .arg(&kc)
-                .arg(&vc)
-                .arg(&kvd_i)
-                .arg(&ctx_i)
-                .arg(&row0)
-                .arg(&rp);
-            // SAFETY: kv_store(const float* k, const float* v, float* K, float* V, int kvd,
-            // int ctx, int row0, RowPos rp); K/V are this layer's [cache.rows, ctx, kvd]
-            // buffers, row0 + cn <= rows <= cache.rows and rp.pos < ctx (checked above).
-            unsafe { b.launch(cfg) }.map_err(|e| self.err(&format!("{op} kv store"), e))?;
-            // Attention over the window.
-            let cfg = LaunchConfig {
-                grid_dim: (to_u32(c.n_heads, "heads")?, cn_u, 1),
+                grid_dim: (to_u32(c.n_heads, "heads")?, cn as u32, 1),
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
             };
             let f = self.dx.func("attention")?;
+            let e0 = self.prof_start(s);
             let mut b = s.s.launch_builder(f);
             b.arg(&qc)
+                .arg(&kcur)
+                .arg(&vcur)
+                .arg(&qn)
+                .arg(&kn)
+                .arg(&eps)
+                .arg(&tp)
+                .arg(&style)
                 .arg(&kc)
                 .arg(&vc)
                 .arg(&ac)
@@ -658,49 +772,55 @@ impl Engine<super::CudaBackend> for CudaEngine {
                 .arg(&scale)
                 .arg(&row0)
                 .arg(&rp);
-            // SAFETY: attention(const float* q, const float* K, const float* V, float* out,
-            // int n_heads, int n_kv_heads, int hd, int ctx, float scale, int row0, RowPos rp);
-            // q/out are scratch rows from c0; K/V as for kv_store; every window
-            // [from, pos] lies in 0..ctx and fits the dynamic shared memory requested.
+            // SAFETY: attention(const float* q, const float* k, const float* v,
+            // const float* qn, const float* kn, float eps, const float* table, int style,
+            // float* K, float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
+            // float scale, int row0, RowPos rp); q/k/v/out point at row c0 of the engine's
+            // scratch with cn rows left; qn/kn are 0 or hold hd values each; the table holds
+            // 2 * ctx * hd/2 values and every rp.pos < ctx (checked above); K/V are this
+            // layer's [cache.rows, ctx, kv_dim] buffers with row0 + cn <= cache.rows; hd <=
+            // ATT_MAX_HD and every window fits the dynamic shared memory requested.
             unsafe { b.launch(cfg) }.map_err(|e| self.err(&format!("{op} attention"), e))?;
+            self.dx.count_launch();
+            self.prof_end(s, "attention", e0);
         }
-        self.matvec(s, &lw.wo, att, o, rows, &format!("{op} attn_output"))?;
-        self.add_residual(
+
+        // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first.
+        match &lw.post_attn_norm {
+            None => self.mv(s, &[(&lw.wo, x)], att, None, rows, MODE_ADD, &|| {
+                format!("{op} attn_output+residual")
+            })?,
+            Some(pn) => {
+                self.mv(s, &[(&lw.wo, o)], att, None, rows, MODE_STORE, &|| {
+                    format!("{op} attn_output")
+                })?;
+                self.add_residual(s, Some(pn), rows, &|| format!("{op} attn residual"))?;
+            }
+        }
+
+        // 4. ffn_norm + gate|up + activation in one launch.
+        self.mv(
             s,
-            lw.post_attn_norm.as_ref(),
+            &[(&lw.gate, h), (&lw.up, 0)],
+            x,
+            Some(&lw.ffn_norm),
             rows,
-            &format!("{op} attn residual"),
+            MODE_GATE_UP,
+            &|| format!("{op} ffn_norm+gate+up"),
         )?;
 
-        // Feed-forward.
-        let (g, u) = (self.g.at(0), self.u.at(0));
-        self.rms_norm(s, x, &lw.ffn_norm, xn, rows, &format!("{op} ffn_norm"))?;
-        self.matvec(s, &lw.gate, xn, g, rows, &format!("{op} ffn_gate"))?;
-        self.matvec(s, &lw.up, xn, u, rows, &format!("{op} ffn_up"))?;
-        let n_act = rows * c.n_ff;
-        let n_act_i = to_i32(n_act, "ffn elements")?;
-        let kind: i32 = match c.activation {
-            Activation::Silu => 0,
-            Activation::GeluTanh => 1,
-        };
-        let cfg = LaunchConfig {
-            grid_dim: (to_u32(n_act.div_ceil(256), "act blocks")?, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let f = self.dx.func("act_mul")?;
-        let mut b = s.s.launch_builder(f);
-        b.arg(&g).arg(&u).arg(&n_act_i).arg(&kind);
-        // SAFETY: act_mul(float* g, const float* u, int n, int kind); g and u are engine
-        // scratch of max_rows x n_ff >= n values.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err(&format!("{op} ffn act"), e))?;
-        self.matvec(s, &lw.down, g, o, rows, &format!("{op} ffn_down"))?;
-        self.add_residual(
-            s,
-            lw.post_ffn_norm.as_ref(),
-            rows,
-            &format!("{op} ffn residual"),
-        )
+        // 5. down; residual as for the o-proj.
+        match &lw.post_ffn_norm {
+            None => self.mv(s, &[(&lw.down, x)], h, None, rows, MODE_ADD, &|| {
+                format!("{op} ffn_down+residual")
+            }),
+            Some(pn) => {
+                self.mv(s, &[(&lw.down, o)], h, None, rows, MODE_STORE, &|| {
+                    format!("{op} ffn_down")
+                })?;
+                self.add_residual(s, Some(pn), rows, &|| format!("{op} ffn residual"))
+            }
+        }
     }
 
     fn head(&self, s: &GpuStream, rows: usize, logits: &GpuBuf) -> BResult<()> {
@@ -712,8 +832,43 @@ impl Engine<super::CudaBackend> for CudaEngine {
         if logits.device() != Some(self.dx.dev) {
             return Err(self.err("head", "logits buffer is not on the engine's device"));
         }
-        let (x, xn) = (self.x.at(0), self.xn.at(0));
-        self.rms_norm(s, x, norm, xn, rows, "head output_norm")?;
-        self.matvec(s, out, xn, logits.at(0), rows, "head output")
+        self.mv(
+            s,
+            &[(out, logits.at(0))],
+            self.x.at(0),
+            Some(norm),
+            rows,
+            MODE_STORE,
+            &|| "head output_norm+output".to_string(),
+        )
+    }
+}
+
+impl Drop for CudaEngine {
+    fn drop(&mut self) {
+        let Some(p) = &self.prof else {
+            return;
+        };
+        let Ok(v) = p.lock() else {
+            return;
+        };
+        let mut by: Vec<(&'static str, usize, f64)> = Vec::new();
+        for (kind, e0, e1) in v.iter() {
+            let ms = e0.elapsed_ms(e1).map_or(f64::NAN, f64::from);
+            match by.iter_mut().find(|(k, _, _)| k == kind) {
+                Some(b) => {
+                    b.1 += 1;
+                    b.2 += ms;
+                }
+                None => by.push((kind, 1, ms)),
+            }
+        }
+        for (kind, n, ms) in by {
+            eprintln!(
+                "cuda prof stage {}: {kind:<22} {n:>7} launches {ms:>9.3} ms  {:>7.2} us each",
+                self.spec.stage,
+                1e3 * ms / n as f64
+            );
+        }
     }
 }

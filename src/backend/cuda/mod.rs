@@ -35,39 +35,24 @@ pub use mem::GpuBuf;
 use super::{BResult, Backend, BackendError, EngineSpec};
 use crate::model::Model;
 
-/// The kernel sources, one file per op family, concatenated into one NVRTC program.
-const SOURCES: [(&str, &str); 7] = [
+/// The kernel sources, one file per op family, concatenated into one NVRTC program (in this
+/// order: later files use the helpers of earlier ones).
+const SOURCES: [(&str, &str); 6] = [
     ("common.cu", include_str!("kernels/common.cu")),
+    ("ffn.cu", include_str!("kernels/ffn.cu")),
     ("matvec.cu", include_str!("kernels/matvec.cu")),
     ("norm.cu", include_str!("kernels/norm.cu")),
-    ("rope.cu", include_str!("kernels/rope.cu")),
     ("attention.cu", include_str!("kernels/attention.cu")),
-    ("ffn.cu", include_str!("kernels/ffn.cu")),
     ("sched.cu", include_str!("kernels/sched.cu")),
 ];
 
 /// Every `extern "C"` kernel of the module (loaded once per context).
-const KERNELS: [&str; 21] = [
-    "mv_f32",
-    "mv_f16",
-    "mv_bf16",
-    "mv_q4_0",
-    "mv_q4_1",
-    "mv_q5_0",
-    "mv_q5_1",
-    "mv_q8_0",
-    "mv_q2_k",
-    "mv_q3_k",
-    "mv_q4_k",
-    "mv_q5_k",
-    "mv_q6_k",
+const KERNELS: [&str; 6] = [
+    "mv_r1",
+    "mv_r8",
     "embed_rows",
-    "rms_norm",
     "add_residual",
-    "rope_qk",
-    "kv_store",
     "attention",
-    "act_mul",
     "spin",
 ];
 
@@ -86,9 +71,18 @@ pub struct DevCtx {
     funcs: HashMap<&'static str, CudaFunction>,
     /// Milliseconds NVRTC took to compile the module for this device.
     pub compile_ms: f64,
+    /// Kernels launched on this device so far (bookkeeping for `bench`, never hashed).
+    launches: AtomicU64,
+    /// Streaming multiprocessors (sizes the matvec grids; never the arithmetic).
+    pub(crate) sms: usize,
 }
 
 impl DevCtx {
+    /// Counts one kernel launch (called after each successful launch).
+    pub(crate) fn count_launch(&self) {
+        self.launches.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn func(&self, name: &str) -> BResult<&CudaFunction> {
         self.funcs.get(name).ok_or_else(|| {
             op_err(format!(
@@ -133,6 +127,7 @@ impl GpuStream {
         // SAFETY: spin(u64 ns) takes one u64 by value and touches no memory.
         unsafe { b.launch(cfg) }
             .map_err(|e| op_err(format!("jitter on stream {}: {e}", self.label)))?;
+        self.dx.count_launch();
         Ok(())
     }
 
@@ -263,6 +258,10 @@ fn open_device(dev: usize) -> BResult<DevCtx> {
         (12, 0) => Some("compute_120"),
         _ => None, // NVRTC's default virtual arch; the driver JITs it forward
     };
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| op_err(format!("device {dev}: multiprocessor count: {e}")))?
+        .max(1) as usize;
     let src: String = SOURCES
         .iter()
         .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
@@ -292,12 +291,27 @@ fn open_device(dev: usize) -> BResult<DevCtx> {
     eprintln!(
         "cuda: device {dev} (sm_{major}{minor}): kernels compiled by NVRTC in {compile_ms:.0} ms"
     );
+    if std::env::var_os("PPN_CUDA_PROF").is_some() {
+        // Diagnostics: registers, spills and residency of the hot kernels.
+        for name in ["mv_r1", "mv_r8", "attention"] {
+            if let Some(f) = funcs.get(name) {
+                eprintln!(
+                    "cuda prof: {name}: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
+                    f.num_regs(),
+                    f.local_size_bytes(),
+                    f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+                );
+            }
+        }
+    }
     Ok(DevCtx {
         dev,
         ctx,
         _module: module,
         funcs,
         compile_ms,
+        launches: AtomicU64::new(0),
+        sms,
     })
 }
 
@@ -552,6 +566,69 @@ impl Backend for CudaBackend {
         let dx = self.device(dev)?;
         CudaEngine::new(&dx, model, spec, s)
     }
+
+    fn bandwidth_gbs(&self, dev: usize) -> BResult<Option<f64>> {
+        let dx = self.device(dev)?;
+        measure_bandwidth(&dx).map(Some)
+    }
+
+    fn launches(&self) -> u64 {
+        match self.devs.lock() {
+            Ok(devs) => devs
+                .iter()
+                .flatten()
+                .map(|d| d.launches.load(Ordering::Relaxed))
+                .sum(),
+            Err(_) => 0,
+        }
+    }
+}
+
+/// Device memory bandwidth in GB/s (bytes read + bytes written per second): the best of five
+/// 256 MiB device-to-device copies on a private stream, timed by GPU events. A one-off
+/// measurement for `bench`, outside every per-step path (the event waits below block only
+/// on this private stream's work).
+fn measure_bandwidth(dx: &Arc<DevCtx>) -> BResult<f64> {
+    const BYTES: usize = 256 << 20;
+    let dev = dx.dev;
+    let s = drv(dx.ctx.new_stream(), || {
+        format!("device {dev}: bandwidth stream")
+    })?;
+    let a = mem::Raw::device(&dx.ctx, BYTES, "bandwidth source")?;
+    let b = mem::Raw::device(&dx.ctx, BYTES, "bandwidth destination")?;
+    let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let e0 = drv(dx.ctx.new_event(timing), || {
+        format!("device {dev}: timing event")
+    })?;
+    let e1 = drv(dx.ctx.new_event(timing), || {
+        format!("device {dev}: timing event")
+    })?;
+    drv(dx.ctx.bind_to_thread(), || {
+        format!("device {dev}: bind context")
+    })?;
+    // SAFETY: `a` is a live allocation of BYTES bytes; the memset writes BYTES / 4 words.
+    let r = unsafe { sys::cuMemsetD32Async(a.ptr(), 0, BYTES / 4, s.cu_stream()) }.result();
+    drv(r, || format!("device {dev}: bandwidth memset"))?;
+    let mut best = f64::INFINITY;
+    for i in 0..6 {
+        drv(e0.record(&s), || format!("device {dev}: timing record"))?;
+        // SAFETY: both are live device allocations of BYTES bytes, not overlapping; the
+        // copy runs on the private stream `s`, and both buffers outlive it (the elapsed
+        // query below waits for e1, recorded after the copy).
+        let r = unsafe { sys::cuMemcpyAsync(b.ptr(), a.ptr(), BYTES, s.cu_stream()) }.result();
+        drv(r, || format!("device {dev}: bandwidth copy"))?;
+        drv(e1.record(&s), || format!("device {dev}: timing record"))?;
+        let ms = drv(e0.elapsed_ms(&e1), || format!("device {dev}: timing"))? as f64;
+        if i > 0 && ms > 0.0 {
+            best = best.min(ms);
+        }
+    }
+    if !best.is_finite() {
+        return Err(op_err(format!(
+            "device {dev}: bandwidth copies took no time"
+        )));
+    }
+    Ok(2.0 * BYTES as f64 / (best * 1e-3) / 1e9)
 }
 
 fn place(b: &GpuBuf) -> String {

@@ -1,26 +1,27 @@
 //! GPU-free checks of the CUDA backend's host-side contracts: they compile and run in CI
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
-use super::engine::{fmt_of, row_pos_bytes};
+use super::engine::{fmt_of, mv_args_bytes, row_pos_bytes, warps_per_feature};
 use super::{CudaBackend, KERNELS, SOURCES};
 use crate::quant::GgmlType;
 
-/// Names of every `extern "C" __global__` kernel in the sources, including those that the
-/// MV(...) macro instantiates.
+/// Names of every `extern "C" __global__` kernel in the sources.
 fn kernels_in_sources() -> Vec<String> {
     let mut out = Vec::new();
     for (_, src) in SOURCES {
         for line in src.lines() {
             let l = line.trim();
             if let Some(rest) = l.strip_prefix("extern \"C\" __global__ void ") {
+                // Skip an optional `__launch_bounds__(..) ` before the name.
+                let rest = match rest.strip_prefix("__launch_bounds__(") {
+                    Some(r) => r.split_once(") ").map_or(r, |(_, n)| n),
+                    None => rest,
+                };
                 if let Some(name) = rest.split('(').next() {
                     if name != "NAME" {
                         out.push(name.to_string());
                     }
                 }
-            }
-            if let Some(rest) = l.strip_prefix("MV(") {
-                out.push(rest.split(',').next().unwrap_or("").to_string());
             }
         }
     }
@@ -36,33 +37,57 @@ fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
 }
 
 #[test]
-fn every_ggml_type_has_a_matvec_kernel_and_the_format_id_of_matvec_cu() {
+fn every_ggml_type_has_a_format_id_that_the_matvec_dispatch_handles() {
     let matvec = SOURCES
         .iter()
         .find(|(n, _)| *n == "matvec.cu")
         .map(|(_, s)| *s)
         .expect("matvec.cu is a source");
+    let mut ids = Vec::new();
     for ty in GgmlType::ALL {
-        let (id, kernel) = fmt_of(ty);
-        assert!(KERNELS.contains(&kernel), "{ty}: {kernel} not loaded");
-        // The kernel's name spells the type, and its MV(...) line uses the FMT_ constant
-        // whose #define carries the id the embedding kernel is given.
-        assert_eq!(kernel, format!("mv_{}", ty.name()));
-        let mv_line = matvec
+        let id = fmt_of(ty);
+        ids.push(id);
+        // The #define that carries this id names a FMT_ constant; the fused matvec's switch
+        // has a case for it and the embedding's deq has one too (two cases in all).
+        let define = matvec
             .lines()
-            .find(|l| l.starts_with(&format!("MV({kernel},")))
-            .unwrap_or_else(|| panic!("no MV line for {kernel}"));
-        let fmt_const = mv_line
-            .trim_end_matches(')')
-            .rsplit(',')
-            .next()
-            .unwrap()
-            .trim();
-        let define = format!("#define {fmt_const} {id}");
+            .find(|l| {
+                let t: Vec<&str> = l.split_whitespace().collect();
+                t.len() == 3
+                    && t[0] == "#define"
+                    && t[1].starts_with("FMT_")
+                    && t[2] == id.to_string()
+            })
+            .unwrap_or_else(|| panic!("{ty}: no `#define FMT_* {id}` in matvec.cu"));
+        let name = define.split_whitespace().nth(1).unwrap();
+        let cases = matvec.matches(&format!("case {name}:")).count();
         assert!(
-            matvec.lines().any(|l| l.trim() == define),
-            "{ty}: expected `{define}` in matvec.cu"
+            cases >= 2,
+            "{ty}: {name} has {cases} case lines, want the mv and deq ones"
         );
+    }
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), GgmlType::ALL.len(), "format ids are distinct");
+}
+
+#[test]
+fn mv_args_parameter_has_the_layout_of_the_cuda_struct() {
+    // struct MvMat { ptr w; u64 row_bytes; ptr y; int n_out; int fmt; } = 32 bytes;
+    // struct MvArgs { MvMat m[3]; ptr x; ptr norm; int x 5; float eps; } = 96 + 16 + 24.
+    assert_eq!(mv_args_bytes(), 3 * 32 + 16 + 24);
+}
+
+#[test]
+fn warps_per_feature_is_a_power_of_two_dividing_the_block_and_never_grows_with_features() {
+    let mut last = usize::MAX;
+    for f in [
+        1, 576, 960, 1024, 1025, 1536, 4096, 4097, 16384, 16385, 49152, 262144,
+    ] {
+        let w = warps_per_feature(f);
+        assert!(w.is_power_of_two() && 8 % w == 0, "{f}: {w}");
+        assert!(w <= last, "{f}: {w} after {last}");
+        last = w;
     }
 }
 

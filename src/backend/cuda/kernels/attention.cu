@@ -1,15 +1,31 @@
-// Decode attention of one query row over its cached window, GQA, one block per (head, row).
+// Decode attention of one query row over its cached window, GQA, one block per (head, row),
+// with the steps that precede it fused in: gemma3's q/k head norms, RoPE from the host table
+// (crate::math::rope_table, the CPU's bits), and the KV-cache append.
 //
-// Order (crate::math::attention): score_t = dot_f32(q_h, k_t) * scale (8 lanes + tree8);
-// max (exact, order-free); p_t = exp(score_t - max); sum by 8 lanes over positions (lane l
-// takes t % 8 == l in order) + tree8; inv = 1 / sum; out[d] = sum over t in position order
-// of (p_t * inv) * v_t[d], starting from 0. Scores live in dynamic shared memory
-// (n_pos floats; the host checks the window fits).
-extern "C" __global__ void attention(const float* q, const float* K, const float* V, float* out,
-                                     int n_heads, int n_kv_heads, int hd, int ctx, float scale,
-                                     int row0, RowPos rp) {
+// The block of q head h stages raw q head h and k/v head kh = h / group in shared memory,
+// norms and rotates them there, and (only the group's first head, h % group == 0) stores
+// k/v at (row, pos). Every block reads positions < pos from the cache (written by earlier
+// launches) and position pos from its own shared copy: all copies of a group compute the
+// same bits from the same scratch values, so no block waits for another and the cache ends
+// up holding exactly what was read.
+//
+// Orders: head norm = sumsq32 + (x * inv) * w; RoPE h[a] = x0 * cos - x1 * sin,
+// h[b] = x0 * sin + x1 * cos (style 0 llama NORM pairs 2i, 2i+1; 1 gemma3 NEOX i, i + half);
+// score_t = (8-lane dot + tree8) * scale; max (exact, order-free); p_t = exp(score_t - max);
+// sum by 8 lanes over positions (lane l takes t % 8 == l in order) + tree8; inv = 1 / sum;
+// out[d] = sum over t in position order of (p_t * inv) * v_t[d], starting from 0. Scores
+// live in dynamic shared memory (n_pos floats; the host checks the window fits).
+#define ATT_MAX_HD 512
+
+extern "C" __global__ void attention(const float* q, const float* k, const float* v,
+                                     const float* qn, const float* kn, float eps,
+                                     const float* table, int style, float* K, float* V,
+                                     float* out, int n_heads, int n_kv_heads, int hd, int ctx,
+                                     float scale, int row0, RowPos rp) {
     extern __shared__ float sc[];
-    __shared__ float red[2];
+    __shared__ float qs[ATT_MAX_HD], ks[ATT_MAX_HD], vs[ATT_MAX_HD];
+    __shared__ float red[4];
+    __shared__ float part[256];  // output partials (G groups x hd <= blockDim = 256)
     int h = blockIdx.x, r = blockIdx.y;
     if ((u32)r >= rp.n) return;  // uniform over the block
     int group = n_heads / n_kv_heads;
@@ -17,32 +33,88 @@ extern "C" __global__ void attention(const float* q, const float* K, const float
     int kvd = n_kv_heads * hd;
     int qd = n_heads * hd;
     int from = (int)rp.from[r];
-    int n_pos = (int)rp.pos[r] + 1 - from;
+    int p = (int)rp.pos[r];
+    int n_pos = p + 1 - from;
+    int tid = threadIdx.x;
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
+    const float* kr = k + (size_t)r * kvd + (size_t)kh * hd;
+    const float* vr = v + (size_t)r * kvd + (size_t)kh * hd;
+    for (int i = tid; i < hd; i += blockDim.x) {
+        qs[i] = qh[i];
+        ks[i] = kr[i];
+        vs[i] = vr[i];
+    }
+    __syncthreads();
+    if (qn) {
+        // Warp 0 norms q, warp 1 norms k (whole warps: the block has >= 64 threads).
+        if (tid < 64) {
+            const float* src = tid < 32 ? qs : ks;
+            float ss = sumsq32(src, hd);
+            if ((tid & 31) == 0) red[tid >> 5] = 1.0f / sqrtf(ss / (float)hd + eps);
+        }
+        __syncthreads();
+        float iq = red[0], ik = red[1];
+        for (int i = tid; i < hd; i += blockDim.x) {
+            qs[i] = (qs[i] * iq) * qn[i];
+            ks[i] = (ks[i] * ik) * kn[i];
+        }
+        __syncthreads();
+    }
+    int half = hd / 2;
+    for (int i = tid; i < half; i += blockDim.x) {
+        float c = table[(size_t)p * half + i];
+        float s = table[(size_t)ctx * half + (size_t)p * half + i];
+        int a = style == 0 ? 2 * i : i;
+        int b = style == 0 ? 2 * i + 1 : i + half;
+        float x0 = qs[a], x1 = qs[b];
+        qs[a] = x0 * c - x1 * s;
+        qs[b] = x0 * s + x1 * c;
+        x0 = ks[a];
+        x1 = ks[b];
+        ks[a] = x0 * c - x1 * s;
+        ks[b] = x0 * s + x1 * c;
+    }
+    __syncthreads();
     const float* Kr = K + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
     const float* Vr = V + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
-    int tid = threadIdx.x;
+    if (h % group == 0) {
+        size_t dst = ((size_t)(row0 + r) * ctx + p) * kvd + (size_t)kh * hd;
+        for (int i = tid; i < hd; i += blockDim.x) {
+            K[dst + i] = ks[i];
+            V[dst + i] = vs[i];
+        }
+    }
     int l = tid & 7, g = tid >> 3, n_groups = blockDim.x >> 3;
+    int last = n_pos - 1;  // window index of position p: read from shared memory
 
     // Scores: 8 threads per position; loop bounds uniform so the shuffles are full-warp.
     for (int t0 = 0; t0 < n_pos; t0 += n_groups) {
         int t = t0 + g;
         float acc = 0.0f;
         if (t < n_pos) {
-            const float* kt = Kr + (size_t)t * kvd;
-            for (int i = l; i < hd; i += 8) acc = acc + qh[i] * kt[i];
+            const float* kt = t == last ? ks : Kr + (size_t)t * kvd;
+            for (int i0 = l; i0 < hd; i0 += 64) {
+                float kv[8];  // 8 loads in flight, then the adds in element order
+#pragma unroll
+                for (int u = 0; u < 8; u++) kv[u] = i0 + 8 * u < hd ? kt[i0 + 8 * u] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (i0 + 8 * u < hd) acc = acc + qs[i0 + 8 * u] * kv[u];
+            }
         }
         acc = tree8(acc);
         if (t < n_pos && l == 0) sc[t] = acc * scale;
     }
     __syncthreads();
-    if (tid == 0) {
+    if (tid < 32) {
+        // The max is exact in any order (fmaxf rounds nothing): 32 lanes, then a shuffle tree.
         float m = __int_as_float(0xff800000);  // -inf
-        for (int t = 0; t < n_pos; t++) m = fmaxf(m, sc[t]);
-        red[0] = m;
+        for (int t = tid; t < n_pos; t += 32) m = fmaxf(m, sc[t]);
+        for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+        if (tid == 0) red[2] = m;
     }
     __syncthreads();
-    float m = red[0];
+    float m = red[2];
     for (int t = tid; t < n_pos; t += blockDim.x) sc[t] = expf(sc[t] - m);
     __syncthreads();
     if (tid < 32) {
@@ -51,14 +123,40 @@ extern "C" __global__ void attention(const float* q, const float* K, const float
             for (int t = tid; t < n_pos; t += 8) acc = acc + sc[t];
         }
         acc = tree8(acc);
-        if (tid == 0) red[1] = 1.0f / acc;
+        if (tid == 0) red[3] = 1.0f / acc;
     }
     __syncthreads();
-    float inv = red[1];
+    float inv = red[3];
+    // Output: G = blockDim / hd thread groups (at least 1) split the cached positions
+    // 0..last into G contiguous ranges; each sums its range in position order, then group
+    // partials are added in group order and the current position last. Fixed by n_pos, hd
+    // and the block size (always 256).
+    int G = blockDim.x / hd;
+    if (G < 1) G = 1;
+    int chunk = (last + G - 1) / G;
     float* oh = out + (size_t)r * qd + (size_t)h * hd;
-    for (int d = tid; d < hd; d += blockDim.x) {
+    for (int d0 = 0; d0 < hd; d0 += blockDim.x) {
+        int d = d0 + tid % hd, g = tid / hd;
+        if (G == 1) { d = d0 + tid; g = 0; }
         float o = 0.0f;
-        for (int t = 0; t < n_pos; t++) o = o + (sc[t] * inv) * Vr[(size_t)t * kvd + d];
-        oh[d] = o;
+        if (d < hd && g < G) {
+            int t1 = (g + 1) * chunk < last ? (g + 1) * chunk : last;
+            for (int t0 = g * chunk; t0 < t1; t0 += 8) {
+                float vv[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) vv[u] = t0 + u < t1 ? Vr[(size_t)(t0 + u) * kvd + d] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (t0 + u < t1) o = o + (sc[t0 + u] * inv) * vv[u];
+            }
+            part[g * hd + d - d0] = o;
+        }
+        __syncthreads();
+        if (d < hd && g == 0) {
+            float s = part[d - d0];
+            for (int i = 1; i < G; i++) s = s + part[i * hd + d - d0];
+            oh[d] = s + (sc[last] * inv) * vs[d];
+        }
+        __syncthreads();
     }
 }

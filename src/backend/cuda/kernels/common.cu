@@ -22,8 +22,10 @@ struct RowPos {
 
 // The f16 at b[0..2] (little endian), widened exactly: the f16 exponent/mantissa read as f32
 // bits is the value times 2^-112 (normal and subnormal alike) and the multiply is exact.
+// One 16-bit load: every f16 of the GGUF layouts sits at an even byte offset (all block
+// sizes are even and allocations are 256-byte aligned).
 __device__ __forceinline__ float f16_at(const u8* b) {
-    u32 h = (u32)b[0] | ((u32)b[1] << 8);
+    u32 h = *(const unsigned short*)b;
     u32 em = h & 0x7fffu;
     u32 sign = (h & 0x8000u) << 16;
     u32 mag;
@@ -54,4 +56,33 @@ __device__ __forceinline__ float tree8(float a) {
     a = a + __shfl_xor_sync(0xffffffffu, a, 2);
     a = a + __shfl_xor_sync(0xffffffffu, a, 1);
     return a;
+}
+
+// The fixed xor tree over a whole warp: a + (a ^ 16), then 8, 4, 2, 1. At each level the
+// two partners add the same two values (IEEE addition is commutative), so every lane ends
+// with bit-identical sums. All 32 threads of the warp must call it.
+__device__ __forceinline__ float tree32(float a) {
+    a = a + __shfl_xor_sync(0xffffffffu, a, 16);
+    a = a + __shfl_xor_sync(0xffffffffu, a, 8);
+    a = a + __shfl_xor_sync(0xffffffffu, a, 4);
+    a = a + __shfl_xor_sync(0xffffffffu, a, 2);
+    a = a + __shfl_xor_sync(0xffffffffu, a, 1);
+    return a;
+}
+
+// sum of x[i] * x[i] over i < n by one warp: lane l takes i = l, l + 32, ... in order, then
+// tree32. Every lane returns the same bits.
+__device__ __forceinline__ float sumsq32(const float* x, int n) {
+    int lane = threadIdx.x & 31;
+    float acc = 0.0f;
+    // Batches of 8 loads issue together; the adds stay in element order.
+    for (int i0 = lane; i0 < n; i0 += 256) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; u++) v[u] = i0 + 32 * u < n ? x[i0 + 32 * u] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++)
+            if (i0 + 32 * u < n) acc = acc + v[u] * v[u];
+    }
+    return tree32(acc);
 }

@@ -1,10 +1,15 @@
-// Matrix-vector products straight on GGUF block bytes, and row dequantization (embedding).
+// Matrix-vector products straight on GGUF block bytes (with fused prologues/epilogues), and
+// row dequantization (embedding).
 //
-// Order (identical to crate::quant::dot, so the CUDA and CPU backends agree bit for bit on
-// every matmul): eight threads own the eight f32 lanes of one (row, output feature); lane l
-// only ever sees elements i with i % 8 == l, and walks the row's 32-element chunks in order
-// applying the format's step; then tree8. A [B, n] launch adds grid rows (blockIdx.y) and
-// changes nothing in any row's arithmetic.
+// Order of every dot (fixed by n_in and the launch's warps-per-feature WPF, which the host
+// derives from the matrix shape alone, never from the batch): warp w of a feature's group
+// (w < WPF) owns elements e = 32 * (w + WPF * k) + lane, k = 0, 1, ... in increasing order;
+// each lane accumulates acc = acc + deq(e) * x[e] (deq: the exact f32 dequantization of
+// crate::quant::dequant); the warp closes with the xor tree32; the group's WPF partials are
+// summed in warp order. Rows of a [B, n] launch each keep their own accumulator and see the
+// same sequence of operations as a single row: a weight element is decoded once and used
+// for every row of the tile, which changes nothing in any row's arithmetic. This is NOT the
+// CPU's 8-lane order (CUDA vs CPU agree to ~1e-5, not bit for bit).
 
 #define FMT_F32 0
 #define FMT_F16 1
@@ -38,189 +43,6 @@ __device__ __forceinline__ int scale_q3k(const u8* s, int i) {
     return (int)(low | (high << 4)) - 32;
 }
 
-// One 32-element chunk as lane l sees it: q[k] = code of element 8k + l, plus the scales.
-struct Chunk {
-    float q[4];
-    float s[4];
-};
-
-template <int FMT>
-__device__ __forceinline__ void decode(const u8* b, int c, int l, Chunk& ch) {
-    if (FMT == FMT_Q4_0 || FMT == FMT_Q4_1 || FMT == FMT_Q5_0 || FMT == FMT_Q5_1) {
-        // Legacy 4/5-bit: element j < 16 low nibble of qs[j], j + 16 its high nibble.
-        int at = FMT == FMT_Q4_0 ? 2 : FMT == FMT_Q4_1 ? 4 : FMT == FMT_Q5_0 ? 6 : 8;
-        int off = FMT == FMT_Q4_0 ? 8 : FMT == FMT_Q5_0 ? 16 : 0;
-        u32 qh = 0;
-        if (FMT == FMT_Q5_0) qh = (u32)b[2] | ((u32)b[3] << 8) | ((u32)b[4] << 16) | ((u32)b[5] << 24);
-        if (FMT == FMT_Q5_1) qh = (u32)b[4] | ((u32)b[5] << 8) | ((u32)b[6] << 16) | ((u32)b[7] << 24);
-        u32 a = b[at + l], cc = b[at + 8 + l];
-        u32 v0 = a & 15, v1 = cc & 15, v2 = a >> 4, v3 = cc >> 4;
-        if (FMT == FMT_Q5_0 || FMT == FMT_Q5_1) {
-            v0 |= ((qh >> l) & 1) << 4;
-            v1 |= ((qh >> (8 + l)) & 1) << 4;
-            v2 |= ((qh >> (16 + l)) & 1) << 4;
-            v3 |= ((qh >> (24 + l)) & 1) << 4;
-        }
-        ch.q[0] = (float)((int)v0 - off);
-        ch.q[1] = (float)((int)v1 - off);
-        ch.q[2] = (float)((int)v2 - off);
-        ch.q[3] = (float)((int)v3 - off);
-        ch.s[0] = f16_at(b);
-        ch.s[1] = (FMT == FMT_Q4_1 || FMT == FMT_Q5_1) ? f16_at(b + 2) : 0.0f;
-    } else if (FMT == FMT_Q8_0) {
-        for (int k = 0; k < 4; k++) ch.q[k] = (float)(int)(signed char)b[2 + 8 * k + l];
-        ch.s[0] = f16_at(b);
-    } else if (FMT == FMT_Q2K) {
-        int h = c / 4, s = c % 4;
-        for (int k = 0; k < 4; k++) ch.q[k] = (float)(int)((b[16 + h * 32 + 8 * k + l] >> (2 * s)) & 3);
-        float d = f16_at(b + 80), dmin = f16_at(b + 82);
-        u32 sa = b[2 * c], sb = b[2 * c + 1];
-        ch.s[0] = d * (float)(sa & 0x0F);
-        ch.s[1] = dmin * (float)(sa >> 4);
-        ch.s[2] = d * (float)(sb & 0x0F);
-        ch.s[3] = dmin * (float)(sb >> 4);
-    } else if (FMT == FMT_Q3K) {
-        int h = c / 4, s = c % 4;
-        for (int k = 0; k < 4; k++) {
-            int i = 8 * k + l;
-            int low = (b[32 + h * 32 + i] >> (2 * s)) & 3;
-            int hm = (((b[i] >> c) & 1) ^ 1) << 2;
-            ch.q[k] = (float)(low - hm);
-        }
-        float d = f16_at(b + 108);
-        ch.s[0] = d * (float)scale_q3k(b + 96, 2 * c);
-        ch.s[1] = d * (float)scale_q3k(b + 96, 2 * c + 1);
-    } else if (FMT == FMT_Q4K || FMT == FMT_Q5K) {
-        int pair = c / 2, k4 = c % 2;
-        for (int k = 0; k < 4; k++) {
-            int i = 8 * k + l;
-            u32 v;
-            if (FMT == FMT_Q4K) {
-                v = (b[16 + pair * 32 + i] >> (4 * k4)) & 15;
-            } else {
-                v = ((b[48 + pair * 32 + i] >> (4 * k4)) & 15) | (((b[16 + i] >> c) & 1) << 4);
-            }
-            ch.q[k] = (float)(int)v;
-        }
-        u32 sc, m;
-        scale_min_k4(b + 4, c, &sc, &m);
-        ch.s[0] = f16_at(b) * (float)sc;
-        ch.s[1] = f16_at(b + 2) * (float)m;
-    } else if (FMT == FMT_Q6K) {
-        int h = c / 4, s = c % 4;
-        for (int k = 0; k < 4; k++) {
-            int i = 8 * k + l;
-            u32 lo = (b[h * 64 + (s % 2) * 32 + i] >> (4 * (s / 2))) & 15;
-            u32 hi = ((b[128 + h * 32 + i] >> (2 * s)) & 3) << 4;
-            ch.q[k] = (float)((int)(lo | hi) - 32);
-        }
-        float d = f16_at(b + 208);
-        ch.s[0] = d * (float)(int)(signed char)b[192 + 2 * c];
-        ch.s[1] = d * (float)(int)(signed char)b[192 + 2 * c + 1];
-    }
-}
-
-// The format's fixed-order step (see crate::quant::dot's module comment).
-template <int FMT>
-__device__ __forceinline__ float step(const Chunk& ch, const float* x, float acc) {
-    float x0 = x[0], x1 = x[8], x2 = x[16], x3 = x[24];
-    float g0 = ch.q[0] * x0, g1 = ch.q[1] * x1, g2 = ch.q[2] * x2, g3 = ch.q[3] * x3;
-    if (FMT == FMT_Q4_0 || FMT == FMT_Q5_0 || FMT == FMT_Q8_0) {
-        return acc + ch.s[0] * ((g0 + g1) + (g2 + g3));
-    } else if (FMT == FMT_Q4_1 || FMT == FMT_Q5_1) {
-        return acc + (ch.s[0] * ((g0 + g1) + (g2 + g3)) + ch.s[1] * ((x0 + x1) + (x2 + x3)));
-    } else if (FMT == FMT_Q4K || FMT == FMT_Q5K) {
-        return acc + (ch.s[0] * ((g0 + g1) + (g2 + g3)) - ch.s[1] * ((x0 + x1) + (x2 + x3)));
-    } else if (FMT == FMT_Q3K || FMT == FMT_Q6K) {
-        return acc + (ch.s[0] * (g0 + g1) + ch.s[1] * (g2 + g3));
-    } else {  // Q2_K
-        return acc + ((ch.s[0] * (g0 + g1) - ch.s[1] * (x0 + x1)) +
-                      (ch.s[2] * (g2 + g3) - ch.s[3] * (x2 + x3)));
-    }
-}
-
-// Float formats never take the block path; the primary template only keeps it compilable.
-template <int FMT> struct Layout { enum { BB = 1, CPB = 1 }; };
-template <> struct Layout<FMT_Q4_0> { enum { BB = 18, CPB = 1 }; };
-template <> struct Layout<FMT_Q4_1> { enum { BB = 20, CPB = 1 }; };
-template <> struct Layout<FMT_Q5_0> { enum { BB = 22, CPB = 1 }; };
-template <> struct Layout<FMT_Q5_1> { enum { BB = 24, CPB = 1 }; };
-template <> struct Layout<FMT_Q8_0> { enum { BB = 34, CPB = 1 }; };
-template <> struct Layout<FMT_Q2K> { enum { BB = 84, CPB = 8 }; };
-template <> struct Layout<FMT_Q3K> { enum { BB = 110, CPB = 8 }; };
-template <> struct Layout<FMT_Q4K> { enum { BB = 144, CPB = 8 }; };
-template <> struct Layout<FMT_Q5K> { enum { BB = 176, CPB = 8 }; };
-template <> struct Layout<FMT_Q6K> { enum { BB = 210, CPB = 8 }; };
-
-// Lane l's partial sum of one block-format row.
-template <int FMT>
-__device__ __forceinline__ float lane_dot_blocks(const u8* w, const float* x, int n_in, int l) {
-    const int BB = Layout<FMT>::BB, CPB = Layout<FMT>::CPB;
-    int n_blocks = n_in / (32 * CPB);
-    float acc = 0.0f;
-    for (int bi = 0; bi < n_blocks; bi++) {
-        const u8* b = w + (size_t)bi * BB;
-#pragma unroll
-        for (int c = 0; c < CPB; c++) {
-            Chunk ch;
-            decode<FMT>(b, c, l, ch);
-            acc = step<FMT>(ch, x + (size_t)(bi * CPB + c) * 32 + l, acc);
-        }
-    }
-    return acc;
-}
-
-// Float rows: acc[i % 8] += w[i] * x[i] in element order (the CPU's tail rule is the same
-// lane assignment).
-template <int FMT>
-__device__ __forceinline__ float lane_dot_float(const u8* w, const float* x, int n_in, int l) {
-    float acc = 0.0f;
-    for (int i = l; i < n_in; i += 8) {
-        float wi = FMT == FMT_F32 ? f32_at(w + 4 * (size_t)i)
-                 : FMT == FMT_F16 ? f16_at(w + 2 * (size_t)i) : bf16_at(w + 2 * (size_t)i);
-        acc = acc + wi * x[i];
-    }
-    return acc;
-}
-
-// Y[r][o] = dot(W row o, X[r]) for o < n_out; grid (ceil(n_out / 32), rows), block 256:
-// 32 output features of one row per block, 8 lanes each.
-template <int FMT>
-__device__ __forceinline__ void mv_body(const u8* W, u64 row_bytes, int n_in, int n_out,
-                                        const float* X, float* Y) {
-    int l = threadIdx.x & 7;
-    int o = blockIdx.x * (blockDim.x >> 3) + (threadIdx.x >> 3);
-    int r = blockIdx.y;
-    bool ok = o < n_out;
-    const float* x = X + (size_t)r * n_in;
-    float acc = 0.0f;
-    if (ok) {
-        const u8* w = W + (size_t)o * row_bytes;
-        if (FMT == FMT_F32 || FMT == FMT_F16 || FMT == FMT_BF16) acc = lane_dot_float<FMT>(w, x, n_in, l);
-        else acc = lane_dot_blocks<FMT>(w, x, n_in, l);
-    }
-    acc = tree8(acc);
-    if (ok && l == 0) Y[(size_t)r * n_out + o] = acc;
-}
-
-#define MV(NAME, FMT)                                                                       \
-    extern "C" __global__ void NAME(const u8* W, u64 row_bytes, int n_in, int n_out,        \
-                                    const float* X, float* Y) {                             \
-        mv_body<FMT>(W, row_bytes, n_in, n_out, X, Y);                                      \
-    }
-MV(mv_f32, FMT_F32)
-MV(mv_f16, FMT_F16)
-MV(mv_bf16, FMT_BF16)
-MV(mv_q4_0, FMT_Q4_0)
-MV(mv_q4_1, FMT_Q4_1)
-MV(mv_q5_0, FMT_Q5_0)
-MV(mv_q5_1, FMT_Q5_1)
-MV(mv_q8_0, FMT_Q8_0)
-MV(mv_q2_k, FMT_Q2K)
-MV(mv_q3_k, FMT_Q3K)
-MV(mv_q4_k, FMT_Q4K)
-MV(mv_q5_k, FMT_Q5K)
-MV(mv_q6_k, FMT_Q6K)
 
 // Element e of a row, with exactly the f32 operations of crate::quant::dequant (gguf.quants).
 __device__ __forceinline__ float deq(int fmt, const u8* row, int e) {
@@ -309,3 +131,218 @@ extern "C" __global__ void embed_rows(const u8* table, u64 row_bytes, int fmt, i
         x[(size_t)r * n_embd + e] = v;
     }
 }
+
+// One matrix of a fused matvec launch. Mirrors `MvMat` in engine.rs (#[repr(C)], 32 bytes).
+struct MvMat {
+    const u8* w;   // n_out rows of row_bytes GGUF block bytes
+    u64 row_bytes;
+    float* y;      // [rows, n_out] output
+    int n_out;
+    int fmt;       // FMT_* id
+};
+
+// A fused matvec launch. Mirrors `MvArgs` in engine.rs (#[repr(C)], 136 bytes).
+//  mode 0: y_m[r][o] = W_m · in[r]              (up to 3 matrices side by side: q|k|v)
+//  mode 1: y_0[r][o] = y_0[r][o] + W_0 · in[r]  (the residual add, x += o, as the CPU does)
+//  mode 2: y_0[r][o] = act(W_0 · in[r]) * (W_1 · in[r])   (gate, up)
+// in[r] = x[r] when norm == 0, else rms_norm(x[r]) * norm computed in the prologue with the
+// expression of crate::math::rms_norm ((x * inv) * w, inv = 1 / sqrt(ss / n + eps)).
+struct MvArgs {
+    MvMat m[3];
+    const float* x;
+    const float* norm;
+    int n_mat;
+    int n_in;
+    int rows;
+    int mode;
+    int act;
+    float eps;
+};
+
+#define MV_WARPS 8  // blockDim.x / 32 of every fused matvec launch (the host uses 256)
+
+// Loads of U iterations are issued before any of their arithmetic (a fully unrolled batch:
+// the rows are short, so without this every iteration waits for its own DRAM round trip);
+// the accumulation still walks e in increasing order.
+template <int FMT, int RT>
+__device__ __forceinline__ void warp_dot(const u8* row, const float* X, int n_in, int nr,
+                                         const float* nw, const float* inv, int w0, int wpf,
+                                         float* acc) {
+    const int U = RT == 1 ? 8 : 4;
+#pragma unroll
+    for (int r = 0; r < RT; r++) acc[r] = 0.0f;
+    int lane = threadIdx.x & 31;
+    int stride = 32 * wpf;
+    for (int e0 = 32 * w0 + lane; e0 < n_in; e0 += U * stride) {
+        float w[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int e = e0 + u * stride;
+            w[u] = e < n_in ? deq(FMT, row, e) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int e = e0 + u * stride;
+            if (e < n_in) {
+                float g = nw ? nw[e] : 0.0f;
+#pragma unroll
+                for (int r = 0; r < RT; r++) {
+                    if (r < nr) {
+                        float xv = X[(size_t)r * n_in + e];
+                        if (nw) xv = (xv * inv[r]) * g;
+                        acc[r] = acc[r] + w[u] * xv;
+                    }
+                }
+            }
+        }
+    }
+}
+
+template <int RT>
+__device__ __forceinline__ void warp_dot_any(int fmt, const u8* row, const float* X, int n_in,
+                                          int nr, const float* nw, const float* inv, int w0,
+                                          int wpf, float* acc) {
+    switch (fmt) {
+    case FMT_F32: warp_dot<FMT_F32, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_F16: warp_dot<FMT_F16, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_BF16: warp_dot<FMT_BF16, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q4_0: warp_dot<FMT_Q4_0, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q4_1: warp_dot<FMT_Q4_1, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q5_0: warp_dot<FMT_Q5_0, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q5_1: warp_dot<FMT_Q5_1, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q8_0: warp_dot<FMT_Q8_0, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q2K: warp_dot<FMT_Q2K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q3K: warp_dot<FMT_Q3K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q4K: warp_dot<FMT_Q4K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q5K: warp_dot<FMT_Q5K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    case FMT_Q6K: warp_dot<FMT_Q6K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    default:
+#pragma unroll
+        for (int r = 0; r < RT; r++) acc[r] = __int_as_float(0x7fc00000);
+    }
+}
+
+// The epilogue of output feature o of matrix mi for batch row r (r0 + r overall): s is the
+// finished dot (mode 2: of the gate), t the up projection's.
+__device__ __forceinline__ void mv_finish(const MvArgs& a, int mi, int o, int row, float s,
+                                          float t) {
+    float* Y = mi == 2 ? a.m[2].y : mi == 1 ? a.m[1].y : a.m[0].y;
+    int ny = mi == 2 ? a.m[2].n_out : mi == 1 ? a.m[1].n_out : a.m[0].n_out;
+    float* y = Y + (size_t)row * ny + o;
+    if (a.mode == 0) {
+        *y = s;
+    } else if (a.mode == 1) {
+        *y = *y + s;
+    } else {
+        *y = act_fn(s, a.act) * t;
+    }
+}
+
+// Grid (blocks, ceil(rows / RT)), block 32 * MV_WARPS; blocks <= what the GPU holds at once,
+// each block walking feature groups blockIdx.x, blockIdx.x + gridDim.x, ... (the grid size
+// changes which block computes a feature, never how). In a group, feature f is computed by
+// wpf consecutive warps (wpf divides MV_WARPS). Grid row t covers batch rows t*RT..t*RT+RT-1.
+// stage_x = 1 (norm launches whose tile fits): the normalized rows are computed once per
+// block into dynamic shared memory, with the same expression as the on-the-fly path.
+template <int RT>
+__device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, int stage_x) {
+    extern __shared__ float xs[];
+    __shared__ float inv[RT];
+    __shared__ float pa[MV_WARPS][RT];
+    __shared__ float pb[MV_WARPS][RT];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int r0 = blockIdx.y * RT;
+    int nr = a.rows - r0;
+    if (nr > RT) nr = RT;
+    const float* X = a.x + (size_t)r0 * a.n_in;
+    const float* nw = a.norm;
+    if (a.norm) {
+        for (int r = warp; r < nr; r += MV_WARPS) {
+            float ss = sumsq32(X + (size_t)r * a.n_in, a.n_in);
+            if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)a.n_in + a.eps);
+        }
+        __syncthreads();
+        if (stage_x) {
+            for (int i = threadIdx.x; i < nr * a.n_in; i += blockDim.x) {
+                int r = i / a.n_in, e = i - r * a.n_in;
+                xs[i] = (X[i] * inv[r]) * a.norm[e];
+            }
+            __syncthreads();
+            X = xs;
+            nw = 0;
+        }
+    }
+    int n0 = a.m[0].n_out;
+    int n1 = a.n_mat > 1 ? a.m[1].n_out : 0;
+    int n2 = a.n_mat > 2 ? a.m[2].n_out : 0;
+    int fpb = MV_WARPS / wpf;
+    int w0 = warp % wpf;
+    for (int base = blockIdx.x * fpb; base < features; base += gridDim.x * fpb) {
+        int f = base + warp / wpf;
+        // Which matrix and output feature this warp works on (-1: past the end).
+        int mi = -1, o = 0;
+        if (f < features) {
+            if (a.mode == 2 || f < n0) {
+                mi = 0; o = f;
+            } else if (f < n0 + n1) {
+                mi = 1; o = f - n0;
+            } else if (f < n0 + n1 + n2) {
+                mi = 2; o = f - n0 - n1;
+            }
+        }
+        float ga[RT], gb[RT];
+#pragma unroll
+        for (int r = 0; r < RT; r++) { ga[r] = 0.0f; gb[r] = 0.0f; }
+        int passes = a.mode == 2 ? 2 : 1;
+        for (int pass = 0; pass < passes; pass++) {
+            if (mi < 0) break;
+            // Field-wise selects keep the kernel parameter in param space (no local copy).
+            // Pass 1 (mode 2 only) is the up projection of the same output feature.
+            int pm = pass == 1 ? 1 : mi;
+            const u8* W = pm == 2 ? a.m[2].w : pm == 1 ? a.m[1].w : a.m[0].w;
+            u64 rb = pm == 2 ? a.m[2].row_bytes : pm == 1 ? a.m[1].row_bytes : a.m[0].row_bytes;
+            int fmt = pm == 2 ? a.m[2].fmt : pm == 1 ? a.m[1].fmt : a.m[0].fmt;
+            float acc[RT];
+            warp_dot_any<RT>(fmt, W + (size_t)o * rb, X, a.n_in, nr, nw, inv, w0, wpf, acc);
+#pragma unroll
+            for (int r = 0; r < RT; r++) {
+                acc[r] = tree32(acc[r]);
+                if (pass == 0) ga[r] = acc[r];
+                else gb[r] = acc[r];
+            }
+        }
+        if (wpf == 1) {
+            // The warp holds the whole dot: lane 0 finishes every row.
+            if (mi >= 0 && lane == 0) {
+#pragma unroll
+                for (int r = 0; r < RT; r++)
+                    if (r < nr) mv_finish(a, mi, o, r0 + r, ga[r], gb[r]);
+            }
+            continue;  // uniform: wpf is a launch parameter
+        }
+        if (mi >= 0 && lane == 0) {
+#pragma unroll
+            for (int r = 0; r < RT; r++) {
+                pa[warp][r] = ga[r];
+                pb[warp][r] = gb[r];
+            }
+        }
+        __syncthreads();
+        // The group's first warp; lane r finishes batch row r, summing partials in warp order.
+        if (mi >= 0 && w0 == 0 && lane < nr) {
+            float s = pa[warp][lane], t = pb[warp][lane];
+            for (int i = 1; i < wpf; i++) {
+                s = s + pa[warp + i][lane];
+                t = t + pb[warp + i][lane];
+            }
+            mv_finish(a, mi, o, r0 + lane, s, t);
+        }
+        __syncthreads();  // pa/pb are reused by the next round
+    }
+}
+
+// RT = 1 for single-row launches, 8 for batches: the per-row arithmetic is the same in both.
+// At least 4 blocks (32 warps) per SM: decode matvecs are latency-bound, and the bytes in
+// flight scale with resident warps.
+extern "C" __global__ void __launch_bounds__(256, 4) mv_r1(MvArgs a, int wpf, int features, int stage_x) { mv_body<1>(a, wpf, features, stage_x); }
+extern "C" __global__ void __launch_bounds__(256, 4) mv_r8(MvArgs a, int wpf, int features, int stage_x) { mv_body<8>(a, wpf, features, stage_x); }
