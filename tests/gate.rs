@@ -222,7 +222,10 @@ fn fault_single_slot_fails() {
 
 #[test]
 fn fault_shared_scratch_fails() {
-    assert_fault_fails("shared-scratch", &["--stages", "4", "--arms", "pipelined"]);
+    assert_fault_fails(
+        "shared-scratch",
+        &["--stages", "4", "--arms", "pipelined", "--jitter-us", "200"],
+    );
 }
 
 #[test]
