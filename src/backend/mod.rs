@@ -39,6 +39,18 @@ pub enum BackendError {
 
 pub type BResult<T> = Result<T, BackendError>;
 
+/// Values in one layer's K (or V) cache: `rows × ctx × kv_dim`, an error naming the three
+/// numbers when the product overflows (every backend sizes its caches with this).
+pub fn cache_len(backend: &'static str, model: &Model, rows: usize, ctx: usize) -> BResult<usize> {
+    let kv_dim = model.cfg.kv_dim();
+    rows.checked_mul(ctx)
+        .and_then(|v| v.checked_mul(kv_dim))
+        .ok_or_else(|| BackendError::Op {
+            backend,
+            what: format!("cache size overflows: rows {rows} ctx {ctx} kv_dim {kv_dim}"),
+        })
+}
+
 /// What one stage's engine owns: its layer range and whether it holds the embedding (stage
 /// 0) and the output norm + head (the last stage). `max_rows` sizes the engine's scratch.
 #[derive(Clone, Debug)]

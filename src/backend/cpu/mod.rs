@@ -213,15 +213,8 @@ impl Backend for CpuBackend {
         s: &CpuStream,
     ) -> BResult<CpuCache> {
         self.check_dev(dev)?;
-        let kv_dim = model.cfg.n_kv_heads * model.cfg.head_dim;
-        let n = rows
-            .checked_mul(ctx)
-            .and_then(|v| v.checked_mul(kv_dim))
-            .ok_or_else(|| {
-                op_err(format!(
-                    "cache size overflows: rows {rows} ctx {ctx} kv_dim {kv_dim}"
-                ))
-            })?;
+        let kv_dim = model.cfg.kv_dim();
+        let n = crate::backend::cache_len("cpu", model, rows, ctx)?;
         let mut k = Vec::with_capacity(layers.len());
         let mut v = Vec::with_capacity(layers.len());
         for _ in layers.clone() {

@@ -214,15 +214,8 @@ impl CudaCache {
         s: &GpuStream,
     ) -> BResult<CudaCache> {
         let c = &model.cfg;
-        let kv_dim = c.kv_dim();
-        let n = rows
-            .checked_mul(ctx)
-            .and_then(|v| v.checked_mul(kv_dim))
-            .ok_or_else(|| {
-                op_err(format!(
-                    "cache size overflows: rows {rows} ctx {ctx} kv_dim {kv_dim}"
-                ))
-            })?;
+        let kv_dim = model.cfg.kv_dim();
+        let n = crate::backend::cache_len("cuda", model, rows, ctx)?;
         let mut k = Vec::with_capacity(layers.len());
         let mut v = Vec::with_capacity(layers.len());
         let mut rope: Vec<(u32, GpuBuf)> = Vec::new();
