@@ -577,3 +577,35 @@ fn interrupted_soak_keeps_finished_receipts_and_the_summary() {
         "{t}"
     );
 }
+
+/// `ppn-gate ... | head -0`: a closed stdout neither panics nor changes the verdict's exit code.
+#[test]
+fn closed_stdout_is_not_a_panic() {
+    let d = tmp();
+    for (fault, want) in [(None, 0), (Some("rx-no-wait"), 1)] {
+        let mut c = bin();
+        c.args([
+            "--backend",
+            "cpu",
+            "--stages",
+            "2",
+            "--gen-len",
+            "2",
+            "--receipt",
+            d.path().join("r.json").to_str().unwrap(),
+        ]);
+        if let Some(f) = fault {
+            c.args(["--fault", f]);
+        }
+        let mut child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away before the first line
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{err}");
+        assert_eq!(o.status.code(), Some(want), "{err}");
+    }
+}

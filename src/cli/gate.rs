@@ -382,9 +382,9 @@ pub fn run_cli(args: &GateArgs) -> Result<i32> {
         .unwrap_or_else(|| default_receipt_path("gate"));
     r.write(&path)?;
     for l in verdict_lines(&r) {
-        println!("{l}");
+        outln!("{l}");
     }
-    println!("receipt: {}", path.display());
+    outln!("receipt: {}", path.display());
     Ok(if r.verdict == "PASS" {
         EXIT_PASS
     } else {
@@ -394,23 +394,23 @@ pub fn run_cli(args: &GateArgs) -> Result<i32> {
 
 pub fn inspect(file: &Path, tensors: bool) -> Result<i32> {
     let f = GgufFile::open(file).with_context(|| format!("inspect {}", file.display()))?;
-    println!(
+    outln!(
         "file: {} (GGUF v{}, {} bytes)",
         file.display(),
         f.version,
         f.bytes().len()
     );
-    println!("alignment: {}, data offset: {}", f.alignment, f.data_offset);
+    outln!("alignment: {}, data offset: {}", f.alignment, f.data_offset);
     match Model::load(&f) {
         Ok(m) => {
             let c = &m.cfg;
-            println!(
+            outln!(
                 "architecture: {} — {} layers, n_embd {}, heads {} (kv {}), head_dim {}, ff {}, vocab {}",
                 c.arch, c.n_layers, c.n_embd, c.n_heads, c.n_kv_heads, c.head_dim, c.n_ff, c.vocab
             );
-            println!("weight bytes: {}", m.weight_bytes);
+            outln!("weight bytes: {}", m.weight_bytes);
         }
-        Err(e) => println!("architecture: not loadable as a supported model: {e}"),
+        Err(e) => outln!("architecture: not loadable as a supported model: {e}"),
     }
     let mut by_type: std::collections::BTreeMap<String, (usize, u64)> = Default::default();
     for t in &f.tensors {
@@ -418,17 +418,17 @@ pub fn inspect(file: &Path, tensors: bool) -> Result<i32> {
         e.0 += 1;
         e.1 += t.n_bytes;
     }
-    println!("tensors: {}", f.tensors.len());
+    outln!("tensors: {}", f.tensors.len());
     for (ty, (n, b)) in &by_type {
-        println!("  {ty:<6} {n:>5} tensors {b:>12} bytes");
+        outln!("  {ty:<6} {n:>5} tensors {b:>12} bytes");
     }
-    println!("metadata ({} keys):", f.metadata.len());
+    outln!("metadata ({} keys):", f.metadata.len());
     for (k, v) in &f.metadata {
-        println!("  {k} = {}", short_value(v));
+        outln!("  {k} = {}", short_value(v));
     }
     if tensors {
         for t in &f.tensors {
-            println!(
+            outln!(
                 "  {:<40} {:<6} {:?} {} bytes @ {}",
                 t.name,
                 t.ty.name(),
@@ -503,7 +503,7 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
     Model::load(&f).context("loading the synthetic model")?;
     receipt::write_atomic(&a.output, &bytes)
         .with_context(|| format!("writing {}", a.output.display()))?;
-    println!(
+    outln!(
         "wrote {} ({} bytes, blake3 {})",
         a.output.display(),
         bytes.len(),

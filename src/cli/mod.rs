@@ -5,6 +5,16 @@
 //! message naming the offending value. Configuration comes from flags only, never from
 //! environment variables.
 
+/// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
+/// and the command goes on, so its receipts are still written and its exit code still says
+/// PASS or FAIL.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 pub mod gate;
 mod soak_cmd;
 

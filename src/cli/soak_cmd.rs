@@ -104,9 +104,9 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         )?;
     }
     for l in summary.lines() {
-        println!("{l}");
+        outln!("{l}");
     }
-    println!("summary: {}", summary_path.display());
+    outln!("summary: {}", summary_path.display());
     Ok(if fails > 0 {
         EXIT_FAIL
     } else if summary.runs_done < a.runs {
@@ -121,7 +121,7 @@ pub fn diff(a: &Path, b: &Path) -> Result<i32> {
     let rb = Receipt::load(b)?;
     Ok(match diff_receipts(&ra, &rb) {
         DiffOutcome::Same => {
-            println!(
+            outln!(
                 "same: {} and {} agree on every deterministic field",
                 a.display(),
                 b.display()
@@ -129,9 +129,9 @@ pub fn diff(a: &Path, b: &Path) -> Result<i32> {
             EXIT_PASS
         }
         DiffOutcome::Different(lines) => {
-            println!("different: {} vs {}", a.display(), b.display());
+            outln!("different: {} vs {}", a.display(), b.display());
             for l in lines {
-                println!("  {l}");
+                outln!("  {l}");
             }
             EXIT_FAIL
         }
@@ -193,14 +193,14 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
             run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
         let path = out.join(format!("{}.json", g.name));
         r.write(&path)?;
-        println!(
+        outln!(
             "{:<28} {}  ({:.1} s)",
             g.name,
             r.verdict,
             t0.elapsed().as_secs_f64()
         );
         for l in verdict_lines(&r) {
-            println!("    {l}");
+            outln!("    {l}");
         }
         if r.verdict != "PASS" {
             worst = worst.max(EXIT_FAIL);
@@ -210,22 +210,22 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
             let golden = Receipt::load(&gp)
                 .with_context(|| format!("golden receipt for gate {:?}", g.name))?;
             match diff_receipts(&golden, &r) {
-                DiffOutcome::Same => println!("    golden: same as {}", gp.display()),
+                DiffOutcome::Same => outln!("    golden: same as {}", gp.display()),
                 DiffOutcome::Different(lines) => {
-                    println!("    golden: DIFFERENT from {}", gp.display());
+                    outln!("    golden: DIFFERENT from {}", gp.display());
                     for l in lines {
-                        println!("      {l}");
+                        outln!("      {l}");
                     }
                     worst = worst.max(EXIT_FAIL);
                 }
                 DiffOutcome::NotComparable(why) => {
-                    println!("    golden: NOT COMPARABLE with {}: {why}", gp.display());
+                    outln!("    golden: NOT COMPARABLE with {}: {why}", gp.display());
                     worst = EXIT_ERROR;
                 }
             }
         }
     }
-    println!("receipts: {}", out.display());
+    outln!("receipts: {}", out.display());
     Ok(worst)
 }
 
@@ -304,7 +304,7 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
     let t_pipe = time_pipe(&rtn, 1)?;
     let t_batch = time_pipe(&rtn, rows)?;
     let tps = |t: f64, r: usize| (steps * r) as f64 / t;
-    println!(
+    outln!(
         "bench: {} backend, model {} ({} weight bytes), {}, window {}, {steps} steps",
         be.kind(),
         p.model_info.file,
@@ -313,40 +313,40 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
         spec.window
     );
     match bw {
-        Some(gbs) => println!(
+        Some(gbs) => outln!(
             "  device bandwidth {gbs:.0} GB/s (D2D copy, read+write) -> floor {:.1} us/token, max {:.0} tok/s (weight bytes / bandwidth)",
             m.weight_bytes as f64 / (gbs * 1e9) * 1e6,
             gbs * 1e9 / m.weight_bytes as f64
         ),
-        None => println!("  device bandwidth n/a -> floor n/a"),
+        None => outln!("  device bandwidth n/a -> floor n/a"),
     }
     let launches = if launches_per_tok > 0.0 {
         format!("{launches_per_tok:.1}")
     } else {
         "n/a".to_string()
     };
-    println!(
+    outln!(
         "  kernel launches per token (reference) {launches}; host enqueue {:.1} us/token of {:.1}",
         1e6 * t_enq / steps as f64,
         1e6 * t_ref / steps as f64
     );
-    println!(
+    outln!(
         "  reference (1 stage, eager)   {:>9.1} tok/s",
         tps(t_ref, 1)
     );
-    println!(
+    outln!(
         "  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)",
         spec.placement.n_stages(),
         tps(t_eager, 1),
         t_ref / t_eager
     );
-    println!(
+    outln!(
         "  pipelined (window {})         {:>9.1} tok/s  ({:.2}x eager)",
         spec.window,
         tps(t_pipe, 1),
         t_eager / t_pipe
     );
-    println!(
+    outln!(
         "  batched   (B={rows}, aggregate)  {:>9.1} tok/s  ({:.2}x eager)",
         tps(t_batch, rows),
         tps(t_batch, rows) / tps(t_eager, 1)
