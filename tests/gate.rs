@@ -521,7 +521,7 @@ fn synth_is_byte_identical_for_the_same_flags_and_loads() {
 fn interrupted_soak_keeps_finished_receipts_and_the_summary() {
     let d = tmp();
     let out = d.path().join("soak");
-    let mut child = bin()
+    let child = bin()
         .args([
             "soak",
             "--runs",

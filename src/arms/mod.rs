@@ -328,9 +328,9 @@ fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<A
     let mut walk = rt.walk().map_err(rt_err("eager arm"))?;
     let mut judge = Judge::new("eager", refs);
     let tape = &refs[0].reference.tokens;
-    for i in 0..steps {
+    for (i, &tok) in tape.iter().enumerate().take(steps) {
         let p = walk
-            .issue(&[tape[i]], &[i])
+            .issue(&[tok], &[i])
             .map_err(rt_err(format!("eager arm step {i}")))?;
         let l = walk
             .read_eager(p)

@@ -138,7 +138,7 @@ impl Backend for CpuBackend {
 
     fn alloc_zeroed(&self, dev: usize, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
         self.check_dev(dev)?;
-        Ok(alloc_on(dev, n, s)?)
+        alloc_on(dev, n, s)
     }
 
     fn alloc_host(&self, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
@@ -244,9 +244,9 @@ impl Backend for CpuBackend {
     }
 }
 
-/// Allocate on `dev`; the zero-fill is an operation on `s` (stream-ordered, as cuMemAllocAsync
-/// + cuMemsetAsync): until it has run the memory holds a poison pattern, so a reader that is
-/// not ordered behind `s` sees garbage, never a lucky zero.
+/// Allocate on `dev`; the zero-fill is an operation on `s` (stream-ordered, as
+/// cuMemAllocAsync followed by cuMemsetAsync): until it has run the memory holds a poison
+/// pattern, so a reader that is not ordered behind `s` sees garbage, never a lucky zero.
 fn alloc_on(dev: usize, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
     let m = Arc::new(DevMem::poisoned(dev, n));
     let z = m.clone();
