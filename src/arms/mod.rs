@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::backend::Backend;
 use crate::model::Model;
 use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference};
-use crate::runtime::{Fault, Placement, RtError, Runtime, RuntimeConfig};
+use crate::runtime::{Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArmKind {
@@ -106,9 +106,13 @@ pub enum GateError {
     Runtime { phase: String, err: RtError },
 }
 
-fn rt_err(phase: impl Into<String>) -> impl FnOnce(RtError) -> GateError {
-    let phase = phase.into();
-    move |err| GateError::Runtime { phase, err }
+/// Wrap a runtime error with the phase it happened in. The phase is built only on the error
+/// path: these sit in per-step loops, where an eager `format!` would allocate every step.
+fn rt_err(phase: impl FnOnce() -> String) -> impl FnOnce(RtError) -> GateError {
+    move |err| GateError::Runtime {
+        phase: phase(),
+        err,
+    }
 }
 
 /// Seeded prompt of row `row`: BOS (when the vocabulary has one) then uniform random ids.
@@ -139,25 +143,30 @@ fn run_reference<B: Backend>(
     steps: usize,
     topk: usize,
 ) -> Result<RefRun, GateError> {
-    let mut walk = rt.walk().map_err(rt_err(format!("reference row {row}")))?;
+    let mut walk = rt
+        .walk()
+        .map_err(rt_err(|| format!("reference row {row}")))?;
     let mut out = Vec::with_capacity(steps);
     let mut logits = Vec::with_capacity(steps);
     for i in 0..steps {
         let tok = tape[i];
         let p = walk
             .issue(&[tok], &[i])
-            .map_err(rt_err(format!("reference row {row} step {i}")))?;
+            .map_err(rt_err(|| format!("reference row {row} step {i}")))?;
         let l = walk
             .read_eager(p)
-            .map_err(rt_err(format!("reference row {row} step {i}")))?;
+            .map_err(rt_err(|| format!("reference row {row} step {i}")))?;
+        // topk >= 1 (validated): its first entry is the greedy token, by the same order
+        // (larger logit, then lower id) as `receipt::argmax`, without a second vocab pass.
+        let top = receipt::topk(&l, topk.max(1));
         if i + 1 == tape.len() && tape.len() < steps {
-            tape.push(receipt::argmax(&l));
+            tape.push(top[0].0);
         }
         out.push(RefStep {
             step: i,
             token: tok,
             logits_blake3: receipt::hash_logits(&l),
-            topk: receipt::topk(&l, topk),
+            topk: top,
         });
         logits.push(l);
     }
@@ -268,7 +277,7 @@ pub fn run_gate<B: Backend>(
             faults: vec![],
         },
     )
-    .map_err(rt_err("reference build"))?;
+    .map_err(rt_err(|| "reference build".to_string()))?;
     let mut refs = Vec::with_capacity(rows);
     for r in 0..rows {
         let prompt = match (&spec.tape, r) {
@@ -293,10 +302,9 @@ pub fn run_gate<B: Backend>(
             faults: spec.faults.clone(),
         },
     )
-    .map_err(rt_err(format!(
-        "runtime build ({})",
-        spec.placement.to_flags()
-    )))?;
+    .map_err(rt_err(|| {
+        format!("runtime build ({})", spec.placement.to_flags())
+    }))?;
     let build_ms = t1.elapsed().as_secs_f64() * 1e3;
 
     let mut arms = Vec::new();
@@ -325,19 +333,48 @@ pub fn run_gate<B: Backend>(
 }
 
 fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<Arm, GateError> {
-    let mut walk = rt.walk().map_err(rt_err("eager arm"))?;
+    let mut walk = rt.walk().map_err(rt_err(|| "eager arm".to_string()))?;
     let mut judge = Judge::new("eager", refs);
     let tape = &refs[0].reference.tokens;
     for (i, &tok) in tape.iter().enumerate().take(steps) {
         let p = walk
             .issue(&[tok], &[i])
-            .map_err(rt_err(format!("eager arm step {i}")))?;
+            .map_err(rt_err(|| format!("eager arm step {i}")))?;
         let l = walk
             .read_eager(p)
-            .map_err(rt_err(format!("eager arm step {i}")))?;
+            .map_err(rt_err(|| format!("eager arm step {i}")))?;
         judge.check(i, 0, &l);
     }
     Ok(judge.finish())
+}
+
+/// Drive one walk with up to `window` steps in flight: issue step i with `tokens(i)` (one per
+/// row, all at position i), and whenever the window is full (and at the end) read the oldest
+/// step through the readback stream and hand `(step, logits)` to `sink`, in step order.
+/// The pipelined and batched arms and `bench` all issue this way.
+pub fn drive_windowed<B: Backend, E>(
+    walk: &mut Walk<'_, B>,
+    steps: usize,
+    window: usize,
+    mut tokens: impl FnMut(usize) -> Vec<u32>,
+    mut sink: impl FnMut(usize, Vec<f32>) -> Result<(), E>,
+    err: impl Fn(usize, RtError) -> E,
+) -> Result<(), E> {
+    // (tape index, pending step): the runtime numbers steps over its whole life.
+    let mut inflight: VecDeque<(usize, Pending)> = VecDeque::with_capacity(window);
+    for i in 0..steps {
+        if inflight.len() >= window.max(1) {
+            let (j, p) = inflight.pop_front().expect("window is non-empty");
+            sink(j, walk.read_deferred(p).map_err(|e| err(j, e))?)?;
+        }
+        let t = tokens(i);
+        let p = walk.issue(&t, &vec![i; t.len()]).map_err(|e| err(i, e))?;
+        inflight.push_back((i, p));
+    }
+    while let Some((j, p)) = inflight.pop_front() {
+        sink(j, walk.read_deferred(p).map_err(|e| err(j, e))?)?;
+    }
+    Ok(())
 }
 
 /// Pipelined issue over `refs.len()` rows (1: the pipelined arm; B: the batched arm):
@@ -349,37 +386,21 @@ fn pipelined<B: Backend>(
     window: usize,
     name: &'static str,
 ) -> Result<Arm, GateError> {
-    let rows = refs.len();
     let vocab = rt.model().cfg.vocab;
-    let mut walk = rt.walk().map_err(rt_err(format!("{name} arm")))?;
+    let mut walk = rt.walk().map_err(rt_err(|| format!("{name} arm")))?;
     let mut judge = Judge::new(name, refs);
-    // (tape index, pending step): the runtime numbers steps over its whole life.
-    let mut inflight: VecDeque<(usize, crate::runtime::Pending)> = VecDeque::with_capacity(window);
-    let drain = |walk: &mut crate::runtime::Walk<'_, B>,
-                 judge: &mut Judge,
-                 i: usize,
-                 p: crate::runtime::Pending| {
-        let l = walk
-            .read_deferred(p)
-            .map_err(rt_err(format!("{name} arm step {i}")))?;
-        for r in 0..rows {
-            judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
-        }
-        Ok::<(), GateError>(())
-    };
-    for i in 0..steps {
-        if inflight.len() == window {
-            let (j, p) = inflight.pop_front().expect("window is non-empty");
-            drain(&mut walk, &mut judge, j, p)?;
-        }
-        let tokens: Vec<u32> = refs.iter().map(|r| r.reference.tokens[i]).collect();
-        let p = walk
-            .issue(&tokens, &vec![i; rows])
-            .map_err(rt_err(format!("{name} arm step {i}")))?;
-        inflight.push_back((i, p));
-    }
-    while let Some((j, p)) = inflight.pop_front() {
-        drain(&mut walk, &mut judge, j, p)?;
-    }
+    drive_windowed(
+        &mut walk,
+        steps,
+        window,
+        |i| refs.iter().map(|r| r.reference.tokens[i]).collect(),
+        |i, l| {
+            for r in 0..refs.len() {
+                judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
+            }
+            Ok(())
+        },
+        |i, e| rt_err(|| format!("{name} arm step {i}"))(e),
+    )?;
     Ok(judge.finish())
 }

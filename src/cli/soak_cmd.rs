@@ -278,17 +278,15 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
     let time_eager = |rt: &Runtime<B>| -> Result<f64> { Ok(time_eager_split(rt)?.0) };
     let time_pipe = |rt: &Runtime<B>, rows: usize| -> Result<f64> {
         let mut w = rt.walk()?;
-        let mut q = std::collections::VecDeque::new();
         let t0 = Instant::now();
-        for (i, &t) in tokens.iter().enumerate() {
-            if q.len() == spec.window {
-                w.read_deferred(q.pop_front().expect("non-empty"))?;
-            }
-            q.push_back(w.issue(&vec![t; rows], &vec![i; rows])?);
-        }
-        while let Some(pd) = q.pop_front() {
-            w.read_deferred(pd)?;
-        }
+        crate::arms::drive_windowed(
+            &mut w,
+            steps,
+            spec.window,
+            |i| vec![tokens[i]; rows],
+            |_, _| Ok::<(), anyhow::Error>(()),
+            |i, e| anyhow!("bench step {i}: {e}"),
+        )?;
         Ok(t0.elapsed().as_secs_f64())
     };
     let rt1 = mk(single, 1)?;

@@ -180,11 +180,6 @@ pub fn topk(row: &[f32], k: usize) -> Vec<(u32, f32)> {
     idx.into_iter().map(|i| (i, row[i as usize])).collect()
 }
 
-/// Greedy choice: the top-1 of `topk` (ties by lower id).
-pub fn argmax(row: &[f32]) -> u32 {
-    topk(row, 1).first().map(|x| x.0).unwrap_or(0)
-}
-
 /// First index whose bits differ, with both values.
 pub fn first_diff(reference: &[f32], got: &[f32]) -> Option<(usize, f32, f32)> {
     if reference.len() != got.len() {
@@ -284,7 +279,7 @@ mod tests {
     fn topk_is_descending_with_ties_by_lower_id_and_nan_last() {
         let row = [1.0, 3.0, f32::NAN, 3.0, -1.0, 2.0];
         assert_eq!(topk(&row, 4), vec![(1, 3.0), (3, 3.0), (5, 2.0), (0, 1.0)]);
-        assert_eq!(argmax(&row), 1);
+        assert_eq!(topk(&row, 1)[0].0, 1); // the greedy choice
         assert_eq!(topk(&row, 99).len(), row.len());
         assert!(topk(&row, 0).is_empty());
     }

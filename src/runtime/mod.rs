@@ -421,8 +421,8 @@ impl<'a, B: Backend> Walk<'a, B> {
         for s in 0..n {
             let stg = &rt.stages[s];
             let eng = rt.engine(s);
-            let c = |what: &str| {
-                let what = what.to_string();
+            // Error context, formatted only on the error path (this runs every step).
+            let c = |what: &'static str| {
                 let dev = stg.dev;
                 move || format!("stage {s} (device {dev}) {what}, step {t}")
             };
