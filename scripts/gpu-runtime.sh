@@ -3,7 +3,9 @@
 #
 #   scripts/gpu-runtime.sh BIN MODELDIR OUTDIR [SECTIONS]
 #
-# SECTIONS (default all): gates soak faults bench
+# SECTIONS (default all but faults-light): gates soak faults bench
+#  (faults-light: the faults that open on the built-in model, and their clean control; no
+#  big model needed)
 #  gates  same-device placements N in {2,4,8} (uneven splits, one-layer stages) for SmolLM2,
 #         Gemma-3 and a >= 2 GB synthetic llama model; every arm must PASS.
 #  soak   x20 then x100 of the same-device N=4 gate (SmolLM2): must be 20/20, 100/100.
@@ -11,6 +13,8 @@
 #         model must exist: run `gates` first or in the same call).
 #  bench  pipelined vs eager at N=2 and N=4 on one device, SmolLM2 and Gemma-3.
 # Receipts, soak summaries and logs land in OUTDIR/r; OUTDIR/summary.txt is the table.
+# A short call: NO_BIG=1 (no 2.5 GB model, no gates on it), SOAK_RUNS="20",
+# BENCH_MODELS=path (one model).
 set -u
 BIN=$1
 M=$2
@@ -40,7 +44,7 @@ gate() {
 
 if want gates; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$SUM"
-    if [ ! -f "$BIG" ]; then
+    if [ -z "${NO_BIG:-}" ] && [ ! -f "$BIG" ]; then
         t0=$(date +%s)
         "$BIN" synth --arch llama --layers 12 --embd 4096 --heads 32 --kv-heads 8 --ff 11008 --vocab 32000 \
             --quant q8_0 --seed 11 -o "$BIG" >>"$LOG" 2>&1
@@ -52,19 +56,46 @@ if want gates; then
     gate gemma-n2-split17 --model "$GEMMA" --stages 2 --splits 17
     gate gemma-n4-split5-6-12 --model "$GEMMA" --stages 4 --splits 5,6,12
     gate gemma-n8-even --model "$GEMMA" --stages 8
-    gate big-n2-split3 --model "$BIG" --stages 2 --splits 3
-    gate big-n4-even --model "$BIG" --stages 4
-    gate big-n8-split1-to-7 --model "$BIG" --stages 8 --splits 1,2,3,4,5,6,7
+    if [ -z "${NO_BIG:-}" ]; then
+        gate big-n2-split3 --model "$BIG" --stages 2 --splits 3
+        gate big-n4-even --model "$BIG" --stages 4
+        gate big-n8-split1-to-7 --model "$BIG" --stages 8 --splits 1,2,3,4,5,6,7
+    fi
     gate smol-n4-host --model "$SMOL" --stages 4 --transport host
 fi
 
 if want soak; then
-    for n in 20 100; do
+    for n in ${SOAK_RUNS:-20 100}; do
         t0=$(date +%s)
         "$BIN" soak $C --runs $n --out "$OUT/r/soak-smol-n4-x$n" --model "$SMOL" --stages 4 >"$OUT/r/soak-smol-n4-x$n.txt" 2>&1
         row "soak x$n smol N=4 one device, all arms: $(grep -m1 -E "^[0-9]+/[0-9]+ PASS" "$OUT/r/soak-smol-n4-x$n.txt")" "$(($(date +%s) - t0)) s"
         find "$OUT/r/soak-smol-n4-x$n" -name 'run-*.json' ! -name 'run-001.json' -delete
     done
+fi
+
+# fault_soaks < "FAULT FLAGS.." lines: a 20-run soak per line, its PASS count in the table.
+fault_soaks() {
+    while read -r f flags; do
+        t0=$(date +%s)
+        tag=$f-$(echo "$flags" | tr -cd 'a-z0-9' | cut -c1-24)
+        "$BIN" soak $C --runs 20 --out "$OUT/r/fault-$tag" --fault $f $flags >"$OUT/r/fault-$tag.txt" 2>&1
+        find "$OUT/r/fault-$tag" -name 'run-*.json' ! -name 'run-001.json' -delete
+        row "fault $f [$flags]: $(grep -m1 -E "^[0-9]+/[0-9]+ PASS" "$OUT/r/fault-$tag.txt")" "$(($(date +%s) - t0)) s"
+    done
+}
+
+if want faults-light; then
+    LIGHT="--stages 4 --window 4"
+    fault_soaks <<FAULTS
+rx-no-wait $LIGHT
+shared-scratch $LIGHT --jitter-us 300
+no-exit-publish $LIGHT --jitter-us 300
+no-reverse-publish $LIGHT --jitter-us 300
+FAULTS
+    t0=$(date +%s)
+    "$BIN" soak $C --runs 20 --out "$OUT/r/clean-light" $LIGHT --jitter-us 300 >"$OUT/r/clean-light.txt" 2>&1
+    find "$OUT/r/clean-light" -name 'run-*.json' ! -name 'run-001.json' -delete
+    row "no fault [$LIGHT --jitter-us 300]: $(grep -m1 -E "^[0-9]+/[0-9]+ PASS" "$OUT/r/clean-light.txt")" "$(($(date +%s) - t0)) s"
 fi
 
 if want faults; then
@@ -74,13 +105,7 @@ if want faults; then
     # some only under --jitter-us (the GPU's natural timing rarely loses those races).
     HEAVY="--model $BIG --stages 2 --splits 1 --window 8 --arms pipelined"
     LIGHT="--stages 4 --window 4"
-    while read -r f flags; do
-        t0=$(date +%s)
-        tag=$f-$(echo "$flags" | tr -cd 'a-z0-9' | cut -c1-24)
-        "$BIN" soak $C --runs 20 --out "$OUT/r/fault-$tag" --fault $f $flags >"$OUT/r/fault-$tag.txt" 2>&1
-        find "$OUT/r/fault-$tag" -name 'run-*.json' ! -name 'run-001.json' -delete
-        row "fault $f [$flags]: $(grep -m1 -E "^[0-9]+/[0-9]+ PASS" "$OUT/r/fault-$tag.txt")" "$(($(date +%s) - t0)) s"
-    done <<FAULTS
+    fault_soaks <<FAULTS
 rx-no-wait $LIGHT
 no-war-guard $HEAVY
 single-slot $HEAVY
@@ -101,7 +126,7 @@ FAULTS
 fi
 
 if want bench; then
-    for model in "$SMOL" "$GEMMA"; do
+    for model in ${BENCH_MODELS:-"$SMOL" "$GEMMA"}; do
         for n in 2 4; do
             echo "=== bench $(basename "$model") N=$n" >>"$SUM"
             "$BIN" bench --backend cuda --model "$model" --stages $n --steps 64 >>"$SUM" 2>&1

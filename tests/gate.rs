@@ -294,6 +294,8 @@ fn bad_flags_exit_2_naming_the_value() {
             "the cpu backend loads none",
         ),
         (&["--stages"], "--stages"),
+        (&["--pdl", "maybe"], "--pdl \"maybe\""),
+        (&["--backend", "cpu", "--pdl", "off"], "--pdl off: the cpu backend"),
     ];
     for (args, want) in cases {
         let o = run(args);

@@ -69,9 +69,17 @@ pub struct Prepared {
 }
 
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
+    let pdl = match args.pdl.as_deref() {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => bail!("--pdl {other:?}: expected on or off"),
+    };
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
             bail!("--cpu-devices 0: need at least one CPU device");
+        }
+        if let Some(v) = &args.pdl {
+            bail!("--pdl {v}: the cpu backend launches no kernels (programmatic dependent launch is a CUDA setting)");
         }
         Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
             args.cpu_devices,
@@ -79,21 +87,22 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
             args.seed,
         ))))
     };
+    let cuda = |be: CudaBackend| {
+        AnyBackend::Cuda(Arc::new(
+            be.with_jitter(args.jitter_us, args.seed).with_pdl(pdl),
+        ))
+    };
     match args.backend.as_str() {
         "cpu" => cpu(),
         // `auto`: CUDA when a driver loads and a device answers, else the CPU backend (the
         // receipt's backend.kind records which one ran).
         "auto" => match CudaBackend::open() {
-            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(
-                be.with_jitter(args.jitter_us, args.seed),
-            ))),
+            Ok(be) => Ok(cuda(be)),
             Err(_) => cpu(),
         },
         // Explicit CUDA never falls back: no driver or no device is an error naming why.
         "cuda" => match CudaBackend::open() {
-            Ok(be) => Ok(AnyBackend::Cuda(Arc::new(
-                be.with_jitter(args.jitter_us, args.seed),
-            ))),
+            Ok(be) => Ok(cuda(be)),
             Err(e) => bail!("--backend cuda: {e}"),
         },
         other => bail!("--backend {other:?}: expected auto, cpu or cuda"),

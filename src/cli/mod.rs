@@ -118,6 +118,12 @@ pub struct GateArgs {
     /// the stream's worker, CUDA: a spin kernel on the stream).
     #[arg(long, default_value_t = 0)]
     pub jitter_us: u64,
+    /// CUDA: programmatic dependent launch of engine kernels on sm_90+ (on: a kernel may
+    /// launch while its stream predecessor runs and waits in-kernel for it; off: every
+    /// kernel starts after its predecessor ends). No effect on any logit bit. Refused on
+    /// the CPU backend, which launches no kernels.
+    #[arg(long)]
+    pub pdl: Option<String>,
     /// Print only the verdict lines.
     #[arg(long, short)]
     pub quiet: bool,

@@ -8,17 +8,21 @@
 //! rows to a tile or grid rows) and reduce in fixed orders chosen from vector lengths and
 //! matrix shapes alone (kernels/*.cu say which).
 //!
-//! Launches per layer: llama 5 (norm+q|k|v, attention with q/k norm+rope+kv store, o-proj
-//! + residual, norm+gate|up+act, down + residual); gemma3 7 (the post-norms are a separate
-//! norm+add after o-proj and down). Head: 1 (norm + output matvec). Embed: 1.
+//! Launches per layer: llama 5 (norm+q|k|v, attention with q/k norm+rope+kv store,
+//! o-proj+residual, norm+gate|up+act, down+residual); gemma3 7 (the post-norms are a separate
+//! norm+add after o-proj and down); one more where q|k|v mix block formats (one launch per
+//! format). Head: 1 (norm + output matvec). Embed: 1. Every launch goes through
+//! `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{sys, CudaEvent, DeviceRepr, LaunchConfig, PushKernelArg};
+use std::ffi::c_void;
+
+use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
 use super::mem::{check_range, GpuBuf, Raw};
-use super::{alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream};
+use super::{alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MV_GENERIC};
 use crate::backend::{BResult, Engine, EngineSpec};
 use crate::math::{rope_table, RopeStyle};
 use crate::model::{Activation, Model, Weight};
@@ -42,17 +46,13 @@ pub(super) fn row_pos_bytes() -> usize {
     std::mem::size_of::<RowPos>()
 }
 
-// SAFETY: RowPos is #[repr(C)] plain old data (u32 and arrays of u32) with exactly the
-// layout of `struct RowPos` in kernels/common.cu (4 + 256 + 256 bytes, 4-byte aligned).
-unsafe impl DeviceRepr for RowPos {}
-
 /// Head dimension the attention kernel's static shared memory holds (`ATT_MAX_HD`).
 const ATT_MAX_HD: usize = 512;
 
 /// Largest attention window the kernel's dynamic shared memory holds: the 48 KiB a block may
-/// use without opting in, less the static q/k/v head copies, the output partials and 64
-/// bytes for `red[4]`.
-const MAX_ATTN_POS: usize = (48 * 1024 - 3 * ATT_MAX_HD * 4 - 256 * 4 - 64) / 4;
+/// use without opting in, less the static q/k/v head copies, the RoPE cos/sin of one
+/// position, the output partials and 64 bytes for `red[4]`.
+const MAX_ATTN_POS: usize = (48 * 1024 - 4 * ATT_MAX_HD * 4 - 256 * 4 - 64) / 4;
 
 /// Warps per block of the fused matvec (`MV_WARPS` in kernels/matvec.cu).
 const MV_WARPS: usize = 8;
@@ -81,6 +81,42 @@ pub(super) fn fmt_of(ty: GgmlType) -> i32 {
         GgmlType::Q5K => 11,
         GgmlType::Q6K => 12,
     }
+}
+
+/// The matvec module a launch over matrices of these formats runs: the format's own when
+/// they all share one, else the generic one.
+pub(super) fn mv_kind(mut tys: impl Iterator<Item = GgmlType>) -> usize {
+    let Some(t0) = tys.next() else {
+        return MV_GENERIC;
+    };
+    if tys.all(|t| t == t0) {
+        fmt_of(t0) as usize
+    } else {
+        MV_GENERIC
+    }
+}
+
+/// How one matvec op over matrices of formats `tys` is launched: (format, module kind) per
+/// launch. Side-by-side matrices (modes 0 and 1) of several formats go out as one launch per
+/// format; gate|up (mode 2) must stay one launch, so a mixed pair takes the generic module.
+pub(super) fn launch_groups(
+    tys: impl Iterator<Item = GgmlType>,
+    mode: i32,
+) -> Vec<(GgmlType, usize)> {
+    let tys: Vec<GgmlType> = tys.collect();
+    let mut out: Vec<(GgmlType, usize)> = Vec::new();
+    if mode == MODE_GATE_UP {
+        if let Some(&t0) = tys.first() {
+            out.push((t0, mv_kind(tys.into_iter())));
+        }
+        return out;
+    }
+    for t in tys {
+        if !out.iter().any(|(u, _)| *u == t) {
+            out.push((t, fmt_of(t) as usize));
+        }
+    }
+    out
 }
 
 /// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
@@ -128,9 +164,12 @@ pub(super) fn mv_args_bytes() -> usize {
     std::mem::size_of::<MvArgs>()
 }
 
-// SAFETY: MvMat and MvArgs are #[repr(C)] plain old data (u64, i32, f32) with exactly the
-// layouts of `struct MvMat` / `struct MvArgs` in kernels/matvec.cu (pointers are 64-bit).
-unsafe impl DeviceRepr for MvArgs {}
+/// A kernel parameter for `DevCtx::launch`: a pointer to the argument's value (the driver
+/// copies the value at the launch). MvArgs, MvMat and RowPos are #[repr(C)] plain old data
+/// with exactly the layouts of their structs in kernels/*.cu (pointers are 64-bit).
+fn kp<T>(v: &T) -> *mut c_void {
+    v as *const T as *mut c_void
+}
 
 const MODE_STORE: i32 = 0;
 const MODE_ADD: i32 = 1;
@@ -328,6 +367,29 @@ impl CudaEngine {
         } else {
             (None, None)
         };
+        // The matvec modules this engine's launches need (see `mv`): compiled now, once per
+        // device, so no launch compiles.
+        let mut kinds: Vec<usize> = Vec::new();
+        let mut need = |tys: &[GgmlType], mode: i32| {
+            kinds.extend(
+                launch_groups(tys.iter().copied(), mode)
+                    .into_iter()
+                    .map(|g| g.1),
+            );
+        };
+        for l in &layers {
+            need(&[l.wq.ty, l.wk.ty, l.wv.ty], MODE_STORE);
+            need(&[l.wo.ty], MODE_ADD);
+            need(&[l.gate.ty, l.up.ty], MODE_GATE_UP);
+            need(&[l.down.ty], MODE_ADD);
+        }
+        if let Some(o) = &output {
+            need(&[o.ty], MODE_STORE);
+        }
+        kinds.sort_unstable();
+        kinds.dedup();
+        dx.prepare_mv(&kinds)
+            .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
         let r = spec.max_rows;
         let mk = |n: usize| -> BResult<GpuBuf> {
             let len = r
@@ -428,8 +490,52 @@ impl CudaEngine {
         mode: i32,
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
+        // The reduction order of every dot is fixed by the whole op's feature count (its
+        // warps per feature), whichever launches carry it.
+        let features: usize = mats
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mode != MODE_GATE_UP || *i == 0)
+            .map(|(_, (w, _))| w.rows)
+            .sum();
+        let wpf = warps_per_feature(features);
+        let groups = launch_groups(mats.iter().map(|(w, _)| w.ty), mode);
+        if groups.len() == 1 {
+            return self.mv_launch(s, mats, x, norm, rows, mode, wpf, op);
+        }
+        // Mixed formats side by side (q|k|v): one launch per format, each with the op's
+        // warps per feature, so every feature's bits are those of the fused launch.
+        for (ty, _) in groups {
+            let part: Vec<(&DevWeight, u64)> =
+                mats.iter().filter(|(w, _)| w.ty == ty).copied().collect();
+            self.mv_launch(s, &part, x, norm, rows, mode, wpf, op)?;
+        }
+        Ok(())
+    }
+
+    /// One matvec launch over `mats` with `wpf` warps per feature.
+    #[allow(clippy::too_many_arguments)]
+    fn mv_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        norm: Option<&GpuBuf>,
+        rows: usize,
+        mode: i32,
+        wpf: usize,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
         let c = &self.model.cfg;
         let n_in = mats[0].0.cols;
+        // The kernel walks whole 32-element chunks (every block format's block is 32 or 256
+        // elements; a float matrix must be 32-aligned too).
+        if !n_in.is_multiple_of(32) {
+            return Err(self.err(
+                &op(),
+                format!("matrix width {n_in} is not a multiple of 32"),
+            ));
+        }
         let mut a = MvArgs {
             x,
             norm: norm.map_or(0, |w| w.at(0)),
@@ -463,18 +569,30 @@ impl CudaEngine {
                 features += w.rows;
             }
         }
-        let wpf = warps_per_feature(features);
+        let funcs = self.dx.mv_funcs(mv_kind(mats.iter().map(|(w, _)| w.ty)))?;
         let (f, tile) = if rows == 1 {
-            (self.dx.func("mv_r1")?, 1)
+            (&funcs.r1, 1)
         } else {
-            (self.dx.func("mv_r8")?, MV_RT)
+            (&funcs.r8, MV_RT)
         };
-        // Enough blocks for one round of feature groups, at most what the GPU holds at once
-        // (4 per SM, the kernels' launch bound): extra groups loop inside the blocks.
-        let groups = features.div_ceil(MV_WARPS / wpf);
-        let blocks = groups.min(4 * self.dx.sms);
-        // Norm launches stage the normalized rows in shared memory when the tile fits.
-        let stage_bytes = 4 * tile.min(rows) * n_in;
+        // Two dots per pass: gate and up of one feature when they share a format, or two
+        // adjacent features of a lone matrix whose features each get one warp (the head).
+        // Neither changes any dot's order (kernels/matvec.cu: warp_dots).
+        // (A mixed-format launch runs the generic kernel, which never pairs.)
+        let pair = match mode {
+            MODE_GATE_UP => mats.len() == 2 && mats[0].0.ty == mats[1].0.ty,
+            _ => mats.len() == 1 && wpf == 1,
+        };
+        let per_slot = if pair && mode != MODE_GATE_UP { 2 } else { 1 };
+        // Enough blocks for one round of feature slots, at most what the GPU holds at once
+        // (4 per SM for mv_r1, 3 for mv_r8: the kernels' launch bounds): extra slots loop
+        // inside the blocks.
+        let groups = features.div_ceil(per_slot * MV_WARPS / wpf);
+        let per_sm = if tile == 1 { 4 } else { 3 };
+        let blocks = groups.min(per_sm * self.dx.sms);
+        // Norm launches stage the raw rows and the norm weights in shared memory when the
+        // tile fits.
+        let stage_bytes = 4 * (tile.min(rows) + 1) * n_in;
         let stage_x = norm.is_some() && stage_bytes <= MV_STAGE_MAX;
         let cfg = LaunchConfig {
             grid_dim: (
@@ -488,6 +606,7 @@ impl CudaEngine {
         let wpf_i = wpf as i32;
         let feat_i = to_i32(features, "matvec features")?;
         let stage_i = stage_x as i32;
+        let pair_i = pair as i32;
         let kind = match (mode, mats.len(), norm.is_some()) {
             (MODE_GATE_UP, _, _) => "mv norm+gate|up+act",
             (MODE_ADD, _, _) => "mv +residual",
@@ -496,17 +615,16 @@ impl CudaEngine {
             _ => "mv store",
         };
         let e0 = self.prof_start(s);
-        let mut b = s.s.launch_builder(f);
-        b.arg(&a).arg(&wpf_i).arg(&feat_i).arg(&stage_i);
-        // SAFETY: mv_r1/mv_r8(MvArgs a, int wpf, int features, int stage_x) with MvArgs laid
-        // out as the CUDA struct, features the launch's output features (mode 2: the gate's)
-        // and stage_x set only when the dynamic shared memory requested holds the tile;
+        let mut p = [kp(&a), kp(&wpf_i), kp(&feat_i), kp(&stage_i), kp(&pair_i)];
+        // SAFETY: mv_r1/mv_r8(MvArgs a, int wpf, int features, int stage_x, int pair) with
+        // MvArgs laid out as the CUDA struct, features the launch's output features (mode 2:
+        // the gate's), stage_x set only when the dynamic shared memory requested holds the
+        // tile and the norm weights, pair only for gate|up of one format or a lone matrix;
         // each matrix pointer holds n_out rows of row_bytes bytes of its format (uploaded
         // from the checked Weight), all of width n_in; x holds rows * n_in values and each
         // y rows * n_out (engine scratch sized max_rows, rows checked by the callers; the
         // head's logits range is checked); norm, when set, holds n_in values.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err(&op(), e))?;
-        self.dx.count_launch();
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, kind, e0);
         Ok(())
     }
@@ -535,19 +653,11 @@ impl CudaEngine {
         };
         let f = self.dx.func("add_residual")?;
         let e0 = self.prof_start(s);
-        let mut b = s.s.launch_builder(f);
-        b.arg(&x)
-            .arg(&o)
-            .arg(&wp)
-            .arg(&r)
-            .arg(&n)
-            .arg(&eps)
-            .arg(&has);
+        let mut p = [kp(&x), kp(&o), kp(&wp), kp(&r), kp(&n), kp(&eps), kp(&has)];
         // SAFETY: add_residual(float* x, const float* o, const float* w, int rows, int n,
         // float eps, int has_norm); x and o are engine scratch of max_rows x n_embd
         // (rows checked), w is read only when has_norm = 1 and then holds n_embd values.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err(&op(), e))?;
-        self.dx.count_launch();
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "post-norm+add", e0);
         Ok(())
     }
@@ -584,21 +694,21 @@ impl Engine<super::CudaBackend> for CudaEngine {
             shared_mem_bytes: 0,
         };
         let f = self.dx.func("embed_rows")?;
-        let mut b = s.s.launch_builder(f);
-        b.arg(&tp)
-            .arg(&row_bytes)
-            .arg(&fmt)
-            .arg(&n)
-            .arg(&vocab)
-            .arg(&scale)
-            .arg(&ip)
-            .arg(&xp);
+        let mut p = [
+            kp(&tp),
+            kp(&row_bytes),
+            kp(&fmt),
+            kp(&n),
+            kp(&vocab),
+            kp(&scale),
+            kp(&ip),
+            kp(&xp),
+        ];
         // SAFETY: embed_rows(const u8* table, u64 row_bytes, int fmt, int n_embd, int vocab,
         // float scale, const float* ids, float* x); the table holds `vocab` rows of
         // row_bytes bytes of format `fmt`; ids holds >= rows values (checked); x is the
         // engine's [max_rows, n_embd] residual (rows checked). Bad ids are clamped in-kernel.
-        unsafe { b.launch(cfg) }.map_err(|e| self.err("embed", e))?;
-        self.dx.count_launch();
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err("embed", e))?;
         Ok(())
     }
 
@@ -746,25 +856,26 @@ impl Engine<super::CudaBackend> for CudaEngine {
             };
             let f = self.dx.func("attention")?;
             let e0 = self.prof_start(s);
-            let mut b = s.s.launch_builder(f);
-            b.arg(&qc)
-                .arg(&kcur)
-                .arg(&vcur)
-                .arg(&qn)
-                .arg(&kn)
-                .arg(&eps)
-                .arg(&tp)
-                .arg(&style)
-                .arg(&kc)
-                .arg(&vc)
-                .arg(&ac)
-                .arg(&nh)
-                .arg(&nkv)
-                .arg(&hd_i)
-                .arg(&ctx_i)
-                .arg(&scale)
-                .arg(&row0)
-                .arg(&rp);
+            let mut p = [
+                kp(&qc),
+                kp(&kcur),
+                kp(&vcur),
+                kp(&qn),
+                kp(&kn),
+                kp(&eps),
+                kp(&tp),
+                kp(&style),
+                kp(&kc),
+                kp(&vc),
+                kp(&ac),
+                kp(&nh),
+                kp(&nkv),
+                kp(&hd_i),
+                kp(&ctx_i),
+                kp(&scale),
+                kp(&row0),
+                kp(&rp),
+            ];
             // SAFETY: attention(const float* q, const float* k, const float* v,
             // const float* qn, const float* kn, float eps, const float* table, int style,
             // float* K, float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
@@ -773,8 +884,8 @@ impl Engine<super::CudaBackend> for CudaEngine {
             // 2 * ctx * hd/2 values and every rp.pos < ctx (checked above); K/V are this
             // layer's [cache.rows, ctx, kv_dim] buffers with row0 + cn <= cache.rows; hd <=
             // ATT_MAX_HD and every window fits the dynamic shared memory requested.
-            unsafe { b.launch(cfg) }.map_err(|e| self.err(&format!("{op} attention"), e))?;
-            self.dx.count_launch();
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }
+                .map_err(|e| self.err(&format!("{op} attention"), e))?;
             self.prof_end(s, "attention", e0);
         }
 

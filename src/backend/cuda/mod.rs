@@ -21,7 +21,7 @@ mod mem;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule, PushKernelArg};
@@ -46,15 +46,24 @@ const SOURCES: [(&str, &str); 6] = [
     ("sched.cu", include_str!("kernels/sched.cu")),
 ];
 
-/// Every `extern "C"` kernel of the module (loaded once per context).
-const KERNELS: [&str; 6] = [
-    "mv_r1",
-    "mv_r8",
-    "embed_rows",
-    "add_residual",
-    "attention",
-    "spin",
-];
+/// The kernels of the main module (compiled when a device is opened).
+const KERNELS: [&str; 4] = ["embed_rows", "add_residual", "attention", "spin"];
+
+/// The sources of a matvec module (kernels/matvec.cu with its helpers), compiled per kind on
+/// first need: one module per block format (`#define MV_FMT id`: mv_f_r1, mv_f_r8) and one
+/// generic module for launches that mix formats (`#define MV_GENERIC`: mv_r1, mv_r8).
+/// Compiling only the kinds a model uses keeps a cold start (empty driver JIT cache) short.
+const MV_SOURCES: [&str; 3] = ["common.cu", "ffn.cu", "matvec.cu"];
+
+/// Matvec module kinds: 0..13 one per block format id (`engine::fmt_of`), 13 the generic.
+pub(crate) const MV_KINDS: usize = 14;
+pub(crate) const MV_GENERIC: usize = 13;
+
+/// A compiled matvec module's two kernels (row tiles 1 and 8).
+pub(crate) struct MvFuncs {
+    pub(crate) r1: CudaFunction,
+    pub(crate) r8: CudaFunction,
+}
 
 pub(crate) fn op_err(what: String) -> BackendError {
     BackendError::Op {
@@ -75,12 +84,164 @@ pub struct DevCtx {
     launches: AtomicU64,
     /// Streaming multiprocessors (sizes the matvec grids; never the arithmetic).
     pub(crate) sms: usize,
+    /// Engine kernels are launched with programmatic dependent launch (sm_90 and later,
+    /// unless `--pdl off`): see `launch`.
+    pub(crate) pdl: bool,
+    /// NVRTC's virtual architecture for this device (None: its default).
+    arch: Option<&'static str>,
+    /// Matvec modules by kind (MV_KINDS), compiled by `prepare_mv` on first need.
+    mv: [OnceLock<MvFuncs>; MV_KINDS],
+    /// Serializes `prepare_mv` (two engines on one device compile a kind once).
+    mv_build: Mutex<()>,
 }
 
 impl DevCtx {
     /// Counts one kernel launch (called after each successful launch).
     pub(crate) fn count_launch(&self) {
         self.launches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Enqueues kernel `f` on `s` (cuLaunchKernelEx). With `pdl`, the launch may begin while
+    /// the kernel before it on the same stream still runs (programmatic stream
+    /// serialization): every engine kernel calls `pdl_trigger()` first (kernels/common.cu),
+    /// which lets its successor launch, and `pdl_wait()` (griddepcontrol.wait: the
+    /// predecessor grid has completed and its writes are visible) before it reads or writes
+    /// anything but read-only weights. The relaxation is between two kernels of one stream
+    /// only: an event wait, copy or record between them serializes as always, so the
+    /// runtime's cross-stream events keep every law they serve.
+    ///
+    /// # Safety
+    /// `params[i]` points to a value of exactly the type of the kernel's i-th parameter, for
+    /// every parameter, and the kernel's accesses stay inside the buffers those values
+    /// describe; with `pdl`, `f` is an engine kernel (it begins with `pdl_begin()`).
+    pub(crate) unsafe fn launch(
+        &self,
+        s: &GpuStream,
+        f: &CudaFunction,
+        cfg: &cudarc::driver::LaunchConfig,
+        params: &mut [*mut std::ffi::c_void],
+    ) -> Result<(), String> {
+        self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
+        // SAFETY: CUlaunchAttribute is a plain C struct (an id and a union of integers and
+        // arrays); all-zero bytes are a valid value of it.
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let lc = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: s.s.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: u32::from(self.pdl),
+        };
+        // SAFETY: `lc` and `attr` outlive the call (the driver copies them), `f` belongs to
+        // this context's module, the stream to this context; the parameter contract is the
+        // caller's (see # Safety).
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &lc,
+                f.cu_function(),
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|e| e.to_string())?;
+        self.count_launch();
+        Ok(())
+    }
+
+    /// The matvec kernels of `kind` (a format id, or MV_GENERIC); `prepare_mv` must have
+    /// compiled it (engines do at build).
+    pub(crate) fn mv_funcs(&self, kind: usize) -> BResult<&MvFuncs> {
+        self.mv.get(kind).and_then(|m| m.get()).ok_or_else(|| {
+            op_err(format!(
+                "device {}: matvec module {kind} was not compiled for this engine",
+                self.dev
+            ))
+        })
+    }
+
+    /// Compiles and loads the matvec modules of `kinds` that this device lacks, each on its
+    /// own thread (NVRTC and the driver's JIT of one module are single-threaded).
+    pub(crate) fn prepare_mv(&self, kinds: &[usize]) -> BResult<()> {
+        let _g = self
+            .mv_build
+            .lock()
+            .map_err(|_| op_err(format!("device {}: matvec build lock poisoned", self.dev)))?;
+        let todo: Vec<usize> = kinds
+            .iter()
+            .copied()
+            .filter(|&k| k < MV_KINDS && self.mv[k].get().is_none())
+            .collect();
+        let t0 = Instant::now();
+        let built: Vec<(usize, BResult<MvFuncs>)> = std::thread::scope(|sc| {
+            let hs: Vec<_> = todo
+                .iter()
+                .map(|&k| (k, sc.spawn(move || self.build_mv(k))))
+                .collect();
+            hs.into_iter()
+                .map(|(k, h)| {
+                    let r = h.join().unwrap_or_else(|_| {
+                        Err(op_err(format!(
+                            "device {}: matvec module {k}: build thread panicked",
+                            self.dev
+                        )))
+                    });
+                    (k, r)
+                })
+                .collect()
+        });
+        for (k, r) in built {
+            // A kind is set once: the lock above keeps a second builder out.
+            let _ = self.mv[k].set(r?);
+        }
+        if !todo.is_empty() {
+            eprintln!(
+                "cuda: device {}: matvec modules {todo:?} built (NVRTC + load) in {:.0} ms",
+                self.dev,
+                t0.elapsed().as_secs_f64() * 1e3
+            );
+        }
+        Ok(())
+    }
+
+    fn build_mv(&self, kind: usize) -> BResult<MvFuncs> {
+        let head = if kind == MV_GENERIC {
+            "#define MV_GENERIC\n".to_string()
+        } else {
+            format!("#define MV_FMT {kind}\n")
+        };
+        let src: String = std::iter::once(head)
+            .chain(MV_SOURCES.iter().map(|name| {
+                let s = SOURCES
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or("", |(_, s)| s);
+                format!("// ---- {name}\n{s}\n")
+            }))
+            .collect();
+        let (r1, r8) = if kind == MV_GENERIC {
+            ("mv_r1", "mv_r8")
+        } else {
+            ("mv_f_r1", "mv_f_r8")
+        };
+        let what = format!("device {}: matvec module {kind}", self.dev);
+        let module = compile_and_load(&self.ctx, &src, self.arch, &what)?;
+        let get = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))
+        };
+        Ok(MvFuncs {
+            r1: get(r1)?,
+            r8: get(r8)?,
+        })
     }
 
     pub(crate) fn func(&self, name: &str) -> BResult<&CudaFunction> {
@@ -150,6 +311,7 @@ pub struct CudaBackend {
     devs: Mutex<Vec<Option<Arc<DevCtx>>>>,
     jitter_us: u64,
     seed: u64,
+    pdl: bool,
     next_stream: AtomicU64,
 }
 
@@ -195,6 +357,7 @@ impl CudaBackend {
             devs: Mutex::new((0..n).map(|_| None).collect()),
             jitter_us: 0,
             seed: 0,
+            pdl: true,
             next_stream: AtomicU64::new(0),
         })
     }
@@ -205,6 +368,14 @@ impl CudaBackend {
     pub fn with_jitter(mut self, us: u64, seed: u64) -> CudaBackend {
         self.jitter_us = us;
         self.seed = seed;
+        self
+    }
+
+    /// Programmatic dependent launch of engine kernels on sm_90+ (on by default; `false`
+    /// launches every kernel fully serialized, for comparison). Must be set before the
+    /// first device is opened.
+    pub fn with_pdl(mut self, on: bool) -> CudaBackend {
+        self.pdl = on;
         self
     }
 
@@ -230,13 +401,13 @@ impl CudaBackend {
         if let Some(d) = &devs[dev] {
             return Ok(d.clone());
         }
-        let d = Arc::new(open_device(dev)?);
+        let d = Arc::new(open_device(dev, self.pdl)?);
         devs[dev] = Some(d.clone());
         Ok(d)
     }
 }
 
-fn open_device(dev: usize) -> BResult<DevCtx> {
+fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
     let ctx = CudaContext::new(dev)
         .map_err(|e| op_err(format!("device {dev}: creating the context: {e}")))?;
     // SAFETY: called right after the context is created, before any stream, event or
@@ -266,21 +437,9 @@ fn open_device(dev: usize) -> BResult<DevCtx> {
         .iter()
         .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
         .collect();
-    let opts = compile_options(arch);
     let t0 = Instant::now();
-    let ptx = compile_ptx_with_opts(&src, opts).map_err(|e| {
-        let detail = match e {
-            CompileError::CompileError { nvrtc, log, .. } => {
-                format!("{nvrtc:?}; compile log:\n{}", log.to_string_lossy())
-            }
-            other => format!("{other:?}"),
-        };
-        op_err(format!("device {dev}: NVRTC compile failed: {detail}"))
-    })?;
+    let module = compile_and_load(&ctx, &src, arch, &format!("device {dev}: main module"))?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let module = ctx
-        .load_module(ptx)
-        .map_err(|e| op_err(format!("device {dev}: loading the compiled module: {e}")))?;
     let mut funcs = HashMap::new();
     for name in KERNELS {
         let f = module
@@ -289,11 +448,11 @@ fn open_device(dev: usize) -> BResult<DevCtx> {
         funcs.insert(name, f);
     }
     eprintln!(
-        "cuda: device {dev} (sm_{major}{minor}): kernels compiled by NVRTC in {compile_ms:.0} ms"
+        "cuda: device {dev} (sm_{major}{minor}): main module built (NVRTC + load) in {compile_ms:.0} ms"
     );
     if std::env::var_os("PPN_CUDA_PROF").is_some() {
         // Diagnostics: registers, spills and residency of the hot kernels.
-        for name in ["mv_r1", "mv_r8", "attention"] {
+        for name in ["attention"] {
             if let Some(f) = funcs.get(name) {
                 eprintln!(
                     "cuda prof: {name}: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
@@ -312,7 +471,32 @@ fn open_device(dev: usize) -> BResult<DevCtx> {
         compile_ms,
         launches: AtomicU64::new(0),
         sms,
+        pdl: pdl && major >= 9,
+        arch,
+        mv: std::array::from_fn(|_| OnceLock::new()),
+        mv_build: Mutex::new(()),
     })
+}
+
+/// NVRTC-compiles `src` to PTX and loads it (the driver JITs it for the device, through its
+/// on-disk cache). An NVRTC error keeps the compile log.
+fn compile_and_load(
+    ctx: &Arc<CudaContext>,
+    src: &str,
+    arch: Option<&'static str>,
+    what: &str,
+) -> BResult<Arc<CudaModule>> {
+    let ptx = compile_ptx_with_opts(src, compile_options(arch)).map_err(|e| {
+        let detail = match e {
+            CompileError::CompileError { nvrtc, log, .. } => {
+                format!("{nvrtc:?}; compile log:\n{}", log.to_string_lossy())
+            }
+            other => format!("{other:?}"),
+        };
+        op_err(format!("{what}: NVRTC compile failed: {detail}"))
+    })?;
+    ctx.load_module(ptx)
+        .map_err(|e| op_err(format!("{what}: loading the compiled module: {e}")))
 }
 
 /// NVRTC options. The numerics contract: no contraction into FMA, no flush-to-zero, IEEE

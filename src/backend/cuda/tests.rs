@@ -1,8 +1,10 @@
 //! GPU-free checks of the CUDA backend's host-side contracts: they compile and run in CI
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
-use super::engine::{fmt_of, mv_args_bytes, row_pos_bytes, warps_per_feature};
-use super::{CudaBackend, KERNELS, SOURCES};
+use super::engine::{
+    fmt_of, launch_groups, mv_args_bytes, mv_kind, row_pos_bytes, warps_per_feature,
+};
+use super::{CudaBackend, KERNELS, MV_GENERIC, MV_KINDS, SOURCES};
 use crate::quant::GgmlType;
 
 /// Names of every `extern "C" __global__` kernel in the sources.
@@ -31,7 +33,13 @@ fn kernels_in_sources() -> Vec<String> {
 
 #[test]
 fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
-    let mut listed: Vec<String> = KERNELS.iter().map(|s| s.to_string()).collect();
+    // The main module's table plus the matvec modules' kernels (format: mv_f_*, generic:
+    // mv_r*), which `DevCtx::build_mv` loads by name.
+    let mut listed: Vec<String> = KERNELS
+        .iter()
+        .chain(["mv_f_r1", "mv_f_r8", "mv_r1", "mv_r8"].iter())
+        .map(|s| s.to_string())
+        .collect();
     listed.sort();
     assert_eq!(listed, kernels_in_sources());
 }
@@ -48,7 +56,7 @@ fn every_ggml_type_has_a_format_id_that_the_matvec_dispatch_handles() {
         let id = fmt_of(ty);
         ids.push(id);
         // The #define that carries this id names a FMT_ constant; the fused matvec's switch
-        // has a case for it and the embedding's deq has one too (two cases in all).
+        // has an MV_CASE for it and the element decoder `deq` a case.
         let define = matvec
             .lines()
             .find(|l| {
@@ -60,10 +68,11 @@ fn every_ggml_type_has_a_format_id_that_the_matvec_dispatch_handles() {
             })
             .unwrap_or_else(|| panic!("{ty}: no `#define FMT_* {id}` in matvec.cu"));
         let name = define.split_whitespace().nth(1).unwrap();
-        let cases = matvec.matches(&format!("case {name}:")).count();
+        let deq = matvec.matches(&format!("case {name}:")).count();
+        let mv = matvec.matches(&format!("MV_CASE({name})")).count();
         assert!(
-            cases >= 2,
-            "{ty}: {name} has {cases} case lines, want the mv and deq ones"
+            deq >= 1 && mv == 1,
+            "{ty}: {name} has {deq} deq case lines and {mv} MV_CASE lines, want >= 1 and 1"
         );
     }
     ids.sort();
@@ -128,4 +137,44 @@ fn opening_without_a_driver_is_an_error_naming_it_never_a_panic() {
             );
         }
     }
+}
+
+#[test]
+fn a_launch_of_one_format_gets_that_formats_module_and_a_mix_the_generic_one() {
+    for ty in GgmlType::ALL {
+        let k = mv_kind([ty, ty, ty].into_iter());
+        assert_eq!(k, fmt_of(ty) as usize);
+        assert!(
+            k < MV_GENERIC,
+            "{ty}: kind {k} collides with the generic module"
+        );
+    }
+    assert_eq!(
+        mv_kind([GgmlType::Q5_0, GgmlType::Q8_0].into_iter()),
+        MV_GENERIC
+    );
+    assert_eq!(MV_KINDS, GgmlType::ALL.len() + 1);
+}
+
+#[test]
+fn mixed_side_by_side_matrices_launch_per_format_and_a_mixed_gate_up_takes_the_generic_module() {
+    use GgmlType::{Q4K, Q5_0, Q8_0};
+    // q|k|v of gemma-3's q4_k_m file in half its layers: q, k Q5_0 and v Q8_0.
+    let g = launch_groups([Q5_0, Q5_0, Q8_0].into_iter(), 0);
+    assert_eq!(
+        g,
+        vec![(Q5_0, fmt_of(Q5_0) as usize), (Q8_0, fmt_of(Q8_0) as usize)]
+    );
+    assert_eq!(
+        launch_groups([Q4K].into_iter(), 1),
+        vec![(Q4K, fmt_of(Q4K) as usize)]
+    );
+    assert_eq!(
+        launch_groups([Q5_0, Q5_0].into_iter(), 2),
+        vec![(Q5_0, fmt_of(Q5_0) as usize)]
+    );
+    assert_eq!(
+        launch_groups([Q5_0, Q8_0].into_iter(), 2),
+        vec![(Q5_0, MV_GENERIC)]
+    );
 }

@@ -24,10 +24,12 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
                                      float scale, int row0, RowPos rp) {
     extern __shared__ float sc[];
     __shared__ float qs[ATT_MAX_HD], ks[ATT_MAX_HD], vs[ATT_MAX_HD];
+    __shared__ float cs[ATT_MAX_HD / 2], sn[ATT_MAX_HD / 2];
     __shared__ float red[4];
     __shared__ float part[256];  // output partials (G groups x hd <= blockDim = 256)
+    pdl_trigger();
     int h = blockIdx.x, r = blockIdx.y;
-    if ((u32)r >= rp.n) return;  // uniform over the block
+    if ((u32)r >= rp.n) return;  // uniform over the block (an exit also counts as the wait)
     int group = n_heads / n_kv_heads;
     int kh = h / group;
     int kvd = n_kv_heads * hd;
@@ -39,10 +41,25 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
     const float* kr = k + (size_t)r * kvd + (size_t)kh * hd;
     const float* vr = v + (size_t)r * kvd + (size_t)kh * hd;
+    int half = hd / 2;
+    const float* Kr = K + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
+    const float* Vr = V + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
+    // The cached K and V rows this block will read start their trip to L2 now (a hint: no
+    // value and no ordering depends on it; the rows were written by earlier launches).
+    for (int t = tid; t < n_pos - 1; t += blockDim.x) {
+        prefetch_l2((const u8*)(Kr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
+        prefetch_l2((const u8*)(Vr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
+    }
+    pdl_wait();
+    // One round of loads: this head's q, k, v and the RoPE cos/sin of position p.
     for (int i = tid; i < hd; i += blockDim.x) {
         qs[i] = qh[i];
         ks[i] = kr[i];
         vs[i] = vr[i];
+    }
+    for (int i = tid; i < half; i += blockDim.x) {
+        cs[i] = table[(size_t)p * half + i];
+        sn[i] = table[(size_t)ctx * half + (size_t)p * half + i];
     }
     __syncthreads();
     if (qn) {
@@ -60,10 +77,9 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         }
         __syncthreads();
     }
-    int half = hd / 2;
     for (int i = tid; i < half; i += blockDim.x) {
-        float c = table[(size_t)p * half + i];
-        float s = table[(size_t)ctx * half + (size_t)p * half + i];
+        float c = cs[i];
+        float s = sn[i];
         int a = style == 0 ? 2 * i : i;
         int b = style == 0 ? 2 * i + 1 : i + half;
         float x0 = qs[a], x1 = qs[b];
@@ -75,8 +91,6 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         ks[b] = x0 * s + x1 * c;
     }
     __syncthreads();
-    const float* Kr = K + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
-    const float* Vr = V + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
     if (h % group == 0) {
         size_t dst = ((size_t)(row0 + r) * ctx + p) * kvd + (size_t)kh * hd;
         for (int i = tid; i < hd; i += blockDim.x) {

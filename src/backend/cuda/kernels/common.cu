@@ -20,21 +20,32 @@ struct RowPos {
     u32 from[POS_ROWS];
 };
 
-// The f16 at b[0..2] (little endian), widened exactly: the f16 exponent/mantissa read as f32
-// bits is the value times 2^-112 (normal and subnormal alike) and the multiply is exact.
-// One 16-bit load: every f16 of the GGUF layouts sits at an even byte offset (all block
-// sizes are even and allocations are 256-byte aligned).
+// Programmatic dependent launch (sm_90+; the host sets the launch attribute only there and
+// the instructions are compiled only there). Every engine kernel calls pdl_trigger() first,
+// so the next kernel of its stream may launch while it runs, and pdl_wait() before it reads
+// or writes anything but read-only weights: griddepcontrol.wait returns once the previous
+// grid of the stream has completed and its memory operations are visible. Before the wait a
+// kernel may only issue L2 prefetch hints (no value and no ordering depend on them). Without
+// the attribute both are no-ops in effect (the kernel starts after its predecessor ends).
+__device__ __forceinline__ void pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The f16 at b[0..2] (little endian), widened exactly (cvt.f32.f16: every f16, subnormals
+// included, is an f32; one instruction). One 16-bit load: every f16 of the GGUF layouts sits
+// at an even byte offset (all block sizes are even and allocations are 256-byte aligned).
 __device__ __forceinline__ float f16_at(const u8* b) {
-    u32 h = *(const unsigned short*)b;
-    u32 em = h & 0x7fffu;
-    u32 sign = (h & 0x8000u) << 16;
-    u32 mag;
-    if (em >= 0x7c00u) {
-        mag = 0x7f800000u | ((em & 0x3ffu) << 13);
-    } else {
-        mag = __float_as_uint(__uint_as_float(em << 13) * __uint_as_float((127u + 112u) << 23));
-    }
-    return __uint_as_float(sign | mag);
+    unsigned short h = *(const unsigned short*)b;
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
 }
 
 __device__ __forceinline__ float bf16_at(const u8* b) {

@@ -44,68 +44,73 @@ __device__ __forceinline__ int scale_q3k(const u8* s, int i) {
 }
 
 
-// Element e of a row, with exactly the f32 operations of crate::quant::dequant (gguf.quants).
-__device__ __forceinline__ float deq(int fmt, const u8* row, int e) {
-    switch (fmt) {
-    case FMT_F32: return f32_at(row + 4 * (size_t)e);
-    case FMT_F16: return f16_at(row + 2 * (size_t)e);
-    case FMT_BF16: return bf16_at(row + 2 * (size_t)e);
-    case FMT_Q4_0: {
-        const u8* b = row + (size_t)(e / 32) * 18; int j = e % 32;
-        u32 q = b[2 + (j % 16)]; u32 v = j < 16 ? (q & 15) : (q >> 4);
+// Element j (0..32) of chunk c (elements 32c..32c+31) of a row, with exactly the f32
+// operations of crate::quant::dequant (gguf.quants). Chunks are what the matvec lanes walk
+// (lane j of a warp takes element j of a chunk), so the block address is one multiply and
+// the position in the block needs no division. 256-element super-blocks hold 8 chunks.
+template <int FMT>
+__device__ __forceinline__ float deq_c(const u8* row, int c, int j) {
+    if (FMT == FMT_F32) return ((const float*)row)[32 * c + j];
+    if (FMT == FMT_F16) return f16_at(row + 64 * (size_t)c + 2 * j);
+    if (FMT == FMT_BF16) return bf16_at(row + 64 * (size_t)c + 2 * j);
+    if (FMT == FMT_Q4_0) {
+        const u8* b = row + (size_t)c * 18;
+        u32 q = b[2 + (j & 15)]; u32 v = j < 16 ? (q & 15) : (q >> 4);
         return f16_at(b) * (float)((int)v - 8);
     }
-    case FMT_Q4_1: {
-        const u8* b = row + (size_t)(e / 32) * 20; int j = e % 32;
-        u32 q = b[4 + (j % 16)]; u32 v = j < 16 ? (q & 15) : (q >> 4);
+    if (FMT == FMT_Q4_1) {
+        const u8* b = row + (size_t)c * 20;
+        u32 q = b[4 + (j & 15)]; u32 v = j < 16 ? (q & 15) : (q >> 4);
         return f16_at(b) * (float)v + f16_at(b + 2);
     }
-    case FMT_Q5_0: case FMT_Q5_1: {
-        bool one = fmt == FMT_Q5_1;
-        const u8* b = row + (size_t)(e / 32) * (one ? 24 : 22); int j = e % 32;
-        int at = one ? 4 : 2;
+    if (FMT == FMT_Q5_0 || FMT == FMT_Q5_1) {
+        const bool one = FMT == FMT_Q5_1;
+        const u8* b = row + (size_t)c * (one ? 24 : 22);
+        const int at = one ? 4 : 2;
         u32 qh = (u32)b[at] | ((u32)b[at + 1] << 8) | ((u32)b[at + 2] << 16) | ((u32)b[at + 3] << 24);
-        u32 q = b[at + 4 + (j % 16)];
+        u32 q = b[at + 4 + (j & 15)];
         u32 v = (j < 16 ? (q & 15) : (q >> 4)) | (((qh >> j) & 1) << 4);
         if (one) return f16_at(b) * (float)v + f16_at(b + 2);
         return f16_at(b) * (float)((int)v - 16);
     }
-    case FMT_Q8_0: {
-        const u8* b = row + (size_t)(e / 32) * 34; int j = e % 32;
+    if (FMT == FMT_Q8_0) {
+        const u8* b = row + (size_t)c * 34;
         return (float)(int)(signed char)b[2 + j] * f16_at(b);
     }
-    case FMT_Q2K: {
-        const u8* b = row + (size_t)(e / 256) * 84; int i = e % 256;
-        int h = i / 128, s = (i % 128) / 32, l = i % 32;
+    // K-quants: super-block c / 8, element i of its 256.
+    const int i = (c & 7) * 32 + j;
+    if (FMT == FMT_Q2K) {
+        const u8* b = row + (size_t)(c >> 3) * 84;
+        int h = i / 128, s = (i % 128) / 32, l = j;
         u32 sc = b[i / 16];
         float dl = f16_at(b + 80) * (float)(sc & 0x0F);
         float ml = f16_at(b + 82) * (float)(sc >> 4);
         u32 q = (b[16 + h * 32 + l] >> (2 * s)) & 3;
         return dl * (float)q - ml;
     }
-    case FMT_Q3K: {
-        const u8* b = row + (size_t)(e / 256) * 110; int i = e % 256;
-        int h = i / 128, s = (i % 128) / 32, l = i % 32;
+    if (FMT == FMT_Q3K) {
+        const u8* b = row + (size_t)(c >> 3) * 110;
+        int h = i / 128, s = (i % 128) / 32, l = j;
         float dl = f16_at(b + 108) * (float)scale_q3k(b + 96, i / 16);
         int low = (b[32 + h * 32 + l] >> (2 * s)) & 3;
         int hbit = (b[l] >> (i / 32)) & 1;
         return dl * (float)(low - ((hbit ^ 1) << 2));
     }
-    case FMT_Q4K: case FMT_Q5K: {
-        bool five = fmt == FMT_Q5K;
-        const u8* b = row + (size_t)(e / 256) * (five ? 176 : 144); int i = e % 256;
-        int sub = i / 32, c = sub / 2, k = sub % 2, l = i % 32;
+    if (FMT == FMT_Q4K || FMT == FMT_Q5K) {
+        const bool five = FMT == FMT_Q5K;
+        const u8* b = row + (size_t)(c >> 3) * (five ? 176 : 144);
+        int sub = c & 7, cc = sub / 2, k = sub % 2, l = j;
         u32 sc, m;
         scale_min_k4(b + 4, sub, &sc, &m);
         float dl = f16_at(b) * (float)sc, ml = f16_at(b + 2) * (float)m;
         u32 v;
-        if (five) v = ((b[48 + c * 32 + l] >> (4 * k)) & 15) | (((b[16 + l] >> sub) & 1) << 4);
-        else v = (b[16 + c * 32 + l] >> (4 * k)) & 15;
+        if (five) v = ((b[48 + cc * 32 + l] >> (4 * k)) & 15) | (((b[16 + l] >> sub) & 1) << 4);
+        else v = (b[16 + cc * 32 + l] >> (4 * k)) & 15;
         return dl * (float)v - ml;
     }
-    case FMT_Q6K: {
-        const u8* b = row + (size_t)(e / 256) * 210; int i = e % 256;
-        int h = i / 128, s = (i % 128) / 32, l = i % 32;
+    if (FMT == FMT_Q6K) {
+        const u8* b = row + (size_t)(c >> 3) * 210;
+        int h = i / 128, s = (i % 128) / 32, l = j;
         int within = s * 32 + l;
         u32 lo = (b[h * 64 + within % 64] >> (4 * (within / 64))) & 15;
         u32 hi = (b[128 + h * 32 + l] >> (2 * s)) & 3;
@@ -113,15 +118,38 @@ __device__ __forceinline__ float deq(int fmt, const u8* row, int e) {
         float dl = f16_at(b + 208) * (float)(int)(signed char)b[192 + i / 16];
         return dl * (float)q;
     }
+    return __int_as_float(0x7fc00000);
+}
+
+// Element e of a row (any format id): the embedding lookup's decoder.
+__device__ __forceinline__ float deq(int fmt, const u8* row, int e) {
+    int c = e >> 5, j = e & 31;
+    switch (fmt) {
+    case FMT_F32: return deq_c<FMT_F32>(row, c, j);
+    case FMT_F16: return deq_c<FMT_F16>(row, c, j);
+    case FMT_BF16: return deq_c<FMT_BF16>(row, c, j);
+    case FMT_Q4_0: return deq_c<FMT_Q4_0>(row, c, j);
+    case FMT_Q4_1: return deq_c<FMT_Q4_1>(row, c, j);
+    case FMT_Q5_0: return deq_c<FMT_Q5_0>(row, c, j);
+    case FMT_Q5_1: return deq_c<FMT_Q5_1>(row, c, j);
+    case FMT_Q8_0: return deq_c<FMT_Q8_0>(row, c, j);
+    case FMT_Q2K: return deq_c<FMT_Q2K>(row, c, j);
+    case FMT_Q3K: return deq_c<FMT_Q3K>(row, c, j);
+    case FMT_Q4K: return deq_c<FMT_Q4K>(row, c, j);
+    case FMT_Q5K: return deq_c<FMT_Q5K>(row, c, j);
+    case FMT_Q6K: return deq_c<FMT_Q6K>(row, c, j);
     }
     return __int_as_float(0x7fc00000);
 }
 
+#if !defined(MV_FMT) && !defined(MV_GENERIC)
 // x[r] = dequant(table row tokens[r]) * scale; grid (rows), block 256. Token ids arrive as
 // f32; one that is not an exact integer below `vocab` (a torn or unordered read) poisons its
 // row with NaN so the logits show it, as the CPU backend's embed refuses it.
 extern "C" __global__ void embed_rows(const u8* table, u64 row_bytes, int fmt, int n_embd,
                                       int vocab, float scale, const float* ids, float* x) {
+    pdl_trigger();
+    pdl_wait();
     int r = blockIdx.x;
     float t = ids[r];
     bool ok = t >= 0.0f && t == floorf(t) && t < (float)vocab;
@@ -131,6 +159,7 @@ extern "C" __global__ void embed_rows(const u8* table, u64 row_bytes, int fmt, i
         x[(size_t)r * n_embd + e] = v;
     }
 }
+#endif
 
 // One matrix of a fused matvec launch. Mirrors `MvMat` in engine.rs (#[repr(C)], 32 bytes).
 struct MvMat {
@@ -161,36 +190,55 @@ struct MvArgs {
 
 #define MV_WARPS 8  // blockDim.x / 32 of every fused matvec launch (the host uses 256)
 
-// Loads of U iterations are issued before any of their arithmetic (a fully unrolled batch:
-// the rows are short, so without this every iteration waits for its own DRAM round trip);
-// the accumulation still walks e in increasing order.
-template <int FMT, int RT>
-__device__ __forceinline__ void warp_dot(const u8* row, const float* X, int n_in, int nr,
-                                         const float* nw, const float* inv, int w0, int wpf,
-                                         float* acc) {
-    const int U = RT == 1 ? 8 : 4;
+// A hint that pulls the 128-byte lines of [p, p + n) into L2 ahead of the loads that need
+// them (weights do not depend on the prologue's results, so their DRAM round trip can overlap
+// it). A prefetch writes nothing and changes no value; it carries no ordering.
+__device__ __forceinline__ void prefetch_l2(const u8* p, u64 n, int slot, int slots) {
+    u64 a = (u64)p & ~(u64)127;
+    u64 end = (u64)p + n;
+    for (u64 at = a + (u64)slot * 128; at < end; at += (u64)slots * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+}
+
+// NP dots (NP = 1 or 2) of rows r0p / r1p (both of format FMT) with the same input rows,
+// loads of U rounds issued before their arithmetic (the rows are short: without the batch
+// every chunk waits for its own DRAM round trip). Each accumulator still walks e in
+// increasing order, one `acc = acc + w * x` per element, so how the loop is blocked (U) and
+// how many dots share it (NP) change no bit of any result.
+template <int FMT, int RT, int NP, bool GENERIC = false>
+__device__ __forceinline__ void warp_dots(const u8* r0p, const u8* r1p, const float* X, int n_in,
+                                          int nr, const float* nw, const float* inv, int w0,
+                                          int wpf, float (&acc)[2][RT]) {
+    // The generic kernel (GENERIC) keeps its unrolled loops short: thirteen of them compile
+    // into one function.
+    const int U = GENERIC ? 4 : RT == 1 ? (NP == 1 ? 8 : 9) : (NP == 1 ? 8 : 4);
 #pragma unroll
-    for (int r = 0; r < RT; r++) acc[r] = 0.0f;
+    for (int p = 0; p < 2; p++)
+#pragma unroll
+        for (int r = 0; r < RT; r++) acc[p][r] = 0.0f;
     int lane = threadIdx.x & 31;
-    int stride = 32 * wpf;
-    for (int e0 = 32 * w0 + lane; e0 < n_in; e0 += U * stride) {
-        float w[U];
+    int n_chunks = n_in >> 5;  // n_in is a whole number of 32-element chunks (host-checked)
+    for (int c0 = w0; c0 < n_chunks; c0 += U * wpf) {
+        float w[NP][U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int e = e0 + u * stride;
-            w[u] = e < n_in ? deq(FMT, row, e) : 0.0f;
+            int c = c0 + u * wpf;
+            w[0][u] = c < n_chunks ? deq_c<FMT>(r0p, c, lane) : 0.0f;
+            if (NP == 2) w[NP - 1][u] = c < n_chunks ? deq_c<FMT>(r1p, c, lane) : 0.0f;
         }
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            int e = e0 + u * stride;
-            if (e < n_in) {
+            int c = c0 + u * wpf;
+            if (c < n_chunks) {
+                int e = 32 * c + lane;
                 float g = nw ? nw[e] : 0.0f;
 #pragma unroll
                 for (int r = 0; r < RT; r++) {
                     if (r < nr) {
                         float xv = X[(size_t)r * n_in + e];
                         if (nw) xv = (xv * inv[r]) * g;
-                        acc[r] = acc[r] + w[u] * xv;
+#pragma unroll
+                        for (int p = 0; p < NP; p++) acc[p][r] = acc[p][r] + w[p][u] * xv;
                     }
                 }
             }
@@ -198,36 +246,65 @@ __device__ __forceinline__ void warp_dot(const u8* row, const float* X, int n_in
     }
 }
 
-template <int RT>
-__device__ __forceinline__ void warp_dot_any(int fmt, const u8* row, const float* X, int n_in,
-                                          int nr, const float* nw, const float* inv, int w0,
-                                          int wpf, float* acc) {
+template <int RT, int NP>
+__device__ __forceinline__ void warp_dots_any(int fmt, const u8* r0p, const u8* r1p,
+                                              const float* X, int n_in, int nr, const float* nw,
+                                              const float* inv, int w0, int wpf,
+                                              float (&acc)[2][RT]) {
+#define MV_CASE(F) \
+    case F: warp_dots<F, RT, NP, true>(r0p, r1p, X, n_in, nr, nw, inv, w0, wpf, acc); break;
     switch (fmt) {
-    case FMT_F32: warp_dot<FMT_F32, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_F16: warp_dot<FMT_F16, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_BF16: warp_dot<FMT_BF16, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q4_0: warp_dot<FMT_Q4_0, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q4_1: warp_dot<FMT_Q4_1, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q5_0: warp_dot<FMT_Q5_0, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q5_1: warp_dot<FMT_Q5_1, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q8_0: warp_dot<FMT_Q8_0, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q2K: warp_dot<FMT_Q2K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q3K: warp_dot<FMT_Q3K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q4K: warp_dot<FMT_Q4K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q5K: warp_dot<FMT_Q5K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
-    case FMT_Q6K: warp_dot<FMT_Q6K, RT>(row, X, n_in, nr, nw, inv, w0, wpf, acc); break;
+    MV_CASE(FMT_F32) MV_CASE(FMT_F16) MV_CASE(FMT_BF16) MV_CASE(FMT_Q4_0) MV_CASE(FMT_Q4_1)
+    MV_CASE(FMT_Q5_0) MV_CASE(FMT_Q5_1) MV_CASE(FMT_Q8_0) MV_CASE(FMT_Q2K) MV_CASE(FMT_Q3K)
+    MV_CASE(FMT_Q4K) MV_CASE(FMT_Q5K) MV_CASE(FMT_Q6K)
     default:
 #pragma unroll
-        for (int r = 0; r < RT; r++) acc[r] = __int_as_float(0x7fc00000);
+        for (int p = 0; p < 2; p++)
+#pragma unroll
+            for (int r = 0; r < RT; r++) acc[p][r] = __int_as_float(0x7fc00000);
+    }
+#undef MV_CASE
+}
+
+// The dots in the launch's format: FMT >= 0 in a kernel compiled for one format (the host
+// launches it only when every matrix of the launch has that format; `fmt` is then ignored),
+// FMT = -1 in the generic kernel, which dispatches on `fmt` at run time and never pairs (its
+// thirteen unrolled loops are compiled once per NP; one NP keeps its compile time short).
+template <int RT, int NP, int FMT>
+__device__ __forceinline__ void warp_dots_sel(int fmt, const u8* r0p, const u8* r1p,
+                                              const float* X, int n_in, int nr, const float* nw,
+                                              const float* inv, int w0, int wpf,
+                                              float (&acc)[2][RT]) {
+    if constexpr (FMT >= 0) {
+        warp_dots<FMT, RT, NP>(r0p, r1p, X, n_in, nr, nw, inv, w0, wpf, acc);
+    } else if constexpr (NP == 1) {
+        warp_dots_any<RT, 1>(fmt, r0p, r1p, X, n_in, nr, nw, inv, w0, wpf, acc);
     }
 }
 
-// The epilogue of output feature o of matrix mi for batch row r (r0 + r overall): s is the
-// finished dot (mode 2: of the gate), t the up projection's.
+// Matrix mi's field, selected field-wise so the kernel parameter stays in param space.
+#define MV_FIELD(a, mi, f) ((mi) == 2 ? (a).m[2].f : (mi) == 1 ? (a).m[1].f : (a).m[0].f)
+
+// Which matrix and output row feature f is (mi = -1 past the end). Mode 2: the gate's row o
+// (the up projection's row o is its partner).
+__device__ __forceinline__ int mv_locate(const MvArgs& a, int features, int f, int* o) {
+    *o = 0;
+    if (f >= features) return -1;
+    int n0 = a.m[0].n_out;
+    int n1 = a.n_mat > 1 ? a.m[1].n_out : 0;
+    int n2 = a.n_mat > 2 ? a.m[2].n_out : 0;
+    if (a.mode == 2 || f < n0) { *o = f; return 0; }
+    if (f < n0 + n1) { *o = f - n0; return 1; }
+    if (f < n0 + n1 + n2) { *o = f - n0 - n1; return 2; }
+    return -1;
+}
+
+// The epilogue of output feature o of matrix mi for batch row `row`: s is the finished dot
+// (mode 2: of the gate), t the up projection's.
 __device__ __forceinline__ void mv_finish(const MvArgs& a, int mi, int o, int row, float s,
                                           float t) {
-    float* Y = mi == 2 ? a.m[2].y : mi == 1 ? a.m[1].y : a.m[0].y;
-    int ny = mi == 2 ? a.m[2].n_out : mi == 1 ? a.m[1].n_out : a.m[0].n_out;
+    float* Y = MV_FIELD(a, mi, y);
+    int ny = MV_FIELD(a, mi, n_out);
     float* y = Y + (size_t)row * ny + o;
     if (a.mode == 0) {
         *y = s;
@@ -238,111 +315,210 @@ __device__ __forceinline__ void mv_finish(const MvArgs& a, int mi, int o, int ro
     }
 }
 
+// The weight rows a slot will read: features f (and f + 1 when fps = 2), and in mode 2 the
+// up row of the same feature, prefetched by the slot's warp w0 of wpf.
+__device__ __forceinline__ void mv_prefetch(const MvArgs& a, int features, int f, int fps, int w0,
+                                            int wpf) {
+    for (int i = 0; i < fps; i++) {
+        int o;
+        int mi = mv_locate(a, features, f + i, &o);
+        if (mi < 0) return;
+        u64 rb = MV_FIELD(a, mi, row_bytes);
+        prefetch_l2(MV_FIELD(a, mi, w) + (size_t)o * rb, rb, w0 * 32 + (threadIdx.x & 31), 32 * wpf);
+        if (a.mode == 2) prefetch_l2(a.m[1].w + (size_t)o * a.m[1].row_bytes, a.m[1].row_bytes,
+                                     w0 * 32 + (threadIdx.x & 31), 32 * wpf);
+    }
+}
+
 // Grid (blocks, ceil(rows / RT)), block 32 * MV_WARPS; blocks <= what the GPU holds at once,
-// each block walking feature groups blockIdx.x, blockIdx.x + gridDim.x, ... (the grid size
-// changes which block computes a feature, never how). In a group, feature f is computed by
-// wpf consecutive warps (wpf divides MV_WARPS). Grid row t covers batch rows t*RT..t*RT+RT-1.
-// stage_x = 1 (norm launches whose tile fits): the normalized rows are computed once per
-// block into dynamic shared memory, with the same expression as the on-the-fly path.
-template <int RT>
-__device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, int stage_x) {
+// each block walking rounds of feature slots (the grid size changes which block computes a
+// feature, never how). A slot is wpf consecutive warps (wpf divides MV_WARPS) and holds one
+// feature, or two adjacent ones when pair = 1 in modes 0/1 (the host sets it only for one
+// matrix); pair = 1 in mode 2 means gate and up share a format and are read in one pass.
+// Grid row t covers batch rows t*RT..t*RT+RT-1.
+// stage_x = 1 (norm launches whose tile fits): the raw rows and the norm weights are loaded
+// into dynamic shared memory in one round, then normalized there with the same expressions
+// as the on-the-fly path (sumsq32 over the same values, then (x * inv) * w).
+template <int RT, int FMT>
+__device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, int stage_x,
+                                        int pair) {
     extern __shared__ float xs[];
     __shared__ float inv[RT];
+    __shared__ float winv[MV_WARPS];  // RT = 1 staged norm: each warp's own copy of inv
     __shared__ float pa[MV_WARPS][RT];
     __shared__ float pb[MV_WARPS][RT];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = blockIdx.y * RT;
     int nr = a.rows - r0;
     if (nr > RT) nr = RT;
+    int fpb = MV_WARPS / wpf;
+    int w0 = warp % wpf;
+    if (FMT < 0) pair = 0;  // the generic kernel has no two-dot pass
+    int fps = pair && a.mode != 2 ? 2 : 1;
+    int step = fpb * fps;
+    int mine = (warp / wpf) * fps;  // this slot's first feature within a round
+    pdl_trigger();
+    // The first round's weights start their DRAM trip while the previous kernel finishes
+    // and the prologue runs (weights are read-only: safe before pdl_wait).
+    if (blockIdx.x * step < features) mv_prefetch(a, features, blockIdx.x * step + mine, fps, w0, wpf);
+    pdl_wait();
     const float* X = a.x + (size_t)r0 * a.n_in;
     const float* nw = a.norm;
+    const float* iv = inv;
     if (a.norm) {
-        for (int r = warp; r < nr; r += MV_WARPS) {
-            float ss = sumsq32(X + (size_t)r * a.n_in, a.n_in);
-            if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)a.n_in + a.eps);
-        }
-        __syncthreads();
+        int n = a.n_in, total = nr * n;
         if (stage_x) {
-            for (int i = threadIdx.x; i < nr * a.n_in; i += blockDim.x) {
-                int r = i / a.n_in, e = i - r * a.n_in;
-                xs[i] = (X[i] * inv[r]) * a.norm[e];
+            float* gs = xs + total;
+            // One round: every thread issues its loads (8 at a time) before its stores.
+            for (int i0 = threadIdx.x; i0 < total + n; i0 += 8 * blockDim.x) {
+                float t[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    int i = i0 + u * blockDim.x;
+                    t[u] = i < total ? X[i] : i < total + n ? a.norm[i - total] : 0.0f;
+                }
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    int i = i0 + u * blockDim.x;
+                    if (i < total + n) xs[i] = t[u];
+                }
+            }
+            __syncthreads();
+            if (RT == 1) {
+                // One row: every warp computes the row's inv itself (the same sumsq32 over
+                // the same values: the same bits in every warp) and normalizes on the fly
+                // with the same expression, (x * inv) * w, so no block barrier is needed.
+                float ss = sumsq32(xs, n);
+                if (lane == 0) winv[warp] = 1.0f / sqrtf(ss / (float)n + a.eps);
+                __syncwarp();
+                X = xs;
+                nw = gs;
+                iv = &winv[warp];
+            }
+        }
+        if (stage_x && RT != 1) {
+            float* gs = xs + total;
+            for (int r = warp; r < nr; r += MV_WARPS) {
+                float ss = sumsq32(xs + (size_t)r * n, n);
+                if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
+            }
+            __syncthreads();
+            for (int i = threadIdx.x; i < total; i += blockDim.x) {
+                int r = i / n, e = i - r * n;
+                xs[i] = (xs[i] * inv[r]) * gs[e];
             }
             __syncthreads();
             X = xs;
             nw = 0;
+        } else if (!stage_x) {
+            for (int r = warp; r < nr; r += MV_WARPS) {
+                float ss = sumsq32(X + (size_t)r * n, n);
+                if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
+            }
+            __syncthreads();
         }
     }
-    int n0 = a.m[0].n_out;
-    int n1 = a.n_mat > 1 ? a.m[1].n_out : 0;
-    int n2 = a.n_mat > 2 ? a.m[2].n_out : 0;
-    int fpb = MV_WARPS / wpf;
-    int w0 = warp % wpf;
-    for (int base = blockIdx.x * fpb; base < features; base += gridDim.x * fpb) {
-        int f = base + warp / wpf;
-        // Which matrix and output feature this warp works on (-1: past the end).
-        int mi = -1, o = 0;
-        if (f < features) {
-            if (a.mode == 2 || f < n0) {
-                mi = 0; o = f;
-            } else if (f < n0 + n1) {
-                mi = 1; o = f - n0;
-            } else if (f < n0 + n1 + n2) {
-                mi = 2; o = f - n0 - n1;
+    for (int base = blockIdx.x * step; base < features; base += gridDim.x * step) {
+        int next = base + gridDim.x * step;
+        if (next < features) mv_prefetch(a, features, next + mine, fps, w0, wpf);
+        int f = base + mine;
+        int o, o1;
+        int mi = mv_locate(a, features, f, &o);
+        int mi1 = fps == 2 ? mv_locate(a, features, f + 1, &o1) : -1;
+        float s0[RT], s1[RT];
+        if (mi >= 0) {
+            float acc[2][RT];
+            u64 rb = MV_FIELD(a, mi, row_bytes);
+            const u8* row = MV_FIELD(a, mi, w) + (size_t)o * rb;
+            int fmt = MV_FIELD(a, mi, fmt);
+            if (a.mode == 2) {
+                const u8* up = a.m[1].w + (size_t)o * a.m[1].row_bytes;
+                if (FMT >= 0 && pair) {
+                    warp_dots_sel<RT, 2, FMT>(fmt, row, up, X, a.n_in, nr, nw, iv, w0, wpf, acc);
+#pragma unroll
+                    for (int r = 0; r < RT; r++) { s0[r] = acc[0][r]; s1[r] = acc[1][r]; }
+                } else {
+                    warp_dots_sel<RT, 1, FMT>(fmt, row, row, X, a.n_in, nr, nw, iv, w0, wpf, acc);
+#pragma unroll
+                    for (int r = 0; r < RT; r++) s0[r] = acc[0][r];
+                    warp_dots_sel<RT, 1, FMT>(a.m[1].fmt, up, up, X, a.n_in, nr, nw, iv, w0, wpf, acc);
+#pragma unroll
+                    for (int r = 0; r < RT; r++) s1[r] = acc[0][r];
+                }
+            } else if (FMT >= 0 && fps == 2) {
+                // The partner feature is in the same (only) matrix; past the end it re-reads
+                // row f and its result is dropped.
+                const u8* row1 = mi1 >= 0 ? MV_FIELD(a, mi1, w) + (size_t)o1 * rb : row;
+                warp_dots_sel<RT, 2, FMT>(fmt, row, row1, X, a.n_in, nr, nw, iv, w0, wpf, acc);
+#pragma unroll
+                for (int r = 0; r < RT; r++) { s0[r] = acc[0][r]; s1[r] = acc[1][r]; }
+            } else {
+                warp_dots_sel<RT, 1, FMT>(fmt, row, row, X, a.n_in, nr, nw, iv, w0, wpf, acc);
+#pragma unroll
+                for (int r = 0; r < RT; r++) { s0[r] = acc[0][r]; s1[r] = 0.0f; }
             }
+        } else {
+#pragma unroll
+            for (int r = 0; r < RT; r++) { s0[r] = 0.0f; s1[r] = 0.0f; }
         }
-        float ga[RT], gb[RT];
+        // Uniform over the warp (mi is per warp), so the shuffles are full-warp.
+        bool two = a.mode == 2 || fps == 2;
 #pragma unroll
-        for (int r = 0; r < RT; r++) { ga[r] = 0.0f; gb[r] = 0.0f; }
-        int passes = a.mode == 2 ? 2 : 1;
-        for (int pass = 0; pass < passes; pass++) {
-            if (mi < 0) break;
-            // Field-wise selects keep the kernel parameter in param space (no local copy).
-            // Pass 1 (mode 2 only) is the up projection of the same output feature.
-            int pm = pass == 1 ? 1 : mi;
-            const u8* W = pm == 2 ? a.m[2].w : pm == 1 ? a.m[1].w : a.m[0].w;
-            u64 rb = pm == 2 ? a.m[2].row_bytes : pm == 1 ? a.m[1].row_bytes : a.m[0].row_bytes;
-            int fmt = pm == 2 ? a.m[2].fmt : pm == 1 ? a.m[1].fmt : a.m[0].fmt;
-            float acc[RT];
-            warp_dot_any<RT>(fmt, W + (size_t)o * rb, X, a.n_in, nr, nw, inv, w0, wpf, acc);
-#pragma unroll
-            for (int r = 0; r < RT; r++) {
-                acc[r] = tree32(acc[r]);
-                if (pass == 0) ga[r] = acc[r];
-                else gb[r] = acc[r];
-            }
+        for (int r = 0; r < RT; r++) {
+            s0[r] = tree32(s0[r]);
+            if (two) s1[r] = tree32(s1[r]);
         }
         if (wpf == 1) {
             // The warp holds the whole dot: lane 0 finishes every row.
-            if (mi >= 0 && lane == 0) {
+            if (lane == 0) {
 #pragma unroll
-                for (int r = 0; r < RT; r++)
-                    if (r < nr) mv_finish(a, mi, o, r0 + r, ga[r], gb[r]);
+                for (int r = 0; r < RT; r++) {
+                    if (r < nr && mi >= 0) {
+                        if (a.mode == 2) mv_finish(a, mi, o, r0 + r, s0[r], s1[r]);
+                        else mv_finish(a, mi, o, r0 + r, s0[r], 0.0f);
+                    }
+                    if (r < nr && mi1 >= 0) mv_finish(a, mi1, o1, r0 + r, s1[r], 0.0f);
+                }
             }
             continue;  // uniform: wpf is a launch parameter
         }
         if (mi >= 0 && lane == 0) {
 #pragma unroll
             for (int r = 0; r < RT; r++) {
-                pa[warp][r] = ga[r];
-                pb[warp][r] = gb[r];
+                pa[warp][r] = s0[r];
+                pb[warp][r] = s1[r];
             }
         }
         __syncthreads();
-        // The group's first warp; lane r finishes batch row r, summing partials in warp order.
+        // The slot's first warp; lane r finishes batch row r, summing partials in warp order.
         if (mi >= 0 && w0 == 0 && lane < nr) {
             float s = pa[warp][lane], t = pb[warp][lane];
             for (int i = 1; i < wpf; i++) {
                 s = s + pa[warp + i][lane];
                 t = t + pb[warp + i][lane];
             }
-            mv_finish(a, mi, o, r0 + lane, s, t);
+            if (a.mode == 2) mv_finish(a, mi, o, r0 + lane, s, t);
+            else mv_finish(a, mi, o, r0 + lane, s, 0.0f);
+            if (mi1 >= 0) mv_finish(a, mi1, o1, r0 + lane, t, 0.0f);
         }
         __syncthreads();  // pa/pb are reused by the next round
     }
 }
 
 // RT = 1 for single-row launches, 8 for batches: the per-row arithmetic is the same in both.
-// At least 4 blocks (32 warps) per SM: decode matvecs are latency-bound, and the bytes in
-// flight scale with resident warps.
-extern "C" __global__ void __launch_bounds__(256, 4) mv_r1(MvArgs a, int wpf, int features, int stage_x) { mv_body<1>(a, wpf, features, stage_x); }
-extern "C" __global__ void __launch_bounds__(256, 4) mv_r8(MvArgs a, int wpf, int features, int stage_x) { mv_body<8>(a, wpf, features, stage_x); }
+// mv_r1: at least 4 blocks (32 warps) per SM: decode matvecs are latency-bound, and the bytes
+// in flight scale with resident warps. mv_r8: 3 blocks per SM, so 8 rows' accumulators and 8
+// chunks of weights in flight fit in registers without spilling.
+// Matvec modules (the host compiles one only when an engine needs it): MV_FMT defined to one
+// FMT_* id gives mv_f_r1 / mv_f_r8 for that format, with the two-dot pass; MV_GENERIC gives
+// mv_r1 / mv_r8 for launches that mix formats (the same arithmetic, dispatched at run time).
+// The main module (neither defined) holds embed_rows and no matvec.
+#define MV_ARGS MvArgs a, int wpf, int features, int stage_x, int pair
+#define MV_PASS a, wpf, features, stage_x, pair
+#if defined(MV_FMT)
+extern "C" __global__ void __launch_bounds__(256, 4) mv_f_r1(MV_ARGS) { mv_body<1, MV_FMT>(MV_PASS); }
+extern "C" __global__ void __launch_bounds__(256, 3) mv_f_r8(MV_ARGS) { mv_body<8, MV_FMT>(MV_PASS); }
+#elif defined(MV_GENERIC)
+extern "C" __global__ void __launch_bounds__(256, 4) mv_r1(MV_ARGS) { mv_body<1, -1>(MV_PASS); }
+extern "C" __global__ void __launch_bounds__(256, 3) mv_r8(MV_ARGS) { mv_body<8, -1>(MV_PASS); }
+#endif

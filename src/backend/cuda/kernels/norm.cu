@@ -7,6 +7,8 @@
 // x[r] += post_norm(o[r]) (gemma3, w != 0) or x[r] += o[r] (w == 0). One warp per row.
 extern "C" __global__ void add_residual(float* x, const float* o, const float* w, int rows,
                                         int n, float eps, int has_norm) {
+    pdl_trigger();
+    pdl_wait();
     int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     float* xr = x + (size_t)r * n;
