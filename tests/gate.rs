@@ -295,7 +295,10 @@ fn bad_flags_exit_2_naming_the_value() {
         ),
         (&["--stages"], "--stages"),
         (&["--pdl", "maybe"], "--pdl \"maybe\""),
-        (&["--backend", "cpu", "--pdl", "off"], "--pdl off: the cpu backend"),
+        (
+            &["--backend", "cpu", "--pdl", "off"],
+            "--pdl off: the cpu backend",
+        ),
     ];
     for (args, want) in cases {
         let o = run(args);

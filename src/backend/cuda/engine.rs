@@ -60,8 +60,8 @@ const MV_WARPS: usize = 8;
 /// Rows per tile of the batched matvec kernel (`mv_r8`).
 const MV_RT: usize = 8;
 
-/// Most dynamic shared memory a matvec uses to stage normalized input rows (the 48 KiB a
-/// block may use without opting in, less room for the kernel's static arrays).
+/// Most dynamic shared memory a matvec uses to stage its input rows and norm weights (the
+/// 48 KiB a block may use without opting in, less room for the kernel's static arrays).
 const MV_STAGE_MAX: usize = 40 * 1024;
 
 /// The `FMT_*` id of kernels/matvec.cu for a tensor type.

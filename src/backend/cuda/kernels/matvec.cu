@@ -337,8 +337,9 @@ __device__ __forceinline__ void mv_prefetch(const MvArgs& a, int features, int f
 // matrix); pair = 1 in mode 2 means gate and up share a format and are read in one pass.
 // Grid row t covers batch rows t*RT..t*RT+RT-1.
 // stage_x = 1 (norm launches whose tile fits): the raw rows and the norm weights are loaded
-// into dynamic shared memory in one round, then normalized there with the same expressions
-// as the on-the-fly path (sumsq32 over the same values, then (x * inv) * w).
+// into dynamic shared memory in one round, then normalized with the same expressions as the
+// on-the-fly path (sumsq32 over the same values, then (x * inv) * w): in place for a batch
+// tile, on the fly from shared memory for a single row (each warp computing inv itself).
 template <int RT, int FMT>
 __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, int stage_x,
                                         int pair) {
