@@ -15,6 +15,7 @@
 pub mod arms;
 pub mod backend;
 pub mod cli;
+pub mod fsio;
 pub mod gguf;
 pub mod math;
 pub mod model;

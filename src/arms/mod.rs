@@ -66,6 +66,26 @@ pub struct GateSpec {
 
 impl GateSpec {
     /// Steps every row runs: the tape's length, or prompt + generated.
+    /// The spec's own rules, in the CLI's words: `prepare` reports a breach as a bad flag
+    /// (exit 2) before any work, and `run_gate` refuses one from any other caller.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.window == 0 {
+            return Err("--window 0: need at least one step in flight".into());
+        }
+        if self.batch == 0 {
+            return Err("--batch 0: need at least one sequence".into());
+        }
+        if self.tape.is_none() && self.prompt_len == 0 {
+            return Err("--prompt-len 0: need at least one prompt token".into());
+        }
+        if self.steps() == 0 {
+            return Err(
+                "the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into(),
+            );
+        }
+        Ok(())
+    }
+
     pub fn steps(&self) -> usize {
         match &self.tape {
             Some(t) => t.len(),
@@ -243,29 +263,13 @@ pub fn run_gate<B: Backend>(
     spec: &GateSpec,
     progress: &mut dyn FnMut(&str),
 ) -> Result<GateResult, GateError> {
+    spec.validate().map_err(GateError::Spec)?;
     let steps = spec.steps();
-    if steps == 0 {
-        return Err(GateError::Spec(
-            "the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into(),
-        ));
-    }
-    if spec.tape.is_none() && spec.prompt_len == 0 {
-        return Err(GateError::Spec(
-            "--prompt-len 0: need at least one prompt token".into(),
-        ));
-    }
-    if spec.window == 0 || spec.batch == 0 {
-        return Err(GateError::Spec(format!(
-            "--window {} and --batch {} must be at least 1",
-            spec.window, spec.batch
-        )));
-    }
     let rows = spec.batch_rows();
 
     // Reference: single stage on the placement's first device, fault-free.
     let t0 = Instant::now();
-    let mut single = Placement::single(model.cfg.n_layers);
-    single.devices[0] = spec.placement.devices[0];
+    let single = Placement::single(model.cfg.n_layers, spec.placement.devices[0]);
     let ref_rt = Runtime::build(
         be.clone(),
         model.clone(),

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::{BenchArgs, GateArgs, SynthArgs, EXIT_FAIL, EXIT_PASS};
+use super::{GateArgs, SynthArgs, EXIT_FAIL, EXIT_PASS};
 use crate::arms::{self, ArmKind, GateSpec};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
@@ -218,12 +218,6 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
             faults.push(f);
         }
     }
-    if args.window == 0 {
-        bail!("--window 0: need at least one step in flight");
-    }
-    if args.batch == 0 {
-        bail!("--batch 0: need at least one sequence");
-    }
     if args.topk == 0 || args.topk > cfg.vocab {
         bail!("--topk {}: must be in 1..={}", args.topk, cfg.vocab);
     }
@@ -232,9 +226,6 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
         .as_deref()
         .map(|p| load_tape(p, cfg.vocab))
         .transpose()?;
-    if tape.is_none() && args.prompt_len == 0 {
-        bail!("--prompt-len 0: need at least one prompt token");
-    }
     let spec = GateSpec {
         placement,
         arms,
@@ -247,6 +238,7 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
         tape,
         faults,
     };
+    spec.validate().map_err(anyhow::Error::msg)?;
     let model_info = ModelInfo {
         file,
         arch: cfg.arch.to_string(),
@@ -482,11 +474,8 @@ fn short_value(v: &crate::gguf::Value) -> String {
 }
 
 pub fn synth(a: &SynthArgs) -> Result<i32> {
-    let arch = match a.arch.as_str() {
-        "llama" => Arch::Llama,
-        "gemma3" => Arch::Gemma3,
-        other => bail!("--arch {other:?}: expected llama or gemma3"),
-    };
+    let arch = Arch::from_name(&a.arch)
+        .ok_or_else(|| anyhow!("--arch {:?}: expected llama or gemma3", a.arch))?;
     let quant = GgmlType::from_name(&a.quant).ok_or_else(|| {
         anyhow!(
             "--quant {:?}: unknown type (one of {})",
@@ -508,19 +497,16 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
     let bytes = synth_gguf(&spec)?;
     // Load what we wrote before declaring success: a synth that writes an unloadable file
     // would only fail later, far from its cause.
-    let f = GgufFile::parse(bytes.clone()).context("re-reading the synthetic model")?;
+    let f = GgufFile::parse(bytes).context("re-reading the synthetic model")?;
     Model::load(&f).context("loading the synthetic model")?;
-    receipt::write_atomic(&a.output, &bytes)
+    let bytes = f.bytes();
+    receipt::write_atomic(&a.output, bytes)
         .with_context(|| format!("writing {}", a.output.display()))?;
     outln!(
         "wrote {} ({} bytes, blake3 {})",
         a.output.display(),
         bytes.len(),
-        blake3::hash(&bytes).to_hex()
+        blake3::hash(bytes).to_hex()
     );
     Ok(EXIT_PASS)
-}
-
-pub fn bench(a: &BenchArgs) -> Result<i32> {
-    super::soak_cmd::bench(a)
 }

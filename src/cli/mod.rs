@@ -203,7 +203,7 @@ pub fn main() -> i32 {
         Some(Cmd::Soak(a)) => soak_cmd::soak(&a),
         Some(Cmd::Diff { a, b }) => soak_cmd::diff(&a, &b),
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
-        Some(Cmd::Bench(a)) => gate::bench(&a),
+        Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
     };
     match r {
         Ok(code) => code,

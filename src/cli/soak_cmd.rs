@@ -1,7 +1,7 @@
 //! soak, diff, battery and bench: the commands that run or compare many gates.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,19 +14,16 @@ use super::gate::{prepare, run_prepared, verdict_lines, AnyBackend};
 use super::{BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use crate::backend::Backend;
 use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
-use crate::receipt::{write_atomic, Receipt};
+use crate::receipt::Receipt;
 use crate::runtime::{Placement, Runtime, RuntimeConfig};
 use crate::soak::{RunRecord, Summary};
 
 static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
-static HANDLER: AtomicBool = AtomicBool::new(false);
 
 /// First Ctrl-C: finish the run in progress, keep every receipt and the summary, stop.
 /// Second Ctrl-C: leave at once (finished receipts and the summary are already on disk).
+/// (A second install in one process is refused by ctrlc and ignored here.)
 fn install_interrupt_handler() {
-    if HANDLER.swap(true, Ordering::SeqCst) {
-        return;
-    }
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
             eprintln!("\nppn-gate: second interrupt, leaving now (finished receipts are kept)");
@@ -36,8 +33,12 @@ fn install_interrupt_handler() {
     });
 }
 
+/// The command line as given, for the summary (lossy: a non-UTF-8 path must not panic).
 fn gate_flags() -> Vec<String> {
-    std::env::args().skip(1).collect()
+    std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
 }
 
 pub fn soak(a: &SoakArgs) -> Result<i32> {
@@ -65,10 +66,8 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         ProgressStyle::with_template("soak {bar:30} {pos}/{len} runs, {msg} [{elapsed_precise}]")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut fails = 0usize;
     for run in 1..=a.runs {
         if INTERRUPTS.load(Ordering::SeqCst) > 0 {
-            summary.interrupted = true;
             break;
         }
         let r = run_prepared(&p, &mut |_| {})?;
@@ -76,7 +75,6 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         r.write(&path)?;
         let rec = RunRecord::from_receipt(run, &r, path.display().to_string());
         if r.verdict != "PASS" {
-            fails += 1;
             bar.println(format!(
                 "run {run:>3} FAIL: {}",
                 verdict_lines(&r)
@@ -88,26 +86,24 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         }
         summary.push(rec);
         // The summary is rewritten after every run: an interrupted soak keeps it.
-        write_atomic(
-            &summary_path,
-            (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
-        )?;
-        bar.set_message(format!("{} PASS, {fails} FAIL", summary.passed));
+        summary.write(&summary_path)?;
+        bar.set_message(format!(
+            "{} PASS, {} FAIL",
+            summary.passed,
+            summary.failed()
+        ));
         bar.inc(1);
     }
     bar.finish_and_clear();
     if INTERRUPTS.load(Ordering::SeqCst) > 0 {
         summary.interrupted = true;
-        write_atomic(
-            &summary_path,
-            (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
-        )?;
+        summary.write(&summary_path)?;
     }
     for l in summary.lines() {
         outln!("{l}");
     }
     outln!("summary: {}", summary_path.display());
-    Ok(if fails > 0 {
+    Ok(if summary.failed() > 0 {
         EXIT_FAIL
     } else if summary.runs_done < a.runs {
         EXIT_ERROR
@@ -165,15 +161,31 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         .with_context(|| format!("battery {}", a.file.display()))?;
     let bf: BatteryFile = serde_json::from_str(&text)
         .with_context(|| format!("battery {}: not a battery file", a.file.display()))?;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
-    let mut worst = EXIT_PASS;
+    // Every name and every gate's flags are checked before the first gate runs: a bad gate
+    // five must not cost the four before it. Names become file names, so plain ones only.
+    let plain = |n: &str| !(n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.'));
+    if !plain(&bf.name) {
+        bail!(
+            "battery {}: name {:?} is not a plain file name",
+            a.file.display(),
+            bf.name
+        );
+    }
+    if bf.gates.is_empty() {
+        bail!("battery {}: no gates", a.file.display());
+    }
+    let mut gates: Vec<(&BatteryGate, Cli)> = Vec::with_capacity(bf.gates.len());
     for g in &bf.gates {
-        if g.name.is_empty() || g.name.contains(['/', '\\']) || g.name.starts_with('.') {
+        if !plain(&g.name) {
             bail!(
                 "battery {}: gate name {:?} is not a plain file name",
+                a.file.display(),
+                g.name
+            );
+        }
+        if gates.iter().any(|(h, _)| h.name == g.name) {
+            bail!(
+                "battery {}: gate name {:?} appears twice (its receipts would overwrite each other)",
                 a.file.display(),
                 g.name
             );
@@ -187,6 +199,14 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
                 g.name
             );
         }
+        gates.push((g, cli));
+    }
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
+    let mut worst = EXIT_PASS;
+    for (g, cli) in &gates {
         let t0 = Instant::now();
         let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
         let r =
@@ -232,10 +252,10 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
 /// Decode throughput of the single-stage reference path and the N-stage eager, pipelined
 /// and batched paths, measured in one run so their ratios compare.
 pub fn bench(a: &BenchArgs) -> Result<i32> {
-    let p = prepare(&a.gate)?;
     if a.steps == 0 {
         bail!("--steps 0: need at least one step");
     }
+    let p = prepare(&a.gate)?;
     match &p.be {
         AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps),
         AnyBackend::Cuda(be) => bench_on(be.clone(), &p, a.steps),
@@ -247,8 +267,7 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
     let spec = &p.spec;
     let ctx = steps;
     let tokens = crate::arms::seeded_prompt(&m, spec.seed, 0, steps);
-    let mut single = Placement::single(m.cfg.n_layers);
-    single.devices[0] = spec.placement.devices[0];
+    let single = Placement::single(m.cfg.n_layers, spec.placement.devices[0]);
     let mk = |pl: Placement, rows: usize| {
         Runtime::build(
             be.clone(),

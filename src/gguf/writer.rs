@@ -8,9 +8,7 @@ use super::{
     MAX_ARRAY_LEN, MAX_KEY_LEN, MAX_NESTING_DEPTH, MAX_STRING_LEN, MAX_TENSOR_NAME_LEN,
 };
 use crate::quant::GgmlType;
-use std::io::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Builds a GGUF v3 file in memory.
 #[derive(Clone, Default)]
@@ -29,10 +27,6 @@ impl std::fmt::Debug for GgufWriter {
             .finish()
     }
 }
-
-/// Distinguishes temp files of concurrent `write` calls within one process (a counter for
-/// naming, not a reduction).
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl GgufWriter {
     /// An empty file with the default alignment (32) and no `general.alignment` key.
@@ -174,35 +168,7 @@ impl GgufWriter {
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         self.check()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-        let file_name = path.file_name().ok_or_else(|| {
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("GGUF output path {} has no file name", path.display()),
-            )
-        })?;
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(
-            ".{}.tmp.{}.{n}",
-            file_name.to_string_lossy(),
-            std::process::id()
-        ));
-        let bytes = self.to_bytes();
-        let result = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&bytes)?;
-            f.sync_all()?;
-            drop(f);
-            std::fs::rename(&tmp, path)
-        })();
-        if result.is_err() {
-            // Best effort: the original error is the one worth reporting.
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
+        crate::fsio::write_atomic(path, &self.to_bytes())
     }
 }
 

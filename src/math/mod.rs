@@ -15,11 +15,9 @@ use rayon::prelude::*;
 use crate::model::Weight;
 use crate::quant;
 
-/// Closes 8 lane partial sums in the fixed tree every reduction of this crate uses.
-#[inline(always)]
-fn tree8(l: &[f32; 8]) -> f32 {
-    ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))
-}
+/// Closes 8 lane partial sums in the fixed tree every reduction of this crate uses (the
+/// one definition lives with the quantized dots).
+use crate::quant::finish_lanes as tree8;
 
 /// Fixed-order dot product of two equally long f32 vectors (8 lanes + fixed tree; the tail
 /// past the last full group of 8 goes into lanes 0.. in order, as if zero-padded).
@@ -58,15 +56,9 @@ pub fn sum_f32(a: &[f32]) -> f32 {
 /// `out = x * (1 / sqrt(mean(x²) + eps)) * w`. `x.len()` must be a multiple of `w.len()`
 /// (one call normalises a batch of residual rows, or every head of a q/k row).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
-    let n = w.len();
-    debug_assert!(n > 0 && x.len().is_multiple_of(n) && out.len() == x.len());
-    for (xr, or) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-        let ss = dot_f32(xr, xr);
-        let inv = 1.0 / (ss / n as f32 + eps).sqrt();
-        for ((o, &xi), &wi) in or.iter_mut().zip(xr).zip(w) {
-            *o = (xi * inv) * wi;
-        }
-    }
+    debug_assert!(out.len() == x.len());
+    out.copy_from_slice(x);
+    rms_norm_inplace(out, w, eps);
 }
 
 /// [`rms_norm`] in place.

@@ -193,6 +193,15 @@ impl Config {
         ] {
             positive(&key, v)?;
         }
+        // Every layer has at least 9 tensors: a block_count the file cannot back is refused
+        // here, before anything is sized by it.
+        if n_layers > f.tensors.len() / 9 {
+            return Err(kv_err(
+                &k("block_count"),
+                n_layers,
+                format!("more layers than {} tensors can hold", f.tensors.len()),
+            ));
+        }
         positive(&k("attention.head_count"), n_heads)?;
         positive(&k("attention.head_count_kv"), n_kv_heads)?;
         if n_heads % n_kv_heads != 0 {
@@ -220,6 +229,14 @@ impl Config {
                 &k("attention.key_length"),
                 head_dim,
                 "head dim must be even and positive".into(),
+            ));
+        }
+        // q_dim() and kv_dim() multiply these; n_kv_heads <= n_heads (it divides it).
+        if n_heads.checked_mul(head_dim).is_none() {
+            return Err(kv_err(
+                &k("attention.key_length"),
+                head_dim,
+                format!("times head_count {n_heads} overflows"),
             ));
         }
         if let Some(vl) = opt_usize(f, &k("attention.value_length"))? {

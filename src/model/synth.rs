@@ -113,8 +113,45 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
             ));
         }
     }
-    if u32::try_from(spec.vocab).is_err() || u32::try_from(spec.layers).is_err() {
-        return Err(bad("vocab", spec.vocab, "too large"));
+    // Every size is a u32 in the file, names its own flag, and the largest matrices
+    // (vocab x embd, ff x embd) must have an element count that fits a usize.
+    for (what, v) in [
+        ("vocab", spec.vocab),
+        ("layers", spec.layers),
+        ("embd", spec.embd),
+        ("ff", spec.ff),
+        ("heads", spec.heads),
+        ("kv-heads", spec.kv_heads),
+    ] {
+        if u32::try_from(v).is_err() {
+            return Err(bad(what, v, "too large (sizes are u32 in GGUF)"));
+        }
+    }
+    // What the reader would refuse, refused before anything is generated.
+    if spec.vocab as u64 > crate::gguf::MAX_ARRAY_LEN {
+        return Err(bad(
+            "vocab",
+            spec.vocab,
+            format!(
+                "above the reader's array limit {}",
+                crate::gguf::MAX_ARRAY_LEN
+            ),
+        ));
+    }
+    if (spec.layers as u64) * 9 + 3 > crate::gguf::MAX_TENSORS {
+        return Err(bad(
+            "layers",
+            spec.layers,
+            format!(
+                "more tensors than the reader's limit {}",
+                crate::gguf::MAX_TENSORS
+            ),
+        ));
+    }
+    for (what, v) in [("vocab", spec.vocab), ("ff", spec.ff)] {
+        if v.checked_mul(spec.embd).is_none() {
+            return Err(bad(what, v, format!("times embd {} overflows", spec.embd)));
+        }
     }
     Ok(hd)
 }
@@ -395,5 +432,35 @@ mod tests {
         };
         let e = synth_gguf(&s).expect_err("ff 200 is not a multiple of 256");
         assert!(e.to_string().contains("200"), "{e}");
+    }
+
+    #[test]
+    fn sizes_the_file_or_the_reader_cannot_hold_are_refused_naming_their_flag() {
+        for (s, want) in [
+            (
+                SynthSpec {
+                    layers: 1 << 33,
+                    ..builtin_spec()
+                },
+                "layers = 8589934592",
+            ),
+            (
+                SynthSpec {
+                    vocab: 5_000_000,
+                    ..builtin_spec()
+                },
+                "vocab = 5000000",
+            ),
+            (
+                SynthSpec {
+                    layers: 100_000,
+                    ..builtin_spec()
+                },
+                "layers = 100000",
+            ),
+        ] {
+            let e = synth_gguf(&s).expect_err(want).to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 }

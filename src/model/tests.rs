@@ -382,3 +382,40 @@ fn embed_is_the_dequantized_row_times_the_embed_scale() {
         assert_eq!(bits(&x[r * n..(r + 1) * n]), bits(&want));
     }
 }
+
+/// Sizes the loader would allocate or multiply by are refused, naming the key, before any
+/// allocation (a huge block_count used to abort the process; a huge key_length to overflow).
+#[test]
+fn block_count_and_head_sizes_the_file_cannot_back_are_errors() {
+    let f = synth_file(&small_llama());
+    let set = |key: &'static str, val: u64| {
+        rewrite(
+            &f,
+            move |k, v| Some(if k == key { Value::U64(val) } else { v.clone() }),
+            |_, d| Some(d.to_vec()),
+        )
+    };
+    let e = load_err(&set("llama.block_count", u64::MAX / 2));
+    assert!(
+        e.contains("llama.block_count") && e.contains("tensors"),
+        "{e}"
+    );
+    // key_length is optional (synth leaves it out): add it.
+    let mut w = GgufWriter::new();
+    for (k, v) in &f.metadata {
+        if k != "general.alignment" {
+            w.add(k, v.clone());
+        }
+    }
+    w.add("llama.attention.key_length", Value::U64(1 << 62));
+    for t in &f.tensors {
+        w.add_tensor(&t.name, &t.dims, t.ty, f.tensor_bytes(t).to_vec())
+            .expect("add tensor");
+    }
+    let g = GgufFile::parse(w.to_bytes()).expect("parse");
+    let e = load_err(&g);
+    assert!(
+        e.contains("llama.attention.key_length") && e.contains("overflows"),
+        "{e}"
+    );
+}

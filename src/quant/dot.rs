@@ -80,9 +80,9 @@ pub(super) fn f16_bits_to_f32(b: &[u8], at: usize) -> f32 {
     f32::from_bits(sign | mag)
 }
 
-/// The fixed pairwise finish of the 8 lanes.
+/// The fixed pairwise finish of the 8 lanes (also `math`'s tree for f32 reductions).
 #[inline(always)]
-fn finish_lanes(a: &[f32; 8]) -> f32 {
+pub(crate) fn finish_lanes(a: &[f32; 8]) -> f32 {
     ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
 }
 

@@ -14,6 +14,7 @@ mod quantize;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use dot::finish_lanes;
 pub use dot::{dot, dot_many};
 
 /// A tensor element type as GGUF numbers it. Only the formats this project can dequantize

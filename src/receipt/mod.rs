@@ -97,14 +97,52 @@ pub struct Reference {
     pub steps: Vec<RefStep>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RefStep {
     pub step: usize,
     /// The token fed at this step (its logits predict the next one).
     pub token: u32,
     pub logits_blake3: String,
     /// `[[id, logit], ..]`, descending, ties by lower id.
+    #[serde(deserialize_with = "nan_null::pairs")]
     pub topk: Vec<(u32, f32)>,
+}
+
+/// JSON has no NaN or infinity: serde_json writes such a logit as `null`. These read a
+/// `null` back as NaN, so a receipt of a poisoned run loads (and `diff` can compare it).
+mod nan_null {
+    use serde::{Deserialize, Deserializer};
+
+    pub fn f32<'de, D: Deserializer<'de>>(d: D) -> Result<f32, D::Error> {
+        Ok(Option::<f32>::deserialize(d)?.unwrap_or(f32::NAN))
+    }
+
+    pub fn pairs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u32, f32)>, D::Error> {
+        Ok(Vec::<(u32, Option<f32>)>::deserialize(d)?
+            .into_iter()
+            .map(|(i, v)| (i, v.unwrap_or(f32::NAN)))
+            .collect())
+    }
+}
+
+/// Logit equality for receipts: as f32 for finite values; any two non-finite values are
+/// equal, since JSON writes every one of them as the same `null`.
+fn same_logit(a: f32, b: f32) -> bool {
+    a == b || (!a.is_finite() && !b.is_finite())
+}
+
+impl PartialEq for RefStep {
+    fn eq(&self, o: &Self) -> bool {
+        self.step == o.step
+            && self.token == o.token
+            && self.logits_blake3 == o.logits_blake3
+            && self.topk.len() == o.topk.len()
+            && self
+                .topk
+                .iter()
+                .zip(&o.topk)
+                .all(|(a, b)| a.0 == b.0 && same_logit(a.1, b.1))
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -123,15 +161,24 @@ pub struct ArmStep {
     pub logits_blake3: String,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Divergence {
     pub step: usize,
     pub row: usize,
     /// First logit index whose bits differ.
     pub index: usize,
-    #[serde(rename = "ref")]
+    #[serde(rename = "ref", deserialize_with = "nan_null::f32")]
     pub reference: f32,
+    #[serde(deserialize_with = "nan_null::f32")]
     pub got: f32,
+}
+
+impl PartialEq for Divergence {
+    fn eq(&self, o: &Self) -> bool {
+        (self.step, self.row, self.index) == (o.step, o.row, o.index)
+            && same_logit(self.reference, o.reference)
+            && same_logit(self.got, o.got)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
@@ -250,30 +297,48 @@ impl Receipt {
     }
 }
 
-/// Write `bytes` to `path` atomically (same-directory temp file + rename), creating parents.
+/// Write `bytes` to `path` atomically (`crate::fsio::write_atomic`), creating parents.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_else(|| "receipt".into());
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
     }
-    std::fs::rename(&tmp, path)
+    crate::fsio::write_atomic(path, bytes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn non_finite_logits_round_trip_through_json_and_compare_equal() {
+        let d = Divergence {
+            step: 3,
+            row: 1,
+            index: 7,
+            reference: 1.5,
+            got: f32::NAN,
+        };
+        let st = RefStep {
+            step: 0,
+            token: 5,
+            logits_blake3: "ab".into(),
+            topk: vec![(2, 1.0), (4, f32::INFINITY), (9, f32::NAN)],
+        };
+        let d2: Divergence = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        let st2: RefStep = serde_json::from_str(&serde_json::to_string(&st).unwrap()).unwrap();
+        assert!(d2.got.is_nan() && d2.reference == 1.5);
+        assert_eq!(d2, d);
+        assert_eq!(st2, st);
+        // A finite difference is still a difference.
+        let other = Divergence {
+            got: 2.0,
+            ..d.clone()
+        };
+        assert_ne!(other, d);
+        let mut st3 = st.clone();
+        st3.topk[0].1 = 1.25;
+        assert_ne!(st3, st);
+    }
 
     #[test]
     fn topk_is_descending_with_ties_by_lower_id_and_nan_last() {

@@ -113,7 +113,6 @@ struct OutSlot<B: Backend> {
     read_rb: B::Event,
     /// The step whose logits sit here unread (the host never reissues an unread slot).
     unread: Option<u64>,
-    rows: usize,
 }
 
 struct WalkState<B: Backend> {
@@ -164,7 +163,6 @@ impl<B: Backend> Runtime<B> {
                 cfg.max_rows, cfg.ctx
             )));
         }
-        let n_embd = model.cfg.n_embd;
         let vocab = model.cfg.vocab;
         let dev0 = p.devices[0];
         let dev_last = p.devices[n - 1];
@@ -271,10 +269,8 @@ impl<B: Backend> Runtime<B> {
                 read_caller: at(be.new_event(dev0), ctx)?,
                 read_rb: at(be.new_event(dev_last), ctx)?,
                 unread: None,
-                rows: 0,
             });
         }
-        let _ = n_embd;
         let rt = Runtime {
             be,
             model,
@@ -315,14 +311,6 @@ impl<B: Backend> Runtime<B> {
         at(self.be.synchronize(&self.readback), || {
             format!("{why}: readback stream")
         })
-    }
-
-    pub fn config(&self) -> &RuntimeConfig {
-        &self.cfg
-    }
-
-    pub fn backend(&self) -> &Arc<B> {
-        &self.be
     }
 
     pub fn model(&self) -> &Arc<Model> {
@@ -398,8 +386,8 @@ impl<'a, B: Backend> Walk<'a, B> {
             )));
         }
         self.st.step += 1;
+        // Input ring slot and boundary slot of this step (both double-buffered).
         let k = (t % 2) as usize;
-        let idx = (t % 2) as usize;
 
         // Caller: input ring slot k. WAR: the upload waits until stage 0 consumed step t-2.
         {
@@ -435,7 +423,7 @@ impl<'a, B: Backend> Walk<'a, B> {
                 at(eng.embed(&stg.stream, &inp.buf, rows), c("embed"))?;
                 at(be.record(&inp.consumed, &stg.stream), c("embed"))?;
             } else {
-                self.rx(s - 1, idx, rows, t)?;
+                self.rx(s - 1, k, rows, t)?;
             }
             for il in p.layers(s) {
                 at(eng.layer(&stg.stream, il, rows, pos, &stg.cache), || {
@@ -443,7 +431,7 @@ impl<'a, B: Backend> Walk<'a, B> {
                 })?;
             }
             if s + 1 < n {
-                self.tx(s, idx, rows, t)?;
+                self.tx(s, k, rows, t)?;
             } else {
                 let out = &self.st.outputs[j];
                 // WAR on the output slot: the previous reader of slot j has finished.
@@ -456,7 +444,6 @@ impl<'a, B: Backend> Walk<'a, B> {
         }
         let out = &mut self.st.outputs[j];
         out.unread = Some(t);
-        out.rows = rows;
         Ok(Pending {
             step: t,
             slot: j,

@@ -193,10 +193,11 @@ impl Placement {
             .unwrap_or(self.n_stages() - 1)
     }
 
-    pub fn single(n_layers: usize) -> Placement {
+    /// One stage holding every layer, on `dev` (the gate's reference placement).
+    pub fn single(n_layers: usize, dev: usize) -> Placement {
         Placement {
             fence: vec![0, n_layers],
-            devices: vec![0],
+            devices: vec![dev],
             transports: vec![],
         }
     }

@@ -105,6 +105,22 @@ impl Summary {
         self.class = classify(&self.runs);
     }
 
+    /// Runs that did not pass.
+    pub fn failed(&self) -> usize {
+        self.runs_done - self.passed
+    }
+
+    /// Writes the summary atomically; an error names the file.
+    pub fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)? + "\n";
+        crate::receipt::write_atomic(path, text.as_bytes()).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("writing soak summary {}: {e}", path.display()),
+            )
+        })
+    }
+
     pub fn lines(&self) -> Vec<String> {
         let mut v = vec![format!("{}/{} PASS", self.passed, self.runs_done)];
         if self.runs_done < self.runs_requested {

@@ -87,6 +87,9 @@ impl Engine<CpuBackend> for CpuEngine {
                 self.spec.stage
             )));
         }
+        // Checked here, not on the worker: a short buffer must be an error, never a panic
+        // on the stream thread.
+        super::mem::check_range("embed token ids", input, 0, rows)?;
         let (m, x, input) = (self.model.clone(), self.x.clone(), input.clone());
         let stage = self.spec.stage;
         s.enqueue("embed", move || {

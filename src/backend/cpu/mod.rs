@@ -128,7 +128,7 @@ impl Backend for CpuBackend {
             return Ok(()); // never recorded: a defined no-op, as cuStreamWaitEvent
         }
         let ev = ev.clone();
-        let label = s.label().to_string();
+        let label = s.label_arc();
         s.enqueue("event wait", move || ev.block_until(gen, &label))
     }
 

@@ -28,7 +28,8 @@ struct Shared {
 
 pub struct CpuStream {
     dev: usize,
-    label: String,
+    /// Shared so per-op closures (event waits, every step) carry it without a copy.
+    label: Arc<str>,
     tx: Mutex<Option<Sender<(&'static str, Op)>>>,
     shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
@@ -69,7 +70,7 @@ impl CpuStream {
             .map_err(|e| op_err(format!("cannot start stream thread {label}: {e}")))?;
         Ok(CpuStream {
             dev,
-            label,
+            label: label.into(),
             tx: Mutex::new(Some(tx)),
             shared,
             worker: Mutex::new(Some(worker)),
@@ -82,6 +83,11 @@ impl CpuStream {
 
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// The label as a shared handle, for an op that reports it from the worker.
+    pub(super) fn label_arc(&self) -> Arc<str> {
+        self.label.clone()
     }
 
     pub fn enqueue(

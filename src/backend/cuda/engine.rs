@@ -499,13 +499,15 @@ impl CudaEngine {
             .map(|(_, (w, _))| w.rows)
             .sum();
         let wpf = warps_per_feature(features);
-        let groups = launch_groups(mats.iter().map(|(w, _)| w.ty), mode);
-        if groups.len() == 1 {
+        // One launch (the decode path: every op of a one-format model) without building the
+        // groups; exactly the cases where `launch_groups` gives one.
+        let ty0 = mats[0].0.ty;
+        if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| w.ty == ty0) {
             return self.mv_launch(s, mats, x, norm, rows, mode, wpf, op);
         }
         // Mixed formats side by side (q|k|v): one launch per format, each with the op's
         // warps per feature, so every feature's bits are those of the fused launch.
-        for (ty, _) in groups {
+        for (ty, _) in launch_groups(mats.iter().map(|(w, _)| w.ty), mode) {
             let part: Vec<(&DevWeight, u64)> =
                 mats.iter().filter(|(w, _)| w.ty == ty).copied().collect();
             self.mv_launch(s, &part, x, norm, rows, mode, wpf, op)?;

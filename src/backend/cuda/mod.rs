@@ -55,9 +55,9 @@ const KERNELS: [&str; 4] = ["embed_rows", "add_residual", "attention", "spin"];
 /// Compiling only the kinds a model uses keeps a cold start (empty driver JIT cache) short.
 const MV_SOURCES: [&str; 3] = ["common.cu", "ffn.cu", "matvec.cu"];
 
-/// Matvec module kinds: 0..13 one per block format id (`engine::fmt_of`), 13 the generic.
-pub(crate) const MV_KINDS: usize = 14;
-pub(crate) const MV_GENERIC: usize = 13;
+/// Matvec module kinds: one per block format id (`engine::fmt_of`, 0..13), then the generic.
+pub(crate) const MV_GENERIC: usize = crate::quant::GgmlType::ALL.len();
+pub(crate) const MV_KINDS: usize = MV_GENERIC + 1;
 
 /// A compiled matvec module's two kernels (row tiles 1 and 8).
 pub(crate) struct MvFuncs {
