@@ -336,6 +336,41 @@ fn garbage_model_and_tape_files_exit_2() {
     assert!(text(&o).contains("entry 2 (999999)"), "{}", text(&o));
 }
 
+/// With a tape for row 0, --prompt-len still sets the seeded prompts of the other batch
+/// rows: the receipt records it as given, so two runs that differ only there are told apart.
+#[test]
+fn a_tape_receipt_records_the_prompt_len_its_batch_rows_used() {
+    let d = tmp();
+    let t = d.path().join("tape.json");
+    std::fs::write(&t, r#"{"tokens": [1, 2, 3, 4, 5, 6]}"#).unwrap();
+    let mut seen = Vec::new();
+    for pl in ["2", "5"] {
+        let r = d.path().join(format!("r{pl}.json"));
+        let o = run(&[
+            "--tape",
+            t.to_str().unwrap(),
+            "--prompt-len",
+            pl,
+            "--batch",
+            "2",
+            "--receipt",
+            r.to_str().unwrap(),
+            "-q",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v = receipt(&r);
+        assert_eq!(
+            v["config"]["prompt_len"].as_u64(),
+            Some(pl.parse().unwrap())
+        );
+        seen.push(r);
+    }
+    // Different batch-row prompts: diff sees different receipts, and says why.
+    let o = run(&["diff", seen[0].to_str().unwrap(), seen[1].to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("config differs"), "{}", text(&o));
+}
+
 fn write_json(p: &PathBuf, v: &Value) {
     std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
 }

@@ -311,11 +311,8 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
             arms: p.spec.arms.iter().map(|a| a.name().to_string()).collect(),
             window: p.spec.window,
             batch: p.spec.batch,
-            prompt_len: if p.spec.tape.is_some() {
-                p.spec.steps()
-            } else {
-                p.spec.prompt_len
-            },
+            // As given: with a tape it still sets the seeded prompts of batch rows 1..B.
+            prompt_len: p.spec.prompt_len,
             gen_len: p.spec.gen_len,
             seed: p.spec.seed,
             topk: p.spec.topk,
