@@ -296,6 +296,13 @@ fn bad_flags_exit_2_naming_the_value() {
         (&["--stages"], "--stages"),
         (&["--pdl", "maybe"], "--pdl \"maybe\""),
         (
+            &["bench", "--fault", "rx-no-wait"],
+            "--fault rx-no-wait: bench",
+        ),
+        (&["bench", "--receipt", "x.json"], "--receipt x.json: bench"),
+        (&["bench", "--steps", "0"], "--steps 0"),
+        (&["soak", "--receipt", "x.json"], "--receipt x.json: soak"),
+        (
             &["--backend", "cpu", "--pdl", "off"],
             "--pdl off: the cpu backend",
         ),

@@ -352,27 +352,32 @@ fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<A
     Ok(judge.finish())
 }
 
-/// Drive one walk with up to `window` steps in flight: issue step i with `tokens(i)` (one per
-/// row, all at position i), and whenever the window is full (and at the end) read the oldest
-/// step through the readback stream and hand `(step, logits)` to `sink`, in step order.
-/// The pipelined and batched arms and `bench` all issue this way.
+/// Drive one walk with up to `window` steps in flight: issue step i with the tokens that
+/// `tokens(i, buf)` puts in `buf` (one per row, all at position i), and whenever the window
+/// is full (and at the end) read the oldest step through the readback stream and hand
+/// `(step, logits)` to `sink`, in step order. The pipelined and batched arms and `bench`
+/// all issue this way. The token and position buffers are reused across steps.
 pub fn drive_windowed<B: Backend, E>(
     walk: &mut Walk<'_, B>,
     steps: usize,
     window: usize,
-    mut tokens: impl FnMut(usize) -> Vec<u32>,
+    mut tokens: impl FnMut(usize, &mut Vec<u32>),
     mut sink: impl FnMut(usize, Vec<f32>) -> Result<(), E>,
     err: impl Fn(usize, RtError) -> E,
 ) -> Result<(), E> {
     // (tape index, pending step): the runtime numbers steps over its whole life.
     let mut inflight: VecDeque<(usize, Pending)> = VecDeque::with_capacity(window);
+    let (mut t, mut pos) = (Vec::new(), Vec::new());
     for i in 0..steps {
         if inflight.len() >= window.max(1) {
             let (j, p) = inflight.pop_front().expect("window is non-empty");
             sink(j, walk.read_deferred(p).map_err(|e| err(j, e))?)?;
         }
-        let t = tokens(i);
-        let p = walk.issue(&t, &vec![i; t.len()]).map_err(|e| err(i, e))?;
+        t.clear();
+        tokens(i, &mut t);
+        pos.clear();
+        pos.resize(t.len(), i);
+        let p = walk.issue(&t, &pos).map_err(|e| err(i, e))?;
         inflight.push_back((i, p));
     }
     while let Some((j, p)) = inflight.pop_front() {
@@ -397,7 +402,7 @@ fn pipelined<B: Backend>(
         &mut walk,
         steps,
         window,
-        |i| refs.iter().map(|r| r.reference.tokens[i]).collect(),
+        |i, t| t.extend(refs.iter().map(|r| r.reference.tokens[i])),
         |i, l| {
             for r in 0..refs.len() {
                 judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);

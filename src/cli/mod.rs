@@ -58,7 +58,8 @@ pub enum Cmd {
     Diff { a: PathBuf, b: PathBuf },
     /// Run a battery of gates (a JSON list of gate configs); optionally diff against goldens.
     Battery(BatteryArgs),
-    /// Decode tokens/s of the reference, eager, pipelined and batched paths.
+    /// Decode tokens/s of the reference, eager, pipelined and batched paths (--arms picks
+    /// which of pipelined and batched run; eager, the base of every ratio, always does).
     Bench(BenchArgs),
 }
 

@@ -199,7 +199,6 @@ impl KvAccess for HostKv {
 /// layer.
 pub struct HostSession<'m> {
     pub model: &'m Model,
-    pub rows: usize,
     pub kv: Vec<HostKv>,
 }
 
@@ -208,7 +207,7 @@ impl<'m> HostSession<'m> {
         let kv = (0..model.cfg.n_layers)
             .map(|_| HostKv::new(rows, model.cfg.kv_dim(), max_ctx))
             .collect();
-        HostSession { model, rows, kv }
+        HostSession { model, kv }
     }
 
     /// One decode step: `tokens[r]` is row r's token at position `pos`; returns the logits,

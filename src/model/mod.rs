@@ -134,10 +134,6 @@ pub struct Config {
     pub attn_scale: f32,
     pub rope_style: RopeStyle,
     pub activation: Activation,
-    /// gemma3: per-head RMS norm of q and k before RoPE.
-    pub qk_norm: bool,
-    /// gemma3: RMS norm of the attention and FFN outputs before the residual add.
-    pub post_norms: bool,
     /// Trained context length (metadata; 0 when absent).
     pub context_length: usize,
 }
@@ -308,8 +304,6 @@ impl Config {
                 attn_scale,
                 rope_style: RopeStyle::Norm,
                 activation: Activation::Silu,
-                qk_norm: false,
-                post_norms: false,
                 context_length,
             },
             Arch::Gemma3 => {
@@ -338,8 +332,6 @@ impl Config {
                     attn_scale,
                     rope_style: RopeStyle::Neox,
                     activation: Activation::GeluTanh,
-                    qk_norm: true,
-                    post_norms: true,
                     context_length,
                 }
             }

@@ -13,6 +13,12 @@ pub(super) fn f16_at(b: &[u8], at: usize) -> f32 {
     half::f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
 }
 
+/// bf16 stored little-endian at `b[at..at + 2]`: the high half of an f32, widened exactly.
+#[inline(always)]
+pub(super) fn bf16_at(b: &[u8], at: usize) -> f32 {
+    f32::from_bits((u16::from_le_bytes([b[at], b[at + 1]]) as u32) << 16)
+}
+
 /// Q4_K/Q5_K 6-bit (scale, min) pair `j` of the 12 packed scale bytes
 /// (ggml `get_scale_min_k4`).
 #[inline(always)]
@@ -53,7 +59,7 @@ pub(super) fn dequantize_exact(ty: GgmlType, src: &[u8], out: &mut [f32]) {
         }
         GgmlType::BF16 => {
             for (o, b) in out.iter_mut().zip(src.chunks_exact(2)) {
-                *o = f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16);
+                *o = bf16_at(b, 0);
             }
         }
         _ => {

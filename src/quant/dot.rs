@@ -698,13 +698,13 @@ impl FloatFormat for Bf16 {
     fn widen8(b: &[u8]) -> [f32; 8] {
         let mut w = [0.0f32; 8];
         for (o, c) in w.iter_mut().zip(b.as_chunks::<2>().0) {
-            *o = f32::from_bits((u16::from_le_bytes(*c) as u32) << 16);
+            *o = super::dequant::bf16_at(c, 0);
         }
         w
     }
     #[inline(always)]
     fn widen1(b: &[u8]) -> f32 {
-        f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16)
+        super::dequant::bf16_at(b, 0)
     }
 }
 

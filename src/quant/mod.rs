@@ -176,11 +176,8 @@ fn checked_row_bytes(ty: GgmlType, n: usize) -> Result<usize, QuantError> {
         n,
         block_len: ty.block_len(),
     };
-    if !n.is_multiple_of(ty.block_len()) {
-        return Err(partial);
-    }
-    (n / ty.block_len())
-        .checked_mul(ty.block_bytes())
+    ty.row_bytes(n as u64)
+        .and_then(|b| usize::try_from(b).ok())
         .ok_or(partial)
 }
 

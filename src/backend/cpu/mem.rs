@@ -15,20 +15,14 @@ use crate::backend::BResult;
 pub const POISON_BITS: u32 = 0x7FC0_DEAD;
 
 pub struct DevMem {
-    dev: usize,
     data: Box<[AtomicU32]>,
 }
 
 impl DevMem {
-    pub fn poisoned(dev: usize, n: usize) -> DevMem {
+    pub fn poisoned(n: usize) -> DevMem {
         DevMem {
-            dev,
             data: (0..n).map(|_| AtomicU32::new(POISON_BITS)).collect(),
         }
-    }
-
-    pub fn dev(&self) -> usize {
-        self.dev
     }
 
     pub fn len(&self) -> usize {
@@ -56,10 +50,6 @@ impl DevMem {
         for a in self.data.iter() {
             a.store(v.to_bits(), Relaxed);
         }
-    }
-
-    pub fn get(&self, i: usize) -> f32 {
-        f32::from_bits(self.data[i].load(Relaxed))
     }
 }
 

@@ -31,9 +31,6 @@ pub use stream::{CpuEvent, CpuStream};
 use super::{BResult, Backend, BackendError, EngineSpec};
 use crate::model::Model;
 
-/// Device id of host staging memory.
-pub const HOST: usize = usize::MAX;
-
 pub struct CpuBackend {
     n_devices: usize,
     jitter_us: u64,
@@ -101,7 +98,6 @@ impl Backend for CpuBackend {
         self.check_dev(dev)?;
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         CpuStream::spawn(
-            dev,
             format!("{label}@cpu{dev}"),
             self.jitter_us,
             self.seed ^ (id.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
@@ -138,11 +134,11 @@ impl Backend for CpuBackend {
 
     fn alloc_zeroed(&self, dev: usize, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
         self.check_dev(dev)?;
-        alloc_on(dev, n, s)
+        alloc_on(n, s)
     }
 
     fn alloc_host(&self, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
-        alloc_on(HOST, n, s)
+        alloc_on(n, s)
     }
 
     fn buf_len(&self, b: &Arc<DevMem>) -> usize {
@@ -218,8 +214,8 @@ impl Backend for CpuBackend {
         let mut k = Vec::with_capacity(layers.len());
         let mut v = Vec::with_capacity(layers.len());
         for _ in layers.clone() {
-            k.push(alloc_on(dev, n, s)?);
-            v.push(alloc_on(dev, n, s)?);
+            k.push(alloc_on(n, s)?);
+            v.push(alloc_on(n, s)?);
         }
         Ok(CpuCache {
             layers,
@@ -239,7 +235,7 @@ impl Backend for CpuBackend {
         s: &CpuStream,
     ) -> BResult<CpuEngine> {
         self.check_dev(dev)?;
-        let x = alloc_on(dev, spec.max_rows * model.cfg.n_embd, s)?;
+        let x = alloc_on(spec.max_rows * model.cfg.n_embd, s)?;
         Ok(CpuEngine::new(model.clone(), spec, x))
     }
 }
@@ -247,8 +243,8 @@ impl Backend for CpuBackend {
 /// Allocate on `dev`; the zero-fill is an operation on `s` (stream-ordered, as
 /// cuMemAllocAsync followed by cuMemsetAsync): until it has run the memory holds a poison
 /// pattern, so a reader that is not ordered behind `s` sees garbage, never a lucky zero.
-fn alloc_on(dev: usize, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
-    let m = Arc::new(DevMem::poisoned(dev, n));
+fn alloc_on(n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
+    let m = Arc::new(DevMem::poisoned(n));
     let z = m.clone();
     s.enqueue("alloc zero-fill", move || {
         z.fill(0.0);

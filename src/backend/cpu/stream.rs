@@ -27,7 +27,6 @@ struct Shared {
 }
 
 pub struct CpuStream {
-    dev: usize,
     /// Shared so per-op closures (event waits, every step) carry it without a copy.
     label: Arc<str>,
     tx: Mutex<Option<Sender<(&'static str, Op)>>>,
@@ -36,12 +35,7 @@ pub struct CpuStream {
 }
 
 impl CpuStream {
-    pub(super) fn spawn(
-        dev: usize,
-        label: String,
-        jitter_us: u64,
-        seed: u64,
-    ) -> BResult<CpuStream> {
+    pub(super) fn spawn(label: String, jitter_us: u64, seed: u64) -> BResult<CpuStream> {
         let (tx, rx) = channel::<(&'static str, Op)>();
         let shared = Arc::new(Shared {
             error: Mutex::new(None),
@@ -69,16 +63,11 @@ impl CpuStream {
             })
             .map_err(|e| op_err(format!("cannot start stream thread {label}: {e}")))?;
         Ok(CpuStream {
-            dev,
             label: label.into(),
             tx: Mutex::new(Some(tx)),
             shared,
             worker: Mutex::new(Some(worker)),
         })
-    }
-
-    pub fn dev(&self) -> usize {
-        self.dev
     }
 
     pub fn label(&self) -> &str {
