@@ -213,6 +213,15 @@ impl Placement {
         if !cuts.is_empty() {
             s.push_str(&format!(" --splits {}", join(cuts)));
         }
+        // `auto` never bounces a same-device boundary through host: such a bounce can only
+        // come from `--transport host`, which must then be spelled for the rebuild.
+        let forced_host =
+            self.transports.iter().enumerate().any(|(b, t)| {
+                *t == Transport::Host && self.devices.get(b) == self.devices.get(b + 1)
+            });
+        if forced_host {
+            s.push_str(" --transport host");
+        }
         s
     }
 }
@@ -319,5 +328,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p, q);
+    }
+
+    #[test]
+    fn a_forced_host_bounce_on_one_device_is_spelled_and_rebuilds() {
+        let host = |choice| {
+            Placement::from_flags(30, Some(2), None, None, choice, 4, &|a, b| a == b).unwrap()
+        };
+        let p = host(TransportChoice::Host);
+        assert_eq!(p.transports, vec![Transport::Host]);
+        assert_eq!(
+            p.to_flags(),
+            "--stages 2 --devices 0,0 --splits 15 --transport host"
+        );
+        // Auto on one device copies device to device: nothing to spell.
+        assert_eq!(
+            host(TransportChoice::Auto).to_flags(),
+            "--stages 2 --devices 0,0 --splits 15"
+        );
     }
 }
