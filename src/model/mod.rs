@@ -588,11 +588,12 @@ impl Model {
         let vocab = Vocab::from_gguf(f)?;
         let (e, hd) = (cfg.n_embd, cfg.head_dim);
         let tok_embd = matrix(f, "token_embd.weight", cfg.vocab, e)?;
-        let output = match f.tensor("output.weight") {
-            Some(_) => matrix(f, "output.weight", cfg.vocab, e)?,
-            None => tok_embd.clone(),
-        };
         let tied = f.tensor("output.weight").is_none();
+        let output = if tied {
+            tok_embd.clone()
+        } else {
+            matrix(f, "output.weight", cfg.vocab, e)?
+        };
         let out_norm = norm(f, "output_norm.weight", e)?;
         let gemma = cfg.arch == Arch::Gemma3;
         let mut layers = Vec::with_capacity(cfg.n_layers);

@@ -382,8 +382,8 @@ const NO_HIGH: [i32x8; 4] = [i32x8::ZERO; 4];
 
 struct Q4_0;
 impl Format for Q4_0 {
-    const BB: usize = 18;
-    const CPB: usize = 1;
+    const BB: usize = GgmlType::Q4_0.block_bytes();
+    const CPB: usize = GgmlType::Q4_0.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], _c: usize) -> Chunk {
         Chunk {
@@ -399,8 +399,8 @@ impl Format for Q4_0 {
 
 struct Q4_1;
 impl Format for Q4_1 {
-    const BB: usize = 20;
-    const CPB: usize = 1;
+    const BB: usize = GgmlType::Q4_1.block_bytes();
+    const CPB: usize = GgmlType::Q4_1.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], _c: usize) -> Chunk {
         Chunk {
@@ -419,8 +419,8 @@ impl Format for Q4_1 {
 
 struct Q5_0;
 impl Format for Q5_0 {
-    const BB: usize = 22;
-    const CPB: usize = 1;
+    const BB: usize = GgmlType::Q5_0.block_bytes();
+    const CPB: usize = GgmlType::Q5_0.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], _c: usize) -> Chunk {
         let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
@@ -437,8 +437,8 @@ impl Format for Q5_0 {
 
 struct Q5_1;
 impl Format for Q5_1 {
-    const BB: usize = 24;
-    const CPB: usize = 1;
+    const BB: usize = GgmlType::Q5_1.block_bytes();
+    const CPB: usize = GgmlType::Q5_1.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], _c: usize) -> Chunk {
         let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
@@ -458,8 +458,8 @@ impl Format for Q5_1 {
 
 struct Q8_0;
 impl Format for Q8_0 {
-    const BB: usize = 34;
-    const CPB: usize = 1;
+    const BB: usize = GgmlType::Q8_0.block_bytes();
+    const CPB: usize = GgmlType::Q8_0.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], _c: usize) -> Chunk {
         let [q0, q1] = widen16_signed(b, 2);
@@ -507,8 +507,8 @@ fn crumbs(b: &[u8], at: usize, c: usize) -> [i16x16; 2] {
 
 struct Q2K;
 impl Format for Q2K {
-    const BB: usize = 84;
-    const CPB: usize = 8;
+    const BB: usize = GgmlType::Q2K.block_bytes();
+    const CPB: usize = GgmlType::Q2K.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], c: usize) -> Chunk {
         let [d, dmin] = f16x2(b, 80);
@@ -536,8 +536,8 @@ impl Format for Q2K {
 
 struct Q3K;
 impl Format for Q3K {
-    const BB: usize = 110;
-    const CPB: usize = 8;
+    const BB: usize = GgmlType::Q3K.block_bytes();
+    const CPB: usize = GgmlType::Q3K.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], c: usize) -> Chunk {
         let d = f16x2(b, 106)[1];
@@ -573,8 +573,8 @@ fn k_nibbles(b: &[u8], at: usize, c: usize) -> [i16x16; 2] {
 
 struct Q4K;
 impl Format for Q4K {
-    const BB: usize = 144;
-    const CPB: usize = 8;
+    const BB: usize = GgmlType::Q4K.block_bytes();
+    const CPB: usize = GgmlType::Q4K.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], c: usize) -> Chunk {
         let [d, dmin] = f16x2(b, 0);
@@ -592,8 +592,8 @@ impl Format for Q4K {
 
 struct Q5K;
 impl Format for Q5K {
-    const BB: usize = 176;
-    const CPB: usize = 8;
+    const BB: usize = GgmlType::Q5K.block_bytes();
+    const CPB: usize = GgmlType::Q5K.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], c: usize) -> Chunk {
         let [d, dmin] = f16x2(b, 0);
@@ -614,8 +614,8 @@ impl Format for Q5K {
 
 struct Q6K;
 impl Format for Q6K {
-    const BB: usize = 210;
-    const CPB: usize = 8;
+    const BB: usize = GgmlType::Q6K.block_bytes();
+    const CPB: usize = GgmlType::Q6K.block_len() / 32;
     #[inline(always)]
     fn decode(b: &[u8], c: usize) -> Chunk {
         let d = f16x2(b, 206)[1];
@@ -655,7 +655,7 @@ trait FloatFormat {
 
 struct F32;
 impl FloatFormat for F32 {
-    const S: usize = 4;
+    const S: usize = GgmlType::F32.block_bytes();
     #[inline(always)]
     fn widen8(b: &[u8]) -> [f32; 8] {
         let mut w = [0.0f32; 8];
@@ -672,7 +672,7 @@ impl FloatFormat for F32 {
 
 struct F16;
 impl FloatFormat for F16 {
-    const S: usize = 2;
+    const S: usize = GgmlType::F16.block_bytes();
     #[inline(always)]
     fn widen8(b: &[u8]) -> [f32; 8] {
         use half::slice::HalfFloatSliceExt;
@@ -693,7 +693,7 @@ impl FloatFormat for F16 {
 
 struct Bf16;
 impl FloatFormat for Bf16 {
-    const S: usize = 2;
+    const S: usize = GgmlType::BF16.block_bytes();
     #[inline(always)]
     fn widen8(b: &[u8]) -> [f32; 8] {
         let mut w = [0.0f32; 8];

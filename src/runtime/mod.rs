@@ -257,12 +257,18 @@ impl<B: Backend> Runtime<B> {
             })
         };
         let inputs = [mk_in()?, mk_in()?];
+        let out_len = cfg.max_rows.checked_mul(vocab).ok_or_else(|| {
+            RtError::Misuse(format!(
+                "output slot of max_rows {} x vocab {vocab} overflows",
+                cfg.max_rows
+            ))
+        })?;
         let mut outputs = Vec::new();
         for _ in 0..cfg.window.max(1) {
             let ctx = || format!("output ring on device {dev_last}");
             outputs.push(OutSlot {
                 buf: at(
-                    be.alloc_zeroed(dev_last, cfg.max_rows * vocab, &stages[n - 1].stream),
+                    be.alloc_zeroed(dev_last, out_len, &stages[n - 1].stream),
                     ctx,
                 )?,
                 done: at(be.new_event(dev_last), ctx)?,
@@ -550,10 +556,23 @@ impl<'a, B: Backend> Walk<'a, B> {
         at(be.record(&sl.ev_rx, &rx_s.stream), c)
     }
 
+    /// A pending step is read once, from the walk that issued it: its slot must still hold
+    /// that step unread (a stale or foreign `Pending` is an error, not a stale read).
+    fn check_unread(&self, p: &Pending) -> RResult<()> {
+        match self.st.outputs.get(p.slot) {
+            Some(o) if o.unread == Some(p.step) => Ok(()),
+            _ => Err(RtError::Misuse(format!(
+                "step {}: not an unread step of this walk (slot {})",
+                p.step, p.slot
+            ))),
+        }
+    }
+
     /// Eager read: the caller's stream waits every stage's exit event (EXIT PUBLICATION of
     /// all stages, so when this returns the whole walk step is finished everywhere and the
     /// caller may touch anything), then downloads the logits.
     pub fn read_eager(&mut self, p: Pending) -> RResult<Vec<f32>> {
+        self.check_unread(&p)?;
         let rt = self.rt;
         let be = &*rt.be;
         let c = || format!("eager read on the caller stream, step {}", p.step);
@@ -576,6 +595,7 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// the last stage (EXIT PUBLICATION of the producer), downloads, and records the slot's
     /// read event; later steps keep running on the stage streams meanwhile.
     pub fn read_deferred(&mut self, p: Pending) -> RResult<Vec<f32>> {
+        self.check_unread(&p)?;
         let rt = self.rt;
         let be = &*rt.be;
         let c = || format!("deferred read on the readback stream, step {}", p.step);
@@ -658,6 +678,23 @@ mod tests {
         });
         drop(w);
         assert!(rt.walk().is_ok());
+    }
+
+    #[test]
+    fn a_pending_step_from_an_abandoned_walk_is_refused_not_read_stale() {
+        let rt = rt(2, 2);
+        let mut w = rt.walk().unwrap();
+        let p = w.issue(&[1], &[0]).unwrap();
+        drop(w); // drains and releases the unread slot
+        let mut w = rt.walk().unwrap();
+        let e = w.read_eager(p).unwrap_err();
+        assert!(
+            e.to_string().contains("not an unread step of this walk"),
+            "{e}"
+        );
+        // The walk itself is still good.
+        let q = w.issue(&[2], &[0]).unwrap();
+        assert!(w.read_deferred(q).is_ok());
     }
 
     #[test]

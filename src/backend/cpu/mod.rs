@@ -235,7 +235,13 @@ impl Backend for CpuBackend {
         s: &CpuStream,
     ) -> BResult<CpuEngine> {
         self.check_dev(dev)?;
-        let x = alloc_on(spec.max_rows * model.cfg.n_embd, s)?;
+        let n = spec.max_rows.checked_mul(model.cfg.n_embd).ok_or_else(|| {
+            op_err(format!(
+                "stage {} scratch of {} rows x {} overflows",
+                spec.stage, spec.max_rows, model.cfg.n_embd
+            ))
+        })?;
+        let x = alloc_on(n, s)?;
         Ok(CpuEngine::new(model.clone(), spec, x))
     }
 }
