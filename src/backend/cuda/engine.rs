@@ -60,10 +60,6 @@ const MV_WARPS: usize = 8;
 /// Rows per tile of the batched matvec kernel (`mv_r8`).
 const MV_RT: usize = 8;
 
-/// Most dynamic shared memory a matvec uses to stage its input rows and norm weights (the
-/// 48 KiB a block may use without opting in, less room for the kernel's static arrays).
-const MV_STAGE_MAX: usize = 40 * 1024;
-
 /// The `FMT_*` id of kernels/matvec.cu for a tensor type.
 pub(super) fn fmt_of(ty: GgmlType) -> i32 {
     match ty {
@@ -592,10 +588,10 @@ impl CudaEngine {
         let groups = features.div_ceil(per_slot * MV_WARPS / wpf);
         let per_sm = if tile == 1 { 4 } else { 3 };
         let blocks = groups.min(per_sm * self.dx.sms);
-        // Norm launches stage the raw rows and the norm weights in shared memory when the
-        // tile fits.
-        let stage_bytes = 4 * (tile.min(rows) + 1) * n_in;
-        let stage_x = norm.is_some() && stage_bytes <= MV_STAGE_MAX;
+        // The input tile (and the norm weights) go to shared memory when they fit: the dot
+        // loop then never waits on a global load of x.
+        let stage_bytes = 4 * (tile.min(rows) + norm.is_some() as usize) * n_in;
+        let stage_x = stage_bytes <= self.dx.stage_max;
         let cfg = LaunchConfig {
             grid_dim: (
                 to_u32(blocks, "matvec blocks")?,

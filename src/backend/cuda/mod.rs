@@ -84,6 +84,10 @@ pub struct DevCtx {
     launches: AtomicU64,
     /// Streaming multiprocessors (sizes the matvec grids; never the arithmetic).
     pub(crate) sms: usize,
+    /// Dynamic shared memory a matvec block may use to stage its input tile (the matvec
+    /// kernels are opted in to it at load): at most 64 KiB, and 2 KiB under the device's
+    /// per-block opt-in limit, which leaves room for the kernels' static arrays.
+    pub(crate) stage_max: usize,
     /// Engine kernels are launched with programmatic dependent launch (sm_90 and later,
     /// unless `--pdl off`): see `launch`.
     pub(crate) pdl: bool,
@@ -234,9 +238,20 @@ impl DevCtx {
         let what = format!("device {}: matvec module {kind}", self.dev);
         let module = compile_and_load(&self.ctx, &src, self.arch, &what)?;
         let get = |name: &str| {
-            module
+            let f = module
                 .load_function(name)
-                .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))
+                .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))?;
+            f.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                self.stage_max as i32,
+            )
+            .map_err(|e| {
+                op_err(format!(
+                    "{what}: kernel {name}: allowing {} bytes of dynamic shared memory: {e}",
+                    self.stage_max
+                ))
+            })?;
+            Ok::<_, crate::backend::BackendError>(f)
         };
         Ok(MvFuncs {
             r1: get(r1)?,
@@ -261,6 +276,11 @@ pub struct GpuStream {
     label: String,
     /// Schedule explorer: (max delay in ns, this stream's seeded generator).
     jitter: Option<Mutex<(u64, ChaCha8Rng)>>,
+    /// Pinned bounce buffer of this stream's downloads (grown on demand): a DMA into pinned
+    /// memory runs at full link speed, where a pageable destination makes the driver stage
+    /// it through its own buffer in pieces. Used only inside `download`, which holds the
+    /// lock from the copy's enqueue until after the stream synchronize that ends it.
+    readback: Mutex<Option<mem::Raw>>,
 }
 
 impl GpuStream {
@@ -433,6 +453,11 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
         .map_err(|e| op_err(format!("device {dev}: multiprocessor count: {e}")))?
         .max(1) as usize;
+    let optin = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(|e| op_err(format!("device {dev}: shared memory per block: {e}")))?
+        .max(0) as usize;
+    let stage_max = (64 * 1024).min(optin.saturating_sub(2 * 1024));
     let src: String = SOURCES
         .iter()
         .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
@@ -471,6 +496,7 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
         compile_ms,
         launches: AtomicU64::new(0),
         sms,
+        stage_max,
         pdl: pdl && major >= 9,
         arch,
         mv: std::array::from_fn(|_| OnceLock::new()),
@@ -596,6 +622,7 @@ impl Backend for CudaBackend {
             dx,
             label: format!("{label}@cuda{dev}"),
             jitter,
+            readback: Mutex::new(None),
         })
     }
 
@@ -695,24 +722,39 @@ impl Backend for CudaBackend {
 
     fn download(&self, s: &GpuStream, src: &GpuBuf, off: usize, n: usize) -> BResult<Vec<f32>> {
         mem::check_range("download source", src, off, n)?;
-        let mut out = vec![0f32; n];
         if src.raw.is_host() {
             // Host staging: the stream's order first, then a plain host read.
+            let mut out = vec![0f32; n];
             self.synchronize(s)?;
             src.raw.read_host(4 * off, &mut out)?;
             return Ok(out);
         }
+        let mut out = vec![0f32; n];
         if n > 0 {
+            let mut rb = s
+                .readback
+                .lock()
+                .map_err(|_| op_err(format!("{}: readback buffer poisoned", s.label())))?;
+            if rb.as_ref().is_none_or(|r| r.bytes() < 4 * n) {
+                // Growth drops the old buffer, whose Drop synchronizes the context first.
+                *rb = None;
+                *rb = Some(mem::Raw::host(
+                    &s.dx.ctx,
+                    4 * n,
+                    &format!("readback buffer of stream {}", s.label()),
+                )?);
+            }
+            let bounce = rb.as_ref().expect("grown above");
             drv(s.dx.ctx.bind_to_thread(), || {
                 format!("download on {}: bind context", s.label())
             })?;
-            // SAFETY: the source range lies inside a live device allocation (checked);
-            // `out` is a host Vec of exactly 4 * n bytes that outlives the copy, because
-            // the stream synchronize below returns only after the copy ran (for pageable
-            // destinations the driver also returns from this call only once it is done).
+            // SAFETY: the source range lies inside a live device allocation (checked); the
+            // destination is this stream's pinned bounce buffer of at least 4 * n bytes,
+            // which only downloads on this stream use, under the lock held until the
+            // synchronize below has finished the copy.
             let r = unsafe {
                 sys::cuMemcpyDtoHAsync_v2(
-                    out.as_mut_ptr() as *mut std::ffi::c_void,
+                    bounce.ptr() as *mut std::ffi::c_void,
                     src.at(off),
                     4 * n,
                     s.s.cu_stream(),
@@ -722,6 +764,9 @@ impl Backend for CudaBackend {
             drv(r, || {
                 format!("download of {n} values on stream {}", s.label())
             })?;
+            self.synchronize(s)?;
+            bounce.read_host(0, &mut out)?;
+            return Ok(out);
         }
         self.synchronize(s)?;
         Ok(out)

@@ -200,6 +200,32 @@ __device__ __forceinline__ void prefetch_l2(const u8* p, u64 n, int slot, int sl
         asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
 }
 
+// K chunks c0, c0 + wpf, ... (all inside the row) of NP dots over a full tile of RT rows of
+// ready (normalized) x: every weight load of the round issued before its arithmetic, and no
+// bound, row or norm check (warp_dots calls it only when all hold).
+template <int FMT, int RT, int NP, int K>
+__device__ __forceinline__ void dots_round(const u8* r0p, const u8* r1p, const float* X,
+                                           int n_in, int c0, int wpf, int lane,
+                                           float (&acc)[2][RT]) {
+    float w[NP][K];
+#pragma unroll
+    for (int u = 0; u < K; u++) {
+        int c = c0 + u * wpf;
+        w[0][u] = deq_c<FMT>(r0p, c, lane);
+        if (NP == 2) w[NP - 1][u] = deq_c<FMT>(r1p, c, lane);
+    }
+#pragma unroll
+    for (int u = 0; u < K; u++) {
+        const float* xe = X + 32 * (c0 + u * wpf) + lane;
+#pragma unroll
+        for (int r = 0; r < RT; r++) {
+            float xv = xe[(size_t)r * n_in];
+#pragma unroll
+            for (int p = 0; p < NP; p++) acc[p][r] = acc[p][r] + w[p][u] * xv;
+        }
+    }
+}
+
 // NP dots (NP = 1 or 2) of rows r0p / r1p (both of format FMT) with the same input rows,
 // loads of U rounds issued before their arithmetic (the rows are short: without the batch
 // every chunk waits for its own DRAM round trip). Each accumulator still walks e in
@@ -218,6 +244,42 @@ __device__ __forceinline__ void warp_dots(const u8* r0p, const u8* r1p, const fl
         for (int r = 0; r < RT; r++) acc[p][r] = 0.0f;
     int lane = threadIdx.x & 31;
     int n_chunks = n_in >> 5;  // n_in is a whole number of 32-element chunks (host-checked)
+    if (!GENERIC && nw == nullptr && nr == RT) {
+        // Normalized x and a full tile (uniform over the launch): whole rounds of U chunks,
+        // then the row's last k < U chunks, every round without a check per chunk (the
+        // checked loop below takes the rest; the generic kernel always, for its compile
+        // time). The chunks still go in increasing order: the same bits as the loop below.
+        int c0 = w0;
+        for (; c0 + (U - 1) * wpf < n_chunks; c0 += U * wpf)
+            dots_round<FMT, RT, NP, U>(r0p, r1p, X, n_in, c0, wpf, lane, acc);
+        if (c0 < n_chunks) {
+            int k = (n_chunks - c0 + wpf - 1) / wpf;  // 1 .. U-1
+            if constexpr (RT == 1) {
+                // Latency-bound single row: the k chunks' loads all in one round.
+#define MV_TAIL(K) \
+    if constexpr (K < U) \
+        if (k == K) dots_round<FMT, RT, NP, K>(r0p, r1p, X, n_in, c0, wpf, lane, acc);
+                MV_TAIL(1) MV_TAIL(2) MV_TAIL(3) MV_TAIL(4) MV_TAIL(5) MV_TAIL(6) MV_TAIL(7)
+                MV_TAIL(8)
+#undef MV_TAIL
+            } else {
+                // A tile has 8 rows of arithmetic per load to hide latency: rounds of 4, 2, 1
+                // (fewer bodies, fewer registers).
+                if (U > 4 && k >= 4) {
+                    dots_round<FMT, RT, NP, 4>(r0p, r1p, X, n_in, c0, wpf, lane, acc);
+                    c0 += 4 * wpf;
+                    k -= 4;
+                }
+                if (k >= 2) {
+                    dots_round<FMT, RT, NP, 2>(r0p, r1p, X, n_in, c0, wpf, lane, acc);
+                    c0 += 2 * wpf;
+                    k -= 2;
+                }
+                if (k >= 1) dots_round<FMT, RT, NP, 1>(r0p, r1p, X, n_in, c0, wpf, lane, acc);
+            }
+        }
+        return;
+    }
     for (int c0 = w0; c0 < n_chunks; c0 += U * wpf) {
         float w[NP][U];
 #pragma unroll
@@ -234,7 +296,7 @@ __device__ __forceinline__ void warp_dots(const u8* r0p, const u8* r1p, const fl
                 float g = nw ? nw[e] : 0.0f;
 #pragma unroll
                 for (int r = 0; r < RT; r++) {
-                    if (r < nr) {
+                    if (RT == 1 || r < nr) {
                         float xv = X[(size_t)r * n_in + e];
                         if (nw) xv = (xv * inv[r]) * g;
 #pragma unroll
@@ -336,16 +398,14 @@ __device__ __forceinline__ void mv_prefetch(const MvArgs& a, int features, int f
 // feature, or two adjacent ones when pair = 1 in modes 0/1 (the host sets it only for one
 // matrix); pair = 1 in mode 2 means gate and up share a format and are read in one pass.
 // Grid row t covers batch rows t*RT..t*RT+RT-1.
-// stage_x = 1 (norm launches whose tile fits): the raw rows and the norm weights are loaded
-// into dynamic shared memory in one round, then normalized with the same expressions as the
-// on-the-fly path (sumsq32 over the same values, then (x * inv) * w): in place for a batch
-// tile, on the fly from shared memory for a single row (each warp computing inv itself).
+// stage_x = 1 (every launch whose tile fits): the rows (and the norm weights) are loaded into
+// dynamic shared memory in one round and, for a norm launch, normalized in place with the
+// same expressions as the on-the-fly path (sumsq32 over the same values, then (x * inv) * w).
 template <int RT, int FMT>
 __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, int stage_x,
                                         int pair) {
     extern __shared__ float xs[];
     __shared__ float inv[RT];
-    __shared__ float winv[MV_WARPS];  // RT = 1 staged norm: each warp's own copy of inv
     __shared__ float pa[MV_WARPS][RT];
     __shared__ float pb[MV_WARPS][RT];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -366,58 +426,49 @@ __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, 
     const float* X = a.x + (size_t)r0 * a.n_in;
     const float* nw = a.norm;
     const float* iv = inv;
-    if (a.norm) {
-        int n = a.n_in, total = nr * n;
-        if (stage_x) {
-            float* gs = xs + total;
-            // One round: every thread issues its loads (8 at a time) before its stores.
-            for (int i0 = threadIdx.x; i0 < total + n; i0 += 8 * blockDim.x) {
-                float t[8];
+    int n = a.n_in, total = nr * n;
+    if (stage_x) {
+        // The tile (and the norm weights) into shared memory in one round: every thread
+        // issues its loads (8 at a time) before its stores, so the dot loop below reads x
+        // from shared memory instead of waiting on global loads per chunk.
+        int all = a.norm ? total + n : total;
+        for (int i0 = threadIdx.x; i0 < all; i0 += 8 * blockDim.x) {
+            float t[8];
 #pragma unroll
-                for (int u = 0; u < 8; u++) {
-                    int i = i0 + u * blockDim.x;
-                    t[u] = i < total ? X[i] : i < total + n ? a.norm[i - total] : 0.0f;
-                }
-#pragma unroll
-                for (int u = 0; u < 8; u++) {
-                    int i = i0 + u * blockDim.x;
-                    if (i < total + n) xs[i] = t[u];
-                }
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + u * blockDim.x;
+                t[u] = i < total ? X[i] : i < all ? a.norm[i - total] : 0.0f;
             }
-            __syncthreads();
-            if (RT == 1) {
-                // One row: every warp computes the row's inv itself (the same sumsq32 over
-                // the same values: the same bits in every warp) and normalizes on the fly
-                // with the same expression, (x * inv) * w, so no block barrier is needed.
-                float ss = sumsq32(xs, n);
-                if (lane == 0) winv[warp] = 1.0f / sqrtf(ss / (float)n + a.eps);
-                __syncwarp();
-                X = xs;
-                nw = gs;
-                iv = &winv[warp];
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+                int i = i0 + u * blockDim.x;
+                if (i < all) xs[i] = t[u];
             }
         }
-        if (stage_x && RT != 1) {
-            float* gs = xs + total;
+        __syncthreads();
+        if (a.norm) {
+            // rms_norm in place with the on-the-fly path's expressions: sumsq32 over the same
+            // values, inv = 1 / sqrt(ss / n + eps), then (x * inv) * w.
+            const float* gs = xs + total;
             for (int r = warp; r < nr; r += MV_WARPS) {
                 float ss = sumsq32(xs + (size_t)r * n, n);
                 if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
             }
             __syncthreads();
-            for (int i = threadIdx.x; i < total; i += blockDim.x) {
-                int r = i / n, e = i - r * n;
-                xs[i] = (xs[i] * inv[r]) * gs[e];
-            }
-            __syncthreads();
-            X = xs;
-            nw = 0;
-        } else if (!stage_x) {
-            for (int r = warp; r < nr; r += MV_WARPS) {
-                float ss = sumsq32(X + (size_t)r * n, n);
-                if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
-            }
+            for (int r = 0; r < nr; r++)
+                for (int e = threadIdx.x; e < n; e += blockDim.x)
+                    xs[(size_t)r * n + e] = (xs[(size_t)r * n + e] * inv[r]) * gs[e];
             __syncthreads();
         }
+        X = xs;
+        nw = 0;
+    } else if (a.norm) {
+        // Too large to stage: inv per row here, the norm applied per element in the dots.
+        for (int r = warp; r < nr; r += MV_WARPS) {
+            float ss = sumsq32(X + (size_t)r * n, n);
+            if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
+        }
+        __syncthreads();
     }
     for (int base = blockIdx.x * step; base < features; base += gridDim.x * step) {
         int next = base + gridDim.x * step;
