@@ -20,27 +20,10 @@ BIN=$1
 M=$2
 OUT=$3
 SECTIONS=${4:-gates soak faults bench}
-want() { [[ " $SECTIONS " == *" $1 "* ]]; }
-mkdir -p "$OUT/r"
-SUM="$OUT/summary.txt"
-LOG="$OUT/log.txt"
-: >>"$SUM"
-: >>"$LOG"
-row() { printf '%-64s %s\n' "$1" "$2" | tee -a "$SUM"; }
-SMOL="$M/SmolLM2-135M-Instruct.Q4_1.gguf"
-GEMMA="$M/gemma-3-270m-q4_k_m.gguf"
+source "$(dirname "$0")/gpu-lib.sh"
 BIG="$M/synth-llama-2g.gguf"
 C="--backend cuda -q"
 
-# gate NAME ARGS...: expect exit 0 (every arm PASS).
-gate() {
-    local name=$1
-    shift
-    local t0=$(date +%s%N)
-    "$BIN" $C "$@" --receipt "$OUT/r/$name.json" >>"$LOG" 2>&1
-    local rc=$? ms=$((($(date +%s%N) - t0) / 1000000))
-    if [ $rc = 0 ]; then row "gate $name" "PASS (${ms} ms)"; else row "gate $name" "FAIL exit $rc (${ms} ms)"; fi
-}
 
 if want gates; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$SUM"

@@ -179,6 +179,96 @@ fn assert_fault_fails(fault: &str, extra: &[&str]) {
     );
 }
 
+/// PLACEMENT: the receipt records where each stage's scratch and cache measurably live (the
+/// CPU backend tags each allocation with its domain), and `--fault misplaced-cache` (the
+/// last stage's cache born on stage 0's device) fails the gate before any arm runs, naming
+/// the stage, the bytes and both devices. On one device the fault cannot misplace anything.
+#[test]
+fn residency_is_recorded_and_a_misplaced_cache_fails_the_gate() {
+    let d = tmp();
+    let ok = d.path().join("ok.json");
+    let o = run(&[
+        "--stages",
+        "3",
+        "--devices",
+        "2,0,1",
+        "--receipt",
+        ok.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = receipt(&ok);
+    let res = r["placement"]["resident"].as_array().expect("resident");
+    assert_eq!(res.len(), 3);
+    for (s, want) in [2u64, 0, 1].into_iter().enumerate() {
+        assert_eq!(res[s]["stage"], s as u64);
+        assert_eq!(res[s]["placed"], want);
+        for part in ["scratch", "cache"] {
+            let l = res[s][part].as_array().unwrap();
+            assert_eq!(l.len(), 1, "stage {s} {part}: {l:?}");
+            assert_eq!(l[0]["device"], want, "stage {s} {part}");
+            assert!(l[0]["bytes"].as_u64().unwrap() > 0);
+        }
+        // The CPU engine computes from the model's one shared host copy.
+        assert!(res[s]["weights"][0]["device"].is_null());
+        assert_eq!(
+            res[s]["weights"][0]["bytes"],
+            r["placement"]["stage_weight_bytes"][s]
+        );
+    }
+    assert_eq!(r["placement"]["misplaced"], serde_json::json!([]));
+
+    let bad = d.path().join("bad.json");
+    let o = run(&[
+        "--stages",
+        "3",
+        "--devices",
+        "2,0,1",
+        "--fault",
+        "misplaced-cache",
+        "--receipt",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = receipt(&bad);
+    assert_eq!(r["verdict"], "FAIL");
+    assert_eq!(
+        r["arms"],
+        serde_json::json!([]),
+        "no arm runs on a misplaced runtime"
+    );
+    let m = r["placement"]["misplaced"].as_array().unwrap();
+    assert_eq!(m.len(), 1, "{m:?}");
+    let line = m[0].as_str().unwrap();
+    assert!(
+        line.starts_with("stage 2 cache: ")
+            && line.ends_with("bytes on device 2, placed on device 1"),
+        "{line}"
+    );
+    assert!(
+        text(&o).contains("placement  FAIL  stage 2 cache"),
+        "{}",
+        text(&o)
+    );
+
+    let same = d.path().join("same.json");
+    let o = run(&[
+        "--stages",
+        "2",
+        "--devices",
+        "0,0",
+        "--fault",
+        "misplaced-cache",
+        "--receipt",
+        same.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "one device: nothing to misplace\n{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn fault_rx_no_wait_fails() {
     assert_fault_fails("rx-no-wait", &["--stages", "2"]);
@@ -431,6 +521,20 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
     // Timings are not deterministic and are not compared.
     expect(
         &|r| r["timings"]["total_ms"] = serde_json::json!(1.0e9),
+        0,
+        "same",
+    );
+    // The measured residency: compared when both receipts carry it; a receipt older than the
+    // record (no `resident` field) still compares on everything else.
+    expect(
+        &|r| r["placement"]["resident"][1]["cache"][0]["device"] = serde_json::json!(7),
+        1,
+        "placement: measured residency differs",
+    );
+    expect(
+        &|r| {
+            r["placement"].as_object_mut().unwrap().remove("resident");
+        },
         0,
         "same",
     );

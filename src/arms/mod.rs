@@ -20,7 +20,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Residency};
 use crate::model::Model;
 use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference};
 use crate::runtime::{Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
@@ -106,6 +106,10 @@ impl GateSpec {
 pub struct GateResult {
     pub reference: Reference,
     pub batch_references: Vec<Reference>,
+    /// The runtime under test's measured residency, per stage.
+    pub resident: Vec<Residency>,
+    /// What `misplacements` found (non-empty: no arm ran).
+    pub misplaced: Vec<String>,
     pub arms: Vec<Arm>,
     pub build_ms: f64,
     pub reference_ms: f64,
@@ -114,7 +118,7 @@ pub struct GateResult {
 
 impl GateResult {
     pub fn pass(&self) -> bool {
-        self.arms.iter().all(|a| a.verdict == "PASS")
+        self.misplaced.is_empty() && self.arms.iter().all(|a| a.verdict == "PASS")
     }
 }
 
@@ -295,6 +299,7 @@ pub fn run_gate<B: Backend>(
     progress("reference");
 
     let t1 = Instant::now();
+    let be_kind = be.kind();
     let rt = Runtime::build(
         be,
         model.clone(),
@@ -311,9 +316,20 @@ pub fn run_gate<B: Backend>(
     }))?;
     let build_ms = t1.elapsed().as_secs_f64() * 1e3;
 
+    // PLACEMENT: every stage's memory on its stage's device, as measured. A runtime that
+    // put something elsewhere is not the one asked for: it fails here, before any arm.
+    let resident = rt
+        .residency()
+        .map_err(rt_err(|| "residency check".to_string()))?;
+    let misplaced = misplacements(&spec.placement, &resident, be_kind == "cpu");
     let mut arms = Vec::new();
     let mut arm_ms = Vec::new();
-    for &kind in &spec.arms {
+    let kinds: &[ArmKind] = if misplaced.is_empty() {
+        &spec.arms
+    } else {
+        &[]
+    };
+    for &kind in kinds {
         let ta = Instant::now();
         let arm = match kind {
             ArmKind::Eager => eager(&rt, &refs[..1], steps)?,
@@ -329,11 +345,42 @@ pub fn run_gate<B: Backend>(
     Ok(GateResult {
         reference,
         batch_references: refs.collect(),
+        resident,
+        misplaced,
         arms,
         build_ms,
         reference_ms,
         arm_ms,
     })
+}
+
+/// Everything of `res` (one Residency per stage) that lives on a device other than its
+/// stage's, one line each. Host memory counts as misplaced too, except the weights where the
+/// backend computes from one shared host copy by design (`host_weights_ok`, the CPU).
+pub fn misplacements(pl: &Placement, res: &[Residency], host_weights_ok: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for (s, r) in res.iter().enumerate() {
+        let placed = pl.devices[s];
+        for (what, list) in [
+            ("weights", &r.weights),
+            ("scratch", &r.scratch),
+            ("cache", &r.cache),
+        ] {
+            for &(dev, bytes) in list {
+                match dev {
+                    Some(d) if d == placed => {}
+                    None if what == "weights" && host_weights_ok => {}
+                    Some(d) => out.push(format!(
+                        "stage {s} {what}: {bytes} bytes on device {d}, placed on device {placed}"
+                    )),
+                    None => out.push(format!(
+                        "stage {s} {what}: {bytes} bytes in host memory, placed on device {placed}"
+                    )),
+                }
+            }
+        }
+    }
+    out
 }
 
 fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<Arm, GateError> {
@@ -412,4 +459,68 @@ fn pipelined<B: Backend>(
         |i, e| rt_err(|| format!("{name} arm step {i}"))(e),
     )?;
     Ok(judge.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::TransportChoice;
+
+    #[test]
+    fn misplacements_name_stage_part_bytes_and_devices() {
+        let pl = Placement::from_flags(
+            4,
+            Some(2),
+            None,
+            Some(&[3, 5]),
+            TransportChoice::Auto,
+            8,
+            &|_, _| false,
+        )
+        .unwrap();
+        let good = Residency {
+            weights: vec![(None, 10)],
+            scratch: vec![(Some(3), 4)],
+            cache: vec![(Some(3), 8)],
+        };
+        let bad = Residency {
+            weights: vec![(Some(5), 10), (Some(3), 2)],
+            scratch: vec![(Some(5), 4)],
+            cache: vec![(None, 8)],
+        };
+        // Stage 0 host weights (not allowed here); stage 1's weights partly on device 3 and
+        // its cache in host memory.
+        assert_eq!(
+            misplacements(&pl, &[good.clone(), bad.clone()], false),
+            vec![
+                "stage 0 weights: 10 bytes in host memory, placed on device 3".to_string(),
+                "stage 1 weights: 2 bytes on device 3, placed on device 5".to_string(),
+                "stage 1 cache: 8 bytes in host memory, placed on device 5".to_string(),
+            ]
+        );
+        // Host weights are allowed where the backend shares one host copy (the CPU); a host
+        // cache never is.
+        assert_eq!(
+            misplacements(&pl, &[good.clone(), bad], true),
+            vec![
+                "stage 1 weights: 2 bytes on device 3, placed on device 5".to_string(),
+                "stage 1 cache: 8 bytes in host memory, placed on device 5".to_string(),
+            ]
+        );
+        let fine = Residency {
+            weights: vec![(Some(5), 10)],
+            scratch: vec![(Some(5), 4)],
+            cache: vec![(Some(5), 8)],
+        };
+        assert!(misplacements(&pl, &[good, fine], true).is_empty());
+    }
+
+    #[test]
+    fn tally_keeps_one_entry_per_device() {
+        let mut l = Vec::new();
+        Residency::tally(&mut l, Some(1), 4);
+        Residency::tally(&mut l, None, 2);
+        Residency::tally(&mut l, Some(1), 6);
+        assert_eq!(l, vec![(Some(1), 10), (None, 2)]);
+    }
 }

@@ -51,6 +51,29 @@ pub fn cache_len(backend: &'static str, model: &Model, rows: usize, ctx: usize) 
         })
 }
 
+/// Where one stage's memory measurably lives, as (device, bytes) per device (None: host
+/// memory), read back from the allocations themselves (on CUDA the driver's record of each
+/// pointer's device), never from the placement that asked for them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Residency {
+    /// The engine's weights.
+    pub weights: Vec<(Option<usize>, u64)>,
+    /// The engine's scratch (its residual and per-op buffers).
+    pub scratch: Vec<(Option<usize>, u64)>,
+    /// The stage's KV cache (and what the cache carries with it, e.g. RoPE tables).
+    pub cache: Vec<(Option<usize>, u64)>,
+}
+
+impl Residency {
+    /// Adds `bytes` on `dev` to one of the lists, keeping one entry per device.
+    pub fn tally(list: &mut Vec<(Option<usize>, u64)>, dev: Option<usize>, bytes: u64) {
+        match list.iter_mut().find(|(d, _)| *d == dev) {
+            Some((_, b)) => *b += bytes,
+            None => list.push((dev, bytes)),
+        }
+    }
+}
+
 /// What one stage's engine owns: its layer range and whether it holds the embedding (stage
 /// 0) and the output norm + head (the last stage). `max_rows` sizes the engine's scratch.
 #[derive(Clone, Debug)]
@@ -145,6 +168,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
         spec: EngineSpec,
         s: &Self::Stream,
     ) -> BResult<Self::Engine>;
+
+    /// Where `eng`'s weights and scratch and `cache` actually live (see `Residency`).
+    fn residency(&self, eng: &Self::Engine, cache: &Self::Cache) -> BResult<Residency>;
 
     /// Measured memory bandwidth of `dev` in GB/s (bytes read + written per second by a
     /// large device-to-device copy); None where the backend has no such measurement.

@@ -18,7 +18,8 @@ use crate::model::synth::{builtin_spec, synth_gguf, SynthSpec};
 use crate::model::{Arch, Model};
 use crate::quant::GgmlType;
 use crate::receipt::{
-    self, BackendInfo, ConfigInfo, ModelInfo, PlacementInfo, Receipt, Timings, Tool,
+    self, BackendInfo, ConfigInfo, DevBytes, ModelInfo, PlacementInfo, Receipt, StageResident,
+    Timings, Tool,
 };
 use crate::runtime::placement::parse_list;
 use crate::runtime::{Fault, Placement, TransportChoice};
@@ -274,16 +275,7 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
     let m = &p.model;
     let n = pl.n_stages();
     let stage_weight_bytes = (0..n)
-        .map(|s| {
-            let mut b: u64 = pl.layers(s).map(|il| m.layer_bytes(il)).sum();
-            if s == 0 {
-                b += m.tok_embd.n_bytes() as u64;
-            }
-            if s == n - 1 {
-                b += m.output.n_bytes() as u64 + 4 * m.out_norm.len() as u64;
-            }
-            b
-        })
+        .map(|s| m.stage_weight_bytes(pl.layers(s), s == 0, s == n - 1))
         .collect();
     let pass = res.pass();
     Ok(Receipt {
@@ -306,6 +298,26 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
             transports: pl.transports.iter().map(|t| t.name().to_string()).collect(),
             stage_weight_bytes,
             flags: pl.to_flags(),
+            resident: res
+                .resident
+                .iter()
+                .enumerate()
+                .map(|(s, r)| {
+                    let db = |l: &[(Option<usize>, u64)]| {
+                        l.iter()
+                            .map(|&(device, bytes)| DevBytes { device, bytes })
+                            .collect()
+                    };
+                    StageResident {
+                        stage: s,
+                        placed: pl.devices[s],
+                        weights: db(&r.weights),
+                        scratch: db(&r.scratch),
+                        cache: db(&r.cache),
+                    }
+                })
+                .collect(),
+            misplaced: res.misplaced.clone(),
         },
         config: ConfigInfo {
             arms: p.spec.arms.iter().map(|a| a.name().to_string()).collect(),
@@ -333,11 +345,15 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
     })
 }
 
-/// One verdict line per arm.
+/// One verdict line per misplaced allocation (the gate then ran no arm), then one per arm.
 pub fn verdict_lines(r: &Receipt) -> Vec<String> {
-    r.arms
+    let placement = r
+        .placement
+        .misplaced
         .iter()
-        .map(|a| {
+        .map(|m| format!("{:<10} FAIL  {m}", "placement"));
+    placement
+        .chain(r.arms.iter().map(|a| {
             let n = a.steps.len();
             match &a.first_divergence {
                 None => format!("{:<10} {}  {n}/{n} steps bit-identical", a.name, a.verdict),
@@ -346,7 +362,7 @@ pub fn verdict_lines(r: &Receipt) -> Vec<String> {
                     a.name, a.verdict, d.step, d.row, d.index, d.reference, d.got, a.mismatched_steps
                 ),
             }
-        })
+        }))
         .collect()
 }
 

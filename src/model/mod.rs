@@ -645,6 +645,24 @@ impl Model {
         self.layers.get(il).map_or(0, |l| l.n_bytes())
     }
 
+    /// Weight bytes of one stage's engine: its layers, plus the embedding when it embeds
+    /// and the output norm and head when it holds the head.
+    pub fn stage_weight_bytes(
+        &self,
+        layers: std::ops::Range<usize>,
+        embed: bool,
+        head: bool,
+    ) -> u64 {
+        let mut b: u64 = layers.map(|il| self.layer_bytes(il)).sum();
+        if embed {
+            b += self.tok_embd.n_bytes() as u64;
+        }
+        if head {
+            b += self.output.n_bytes() as u64 + 4 * self.out_norm.len() as u64;
+        }
+        b
+    }
+
     /// Checks token ids against the vocabulary, naming the first bad one. [`forward::embed`]
     /// itself never fails (an out-of-range id embeds as zeros), so input boundaries call this.
     pub fn check_tokens(&self, tokens: &[u32]) -> Result<(), ModelError> {

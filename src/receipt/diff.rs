@@ -83,7 +83,18 @@ pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
         });
     }
     let mut out = Vec::new();
-    if a.placement != b.placement {
+    // The measured residency is compared only when both receipts carry it (older ones do
+    // not); the rest of the placement always.
+    let (mut pa, mut pb) = (a.placement.clone(), b.placement.clone());
+    if pa.resident.is_empty() || pb.resident.is_empty() {
+        pa.resident.clear();
+        pb.resident.clear();
+    }
+    if pa.resident != pb.resident {
+        out.push("placement: measured residency differs".to_string());
+    }
+    (pa.resident, pb.resident) = (Vec::new(), Vec::new());
+    if pa != pb {
         out.push(format!(
             "placement: {} vs {}",
             a.placement.flags, b.placement.flags

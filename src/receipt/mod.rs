@@ -74,6 +74,32 @@ pub struct PlacementInfo {
     /// stage 0 and output norm + head on the last).
     pub stage_weight_bytes: Vec<u64>,
     pub flags: String,
+    /// Per stage: where its weights, scratch and KV cache measurably live (the backend reads
+    /// each allocation's device back). Absent from receipts older than the record.
+    #[serde(default)]
+    pub resident: Vec<StageResident>,
+    /// What lives on a device other than its stage's (empty on a correct runtime). A
+    /// non-empty list fails the gate before any arm runs.
+    #[serde(default)]
+    pub misplaced: Vec<String>,
+}
+
+/// One stage's measured residency (see `crate::backend::Residency`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StageResident {
+    pub stage: usize,
+    /// The device the placement put the stage on.
+    pub placed: usize,
+    pub weights: Vec<DevBytes>,
+    pub scratch: Vec<DevBytes>,
+    pub cache: Vec<DevBytes>,
+}
+
+/// Bytes on one device (`device` null: host memory).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DevBytes {
+    pub device: Option<usize>,
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -1,5 +1,6 @@
-//! Fault flags: each breaks exactly one ordering law of the runtime on purpose, so the gate
-//! can prove it fails when that law is broken (a gate that cannot fail proves nothing).
+//! Fault flags: each breaks exactly one law of the runtime on purpose (an ordering law, or
+//! the placement law for `misplaced-cache`), so the gate can prove it fails when that law is
+//! broken (a gate that cannot fail proves nothing).
 
 use super::placement::PlanError;
 
@@ -27,10 +28,14 @@ pub enum Fault {
     /// are loaded and zero-filled on the caller's (loader) stream instead of each stage's
     /// own, and the stages start without the load barrier.
     NoLoadBarrier,
+    /// The last stage's KV cache is born on stage 0's device instead of its own (placement
+    /// law: a stage's memory lives on its stage's device). Opens only where the first and
+    /// last stages sit on different devices; the gate's residency check catches it.
+    MisplacedCache,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    pub const ALL: [Fault; 9] = [
         Fault::RxNoWait,
         Fault::NoWarGuard,
         Fault::SingleSlot,
@@ -39,6 +44,7 @@ impl Fault {
         Fault::NoExitPublish,
         Fault::NoReversePublish,
         Fault::NoLoadBarrier,
+        Fault::MisplacedCache,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +57,7 @@ impl Fault {
             Fault::NoExitPublish => "no-exit-publish",
             Fault::NoReversePublish => "no-reverse-publish",
             Fault::NoLoadBarrier => "no-load-barrier",
+            Fault::MisplacedCache => "misplaced-cache",
         }
     }
 

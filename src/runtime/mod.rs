@@ -39,7 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 pub use fault::Fault;
 pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
-use crate::backend::{Backend, BackendError, Engine, EngineSpec};
+use crate::backend::{Backend, BackendError, Engine, EngineSpec, Residency};
 use crate::model::Model;
 
 #[derive(Debug, thiserror::Error)]
@@ -210,8 +210,17 @@ impl<B: Backend> Runtime<B> {
             };
             let load = loader.as_ref().unwrap_or(&stream);
             let eng = at(be.new_engine(dev, &model, spec, load), ctx)?;
+            // `--fault misplaced-cache`: the last stage's cache is born on stage 0's device,
+            // zero-filled on the caller stream (which lives there; the load barrier orders it
+            // before the first step).
+            let misplace = s + 1 == n && n > 1 && cfg.faults.contains(&Fault::MisplacedCache);
+            let (cdev, cs) = if misplace {
+                (dev0, &caller)
+            } else {
+                (dev, load)
+            };
             let cache = at(
-                be.new_cache(dev, &model, p.layers(s), cfg.max_rows, cfg.ctx, load),
+                be.new_cache(cdev, &model, p.layers(s), cfg.max_rows, cfg.ctx, cs),
                 ctx,
             )?;
             let exit = at(be.new_event(dev), ctx)?;
@@ -321,6 +330,20 @@ impl<B: Backend> Runtime<B> {
 
     pub fn model(&self) -> &Arc<Model> {
         &self.model
+    }
+
+    /// Where each stage's weights, scratch and cache actually live, as the backend measures
+    /// them from the allocations (per stage, its own engine, whatever `engine(s)` returns
+    /// under a fault).
+    pub fn residency(&self) -> RResult<Vec<Residency>> {
+        (0..self.stages.len())
+            .map(|s| {
+                let st = &self.stages[s];
+                at(self.be.residency(&self.engines[s], &st.cache), || {
+                    format!("stage {s} (device {}) residency", st.dev)
+                })
+            })
+            .collect()
     }
 
     pub fn has(&self, f: Fault) -> bool {

@@ -59,6 +59,10 @@ impl CpuEngine {
         CpuEngine { model, spec, x }
     }
 
+    pub(super) fn model(&self) -> &Arc<Model> {
+        &self.model
+    }
+
     fn check_rows(&self, rows: usize, op: &str) -> BResult<()> {
         if rows == 0 || rows > self.spec.max_rows {
             return Err(op_err(format!(

@@ -16,13 +16,26 @@ pub const POISON_BITS: u32 = 0x7FC0_DEAD;
 
 pub struct DevMem {
     data: Box<[AtomicU32]>,
+    /// The CPU domain this memory was allocated on (None: host staging).
+    dev: Option<usize>,
 }
 
 impl DevMem {
-    pub fn poisoned(n: usize) -> DevMem {
+    pub fn poisoned(n: usize, dev: Option<usize>) -> DevMem {
         DevMem {
             data: (0..n).map(|_| AtomicU32::new(POISON_BITS)).collect(),
+            dev,
         }
+    }
+
+    /// The domain this memory was allocated on (None: host staging).
+    pub fn device(&self) -> Option<usize> {
+        self.dev
+    }
+
+    /// Bytes of f32 values held.
+    pub fn bytes(&self) -> u64 {
+        4 * self.data.len() as u64
     }
 
     pub fn len(&self) -> usize {

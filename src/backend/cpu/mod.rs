@@ -28,7 +28,7 @@ pub use engine::{CpuCache, CpuEngine};
 pub use mem::DevMem;
 pub use stream::{CpuEvent, CpuStream};
 
-use super::{BResult, Backend, BackendError, EngineSpec};
+use super::{BResult, Backend, BackendError, Engine, EngineSpec, Residency};
 use crate::model::Model;
 
 pub struct CpuBackend {
@@ -134,11 +134,11 @@ impl Backend for CpuBackend {
 
     fn alloc_zeroed(&self, dev: usize, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
         self.check_dev(dev)?;
-        alloc_on(n, s)
+        alloc_on(Some(dev), n, s)
     }
 
     fn alloc_host(&self, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
-        alloc_on(n, s)
+        alloc_on(None, n, s)
     }
 
     fn buf_len(&self, b: &Arc<DevMem>) -> usize {
@@ -214,8 +214,8 @@ impl Backend for CpuBackend {
         let mut k = Vec::with_capacity(layers.len());
         let mut v = Vec::with_capacity(layers.len());
         for _ in layers.clone() {
-            k.push(alloc_on(n, s)?);
-            v.push(alloc_on(n, s)?);
+            k.push(alloc_on(Some(dev), n, s)?);
+            v.push(alloc_on(Some(dev), n, s)?);
         }
         Ok(CpuCache {
             layers,
@@ -225,6 +225,22 @@ impl Backend for CpuBackend {
             k,
             v,
         })
+    }
+
+    fn residency(&self, eng: &CpuEngine, cache: &CpuCache) -> BResult<Residency> {
+        let mut r = Residency::default();
+        // The CPU engine computes from the model's one host copy of the weights, which every
+        // stage shares: host memory, never a domain's.
+        let sp = eng.spec();
+        let w = eng
+            .model()
+            .stage_weight_bytes(sp.layers.clone(), sp.embed, sp.head);
+        Residency::tally(&mut r.weights, None, w);
+        Residency::tally(&mut r.scratch, eng.x().device(), eng.x().bytes());
+        for m in cache.k.iter().chain(&cache.v) {
+            Residency::tally(&mut r.cache, m.device(), m.bytes());
+        }
+        Ok(r)
     }
 
     fn new_engine(
@@ -241,7 +257,7 @@ impl Backend for CpuBackend {
                 spec.stage, spec.max_rows, model.cfg.n_embd
             ))
         })?;
-        let x = alloc_on(n, s)?;
+        let x = alloc_on(Some(dev), n, s)?;
         Ok(CpuEngine::new(model.clone(), spec, x))
     }
 }
@@ -249,8 +265,8 @@ impl Backend for CpuBackend {
 /// Allocate on `dev`; the zero-fill is an operation on `s` (stream-ordered, as
 /// cuMemAllocAsync followed by cuMemsetAsync): until it has run the memory holds a poison
 /// pattern, so a reader that is not ordered behind `s` sees garbage, never a lucky zero.
-fn alloc_on(n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
-    let m = Arc::new(DevMem::poisoned(n));
+fn alloc_on(dev: Option<usize>, n: usize, s: &CpuStream) -> BResult<Arc<DevMem>> {
+    let m = Arc::new(DevMem::poisoned(n, dev));
     let z = m.clone();
     s.enqueue("alloc zero-fill", move || {
         z.fill(0.0);

@@ -23,7 +23,7 @@ use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
 use super::mem::{check_range, GpuBuf, Raw};
 use super::{alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MV_GENERIC};
-use crate::backend::{BResult, Engine, EngineSpec};
+use crate::backend::{BResult, BackendError, Engine, EngineSpec, Residency};
 use crate::math::{rope_table, RopeStyle};
 use crate::model::{Activation, Model, Weight};
 use crate::quant::GgmlType;
@@ -240,6 +240,19 @@ pub struct CudaCache {
 }
 
 impl CudaCache {
+    /// Adds the cache's K/V buffers and RoPE tables to `list` by measured device.
+    pub(super) fn residency(&self, list: &mut Vec<(Option<usize>, u64)>) -> BResult<()> {
+        for b in self
+            .k
+            .iter()
+            .chain(&self.v)
+            .chain(self.rope.iter().map(|(_, t)| t))
+        {
+            b.tally(list)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn new(
         dx: &Arc<DevCtx>,
         model: &Arc<Model>,
@@ -284,6 +297,9 @@ impl CudaCache {
     }
 }
 
+/// One profiled launch: its kind and the events recorded around it.
+type ProfSpan = (&'static str, CudaEvent, CudaEvent);
+
 pub struct CudaEngine {
     dx: Arc<DevCtx>,
     model: Arc<Model>,
@@ -302,10 +318,48 @@ pub struct CudaEngine {
     /// With PPN_CUDA_PROF set: GPU timing events around each launch, by kernel kind,
     /// summed and printed when the engine is dropped (a diagnostic; it adds event records
     /// on the engine's own stream only).
-    prof: Option<Mutex<Vec<(&'static str, CudaEvent, CudaEvent)>>>,
+    prof: Option<Mutex<Vec<ProfSpan>>>,
 }
 
 impl CudaEngine {
+    /// The engine's weights and scratch by measured device (see `Residency`).
+    pub(super) fn residency(&self, r: &mut Residency) -> BResult<()> {
+        let mut weight = |w: &DevWeight| {
+            Residency::tally(
+                &mut r.weights,
+                w.raw.device_ordinal()?,
+                w.raw.bytes() as u64,
+            );
+            Ok::<(), BackendError>(())
+        };
+        for l in &self.layers {
+            for w in [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down] {
+                weight(w)?;
+            }
+        }
+        for w in self.embd.iter().chain(&self.output) {
+            weight(w)?;
+        }
+        for l in &self.layers {
+            let norms = [&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm];
+            for b in [&l.attn_norm, &l.ffn_norm]
+                .into_iter()
+                .chain(norms.into_iter().flatten())
+            {
+                b.tally(&mut r.weights)?;
+            }
+        }
+        if let Some(b) = &self.out_norm {
+            b.tally(&mut r.weights)?;
+        }
+        for b in [
+            &self.x, &self.q, &self.k, &self.v, &self.att, &self.o, &self.h,
+        ] {
+            b.tally(&mut r.scratch)?;
+        }
+        Ok(())
+    }
+
     pub(super) fn new(
         dx: &Arc<DevCtx>,
         model: &Arc<Model>,
@@ -769,7 +823,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
             .map(|(_, t)| t)
             .ok_or_else(|| self.err(&op, "no RoPE table for this layer's base"))?;
 
-        if hd > ATT_MAX_HD || hd % 2 != 0 || c.n_heads % c.n_kv_heads != 0 {
+        if hd > ATT_MAX_HD || hd % 2 != 0 || !c.n_heads.is_multiple_of(c.n_kv_heads) {
             return Err(self.err(
                 &op,
                 format!(

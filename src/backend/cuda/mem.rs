@@ -87,6 +87,32 @@ impl Raw {
         self.host
     }
 
+    /// The device this allocation lives on as the driver records it (None: pinned host
+    /// memory): a measurement of where the bytes are, not of where they were asked for.
+    pub fn device_ordinal(&self) -> BResult<Option<usize>> {
+        if self.host {
+            return Ok(None);
+        }
+        let mut ord: i32 = -1;
+        // SAFETY: cuPointerGetAttribute writes one int (the DEVICE_ORDINAL attribute's type)
+        // into `ord`, a valid local; the pointer is this live allocation's base.
+        let r = unsafe {
+            sys::cuPointerGetAttribute(
+                &mut ord as *mut i32 as *mut std::ffi::c_void,
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                self.ptr,
+            )
+        }
+        .result();
+        r.map_err(|e| op_err(format!("device of allocation {:#x}: {e}", self.ptr)))?;
+        usize::try_from(ord).map(Some).map_err(|_| {
+            op_err(format!(
+                "device of allocation {:#x}: ordinal {ord}",
+                self.ptr
+            ))
+        })
+    }
+
     /// Reads `out.len()` f32 from host memory at byte offset `off`. The caller has ordered
     /// every stream that writes this memory before the read (a stream synchronize).
     pub fn read_host(&self, off: usize, out: &mut [f32]) -> BResult<()> {
@@ -150,6 +176,12 @@ impl GpuBuf {
     /// The device this buffer lives on (None: host staging).
     pub fn device(&self) -> Option<usize> {
         self.dev
+    }
+
+    /// Adds this buffer's bytes to `list` under the device the driver says it lives on.
+    pub(super) fn tally(&self, list: &mut Vec<(Option<usize>, u64)>) -> BResult<()> {
+        crate::backend::Residency::tally(list, self.raw.device_ordinal()?, self.raw.bytes() as u64);
+        Ok(())
     }
 
     /// Device address of element `i` (bounds checked by the caller).

@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 pub use engine::{CudaCache, CudaEngine};
 pub use mem::GpuBuf;
 
-use super::{BResult, Backend, BackendError, EngineSpec};
+use super::{BResult, Backend, BackendError, EngineSpec, Residency};
 use crate::model::Model;
 
 /// The kernel sources, one file per op family, concatenated into one NVRTC program (in this
@@ -770,6 +770,13 @@ impl Backend for CudaBackend {
         }
         self.synchronize(s)?;
         Ok(out)
+    }
+
+    fn residency(&self, eng: &CudaEngine, cache: &CudaCache) -> BResult<Residency> {
+        let mut r = Residency::default();
+        eng.residency(&mut r)?;
+        cache.residency(&mut r.cache)?;
+        Ok(r)
     }
 
     fn new_cache(
