@@ -11,7 +11,8 @@
 # each receipt (`gate_extra` below), not assumed.
 #
 # SECTIONS (default all): big gates host soak faults bench
-#  big     a synthetic llama of >= 8 GB (38 x 4096, q8_0), generated here unless present
+#  big     a synthetic llama of >= 8 GiB (45 x 4096, q8_0: 8.75e9 bytes), generated here
+#          unless present
 #  gates   N in {2, 4, 8} for SmolLM2, Gemma-3 and the big model, all arms, transport auto
 #  host    the same placements with --transport host (host bounce), N in {2, 4}
 #  soak    x20 of the N=2 and N=4 pipelined gates (SmolLM2), then x100 of N=2
@@ -19,6 +20,7 @@
 #          rx-no-wait and no-exit-publish across devices, 20 runs each
 #  bench   pipelined vs eager at N=2 and N=4 across devices (SmolLM2, Gemma-3, big)
 # Output: OUTDIR/summary.txt (the table), OUTDIR/multi.tgz (receipts, soak summaries, log).
+# Env: ONLY="smol gemma big" restricts the per-model sections; BACKEND=cpu is a dry run.
 set -u
 BIN=$1
 M=$2
@@ -73,13 +75,17 @@ PY
 
 if want big && [ ! -f "$BIG" ]; then
     t0=$(date +%s)
-    "$BIN" synth --arch llama --layers 38 --embd 4096 --heads 32 --kv-heads 8 --ff 11008 \
+    "$BIN" synth --arch llama --layers 45 --embd 4096 --heads 32 --kv-heads 8 --ff 11008 \
         --vocab 32000 --quant q8_0 --seed 13 -o "$BIG" >>"$LOG" 2>&1
-    row "synth 38x4096 llama q8_0: $(stat -c %s "$BIG") bytes" "$(($(date +%s) - t0)) s"
+    row "synth 45x4096 llama q8_0: $(stat -c %s "$BIG") bytes" "$(($(date +%s) - t0)) s"
 fi
 
 MODELS="smol:$SMOL gemma:$GEMMA"
 [ -f "$BIG" ] && MODELS="$MODELS big:$BIG"
+# ONLY="big" (say): the gates, host and bench sections on those models alone.
+if [ -n "${ONLY:-}" ]; then
+    MODELS=$(for mm in $MODELS; do [[ " $ONLY " == *" ${mm%%:*} "* ]] && echo "$mm"; done)
+fi
 
 if want gates; then
     for mm in $MODELS; do
