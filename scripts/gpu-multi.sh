@@ -41,8 +41,8 @@ devs() {
 }
 
 # gate_extra RECEIPT (gpu-lib.sh's gate prints it): peer on every cross-device boundary
-# (unless --transport host was asked), dtod within a device, and nothing misplaced; "placement
-# ok" or what is wrong.
+# (host where the gate, named *-host, asked for --transport host), dtod within a device, and
+# nothing misplaced; "placement ok" or what is wrong.
 gate_extra() {
     printf 'placement '
     python3 - "$1" <<'PY'
@@ -52,7 +52,7 @@ if not os.path.exists(sys.argv[1]):
 r = json.load(open(sys.argv[1]))
 p = r["placement"]
 bad = []
-host = "--transport host" in p["flags"]
+host = sys.argv[1].endswith("-host.json")  # what the script asked for (gate name)
 for b, t in enumerate(p["transports"]):
     a, c = p["devices"][b], p["devices"][b + 1]
     want = "host" if host and a != c else ("dtod" if a == c else "peer")

@@ -213,14 +213,17 @@ impl Placement {
         if !cuts.is_empty() {
             s.push_str(&format!(" --splits {}", join(cuts)));
         }
-        // `auto` never bounces a same-device boundary through host: such a bounce can only
-        // come from `--transport host`, which must then be spelled for the rebuild.
-        let forced_host =
-            self.transports.iter().enumerate().any(|(b, t)| {
-                *t == Transport::Host && self.devices.get(b) == self.devices.get(b + 1)
-            });
-        if forced_host {
+        // The transport is spelled whenever `auto` could rebuild something else. Every
+        // boundary host: `--transport host` (what it asked for; where `auto` chose it, for
+        // want of peer access on every boundary, host rebuilds the same). Any peer boundary:
+        // `--transport peer`, so a rebuild on a machine without that peer access is refused
+        // with the pair named, never silently bounced through host. A mix of host and dtod
+        // boundaries can only come from `auto` (host makes every boundary host).
+        let t = &self.transports;
+        if !t.is_empty() && t.iter().all(|x| *x == Transport::Host) {
             s.push_str(" --transport host");
+        } else if t.contains(&Transport::Peer) {
+            s.push_str(" --transport peer");
         }
         s
     }
@@ -319,7 +322,11 @@ mod tests {
     fn spelling_round_trips() {
         let p = place(30, Some(3), Some(&[1, 29]), Some(&[0, 2, 1])).unwrap();
         let f = p.to_flags();
-        assert_eq!(f, "--stages 3 --devices 0,2,1 --splits 1,29");
+        // No peer access here: auto bounced both boundaries through host.
+        assert_eq!(
+            f,
+            "--stages 3 --devices 0,2,1 --splits 1,29 --transport host"
+        );
         let q = place(
             30,
             Some(3),
@@ -346,5 +353,51 @@ mod tests {
             host(TransportChoice::Auto).to_flags(),
             "--stages 2 --devices 0,0 --splits 15"
         );
+    }
+
+    /// Across two devices with peer access, `--transport host` and `auto` (peer) must spell
+    /// differently, and each spelling must rebuild its own placement: a receipt's flags
+    /// reproduce the run. (Found on two H200s: the host-bounce receipts' flags lacked it.)
+    #[test]
+    fn cross_device_host_and_peer_are_spelled_and_rebuild() {
+        let mk = |choice, dv: &[usize]| {
+            Placement::from_flags(30, None, None, Some(dv), choice, 4, &|_, _| true).unwrap()
+        };
+        for (choice, dv, want) in [
+            (TransportChoice::Host, &[0, 1][..], " --transport host"),
+            (TransportChoice::Auto, &[0, 1][..], " --transport peer"),
+            (
+                TransportChoice::Peer,
+                &[0, 0, 1, 1][..],
+                " --transport peer",
+            ),
+            (
+                TransportChoice::Host,
+                &[0, 0, 1, 1][..],
+                " --transport host",
+            ),
+        ] {
+            let p = mk(choice, dv);
+            let f = p.to_flags();
+            assert!(f.ends_with(want), "{choice:?} {dv:?}: {f}");
+            let back = match want {
+                " --transport host" => TransportChoice::Host,
+                _ => TransportChoice::Peer,
+            };
+            assert_eq!(mk(back, dv), p, "{f}");
+        }
+        // Mixed dtod and host only comes from auto without peer access: nothing to spell.
+        let p = Placement::from_flags(
+            30,
+            None,
+            None,
+            Some(&[0, 0, 1]),
+            TransportChoice::Auto,
+            4,
+            &|a, b| a == b,
+        )
+        .unwrap();
+        assert_eq!(p.transports, vec![Transport::Dtod, Transport::Host]);
+        assert_eq!(p.to_flags(), "--stages 3 --devices 0,0,1 --splits 10,20");
     }
 }

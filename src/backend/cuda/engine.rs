@@ -670,8 +670,9 @@ impl CudaEngine {
         let mut p = [kp(&a), kp(&wpf_i), kp(&feat_i), kp(&stage_i), kp(&pair_i)];
         // SAFETY: mv_r1/mv_r8(MvArgs a, int wpf, int features, int stage_x, int pair) with
         // MvArgs laid out as the CUDA struct, features the launch's output features (mode 2:
-        // the gate's), stage_x set only when the dynamic shared memory requested holds the
-        // tile and the norm weights, pair only for gate|up of one format or a lone matrix;
+        // the gate's), stage_x set only when the dynamic shared memory requested (at most
+        // stage_max, which the kernels are opted in to) holds the tile and, for a norm
+        // launch, the norm weights; pair only for gate|up of one format or a lone matrix;
         // each matrix pointer holds n_out rows of row_bytes bytes of its format (uploaded
         // from the checked Weight), all of width n_in; x holds rows * n_in values and each
         // y rows * n_out (engine scratch sized max_rows, rows checked by the callers; the
