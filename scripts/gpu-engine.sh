@@ -15,17 +15,14 @@ BIN=$1
 M=$2
 O=$3
 OUT=$4
-mkdir -p "$OUT/r"
-SUM="$OUT/summary.txt"
-row() { printf '%-64s %s\n' "$1" "$2" | tee -a "$SUM"; }
-SMOL="$M/SmolLM2-135M-Instruct.Q4_1.gguf"
-GEMMA="$M/gemma-3-270m-q4_k_m.gguf"
+SECTIONS=""
+source "$(dirname "$0")/gpu-lib.sh"
 C="--backend cuda -q"
 run() { # run NAME ARGS...: gate, exit code and wall ms
     local name=$1
     shift
     local t0=$(date +%s%N)
-    "$BIN" $C "$@" --receipt "$OUT/r/$name.json" >>"$OUT/log.txt" 2>&1
+    "$BIN" $C "$@" --receipt "$OUT/r/$name.json" >>"$LOG" 2>&1
     local rc=$?
     row "$name" "exit $rc ($((($(date +%s%N) - t0) / 1000000)) ms)"
 }

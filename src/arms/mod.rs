@@ -299,7 +299,7 @@ pub fn run_gate<B: Backend>(
     progress("reference");
 
     let t1 = Instant::now();
-    let be_kind = be.kind();
+    let host_weights_ok = be.shares_host_weights();
     let rt = Runtime::build(
         be,
         model.clone(),
@@ -321,7 +321,7 @@ pub fn run_gate<B: Backend>(
     let resident = rt
         .residency()
         .map_err(rt_err(|| "residency check".to_string()))?;
-    let misplaced = misplacements(&spec.placement, &resident, be_kind == "cpu");
+    let misplaced = misplacements(&spec.placement, &resident, host_weights_ok);
     let mut arms = Vec::new();
     let mut arm_ms = Vec::new();
     let kinds: &[ArmKind] = if misplaced.is_empty() {
@@ -356,7 +356,8 @@ pub fn run_gate<B: Backend>(
 
 /// Everything of `res` (one Residency per stage) that lives on a device other than its
 /// stage's, one line each. Host memory counts as misplaced too, except the weights where the
-/// backend computes from one shared host copy by design (`host_weights_ok`, the CPU).
+/// backend computes from one shared host copy by design (`host_weights_ok`:
+/// `Backend::shares_host_weights`).
 pub fn misplacements(pl: &Placement, res: &[Residency], host_weights_ok: bool) -> Vec<String> {
     let mut out = Vec::new();
     for (s, r) in res.iter().enumerate() {

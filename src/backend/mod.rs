@@ -172,6 +172,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Where `eng`'s weights and scratch and `cache` actually live (see `Residency`).
     fn residency(&self, eng: &Self::Engine, cache: &Self::Cache) -> BResult<Residency>;
 
+    /// Whether the engines compute from the model's one host copy of the weights, shared by
+    /// every stage by design (their residency then reports the weights as host memory).
+    fn shares_host_weights(&self) -> bool {
+        false
+    }
+
     /// Measured memory bandwidth of `dev` in GB/s (bytes read + written per second by a
     /// large device-to-device copy); None where the backend has no such measurement.
     fn bandwidth_gbs(&self, _dev: usize) -> BResult<Option<f64>> {

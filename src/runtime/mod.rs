@@ -333,8 +333,8 @@ impl<B: Backend> Runtime<B> {
     }
 
     /// Where each stage's weights, scratch and cache actually live, as the backend measures
-    /// them from the allocations (per stage, its own engine, whatever `engine(s)` returns
-    /// under a fault).
+    /// them from the allocations: each stage's own engine (also under `--fault
+    /// shared-scratch`, where every stage drives stage 0's) and its own cache.
     pub fn residency(&self) -> RResult<Vec<Residency>> {
         (0..self.stages.len())
             .map(|s| {

@@ -227,10 +227,13 @@ impl Backend for CpuBackend {
         })
     }
 
+    fn shares_host_weights(&self) -> bool {
+        true
+    }
+
     fn residency(&self, eng: &CpuEngine, cache: &CpuCache) -> BResult<Residency> {
         let mut r = Residency::default();
-        // The CPU engine computes from the model's one host copy of the weights, which every
-        // stage shares: host memory, never a domain's.
+        // The weights: the model's one host copy (`shares_host_weights`), never a domain's.
         let sp = eng.spec();
         let w = eng
             .model()
