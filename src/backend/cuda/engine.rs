@@ -23,7 +23,7 @@ use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
 use super::mem::{check_range, GpuBuf, Raw};
 use super::{alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MV_GENERIC};
-use crate::backend::{BResult, BackendError, Engine, EngineSpec, Residency};
+use crate::backend::{BResult, Engine, EngineSpec, Residency};
 use crate::math::{rope_table, RopeStyle};
 use crate::model::{Activation, Model, Weight};
 use crate::quant::GgmlType;
@@ -248,7 +248,7 @@ impl CudaCache {
             .chain(&self.v)
             .chain(self.rope.iter().map(|(_, t)| t))
         {
-            b.tally(list)?;
+            b.raw.tally(list)?;
         }
         Ok(())
     }
@@ -324,21 +324,13 @@ pub struct CudaEngine {
 impl CudaEngine {
     /// The engine's weights and scratch by measured device (see `Residency`).
     pub(super) fn residency(&self, r: &mut Residency) -> BResult<()> {
-        let mut weight = |w: &DevWeight| {
-            Residency::tally(
-                &mut r.weights,
-                w.raw.device_ordinal()?,
-                w.raw.bytes() as u64,
-            );
-            Ok::<(), BackendError>(())
-        };
         for l in &self.layers {
             for w in [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down] {
-                weight(w)?;
+                w.raw.tally(&mut r.weights)?;
             }
         }
         for w in self.embd.iter().chain(&self.output) {
-            weight(w)?;
+            w.raw.tally(&mut r.weights)?;
         }
         for l in &self.layers {
             let norms = [&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm];
@@ -346,16 +338,16 @@ impl CudaEngine {
                 .into_iter()
                 .chain(norms.into_iter().flatten())
             {
-                b.tally(&mut r.weights)?;
+                b.raw.tally(&mut r.weights)?;
             }
         }
         if let Some(b) = &self.out_norm {
-            b.tally(&mut r.weights)?;
+            b.raw.tally(&mut r.weights)?;
         }
         for b in [
             &self.x, &self.q, &self.k, &self.v, &self.att, &self.o, &self.h,
         ] {
-            b.tally(&mut r.scratch)?;
+            b.raw.tally(&mut r.scratch)?;
         }
         Ok(())
     }

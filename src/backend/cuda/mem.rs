@@ -113,6 +113,13 @@ impl Raw {
         })
     }
 
+    /// Adds this allocation's bytes to `list` under the device the driver says it lives
+    /// on (weights and buffers alike: residency is measured per allocation).
+    pub fn tally(&self, list: &mut Vec<(Option<usize>, u64)>) -> BResult<()> {
+        crate::backend::Residency::tally(list, self.device_ordinal()?, self.bytes as u64);
+        Ok(())
+    }
+
     /// Reads `out.len()` f32 from host memory at byte offset `off`. The caller has ordered
     /// every stream that writes this memory before the read (a stream synchronize).
     pub fn read_host(&self, off: usize, out: &mut [f32]) -> BResult<()> {
@@ -176,12 +183,6 @@ impl GpuBuf {
     /// The device this buffer lives on (None: host staging).
     pub fn device(&self) -> Option<usize> {
         self.dev
-    }
-
-    /// Adds this buffer's bytes to `list` under the device the driver says it lives on.
-    pub(super) fn tally(&self, list: &mut Vec<(Option<usize>, u64)>) -> BResult<()> {
-        crate::backend::Residency::tally(list, self.raw.device_ordinal()?, self.raw.bytes() as u64);
-        Ok(())
     }
 
     /// Device address of element `i` (bounds checked by the caller).

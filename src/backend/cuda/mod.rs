@@ -722,53 +722,51 @@ impl Backend for CudaBackend {
 
     fn download(&self, s: &GpuStream, src: &GpuBuf, off: usize, n: usize) -> BResult<Vec<f32>> {
         mem::check_range("download source", src, off, n)?;
-        if src.raw.is_host() {
-            // Host staging: the stream's order first, then a plain host read.
-            let mut out = vec![0f32; n];
-            self.synchronize(s)?;
-            src.raw.read_host(4 * off, &mut out)?;
-            return Ok(out);
-        }
         let mut out = vec![0f32; n];
-        if n > 0 {
-            let mut rb = s
-                .readback
-                .lock()
-                .map_err(|_| op_err(format!("{}: readback buffer poisoned", s.label())))?;
-            if rb.as_ref().is_none_or(|r| r.bytes() < 4 * n) {
-                // Growth drops the old buffer, whose Drop synchronizes the context first.
-                *rb = None;
-                *rb = Some(mem::Raw::host(
-                    &s.dx.ctx,
-                    4 * n,
-                    &format!("readback buffer of stream {}", s.label()),
-                )?);
-            }
-            let bounce = rb.as_ref().expect("grown above");
-            drv(s.dx.ctx.bind_to_thread(), || {
-                format!("download on {}: bind context", s.label())
-            })?;
-            // SAFETY: the source range lies inside a live device allocation (checked); the
-            // destination is this stream's pinned bounce buffer of at least 4 * n bytes,
-            // which only downloads on this stream use, under the lock held until the
-            // synchronize below has finished the copy.
-            let r = unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    bounce.ptr() as *mut std::ffi::c_void,
-                    src.at(off),
-                    4 * n,
-                    s.s.cu_stream(),
-                )
-            }
-            .result();
-            drv(r, || {
-                format!("download of {n} values on stream {}", s.label())
-            })?;
+        if src.raw.is_host() || n == 0 {
+            // Host staging (or nothing to copy): the stream's order first, then a plain
+            // host read of what the stream wrote.
             self.synchronize(s)?;
-            bounce.read_host(0, &mut out)?;
+            if n > 0 {
+                src.raw.read_host(4 * off, &mut out)?;
+            }
             return Ok(out);
         }
+        let mut rb = s
+            .readback
+            .lock()
+            .map_err(|_| op_err(format!("{}: readback buffer poisoned", s.label())))?;
+        if rb.as_ref().is_none_or(|r| r.bytes() < 4 * n) {
+            // Growth drops the old buffer, whose Drop synchronizes the context first.
+            *rb = None;
+            *rb = Some(mem::Raw::host(
+                &s.dx.ctx,
+                4 * n,
+                &format!("readback buffer of stream {}", s.label()),
+            )?);
+        }
+        let bounce = rb.as_ref().expect("grown above");
+        drv(s.dx.ctx.bind_to_thread(), || {
+            format!("download on {}: bind context", s.label())
+        })?;
+        // SAFETY: the source range lies inside a live device allocation (checked); the
+        // destination is this stream's pinned bounce buffer of at least 4 * n bytes,
+        // which only downloads on this stream use, under the lock held until the
+        // synchronize below has finished the copy.
+        let r = unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                bounce.ptr() as *mut std::ffi::c_void,
+                src.at(off),
+                4 * n,
+                s.s.cu_stream(),
+            )
+        }
+        .result();
+        drv(r, || {
+            format!("download of {n} values on stream {}", s.label())
+        })?;
         self.synchronize(s)?;
+        bounce.read_host(0, &mut out)?;
         Ok(out)
     }
 
