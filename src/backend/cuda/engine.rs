@@ -22,7 +22,9 @@ use std::ffi::c_void;
 use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
 use super::mem::{check_range, GpuBuf, Raw};
-use super::{alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MV_GENERIC};
+use super::{
+    alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MV_GENERIC, MV_MAX_TILE,
+};
 use crate::backend::{BResult, Engine, EngineSpec, Residency};
 use crate::math::{rope_table, RopeStyle};
 use crate::model::{Activation, Model, Weight};
@@ -57,8 +59,28 @@ const MAX_ATTN_POS: usize = (48 * 1024 - 4 * ATT_MAX_HD * 4 - 256 * 4 - 64) / 4;
 /// Warps per block of the fused matvec (`MV_WARPS` in kernels/matvec.cu).
 const MV_WARPS: usize = 8;
 
-/// Rows per tile of the batched matvec kernel (`mv_r8`).
-const MV_RT: usize = 8;
+/// How a matvec over `rows` rows is launched: (first row, rows, row tile) per launch, every
+/// launch over whole tiles only, so no kernel runs its per-row checked loop for a partial
+/// tile (kernels/matvec.cu `warp_dots`). Up to MV_MAX_TILE rows: one launch with the tile
+/// equal to the rows; more: the whole tiles of MV_MAX_TILE, then the rest as one tile. A row's
+/// bits never depend on its tile (every tile walks each row's dot in the same order).
+pub(super) fn row_tiles(rows: usize) -> Vec<(usize, usize, usize)> {
+    if rows <= MV_MAX_TILE {
+        return vec![(0, rows, rows)];
+    }
+    let whole = rows - rows % MV_MAX_TILE;
+    let mut out = vec![(0, whole, MV_MAX_TILE)];
+    if whole < rows {
+        out.push((whole, rows - whole, rows - whole));
+    }
+    out
+}
+
+/// The row tiles an engine of `max_rows` may launch (`row_tiles` of every row count up to
+/// it): 1..=max_rows up to MV_MAX_TILE (beyond it, remainders are below MV_MAX_TILE).
+pub(super) fn tiles_up_to(max_rows: usize) -> Vec<usize> {
+    (1..=max_rows.min(MV_MAX_TILE)).collect()
+}
 
 /// The `FMT_*` id of kernels/matvec.cu for a tensor type.
 pub(super) fn fmt_of(ty: GgmlType) -> i32 {
@@ -430,7 +452,12 @@ impl CudaEngine {
         }
         kinds.sort_unstable();
         kinds.dedup();
-        dx.prepare_mv(&kinds)
+        let tiles = tiles_up_to(spec.max_rows);
+        let need: Vec<(usize, usize)> = kinds
+            .iter()
+            .flat_map(|&k| tiles.iter().map(move |&t| (k, t)))
+            .collect();
+        dx.prepare_mv(&need)
             .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
         let r = spec.max_rows;
         let mk = |n: usize| -> BResult<GpuBuf> {
@@ -613,12 +640,7 @@ impl CudaEngine {
                 features += w.rows;
             }
         }
-        let funcs = self.dx.mv_funcs(mv_kind(mats.iter().map(|(w, _)| w.ty)))?;
-        let (f, tile) = if rows == 1 {
-            (&funcs.r1, 1)
-        } else {
-            (&funcs.r8, MV_RT)
-        };
+        let kind = mv_kind(mats.iter().map(|(w, _)| w.ty));
         // Two dots per pass: gate and up of one feature when they share a format, or two
         // adjacent features of a lone matrix whose features each get one warp (the head).
         // Neither changes any dot's order (kernels/matvec.cu: warp_dots).
@@ -628,49 +650,62 @@ impl CudaEngine {
             _ => mats.len() == 1 && wpf == 1,
         };
         let per_slot = if pair && mode != MODE_GATE_UP { 2 } else { 1 };
-        // Enough blocks for one round of feature slots, at most what the GPU holds at once
-        // (4 per SM for mv_r1, 3 for mv_r8: the kernels' launch bounds): extra slots loop
-        // inside the blocks.
         let groups = features.div_ceil(per_slot * MV_WARPS / wpf);
-        let per_sm = if tile == 1 { 4 } else { 3 };
-        let blocks = groups.min(per_sm * self.dx.sms);
-        // The input tile (and the norm weights) go to shared memory when they fit: the dot
-        // loop then never waits on a global load of x.
-        let stage_bytes = 4 * (tile.min(rows) + norm.is_some() as usize) * n_in;
-        let stage_x = stage_bytes <= self.dx.stage_max;
-        let cfg = LaunchConfig {
-            grid_dim: (
-                to_u32(blocks, "matvec blocks")?,
-                to_u32(rows.div_ceil(tile), "matvec row tiles")?,
-                1,
-            ),
-            block_dim: (32 * MV_WARPS as u32, 1, 1),
-            shared_mem_bytes: if stage_x { stage_bytes as u32 } else { 0 },
-        };
         let wpf_i = wpf as i32;
         let feat_i = to_i32(features, "matvec features")?;
-        let stage_i = stage_x as i32;
         let pair_i = pair as i32;
-        let kind = match (mode, mats.len(), norm.is_some()) {
+        let prof_kind = match (mode, mats.len(), norm.is_some()) {
             (MODE_GATE_UP, _, _) => "mv norm+gate|up+act",
             (MODE_ADD, _, _) => "mv +residual",
             (_, 3, _) => "mv norm+q|k|v",
             (_, _, true) => "mv norm+head",
             _ => "mv store",
         };
-        let e0 = self.prof_start(s);
-        let mut p = [kp(&a), kp(&wpf_i), kp(&feat_i), kp(&stage_i), kp(&pair_i)];
-        // SAFETY: mv_r1/mv_r8(MvArgs a, int wpf, int features, int stage_x, int pair) with
-        // MvArgs laid out as the CUDA struct, features the launch's output features (mode 2:
-        // the gate's), stage_x set only when the dynamic shared memory requested (at most
-        // stage_max, which the kernels are opted in to) holds the tile and, for a norm
-        // launch, the norm weights; pair only for gate|up of one format or a lone matrix;
-        // each matrix pointer holds n_out rows of row_bytes bytes of its format (uploaded
-        // from the checked Weight), all of width n_in; x holds rows * n_in values and each
-        // y rows * n_out (engine scratch sized max_rows, rows checked by the callers; the
-        // head's logits range is checked); norm, when set, holds n_in values.
-        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
-        self.prof_end(s, kind, e0);
+        for (r0, n, tile) in row_tiles(rows) {
+            let f = self.dx.mv_func(kind, tile)?;
+            // This launch's rows r0..r0+n: x and every y start at row r0 (each row's result
+            // is independent of the others and of the tile).
+            let mut t = a;
+            t.x = x + (4 * r0 * n_in) as u64;
+            t.rows = to_i32(n, "rows")?;
+            for (m, (w, y)) in t.m.iter_mut().zip(mats) {
+                m.y = *y + (4 * r0 * w.rows) as u64;
+            }
+            // Enough blocks for one round of feature slots, at most what the GPU holds at
+            // once (4 per SM for tiles up to 4 rows, else 3: the kernel's launch bounds):
+            // extra slots loop inside the blocks.
+            let per_sm = if tile <= 4 { 4 } else { 3 };
+            let blocks = groups.min(per_sm * self.dx.sms);
+            // The input tile (and the norm weights) go to shared memory when they fit: the
+            // dot loop then never waits on a global load of x.
+            let stage_bytes = 4 * (tile + norm.is_some() as usize) * n_in;
+            let stage_x = stage_bytes <= self.dx.stage_max;
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    to_u32(blocks, "matvec blocks")?,
+                    to_u32(n / tile, "matvec row tiles")?,
+                    1,
+                ),
+                block_dim: (32 * MV_WARPS as u32, 1, 1),
+                shared_mem_bytes: if stage_x { stage_bytes as u32 } else { 0 },
+            };
+            let stage_i = stage_x as i32;
+            let e0 = self.prof_start(s);
+            let mut p = [kp(&t), kp(&wpf_i), kp(&feat_i), kp(&stage_i), kp(&pair_i)];
+            // SAFETY: mv_tile(MvArgs a, int wpf, int features, int stage_x, int pair), the
+            // module's tile equal to `tile` and n a whole number of tiles (row_tiles), with
+            // MvArgs laid out as the CUDA struct, features the launch's output features (mode
+            // 2: the gate's), stage_x set only when the dynamic shared memory requested (at
+            // most stage_max, which the kernel is opted in to) holds the tile and, for a norm
+            // launch, the norm weights; pair only for gate|up of one format or a lone matrix;
+            // each matrix pointer holds n_out rows of row_bytes bytes of its format (uploaded
+            // from the checked Weight), all of width n_in; x holds rows * n_in values and each
+            // y rows * n_out (engine scratch sized max_rows, rows checked by the callers; the
+            // head's logits range is checked), so rows r0..r0+n of both are in range; norm,
+            // when set, holds n_in values.
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+            self.prof_end(s, prof_kind, e0);
+        }
         Ok(())
     }
 

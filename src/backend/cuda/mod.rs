@@ -49,21 +49,21 @@ const SOURCES: [(&str, &str); 6] = [
 /// The kernels of the main module (compiled when a device is opened).
 const KERNELS: [&str; 4] = ["embed_rows", "add_residual", "attention", "spin"];
 
-/// The sources of a matvec module (kernels/matvec.cu with its helpers), compiled per kind on
-/// first need: one module per block format (`#define MV_FMT id`: mv_f_r1, mv_f_r8) and one
-/// generic module for launches that mix formats (`#define MV_GENERIC`: mv_r1, mv_r8).
-/// Compiling only the kinds a model uses keeps a cold start (empty driver JIT cache) short.
+/// The sources of a matvec module (kernels/matvec.cu with its helpers), compiled per (kind,
+/// row tile) on first need: one kind per block format (`#define MV_FMT id`) and one generic
+/// kind for launches that mix formats (`#define MV_GENERIC`), each module holding one kernel,
+/// `mv_tile`, for one row tile (`#define MV_RT rt`, 1..=MV_MAX_TILE). Compiling only the
+/// kinds a model uses and the tiles its engines' row counts need keeps a cold start (empty
+/// driver JIT cache) short.
 const MV_SOURCES: [&str; 3] = ["common.cu", "ffn.cu", "matvec.cu"];
 
 /// Matvec module kinds: one per block format id (`engine::fmt_of`, 0..13), then the generic.
 pub(crate) const MV_GENERIC: usize = crate::quant::GgmlType::ALL.len();
 pub(crate) const MV_KINDS: usize = MV_GENERIC + 1;
-
-/// A compiled matvec module's two kernels (row tiles 1 and 8).
-pub(crate) struct MvFuncs {
-    pub(crate) r1: CudaFunction,
-    pub(crate) r8: CudaFunction,
-}
+/// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
+pub(crate) const MV_MAX_TILE: usize = 8;
+/// The one kernel of every matvec module.
+pub(crate) const MV_KERNEL: &str = "mv_tile";
 
 pub(crate) fn op_err(what: String) -> BackendError {
     BackendError::Op {
@@ -93,8 +93,9 @@ pub struct DevCtx {
     pub(crate) pdl: bool,
     /// NVRTC's virtual architecture for this device (None: its default).
     arch: Option<&'static str>,
-    /// Matvec modules by kind (MV_KINDS), compiled by `prepare_mv` on first need.
-    mv: [OnceLock<MvFuncs>; MV_KINDS],
+    /// Matvec kernels by (kind, row tile): index kind * MV_MAX_TILE + tile - 1, compiled by
+    /// `prepare_mv` on first need.
+    mv: Vec<OnceLock<CudaFunction>>,
     /// Serializes `prepare_mv` (two engines on one device compile a kind once).
     mv_build: Mutex<()>,
 }
@@ -160,66 +161,87 @@ impl DevCtx {
         Ok(())
     }
 
-    /// The matvec kernels of `kind` (a format id, or MV_GENERIC); `prepare_mv` must have
-    /// compiled it (engines do at build).
-    pub(crate) fn mv_funcs(&self, kind: usize) -> BResult<&MvFuncs> {
-        self.mv.get(kind).and_then(|m| m.get()).ok_or_else(|| {
-            op_err(format!(
-                "device {}: matvec module {kind} was not compiled for this engine",
-                self.dev
-            ))
-        })
+    /// Where the kernel of (kind, row tile) is kept in `mv`, if both are in range.
+    fn mv_slot(kind: usize, tile: usize) -> Option<usize> {
+        (kind < MV_KINDS && (1..=MV_MAX_TILE).contains(&tile))
+            .then(|| kind * MV_MAX_TILE + tile - 1)
     }
 
-    /// Compiles and loads the matvec modules of `kinds` that this device lacks, each on its
-    /// own thread (NVRTC and the driver's JIT of one module are single-threaded).
-    pub(crate) fn prepare_mv(&self, kinds: &[usize]) -> BResult<()> {
+    /// The matvec kernel of `kind` (a format id, or MV_GENERIC) for row tile `tile`;
+    /// `prepare_mv` must have compiled it (engines do at build, for every tile their row
+    /// counts use).
+    pub(crate) fn mv_func(&self, kind: usize, tile: usize) -> BResult<&CudaFunction> {
+        Self::mv_slot(kind, tile)
+            .and_then(|i| self.mv[i].get())
+            .ok_or_else(|| {
+                op_err(format!(
+                    "device {}: matvec module {kind} with row tile {tile} was not compiled for \
+                     this engine",
+                    self.dev
+                ))
+            })
+    }
+
+    /// Compiles and loads the matvec modules of `need` (kind, row tile) that this device
+    /// lacks, each on its own thread (NVRTC and the driver's JIT of one module are
+    /// single-threaded).
+    pub(crate) fn prepare_mv(&self, need: &[(usize, usize)]) -> BResult<()> {
         let _g = self
             .mv_build
             .lock()
             .map_err(|_| op_err(format!("device {}: matvec build lock poisoned", self.dev)))?;
-        let todo: Vec<usize> = kinds
-            .iter()
-            .copied()
-            .filter(|&k| k < MV_KINDS && self.mv[k].get().is_none())
-            .collect();
+        let mut todo: Vec<(usize, usize, usize)> = Vec::new();
+        for &(k, t) in need {
+            let i = Self::mv_slot(k, t).ok_or_else(|| {
+                op_err(format!(
+                    "device {}: no matvec module {k} with row tile {t} (kinds < {MV_KINDS}, \
+                     tiles 1..={MV_MAX_TILE})",
+                    self.dev
+                ))
+            })?;
+            if self.mv[i].get().is_none() && !todo.iter().any(|&(j, _, _)| j == i) {
+                todo.push((i, k, t));
+            }
+        }
         let t0 = Instant::now();
-        let built: Vec<(usize, BResult<MvFuncs>)> = std::thread::scope(|sc| {
+        let built: Vec<(usize, BResult<CudaFunction>)> = std::thread::scope(|sc| {
             let hs: Vec<_> = todo
                 .iter()
-                .map(|&k| (k, sc.spawn(move || self.build_mv(k))))
+                .map(|&(i, k, t)| (i, k, t, sc.spawn(move || self.build_mv(k, t))))
                 .collect();
             hs.into_iter()
-                .map(|(k, h)| {
+                .map(|(i, k, t, h)| {
                     let r = h.join().unwrap_or_else(|_| {
                         Err(op_err(format!(
-                            "device {}: matvec module {k}: build thread panicked",
+                            "device {}: matvec module {k} tile {t}: build thread panicked",
                             self.dev
                         )))
                     });
-                    (k, r)
+                    (i, r)
                 })
                 .collect()
         });
-        for (k, r) in built {
-            // A kind is set once: the lock above keeps a second builder out.
-            let _ = self.mv[k].set(r?);
+        for (i, r) in built {
+            // A slot is set once: the lock above keeps a second builder out.
+            let _ = self.mv[i].set(r?);
         }
         if !todo.is_empty() {
+            let names: Vec<String> = todo.iter().map(|&(_, k, t)| format!("{k}/r{t}")).collect();
             eprintln!(
-                "cuda: device {}: matvec modules {todo:?} built (NVRTC + load) in {:.0} ms",
+                "cuda: device {}: matvec modules [{}] built (NVRTC + load) in {:.0} ms",
                 self.dev,
+                names.join(", "),
                 t0.elapsed().as_secs_f64() * 1e3
             );
         }
         Ok(())
     }
 
-    fn build_mv(&self, kind: usize) -> BResult<MvFuncs> {
+    fn build_mv(&self, kind: usize, tile: usize) -> BResult<CudaFunction> {
         let head = if kind == MV_GENERIC {
-            "#define MV_GENERIC\n".to_string()
+            format!("#define MV_GENERIC\n#define MV_RT {tile}\n")
         } else {
-            format!("#define MV_FMT {kind}\n")
+            format!("#define MV_FMT {kind}\n#define MV_RT {tile}\n")
         };
         let src: String = std::iter::once(head)
             .chain(MV_SOURCES.iter().map(|name| {
@@ -230,33 +252,22 @@ impl DevCtx {
                 format!("// ---- {name}\n{s}\n")
             }))
             .collect();
-        let (r1, r8) = if kind == MV_GENERIC {
-            ("mv_r1", "mv_r8")
-        } else {
-            ("mv_f_r1", "mv_f_r8")
-        };
-        let what = format!("device {}: matvec module {kind}", self.dev);
+        let what = format!("device {}: matvec module {kind} tile {tile}", self.dev);
         let module = compile_and_load(&self.ctx, &src, self.arch, &what)?;
-        let get = |name: &str| {
-            let f = module
-                .load_function(name)
-                .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))?;
-            f.set_attribute(
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                self.stage_max as i32,
-            )
-            .map_err(|e| {
-                op_err(format!(
-                    "{what}: kernel {name}: allowing {} bytes of dynamic shared memory: {e}",
-                    self.stage_max
-                ))
-            })?;
-            Ok::<_, crate::backend::BackendError>(f)
-        };
-        Ok(MvFuncs {
-            r1: get(r1)?,
-            r8: get(r8)?,
-        })
+        let f = module
+            .load_function(MV_KERNEL)
+            .map_err(|e| op_err(format!("{what}: kernel {MV_KERNEL}: {e}")))?;
+        f.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            self.stage_max as i32,
+        )
+        .map_err(|e| {
+            op_err(format!(
+                "{what}: kernel {MV_KERNEL}: allowing {} bytes of dynamic shared memory: {e}",
+                self.stage_max
+            ))
+        })?;
+        Ok(f)
     }
 
     pub(crate) fn func(&self, name: &str) -> BResult<&CudaFunction> {
@@ -499,7 +510,9 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
         stage_max,
         pdl: pdl && major >= 9,
         arch,
-        mv: std::array::from_fn(|_| OnceLock::new()),
+        mv: (0..MV_KINDS * MV_MAX_TILE)
+            .map(|_| OnceLock::new())
+            .collect(),
         mv_build: Mutex::new(()),
     })
 }

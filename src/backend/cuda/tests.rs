@@ -2,9 +2,10 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
 use super::engine::{
-    fmt_of, launch_groups, mv_args_bytes, mv_kind, row_pos_bytes, warps_per_feature,
+    fmt_of, launch_groups, mv_args_bytes, mv_kind, row_pos_bytes, row_tiles, tiles_up_to,
+    warps_per_feature,
 };
-use super::{CudaBackend, KERNELS, MV_GENERIC, MV_KINDS, SOURCES};
+use super::{CudaBackend, KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE, SOURCES};
 use crate::quant::GgmlType;
 
 /// Names of every `extern "C" __global__` kernel in the sources.
@@ -33,11 +34,11 @@ fn kernels_in_sources() -> Vec<String> {
 
 #[test]
 fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
-    // The main module's table plus the matvec modules' kernels (format: mv_f_*, generic:
-    // mv_r*), which `DevCtx::build_mv` loads by name.
+    // The main module's table plus the matvec modules' one kernel, which `DevCtx::build_mv`
+    // loads by name.
     let mut listed: Vec<String> = KERNELS
         .iter()
-        .chain(["mv_f_r1", "mv_f_r8", "mv_r1", "mv_r8"].iter())
+        .chain([MV_KERNEL].iter())
         .map(|s| s.to_string())
         .collect();
     listed.sort();
@@ -177,4 +178,46 @@ fn mixed_side_by_side_matrices_launch_per_format_and_a_mixed_gate_up_takes_the_g
         launch_groups([Q5_0, Q8_0].into_iter(), 2),
         vec![(Q5_0, MV_GENERIC)]
     );
+}
+
+#[test]
+fn matvec_row_tiles_cover_every_row_once_in_whole_tiles_an_engine_has_compiled() {
+    for max_rows in 1..=40 {
+        let have = tiles_up_to(max_rows);
+        for rows in 1..=max_rows {
+            let t = row_tiles(rows);
+            let mut next = 0;
+            for &(r0, n, tile) in &t {
+                assert_eq!(r0, next, "rows {rows}: {t:?} leaves a gap or overlaps");
+                assert!(
+                    n > 0 && n % tile == 0,
+                    "rows {rows}: {t:?} has a partial tile"
+                );
+                assert!(
+                    (1..=MV_MAX_TILE).contains(&tile) && have.contains(&tile),
+                    "rows {rows} of max {max_rows}: tile {tile} not in {have:?}"
+                );
+                next += n;
+            }
+            assert_eq!(next, rows, "rows {rows}: {t:?}");
+            assert!(t.len() <= 2, "rows {rows}: {t:?}");
+        }
+    }
+    assert_eq!(row_tiles(1), vec![(0, 1, 1)]);
+    assert_eq!(row_tiles(3), vec![(0, 3, 3)]);
+    assert_eq!(row_tiles(19), vec![(0, 16, 8), (16, 3, 3)]);
+    assert_eq!(tiles_up_to(3), vec![1, 2, 3]);
+    assert_eq!(tiles_up_to(100), (1..=MV_MAX_TILE).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_kernel_takes_every_row_tile_the_host_may_compile() {
+    // kernels/matvec.cu refuses an MV_RT outside 1..8 at compile time; the host's range must
+    // be the same.
+    let matvec = SOURCES
+        .iter()
+        .find(|(n, _)| *n == "matvec.cu")
+        .map(|(_, s)| *s)
+        .expect("matvec.cu is a source");
+    assert!(matvec.contains(&format!("MV_RT < 1 || MV_RT > {MV_MAX_TILE}")));
 }

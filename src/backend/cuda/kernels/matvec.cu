@@ -557,20 +557,28 @@ __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, 
     }
 }
 
-// RT = 1 for single-row launches, 8 for batches: the per-row arithmetic is the same in both.
-// mv_r1: at least 4 blocks (32 warps) per SM: decode matvecs are latency-bound, and the bytes
-// in flight scale with resident warps. mv_r8: 3 blocks per SM, so 8 rows' accumulators and 8
-// chunks of weights in flight fit in registers without spilling.
+// One kernel per module, `mv_tile`, for one row tile RT (`#define MV_RT`, 1..8; the host
+// launches a tile only over whole tiles of rows, so the dot loop never needs its per-row
+// checks: see engine.rs `row_tiles`): the per-row arithmetic is the same for every RT.
+// RT <= 4: at least 4 blocks (32 warps) per SM: decode matvecs are latency-bound, and the
+// bytes in flight scale with resident warps. RT > 4: 3 blocks per SM, so up to 8 rows'
+// accumulators and 8 chunks of weights in flight fit in registers without spilling.
 // Matvec modules (the host compiles one only when an engine needs it): MV_FMT defined to one
-// FMT_* id gives mv_f_r1 / mv_f_r8 for that format, with the two-dot pass; MV_GENERIC gives
-// mv_r1 / mv_r8 for launches that mix formats (the same arithmetic, dispatched at run time).
-// The main module (neither defined) holds embed_rows and no matvec.
+// FMT_* id gives the kernel for that format, with the two-dot pass; MV_GENERIC gives it for
+// launches that mix formats (the same arithmetic, dispatched at run time). The main module
+// (neither defined) holds embed_rows and no matvec.
 #define MV_ARGS MvArgs a, int wpf, int features, int stage_x, int pair
 #define MV_PASS a, wpf, features, stage_x, pair
+#if defined(MV_FMT) || defined(MV_GENERIC)
+#if !defined(MV_RT) || MV_RT < 1 || MV_RT > 8
+#error "a matvec module needs MV_RT in 1..8"
+#endif
 #if defined(MV_FMT)
-extern "C" __global__ void __launch_bounds__(256, 4) mv_f_r1(MV_ARGS) { mv_body<1, MV_FMT>(MV_PASS); }
-extern "C" __global__ void __launch_bounds__(256, 3) mv_f_r8(MV_ARGS) { mv_body<8, MV_FMT>(MV_PASS); }
-#elif defined(MV_GENERIC)
-extern "C" __global__ void __launch_bounds__(256, 4) mv_r1(MV_ARGS) { mv_body<1, -1>(MV_PASS); }
-extern "C" __global__ void __launch_bounds__(256, 3) mv_r8(MV_ARGS) { mv_body<8, -1>(MV_PASS); }
+#define MV_KFMT MV_FMT
+#else
+#define MV_KFMT -1
+#endif
+extern "C" __global__ void __launch_bounds__(256, MV_RT <= 4 ? 4 : 3) mv_tile(MV_ARGS) {
+    mv_body<MV_RT, MV_KFMT>(MV_PASS);
+}
 #endif
