@@ -263,7 +263,7 @@ __device__ __forceinline__ void warp_dots(const u8* r0p, const u8* r1p, const fl
                 MV_TAIL(8)
 #undef MV_TAIL
             } else {
-                // A tile has 8 rows of arithmetic per load to hide latency: rounds of 4, 2, 1
+                // A tile has RT rows of arithmetic per load to hide latency: rounds of 4, 2, 1
                 // (fewer bodies, fewer registers).
                 if (U > 4 && k >= 4) {
                     dots_round<FMT, RT, NP, 4>(r0p, r1p, X, n_in, c0, wpf, lane, acc);
