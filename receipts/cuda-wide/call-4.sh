@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The committed tree (807d7da: 0d3a548 plus cargo fmt and a kernel comment) against the
+# The committed tree (807d7da; it differs from the tile build's source by cargo fmt and one kernel comment) against the
 # measured row-tile build: the same gates must be `same`.
 #   bash receipts/cuda-wide/call-4.sh TILE HEAD OUT
 set -u
