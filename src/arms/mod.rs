@@ -65,7 +65,6 @@ pub struct GateSpec {
 }
 
 impl GateSpec {
-    /// Steps every row runs: the tape's length, or prompt + generated.
     /// The spec's own rules, in the CLI's words: `prepare` reports a breach as a bad flag
     /// (exit 2) before any work, and `run_gate` refuses one from any other caller.
     pub fn validate(&self) -> Result<(), String> {
@@ -86,6 +85,7 @@ impl GateSpec {
         Ok(())
     }
 
+    /// Steps every row runs: the tape's length, or prompt + generated.
     pub fn steps(&self) -> usize {
         match &self.tape {
             Some(t) => t.len(),

@@ -85,14 +85,11 @@ pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
     let mut out = Vec::new();
     // The measured residency is compared only when both receipts carry it (older ones do
     // not); the rest of the placement always.
-    let (mut pa, mut pb) = (a.placement.clone(), b.placement.clone());
-    if pa.resident.is_empty() || pb.resident.is_empty() {
-        pa.resident.clear();
-        pb.resident.clear();
-    }
-    if pa.resident != pb.resident {
+    let (ra, rb) = (&a.placement.resident, &b.placement.resident);
+    if !ra.is_empty() && !rb.is_empty() && ra != rb {
         out.push("placement: measured residency differs".to_string());
     }
+    let (mut pa, mut pb) = (a.placement.clone(), b.placement.clone());
     (pa.resident, pb.resident) = (Vec::new(), Vec::new());
     if pa != pb {
         out.push(format!(

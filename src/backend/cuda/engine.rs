@@ -64,16 +64,16 @@ const MV_WARPS: usize = 8;
 /// tile (kernels/matvec.cu `warp_dots`). Up to MV_MAX_TILE rows: one launch with the tile
 /// equal to the rows; more: the whole tiles of MV_MAX_TILE, then the rest as one tile. A row's
 /// bits never depend on its tile (every tile walks each row's dot in the same order).
-pub(super) fn row_tiles(rows: usize) -> Vec<(usize, usize, usize)> {
-    if rows <= MV_MAX_TILE {
-        return vec![(0, rows, rows)];
-    }
-    let whole = rows - rows % MV_MAX_TILE;
-    let mut out = vec![(0, whole, MV_MAX_TILE)];
-    if whole < rows {
-        out.push((whole, rows - whole, rows - whole));
-    }
-    out
+/// (An iterator, not a Vec: it runs for every matvec of every decode step.)
+pub(super) fn row_tiles(rows: usize) -> impl Iterator<Item = (usize, usize, usize)> {
+    let whole = if rows <= MV_MAX_TILE {
+        rows
+    } else {
+        rows - rows % MV_MAX_TILE
+    };
+    let first = (0, whole, whole.min(MV_MAX_TILE));
+    let rest = (whole < rows).then(|| (whole, rows - whole, rows - whole));
+    std::iter::once(first).chain(rest)
 }
 
 /// The row tiles an engine of `max_rows` may launch (`row_tiles` of every row count up to
@@ -284,7 +284,7 @@ impl CudaCache {
         s: &GpuStream,
     ) -> BResult<CudaCache> {
         let c = &model.cfg;
-        let kv_dim = model.cfg.kv_dim();
+        let kv_dim = c.kv_dim();
         let n = crate::backend::cache_len("cuda", model, rows, ctx)?;
         let mut k = Vec::with_capacity(layers.len());
         let mut v = Vec::with_capacity(layers.len());
@@ -394,6 +394,15 @@ impl CudaEngine {
             return Err(op_err(format!(
                 "stage {} engine: layers {:?} beyond the model's {}",
                 spec.stage, spec.layers, c.n_layers
+            )));
+        }
+        // What the attention kernel holds (checked once here, not per layer and step).
+        let hd = c.head_dim;
+        if hd > ATT_MAX_HD || !hd.is_multiple_of(2) || !c.n_heads.is_multiple_of(c.n_kv_heads) {
+            return Err(op_err(format!(
+                "device {} stage {} engine: head_dim {hd} (must be even and <= {ATT_MAX_HD}) \
+                 or heads {}/{} unsupported",
+                dx.dev, spec.stage, c.n_heads, c.n_kv_heads
             )));
         }
         let opt = |w: &Option<Vec<f32>>| -> BResult<Option<GpuBuf>> {
@@ -612,7 +621,6 @@ impl CudaEngine {
             norm: norm.map_or(0, |w| w.at(0)),
             n_mat: mats.len() as i32,
             n_in: to_i32(n_in, "matvec n_in")?,
-            rows: to_i32(rows, "rows")?,
             mode,
             act: match c.activation {
                 Activation::Silu => 0,
@@ -850,16 +858,6 @@ impl Engine<super::CudaBackend> for CudaEngine {
             .find(|(b, _)| *b == base)
             .map(|(_, t)| t)
             .ok_or_else(|| self.err(&op, "no RoPE table for this layer's base"))?;
-
-        if hd > ATT_MAX_HD || hd % 2 != 0 || !c.n_heads.is_multiple_of(c.n_kv_heads) {
-            return Err(self.err(
-                &op,
-                format!(
-                    "head_dim {hd} (must be even and <= {ATT_MAX_HD}) or heads {}/{} unsupported",
-                    c.n_heads, c.n_kv_heads
-                ),
-            ));
-        }
 
         // 1. attn_norm + q|k|v in one launch.
         let (x, q, k, v, att, o, h) = (

@@ -78,7 +78,7 @@ pub struct DevCtx {
     pub(crate) ctx: Arc<CudaContext>,
     _module: Arc<CudaModule>,
     funcs: HashMap<&'static str, CudaFunction>,
-    /// Milliseconds NVRTC took to compile the module for this device.
+    /// Milliseconds the main module took to build for this device (NVRTC + load).
     pub compile_ms: f64,
     /// Kernels launched on this device so far (bookkeeping for `bench`, never hashed).
     launches: AtomicU64,
@@ -487,16 +487,14 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
         "cuda: device {dev} (sm_{major}{minor}): main module built (NVRTC + load) in {compile_ms:.0} ms"
     );
     if std::env::var_os("PPN_CUDA_PROF").is_some() {
-        // Diagnostics: registers, spills and residency of the hot kernels.
-        for name in ["attention"] {
-            if let Some(f) = funcs.get(name) {
-                eprintln!(
-                    "cuda prof: {name}: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
-                    f.num_regs(),
-                    f.local_size_bytes(),
-                    f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
-                );
-            }
+        // Diagnostics: registers, spills and residency of the main module's hot kernel.
+        if let Some(f) = funcs.get("attention") {
+            eprintln!(
+                "cuda prof: attention: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
+                f.num_regs(),
+                f.local_size_bytes(),
+                f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+            );
         }
     }
     Ok(DevCtx {

@@ -185,7 +185,7 @@ fn matvec_row_tiles_cover_every_row_once_in_whole_tiles_an_engine_has_compiled()
     for max_rows in 1..=40 {
         let have = tiles_up_to(max_rows);
         for rows in 1..=max_rows {
-            let t = row_tiles(rows);
+            let t: Vec<_> = row_tiles(rows).collect();
             let mut next = 0;
             for &(r0, n, tile) in &t {
                 assert_eq!(r0, next, "rows {rows}: {t:?} leaves a gap or overlaps");
@@ -203,9 +203,10 @@ fn matvec_row_tiles_cover_every_row_once_in_whole_tiles_an_engine_has_compiled()
             assert!(t.len() <= 2, "rows {rows}: {t:?}");
         }
     }
-    assert_eq!(row_tiles(1), vec![(0, 1, 1)]);
-    assert_eq!(row_tiles(3), vec![(0, 3, 3)]);
-    assert_eq!(row_tiles(19), vec![(0, 16, 8), (16, 3, 3)]);
+    let tiles = |rows| row_tiles(rows).collect::<Vec<_>>();
+    assert_eq!(tiles(1), vec![(0, 1, 1)]);
+    assert_eq!(tiles(3), vec![(0, 3, 3)]);
+    assert_eq!(tiles(19), vec![(0, 16, 8), (16, 3, 3)]);
     assert_eq!(tiles_up_to(3), vec![1, 2, 3]);
     assert_eq!(tiles_up_to(100), (1..=MV_MAX_TILE).collect::<Vec<_>>());
 }

@@ -53,11 +53,6 @@ __device__ __forceinline__ float bf16_at(const u8* b) {
     return __uint_as_float(h << 16);
 }
 
-__device__ __forceinline__ float f32_at(const u8* b) {
-    u32 v = (u32)b[0] | ((u32)b[1] << 8) | ((u32)b[2] << 16) | ((u32)b[3] << 24);
-    return __uint_as_float(v);
-}
-
 // The crate's fixed lane tree over 8 consecutive threads (lane = threadIdx.x % 8):
 // ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). IEEE addition is commutative, so
 // the xor partners compute bit-identical sums and every lane of the group ends with the
