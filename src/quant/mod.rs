@@ -11,6 +11,7 @@
 mod dequant;
 mod dot;
 mod quantize;
+pub mod repack;
 #[cfg(test)]
 mod tests;
 

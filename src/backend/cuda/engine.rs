@@ -23,12 +23,13 @@ use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
 use super::mem::{check_range, GpuBuf, Raw};
 use super::{
-    alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MV_GENERIC, MV_MAX_TILE,
+    alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MVQ_BASE, MV_GENERIC,
+    MV_MAX_TILE,
 };
 use crate::backend::{BResult, Engine, EngineSpec, Residency};
 use crate::math::{rope_table, RopeStyle};
 use crate::model::{Activation, Model, Weight};
-use crate::quant::GgmlType;
+use crate::quant::{repack, GgmlType};
 
 /// Rows per position-dependent launch (`POS_ROWS` in kernels/common.cu).
 const POS_ROWS: usize = 64;
@@ -101,40 +102,77 @@ pub(super) fn fmt_of(ty: GgmlType) -> i32 {
     }
 }
 
-/// The matvec module a launch over matrices of these formats runs: the format's own when
-/// they all share one, else the generic one.
-pub(super) fn mv_kind(mut tys: impl Iterator<Item = GgmlType>) -> usize {
+/// A matrix as the launch planning sees it: its format and whether it is packed for the
+/// vectorized matvec (`DevWeight::packed`).
+pub(super) type MatKind = (GgmlType, bool);
+
+/// The module kind of one format: its byte-wise module, or (packed) its vectorized one.
+pub(super) fn kind_of((ty, packed): MatKind) -> usize {
+    fmt_of(ty) as usize + if packed { MVQ_BASE } else { 0 }
+}
+
+/// The matvec module a launch over matrices of these kinds runs: the kind's own when they
+/// all share one, else the generic one (only byte-wise matrices are ever mixed in a launch).
+pub(super) fn mv_kind(mut tys: impl Iterator<Item = MatKind>) -> usize {
     let Some(t0) = tys.next() else {
         return MV_GENERIC;
     };
     if tys.all(|t| t == t0) {
-        fmt_of(t0) as usize
+        kind_of(t0)
     } else {
         MV_GENERIC
     }
 }
 
-/// How one matvec op over matrices of formats `tys` is launched: (format, module kind) per
-/// launch. Side-by-side matrices (modes 0 and 1) of several formats go out as one launch per
-/// format; gate|up (mode 2) must stay one launch, so a mixed pair takes the generic module.
+/// How one matvec op over matrices of kinds `tys` is launched: (format, module kind) per
+/// launch. Side-by-side matrices (modes 0 and 1) of several kinds go out as one launch per
+/// kind; gate|up (mode 2) must stay one launch, so a mixed pair takes the generic module
+/// (engines pack gate and up only together, so a mixed pair is byte-wise).
 pub(super) fn launch_groups(
-    tys: impl Iterator<Item = GgmlType>,
+    tys: impl Iterator<Item = MatKind>,
     mode: i32,
 ) -> Vec<(GgmlType, usize)> {
-    let tys: Vec<GgmlType> = tys.collect();
+    let tys: Vec<MatKind> = tys.collect();
     let mut out: Vec<(GgmlType, usize)> = Vec::new();
     if mode == MODE_GATE_UP {
         if let Some(&t0) = tys.first() {
-            out.push((t0, mv_kind(tys.into_iter())));
+            out.push((t0.0, mv_kind(tys.into_iter())));
         }
         return out;
     }
     for t in tys {
-        if !out.iter().any(|(u, _)| *u == t) {
-            out.push((t, fmt_of(t) as usize));
+        let k = kind_of(t);
+        if !out.iter().any(|(_, j)| *j == k) {
+            out.push((t.0, k));
         }
     }
     out
+}
+
+/// Warps that share one row's dot in the vectorized matvec (kernels/mvq.cu `ks`): a
+/// function of the op's feature count and the row width alone, never of the batch, so a
+/// row's reduction order is fixed. Few features (an o-projection, a down projection) get a
+/// second warp per row (up to 8) while each lane still has at least two units.
+pub(super) fn mvq_split(features: usize, n_in: usize) -> usize {
+    let units = n_in / 32;
+    let mut ks = 1;
+    while ks < 8 && features * ks * 2 <= 8192 && units >= 64 * ks * 2 {
+        ks *= 2;
+    }
+    ks
+}
+
+/// Weight rows per warp of a vectorized launch (1, 2 or 4; in mode 2 a gate row and its up
+/// row count as two): as many as keep about 2048 warps busy, at most 2 for row tiles above
+/// 4 (registers). Free to vary: it changes which warp computes a row, never how.
+pub(super) fn mvq_rows_per_warp(features: usize, ks: usize, gate_up: bool, tile: usize) -> usize {
+    let per_feature = if gate_up { 2 } else { 1 };
+    let max = if tile <= 4 { 4 } else { 2 };
+    let mut nw = per_feature;
+    while nw < max && features * per_feature * ks / (2 * nw) >= 2048 {
+        nw *= 2;
+    }
+    nw
 }
 
 /// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
@@ -201,26 +239,57 @@ fn to_u32(v: usize, what: &str) -> BResult<u32> {
     u32::try_from(v).map_err(|_| op_err(format!("{what} = {v} does not fit a grid dimension")))
 }
 
-/// A weight matrix on the device: the file's block bytes, untouched.
+/// A weight matrix on the device: the file's block bytes untouched, or (`packed`) the same
+/// values in the vectorized matvec's layout (crate::quant::repack, kernels/mvq.cu).
 struct DevWeight {
     raw: Raw,
     ty: GgmlType,
     rows: usize,
     cols: usize,
     row_bytes: usize,
+    packed: bool,
 }
 
+/// Whether matrices of `ty` with rows of `cols` elements take the vectorized matvec: a
+/// function of the format and the shape alone, so every stage and batch of a model runs the
+/// same kernel family on the same matrix (the two families reduce in different orders).
+pub(super) fn vectorized(ty: GgmlType, cols: usize) -> bool {
+    repack::row_bytes(ty, cols).is_some() && cols >= MVQ_MIN_IN
+}
+
+/// The narrowest rows the vectorized matvec takes: below it a 32-lane warp has fewer units
+/// than lanes, and the byte-wise kernel, which spreads a row over several warps, is faster.
+pub(super) const MVQ_MIN_IN: usize = 1024;
+
 impl DevWeight {
-    fn upload(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream) -> BResult<DevWeight> {
-        let raw = Raw::device(&dx.ctx, w.n_bytes(), &format!("weight {}", w.name))?;
-        upload_raw(s, w.bytes(), &raw, 0, Some(dx.dev))?;
+    /// Uploads `w`, repacked for the vectorized matvec when `pack` (callers pass
+    /// `vectorized(..)` of the matrix, and for gate|up of both).
+    fn upload(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream, pack: bool) -> BResult<DevWeight> {
+        let name = format!("weight {}", w.name);
+        let (bytes, row_bytes): (std::borrow::Cow<[u8]>, usize) = if pack {
+            let b = repack::repack(w.ty, w.rows, w.cols, w.bytes())
+                .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
+            let rb = repack::row_bytes(w.ty, w.cols).unwrap_or(0);
+            (b.into(), rb)
+        } else {
+            (w.bytes().into(), w.row_bytes())
+        };
+        let raw = Raw::device(&dx.ctx, bytes.len(), &name)?;
+        upload_raw(s, &bytes, &raw, 0, Some(dx.dev))?;
         Ok(DevWeight {
             raw,
             ty: w.ty,
             rows: w.rows,
             cols: w.cols,
-            row_bytes: w.row_bytes(),
+            row_bytes,
+            packed: pack,
         })
+    }
+
+    /// Uploads a matrix that only matvecs read, packed when its format and shape take the
+    /// vectorized kernel.
+    fn upload_mv(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream) -> BResult<DevWeight> {
+        DevWeight::upload(dx, w, s, vectorized(w.ty, w.cols))
     }
 }
 
@@ -411,31 +480,36 @@ impl CudaEngine {
         let mut layers = Vec::with_capacity(spec.layers.len());
         for il in spec.layers.clone() {
             let lw = &model.layers[il];
+            // gate|up is one launch: both vectorized (one format) or both byte-wise.
+            let gu = lw.gate.ty == lw.up.ty
+                && vectorized(lw.gate.ty, lw.gate.cols)
+                && vectorized(lw.up.ty, lw.up.cols);
             layers.push(DevLayer {
                 attn_norm: upload_f32(dx, &lw.attn_norm, s)?,
-                wq: DevWeight::upload(dx, &lw.wq, s)?,
-                wk: DevWeight::upload(dx, &lw.wk, s)?,
-                wv: DevWeight::upload(dx, &lw.wv, s)?,
-                wo: DevWeight::upload(dx, &lw.wo, s)?,
+                wq: DevWeight::upload_mv(dx, &lw.wq, s)?,
+                wk: DevWeight::upload_mv(dx, &lw.wk, s)?,
+                wv: DevWeight::upload_mv(dx, &lw.wv, s)?,
+                wo: DevWeight::upload_mv(dx, &lw.wo, s)?,
                 q_norm: opt(&lw.q_norm)?,
                 k_norm: opt(&lw.k_norm)?,
                 post_attn_norm: opt(&lw.post_attn_norm)?,
                 ffn_norm: upload_f32(dx, &lw.ffn_norm, s)?,
-                gate: DevWeight::upload(dx, &lw.gate, s)?,
-                up: DevWeight::upload(dx, &lw.up, s)?,
-                down: DevWeight::upload(dx, &lw.down, s)?,
+                gate: DevWeight::upload(dx, &lw.gate, s, gu)?,
+                up: DevWeight::upload(dx, &lw.up, s, gu)?,
+                down: DevWeight::upload_mv(dx, &lw.down, s)?,
                 post_ffn_norm: opt(&lw.post_ffn_norm)?,
             });
         }
         let embd = if spec.embed {
-            Some(DevWeight::upload(dx, &model.tok_embd, s)?)
+            // The embedding is read row by row (embed_rows), in the file's layout.
+            Some(DevWeight::upload(dx, &model.tok_embd, s, false)?)
         } else {
             None
         };
         let (out_norm, output) = if spec.head {
             (
                 Some(upload_f32(dx, &model.out_norm, s)?),
-                Some(DevWeight::upload(dx, &model.output, s)?),
+                Some(DevWeight::upload_mv(dx, &model.output, s)?),
             )
         } else {
             (None, None)
@@ -443,21 +517,21 @@ impl CudaEngine {
         // The matvec modules this engine's launches need (see `mv`): compiled now, once per
         // device, so no launch compiles.
         let mut kinds: Vec<usize> = Vec::new();
-        let mut need = |tys: &[GgmlType], mode: i32| {
+        let mut need = |tys: &[&DevWeight], mode: i32| {
             kinds.extend(
-                launch_groups(tys.iter().copied(), mode)
+                launch_groups(tys.iter().map(|w| (w.ty, w.packed)), mode)
                     .into_iter()
                     .map(|g| g.1),
             );
         };
         for l in &layers {
-            need(&[l.wq.ty, l.wk.ty, l.wv.ty], MODE_STORE);
-            need(&[l.wo.ty], MODE_ADD);
-            need(&[l.gate.ty, l.up.ty], MODE_GATE_UP);
-            need(&[l.down.ty], MODE_ADD);
+            need(&[&l.wq, &l.wk, &l.wv], MODE_STORE);
+            need(&[&l.wo], MODE_ADD);
+            need(&[&l.gate, &l.up], MODE_GATE_UP);
+            need(&[&l.down], MODE_ADD);
         }
         if let Some(o) = &output {
-            need(&[o.ty], MODE_STORE);
+            need(&[o], MODE_STORE);
         }
         kinds.sort_unstable();
         kinds.dedup();
@@ -576,24 +650,31 @@ impl CudaEngine {
             .filter(|(i, _)| mode != MODE_GATE_UP || *i == 0)
             .map(|(_, (w, _))| w.rows)
             .sum();
+        // The split of each dot over warps: byte-wise `wpf`, vectorized `ks`; both from the
+        // op's shape (a vectorized op's matrices all share n_in).
         let wpf = warps_per_feature(features);
+        let ks = mvq_split(features, mats[0].0.cols);
         // One launch (the decode path: every op of a one-format model) without building the
         // groups; exactly the cases where `launch_groups` gives one.
-        let ty0 = mats[0].0.ty;
-        if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| w.ty == ty0) {
-            return self.mv_launch(s, mats, x, norm, rows, mode, wpf, op);
+        let k0 = (mats[0].0.ty, mats[0].0.packed);
+        if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| (w.ty, w.packed) == k0) {
+            return self.mv_launch(s, mats, x, norm, rows, mode, wpf, ks, op);
         }
-        // Mixed formats side by side (q|k|v): one launch per format, each with the op's
-        // warps per feature, so every feature's bits are those of the fused launch.
-        for (ty, _) in launch_groups(mats.iter().map(|(w, _)| w.ty), mode) {
-            let part: Vec<(&DevWeight, u64)> =
-                mats.iter().filter(|(w, _)| w.ty == ty).copied().collect();
-            self.mv_launch(s, &part, x, norm, rows, mode, wpf, op)?;
+        // Mixed kinds side by side (q|k|v): one launch per kind, each with the op's split,
+        // so every feature's bits are those of a fused launch.
+        for (_, kind) in launch_groups(mats.iter().map(|(w, _)| (w.ty, w.packed)), mode) {
+            let part: Vec<(&DevWeight, u64)> = mats
+                .iter()
+                .filter(|(w, _)| kind_of((w.ty, w.packed)) == kind)
+                .copied()
+                .collect();
+            self.mv_launch(s, &part, x, norm, rows, mode, wpf, ks, op)?;
         }
         Ok(())
     }
 
-    /// One matvec launch over `mats` with `wpf` warps per feature.
+    /// One matvec launch over `mats` with `wpf` warps per feature (byte-wise) or `ks` warps
+    /// per row (vectorized: packed matrices).
     #[allow(clippy::too_many_arguments)]
     fn mv_launch(
         &self,
@@ -604,6 +685,7 @@ impl CudaEngine {
         rows: usize,
         mode: i32,
         wpf: usize,
+        ks: usize,
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
         let c = &self.model.cfg;
@@ -648,7 +730,7 @@ impl CudaEngine {
                 features += w.rows;
             }
         }
-        let kind = mv_kind(mats.iter().map(|(w, _)| w.ty));
+        let kind = mv_kind(mats.iter().map(|(w, _)| (w.ty, w.packed)));
         // Two dots per pass: gate and up of one feature when they share a format, or two
         // adjacent features of a lone matrix whose features each get one warp (the head).
         // Neither changes any dot's order (kernels/matvec.cu: warp_dots).
@@ -669,6 +751,10 @@ impl CudaEngine {
             (_, _, true) => "mv norm+head",
             _ => "mv store",
         };
+        if mats[0].0.packed {
+            let shape = (rows, features, ks);
+            return self.mvq_launch(s, mats, &a, kind, norm.is_some(), shape, prof_kind, op);
+        }
         for (r0, n, tile) in row_tiles(rows) {
             let f = self.dx.mv_func(kind, tile)?;
             // This launch's rows r0..r0+n: x and every y start at row r0 (each row's result
@@ -711,6 +797,82 @@ impl CudaEngine {
             // y rows * n_out (engine scratch sized max_rows, rows checked by the callers; the
             // head's logits range is checked), so rows r0..r0+n of both are in range; norm,
             // when set, holds n_in values.
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+            self.prof_end(s, prof_kind, e0);
+        }
+        Ok(())
+    }
+
+    /// One vectorized matvec launch (kernels/mvq.cu) per row tile: `a` is the launch's
+    /// arguments with every matrix packed and of module `kind`, `features` its output
+    /// features (mode 2: the gate's), `ks` the op's warps per row.
+    #[allow(clippy::too_many_arguments)]
+    fn mvq_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        a: &MvArgs,
+        kind: usize,
+        has_norm: bool,
+        (rows, features, ks): (usize, usize, usize),
+        prof_kind: &'static str,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let n_in = mats[0].0.cols;
+        if kind < MVQ_BASE || mats.iter().any(|(w, _)| !w.packed) {
+            return Err(self.err(&op(), "a vectorized launch over an unpacked matrix"));
+        }
+        let gate_up = a.mode == MODE_GATE_UP;
+        if gate_up && mats.len() != 2 {
+            return Err(self.err(&op(), "gate|up needs its two matrices"));
+        }
+        let ks_i = to_i32(ks, "matvec warps per row")?;
+        let feat_i = to_i32(features, "matvec features")?;
+        for (r0, n, tile) in row_tiles(rows) {
+            let nw = mvq_rows_per_warp(features, ks, gate_up, tile);
+            let variant = match nw {
+                1 => 0,
+                2 => 1,
+                _ => 2,
+            };
+            let f = self.dx.mv_variant(kind, tile, variant)?;
+            let mut t = *a;
+            t.x = a.x + (4 * r0 * n_in) as u64;
+            t.rows = to_i32(n, "rows")?;
+            for (m, (w, y)) in t.m.iter_mut().zip(mats) {
+                m.y = *y + (4 * r0 * w.rows) as u64;
+            }
+            // Feature groups of nw rows (mode 2: nw / 2 features), MV_WARPS / ks groups per
+            // block; at most two blocks per SM (the kernels' launch bounds), extra groups
+            // loop inside the blocks.
+            let per_group = if gate_up { nw / 2 } else { nw };
+            let groups = features.div_ceil(per_group);
+            let blocks = groups.div_ceil(MV_WARPS / ks).min(2 * self.dx.sms).max(1);
+            let stage_bytes = 4 * (tile + has_norm as usize) * n_in;
+            let stage_x = stage_bytes <= self.dx.stage_max;
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    to_u32(blocks, "matvec blocks")?,
+                    to_u32(n / tile, "matvec row tiles")?,
+                    1,
+                ),
+                block_dim: (32 * MV_WARPS as u32, 1, 1),
+                shared_mem_bytes: if stage_x { stage_bytes as u32 } else { 0 },
+            };
+            let stage_i = stage_x as i32;
+            let e0 = self.prof_start(s);
+            let mut p = [kp(&t), kp(&ks_i), kp(&feat_i), kp(&stage_i)];
+            // SAFETY: mvq_wN(MvArgs a, int ks, int features, int stage_x) of the module
+            // (kind, tile), N = nw (MVQ_KERNELS[variant]); n is a whole number of tiles
+            // (row_tiles); MvArgs is laid out as the CUDA struct and every matrix pointer
+            // holds n_out rows of row_bytes bytes in crate::quant::repack's layout of its
+            // format (packed at upload, checked packed above), all of width n_in (checked by
+            // mv_launch), a multiple of 32 whose units the kernel reads only below n_in / 32;
+            // ks divides MV_WARPS (mvq_split gives 1, 2, 4 or 8); x holds rows * n_in values
+            // and each y rows * n_out (engine scratch of max_rows, rows checked by callers;
+            // the head's logits range is checked), so rows r0..r0+n are in range; stage_x is
+            // set only when the dynamic shared memory requested (<= stage_max, opted in at
+            // load) holds the tile and the norm weights; norm, when set, holds n_in values.
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
             self.prof_end(s, prof_kind, e0);
         }

@@ -37,10 +37,11 @@ use crate::model::Model;
 
 /// The kernel sources, one file per op family, concatenated into one NVRTC program (in this
 /// order: later files use the helpers of earlier ones).
-const SOURCES: [(&str, &str); 6] = [
+const SOURCES: [(&str, &str); 7] = [
     ("common.cu", include_str!("kernels/common.cu")),
     ("ffn.cu", include_str!("kernels/ffn.cu")),
     ("matvec.cu", include_str!("kernels/matvec.cu")),
+    ("mvq.cu", include_str!("kernels/mvq.cu")),
     ("norm.cu", include_str!("kernels/norm.cu")),
     ("attention.cu", include_str!("kernels/attention.cu")),
     ("sched.cu", include_str!("kernels/sched.cu")),
@@ -55,11 +56,18 @@ const KERNELS: [&str; 4] = ["embed_rows", "add_residual", "attention", "spin"];
 /// `mv_tile`, for one row tile (`#define MV_RT rt`, 1..=MV_MAX_TILE). Compiling only the
 /// kinds a model uses and the tiles its engines' row counts need keeps a cold start (empty
 /// driver JIT cache) short.
+/// The vectorized kinds (`MVQ_BASE + format id`, kernels/mvq.cu, weights repacked by
+/// crate::quant::repack) add mvq.cu and hold three kernels, one per rows-per-warp variant
+/// (`MVQ_KERNELS`).
 const MV_SOURCES: [&str; 3] = ["common.cu", "ffn.cu", "matvec.cu"];
 
-/// Matvec module kinds: one per block format id (`engine::fmt_of`, 0..13), then the generic.
+/// Matvec module kinds: one per block format id (`engine::fmt_of`, 0..13), then the generic,
+/// then the vectorized kind of each format id.
 pub(crate) const MV_GENERIC: usize = crate::quant::GgmlType::ALL.len();
-pub(crate) const MV_KINDS: usize = MV_GENERIC + 1;
+pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
+pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
+/// The kernels of a vectorized module, by weight rows per warp (1, 2, 4).
+pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
 /// The one kernel of every matvec module.
@@ -94,8 +102,8 @@ pub struct DevCtx {
     /// NVRTC's virtual architecture for this device (None: its default).
     arch: Option<&'static str>,
     /// Matvec kernels by (kind, row tile): index kind * MV_MAX_TILE + tile - 1, compiled by
-    /// `prepare_mv` on first need.
-    mv: Vec<OnceLock<CudaFunction>>,
+    /// `prepare_mv` on first need (one kernel, or for a vectorized kind `MVQ_KERNELS`).
+    mv: Vec<OnceLock<Vec<CudaFunction>>>,
     /// Serializes `prepare_mv` (two engines on one device compile a kind once).
     mv_build: Mutex<()>,
 }
@@ -171,12 +179,24 @@ impl DevCtx {
     /// `prepare_mv` must have compiled it (engines do at build, for every tile their row
     /// counts use).
     pub(crate) fn mv_func(&self, kind: usize, tile: usize) -> BResult<&CudaFunction> {
+        self.mv_variant(kind, tile, 0)
+    }
+
+    /// Kernel `variant` (index into `MVQ_KERNELS` for a vectorized kind; 0 otherwise) of the
+    /// matvec module (kind, tile).
+    pub(crate) fn mv_variant(
+        &self,
+        kind: usize,
+        tile: usize,
+        variant: usize,
+    ) -> BResult<&CudaFunction> {
         Self::mv_slot(kind, tile)
             .and_then(|i| self.mv[i].get())
+            .and_then(|v| v.get(variant))
             .ok_or_else(|| {
                 op_err(format!(
-                    "device {}: matvec module {kind} with row tile {tile} was not compiled for \
-                     this engine",
+                    "device {}: matvec module {kind} (kernel {variant}) with row tile {tile} was \
+                     not compiled for this engine",
                     self.dev
                 ))
             })
@@ -204,7 +224,7 @@ impl DevCtx {
             }
         }
         let t0 = Instant::now();
-        let built: Vec<(usize, BResult<CudaFunction>)> = std::thread::scope(|sc| {
+        let built: Vec<(usize, BResult<Vec<CudaFunction>>)> = std::thread::scope(|sc| {
             let hs: Vec<_> = todo
                 .iter()
                 .map(|&(i, k, t)| (i, k, t, sc.spawn(move || self.build_mv(k, t))))
@@ -237,14 +257,21 @@ impl DevCtx {
         Ok(())
     }
 
-    fn build_mv(&self, kind: usize, tile: usize) -> BResult<CudaFunction> {
+    fn build_mv(&self, kind: usize, tile: usize) -> BResult<Vec<CudaFunction>> {
+        let vectorized = kind >= MVQ_BASE;
         let head = if kind == MV_GENERIC {
             format!("#define MV_GENERIC\n#define MV_RT {tile}\n")
+        } else if vectorized {
+            format!(
+                "#define MVQ_FMT {}\n#define MV_RT {tile}\n",
+                kind - MVQ_BASE
+            )
         } else {
             format!("#define MV_FMT {kind}\n#define MV_RT {tile}\n")
         };
+        let extra: &[&str] = if vectorized { &["mvq.cu"] } else { &[] };
         let src: String = std::iter::once(head)
-            .chain(MV_SOURCES.iter().map(|name| {
+            .chain(MV_SOURCES.iter().chain(extra).map(|name| {
                 let s = SOURCES
                     .iter()
                     .find(|(n, _)| n == name)
@@ -254,20 +281,37 @@ impl DevCtx {
             .collect();
         let what = format!("device {}: matvec module {kind} tile {tile}", self.dev);
         let module = compile_and_load(&self.ctx, &src, self.arch, &what)?;
-        let f = module
-            .load_function(MV_KERNEL)
-            .map_err(|e| op_err(format!("{what}: kernel {MV_KERNEL}: {e}")))?;
-        f.set_attribute(
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            self.stage_max as i32,
-        )
-        .map_err(|e| {
-            op_err(format!(
-                "{what}: kernel {MV_KERNEL}: allowing {} bytes of dynamic shared memory: {e}",
-                self.stage_max
-            ))
-        })?;
-        Ok(f)
+        let names: &[&str] = if vectorized {
+            &MVQ_KERNELS
+        } else {
+            &[MV_KERNEL]
+        };
+        names
+            .iter()
+            .map(|name| {
+                let f = module
+                    .load_function(name)
+                    .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))?;
+                f.set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    self.stage_max as i32,
+                )
+                .map_err(|e| {
+                    op_err(format!(
+                        "{what}: kernel {name}: allowing {} bytes of dynamic shared memory: {e}",
+                        self.stage_max
+                    ))
+                })?;
+                if std::env::var_os("PPN_CUDA_PROF").is_some() {
+                    eprintln!(
+                        "cuda prof: {what} {name}: {:?} regs, {:?} local bytes",
+                        f.num_regs(),
+                        f.local_size_bytes()
+                    );
+                }
+                Ok(f)
+            })
+            .collect()
     }
 
     pub(crate) fn func(&self, name: &str) -> BResult<&CudaFunction> {

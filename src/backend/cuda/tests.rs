@@ -2,10 +2,13 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
 use super::engine::{
-    fmt_of, launch_groups, mv_args_bytes, mv_kind, row_pos_bytes, row_tiles, tiles_up_to,
-    warps_per_feature,
+    fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_rows_per_warp, mvq_split,
+    row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature, MVQ_MIN_IN,
 };
-use super::{CudaBackend, KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE, SOURCES};
+use super::{
+    CudaBackend, KERNELS, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE,
+    SOURCES,
+};
 use crate::quant::GgmlType;
 
 /// Names of every `extern "C" __global__` kernel in the sources.
@@ -142,41 +145,61 @@ fn opening_without_a_driver_is_an_error_naming_it_never_a_panic() {
 
 #[test]
 fn a_launch_of_one_format_gets_that_formats_module_and_a_mix_the_generic_one() {
+    let mut seen = vec![false; MV_KINDS];
     for ty in GgmlType::ALL {
-        let k = mv_kind([ty, ty, ty].into_iter());
+        let k = mv_kind([(ty, false); 3].into_iter());
         assert_eq!(k, fmt_of(ty) as usize);
         assert!(
             k < MV_GENERIC,
             "{ty}: kind {k} collides with the generic module"
         );
+        let kq = mv_kind([(ty, true); 2].into_iter());
+        assert_eq!(kq, MVQ_BASE + fmt_of(ty) as usize);
+        assert!(kq < MV_KINDS);
+        for k in [k, kq] {
+            assert!(!seen[k], "{ty}: kind {k} taken twice");
+            seen[k] = true;
+        }
     }
+    assert!(!seen[MV_GENERIC]);
     assert_eq!(
-        mv_kind([GgmlType::Q5_0, GgmlType::Q8_0].into_iter()),
+        mv_kind([(GgmlType::Q5_0, false), (GgmlType::Q8_0, false)].into_iter()),
         MV_GENERIC
     );
-    assert_eq!(MV_KINDS, GgmlType::ALL.len() + 1);
+    assert_eq!(MV_KINDS, 2 * GgmlType::ALL.len() + 1);
 }
 
 #[test]
 fn mixed_side_by_side_matrices_launch_per_format_and_a_mixed_gate_up_takes_the_generic_module() {
-    use GgmlType::{Q4K, Q5_0, Q8_0};
+    use GgmlType::{Q4K, Q5_0, Q6K, Q8_0};
+    let b = |t| (t, false);
     // q|k|v of gemma-3's q4_k_m file in half its layers: q, k Q5_0 and v Q8_0.
-    let g = launch_groups([Q5_0, Q5_0, Q8_0].into_iter(), 0);
+    let g = launch_groups([b(Q5_0), b(Q5_0), b(Q8_0)].into_iter(), 0);
     assert_eq!(
         g,
         vec![(Q5_0, fmt_of(Q5_0) as usize), (Q8_0, fmt_of(Q8_0) as usize)]
     );
     assert_eq!(
-        launch_groups([Q4K].into_iter(), 1),
+        launch_groups([b(Q4K)].into_iter(), 1),
         vec![(Q4K, fmt_of(Q4K) as usize)]
     );
     assert_eq!(
-        launch_groups([Q5_0, Q5_0].into_iter(), 2),
+        launch_groups([b(Q5_0), b(Q5_0)].into_iter(), 2),
         vec![(Q5_0, fmt_of(Q5_0) as usize)]
     );
     assert_eq!(
-        launch_groups([Q5_0, Q8_0].into_iter(), 2),
+        launch_groups([b(Q5_0), b(Q8_0)].into_iter(), 2),
         vec![(Q5_0, MV_GENERIC)]
+    );
+    // A q4_k_m layer: q, k Q4_K and v Q6_K, all packed: two vectorized launches.
+    let p = |t| (t, true);
+    assert_eq!(
+        launch_groups([p(Q4K), p(Q4K), p(Q6K)].into_iter(), 0),
+        vec![(Q4K, kind_of(p(Q4K))), (Q6K, kind_of(p(Q6K)))]
+    );
+    assert_eq!(
+        launch_groups([p(Q4K), p(Q4K)].into_iter(), 2),
+        vec![(Q4K, MVQ_BASE + fmt_of(Q4K) as usize)]
     );
 }
 
@@ -221,4 +244,66 @@ fn the_kernel_takes_every_row_tile_the_host_may_compile() {
         .map(|(_, s)| *s)
         .expect("matvec.cu is a source");
     assert!(matvec.contains(&format!("MV_RT < 1 || MV_RT > {MV_MAX_TILE}")));
+}
+
+#[test]
+fn the_vectorized_kernels_are_the_ones_the_source_instantiates() {
+    let mvq = SOURCES
+        .iter()
+        .find(|(n, _)| *n == "mvq.cu")
+        .map(|(_, s)| *s)
+        .expect("mvq.cu is a source");
+    for (i, name) in MVQ_KERNELS.iter().enumerate() {
+        // Variant i carries 1 << i weight rows per warp (mvq_launch picks it from nw).
+        assert!(
+            mvq.contains(&format!("MVQ_KERNEL({name}, {})", 1 << i)),
+            "{name}"
+        );
+    }
+    assert!(mvq.contains(&format!("MV_RT < 1 || MV_RT > {MV_MAX_TILE}")));
+}
+
+#[test]
+fn vectorized_split_depends_on_the_shape_only_and_divides_the_block() {
+    // The ks of a shape never changes with the batch (it takes no batch argument) and is a
+    // power of two dividing MV_WARPS = 8.
+    for features in [1, 576, 960, 1024, 4096, 6144, 8192, 14336, 32000, 262144] {
+        for n_in in [1024, 2048, 4096, 8192, 14336, 28672] {
+            let ks = mvq_split(features, n_in);
+            assert!([1, 2, 4, 8].contains(&ks), "{features} x {n_in}: {ks}");
+            // Each lane keeps at least two units when the dot is split.
+            assert!(ks == 1 || n_in / 32 >= 64 * ks, "{features} x {n_in}: {ks}");
+        }
+    }
+    // The 8B shapes: o-proj and down get two warps per row, q|k|v and gate|up one.
+    assert_eq!(mvq_split(4096, 4096), 2);
+    assert_eq!(mvq_split(4096, 14336), 2);
+    assert_eq!(mvq_split(6144, 4096), 1);
+    assert_eq!(mvq_split(14336, 4096), 1);
+    for tile in 1..=MV_MAX_TILE {
+        for gate_up in [false, true] {
+            for features in [64, 4096, 14336, 262144] {
+                let nw = mvq_rows_per_warp(features, 1, gate_up, tile);
+                assert!([1, 2, 4].contains(&nw));
+                assert!(
+                    !gate_up || nw >= 2,
+                    "gate|up carries both rows of a feature"
+                );
+                assert!(tile <= 4 || nw <= 2);
+            }
+        }
+    }
+}
+
+#[test]
+fn only_wide_rows_of_the_repacked_formats_are_vectorized() {
+    use GgmlType::*;
+    for ty in GgmlType::ALL {
+        let fast = matches!(ty, Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q4K | Q5K | Q6K);
+        assert_eq!(vectorized(ty, 4096), fast, "{ty}");
+        assert!(!vectorized(ty, MVQ_MIN_IN / 2), "{ty}");
+    }
+    // Rows that are not whole super-blocks stay byte-wise.
+    assert!(!vectorized(Q4K, 4096 + 32));
+    assert!(vectorized(Q8_0, 4096 + 32));
 }

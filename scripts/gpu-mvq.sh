@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# GPU check of the vectorized matvec (kernels/mvq.cu) against the previous engine, on the
+# GPU machine: scripts/gpu-mvq.sh OLD_BIN NEW_BIN OUT [SECTIONS]
+#  cmp:   every vectorized format on a 1024-wide synthetic llama: CUDA vs CPU top-20 on a tape
+#         (new build), and a 3-stage gate with batch 5 (bit-identity over splits and rows)
+#  bench: the 8B/70B-shaped synthetic models, `bench` of both builds in the same call
+#  prof:  per-launch GPU times (PPN_CUDA_PROF) of the new build on the 8B Q4_K model
+set -u
+OLD=$1 NEW=$2 OUT=$3
+SECTIONS=${4:-cmp bench prof}
+M=/tmp/m
+mkdir -p "$M" "$OUT/r"
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+SUM="$OUT/summary.txt"
+LOG="$OUT/log.txt"
+: >>"$SUM"
+row() { printf '%-60s %s\n' "$1" "$2" | tee -a "$SUM"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1
+python3 -c "import json; print(json.dumps({'tokens': [(i * 7919 + 13) % 2000 for i in range(20)]}))" >"$OUT/tape.json"
+if want cmp; then
+    for q in q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k; do
+        m="$M/w-$q.gguf"
+        "$NEW" synth --arch llama --layers 2 --embd 1024 --heads 8 --kv-heads 2 --ff 2816 --vocab 4096 --quant $q -o "$m" >>"$LOG" 2>&1
+        for be in cpu cuda; do
+            "$NEW" --backend $be -q --model "$m" --stages 1 --arms eager --tape "$OUT/tape.json" --topk 20 --receipt "$OUT/r/cmp-$q-$be.json" >>"$LOG" 2>&1
+        done
+        python3 - "$OUT/r" "$q" <<'PY' | tee -a "$SUM"
+import json, sys
+d, m = sys.argv[1], sys.argv[2]
+try:
+    a = json.load(open(f"{d}/cmp-{m}-cpu.json"))["reference"]["steps"]
+    b = json.load(open(f"{d}/cmp-{m}-cuda.json"))["reference"]["steps"]
+except Exception as e:
+    print(f"cpu-vs-cuda {m:<6} ERROR {e}"); sys.exit(0)
+worst, top1 = 0.0, 0
+for sa, sb in zip(a, b):
+    ta, tb = dict(map(tuple, sa["topk"])), dict(map(tuple, sb["topk"]))
+    for tok, v in ta.items():
+        worst = max(worst, abs(v - tb[tok])) if tok in tb else float("inf")
+    top1 += sa["topk"][0][0] == sb["topk"][0][0]
+print(f"cpu-vs-cuda {m:<6} top-20 max|diff| {worst:.3e}  top-1 agree {top1}/{len(a)}")
+PY
+        "$NEW" --backend cuda -q --model "$m" --stages 3 --splits 1,1 --batch 5 --window 4 --receipt "$OUT/r/gate-$q.json" >>"$LOG" 2>&1
+        row "gate $q N=3 B=5 (all arms)" "exit $?"
+        "$NEW" --backend cuda -q --model "$m" --stages 2 --batch 8 --arms batched --receipt "$OUT/r/gate8-$q.json" >>"$LOG" 2>&1
+        row "gate $q N=2 B=8 batched" "exit $?"
+    done
+fi
+synth8b() { # NAME LAYERS QUANT [70b]
+    local f="$M/$1.gguf"
+    [ -f "$f" ] && return
+    if [ "${4:-}" = 70b ]; then
+        "$NEW" synth --arch llama --layers $2 --embd 8192 --heads 64 --kv-heads 8 --ff 28672 --vocab 32000 --quant $3 -o "$f" >>"$LOG" 2>&1
+    else
+        "$NEW" synth --arch llama --layers $2 --embd 4096 --heads 32 --kv-heads 8 --ff 14336 --vocab 32000 --quant $3 -o "$f" >>"$LOG" 2>&1
+    fi
+}
+if want bench || want prof; then
+    t0=$(date +%s)
+    synth8b llama8b-l8-q4_k 8 q4_k &
+    synth8b llama8b-l8-q8_0 8 q8_0 &
+    synth8b llama8b-l8-q6_k 8 q6_k &
+    synth8b llama70b-l2-q4_k 2 q4_k 70b &
+    wait
+    row "synth 4 models" "$(( $(date +%s) - t0 )) s"
+fi
+if want prof; then
+    PPN_CUDA_PROF=1 "$NEW" bench --backend cuda --model "$M/llama8b-l8-q4_k.gguf" --stages 1 --arms eager --steps 32 >"$OUT/prof.txt" 2>&1
+    grep -E "prof|tok/s" "$OUT/prof.txt" | tee -a "$SUM"
+fi
+if want bench; then
+    for m in llama8b-l8-q4_k llama8b-l8-q8_0 llama8b-l8-q6_k llama70b-l2-q4_k; do
+        for b in old new; do
+            bin=$OLD; [ $b = new ] && bin=$NEW
+            echo "== bench $m $b" >>"$OUT/bench.txt"
+            "$bin" bench --backend cuda --model "$M/$m.gguf" --stages 1 --arms batched --batch 8 --steps 64 >>"$OUT/bench.txt" 2>&1
+            row "bench $m $b" "$(grep -E 'eager|batched' "$OUT/bench.txt" | tail -2 | tr -s ' ' | tr '\n' ' ')"
+        done
+    done
+fi
+tar czf "$OUT/receipts.tar.gz" -C "$OUT" r tape.json 2>/dev/null
+echo "---- summary"; cat "$SUM"

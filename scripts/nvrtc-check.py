@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Compile every CUDA kernel module of the engine with NVRTC, on a machine without a GPU.
+
+NVRTC needs no driver and no device, so kernel source errors show up here instead of on the
+GPU machine. The modules are assembled as src/backend/cuda/mod.rs assembles them (the main
+module: every source in order; a matvec module: a #define head, then common.cu, ffn.cu,
+matvec.cu, and mvq.cu for a vectorized kind) and compiled with the engine's options
+(compile_options: no FMA contraction, no flush-to-zero, IEEE division and square root).
+
+Usage: scripts/nvrtc-check.py [LIBNVRTC]   (default: finds libnvrtc.so.13 from the
+nvidia-cuda-nvrtc wheel: `pip install nvidia-cuda-nvrtc`). Exit 0 when every module compiles.
+"""
+import ctypes, glob, os, sys, site
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+K = os.path.join(ROOT, "src/backend/cuda/kernels")
+SOURCES = ["common.cu", "ffn.cu", "matvec.cu", "mvq.cu", "norm.cu", "attention.cu", "sched.cu"]
+MV_SOURCES = ["common.cu", "ffn.cu", "matvec.cu"]
+FORMATS = 13          # GgmlType::ALL
+VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0..Q8_0, Q4K..Q6K)
+ARCH = os.environ.get("NVRTC_ARCH", "compute_90")
+
+
+def find_lib():
+    if len(sys.argv) > 1:
+        return sys.argv[1]
+    dirs = site.getsitepackages() + [site.getusersitepackages()]
+    for d in dirs:
+        hits = glob.glob(os.path.join(d, "nvidia", "cu*", "lib", "libnvrtc.so.*"))
+        hits = [h for h in hits if "builtins" not in h]
+        if hits:
+            return hits[0]
+    sys.exit("nvrtc-check: libnvrtc not found (pip install nvidia-cuda-nvrtc, or pass its path)")
+
+
+def src(name):
+    with open(os.path.join(K, name)) as f:
+        return f.read()
+
+
+def compile_module(lib, what, text):
+    prog = ctypes.c_void_p()
+    r = lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), b"ppn_gate_kernels.cu", 0, None, None)
+    if r != 0:
+        return f"{what}: nvrtcCreateProgram {r}"
+    opts = [b"--fmad=false", b"--ftz=false", b"--prec-div=true", b"--prec-sqrt=true",
+            f"--gpu-architecture={ARCH}".encode()]
+    arr = (ctypes.c_char_p * len(opts))(*opts)
+    r = lib.nvrtcCompileProgram(prog, len(opts), arr)
+    size = ctypes.c_size_t()
+    lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, log)
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    text_log = log.value.decode(errors="replace").strip()
+    if r != 0:
+        return f"{what}: compile failed ({r}):\n{text_log}"
+    if "warning" in text_log:
+        print(f"{what}: warnings:\n{text_log}")
+    return None
+
+
+def main():
+    lib = ctypes.CDLL(find_lib())
+    modules = [("main module", "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES))]
+    for tile in (1, 3, 8):
+        for kind in list(range(FORMATS)) + ["generic"]:
+            head = "#define MV_GENERIC\n" if kind == "generic" else f"#define MV_FMT {kind}\n"
+            modules.append((f"matvec {kind} tile {tile}",
+                            head + f"#define MV_RT {tile}\n" + "".join(src(n) for n in MV_SOURCES)))
+        for fmt in VECTORIZED:
+            modules.append((f"mvq {fmt} tile {tile}",
+                            f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n"
+                            + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
+    only = os.environ.get("ONLY")
+    modules = [(w, t) for w, t in modules if not only or only in w]
+    bad = 0
+    for what, text in modules:
+        err = compile_module(lib, what, text)
+        if err:
+            bad += 1
+            print(err)
+    print(f"nvrtc-check: {len(modules) - bad} modules compiled, {bad} failed ({ARCH})")
+    sys.exit(1 if bad else 0)
+
+
+main()

@@ -1,0 +1,288 @@
+//! The device layout of a weight matrix for the CUDA engine's vectorized matvec
+//! (`kernels/mvq.cu`): the same quantized values, rearranged so that every load of a row's
+//! quant bytes is an aligned 16-byte load.
+//!
+//! Why: GGUF blocks of Q8_0 (34 bytes), Q4_0 (18), Q4_1 (20), Q5_0 (22), Q5_1 (24) and Q6_K
+//! (210) sit at offsets that are only 2- or 4-byte aligned, so a kernel reading them straight
+//! issues one small load per few elements and is bound by load instructions, not by DRAM
+//! bandwidth. Repacked, a row is a plane of 16-byte-aligned quant bytes followed by a plane
+//! of the per-block scales; Q4_K (144) and Q5_K (176) blocks are already whole 16-byte
+//! chunks and keep the GGUF layout.
+//!
+//! Every value is unchanged (bytes are moved, never requantized). The kernel's element
+//! order is described in kernels/mvq.cu; `unit_values` below is its host mirror, which the
+//! tests hold against `dequantize`.
+
+use super::GgmlType;
+
+/// The formats the vectorized matvec reads (the rest run the byte-wise kernel).
+pub fn is_fast(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q4_0
+            | GgmlType::Q4_1
+            | GgmlType::Q5_0
+            | GgmlType::Q5_1
+            | GgmlType::Q8_0
+            | GgmlType::Q4K
+            | GgmlType::Q5K
+            | GgmlType::Q6K
+    )
+}
+
+/// Bytes of quant plane and of scale plane per 32-element unit, for the repacked formats.
+fn planes(ty: GgmlType) -> Option<(usize, usize)> {
+    Some(match ty {
+        GgmlType::Q8_0 => (32, 2),
+        GgmlType::Q4_0 => (16, 2),
+        GgmlType::Q4_1 => (16, 4),
+        GgmlType::Q5_0 | GgmlType::Q5_1 => (16, 8),
+        // Per 256-element super-block: ql 128 | qh 64 | scales 16 (the d's in the scale plane).
+        GgmlType::Q6K => (208, 2),
+        _ => return None,
+    })
+}
+
+fn pad16(n: usize) -> usize {
+    n.div_ceil(16) * 16
+}
+
+/// Bytes of one repacked row of `cols` elements (a multiple of 16), or None when `ty` is not
+/// a vectorized format or `cols` is not a whole number of its blocks.
+pub fn row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
+    if !is_fast(ty) || !cols.is_multiple_of(ty.block_len()) {
+        return None;
+    }
+    let blocks = cols / ty.block_len();
+    Some(match planes(ty) {
+        None => blocks * ty.block_bytes(), // Q4_K, Q5_K: already 16-byte chunks
+        Some((q, s)) => blocks * q + pad16(blocks * s),
+    })
+}
+
+/// The repacked bytes of `rows` rows of `cols` elements given as GGUF blocks (`src` holds
+/// rows * row_bytes of the file layout). Errors name the mismatch.
+pub fn repack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, String> {
+    let out_row = row_bytes(ty, cols).ok_or_else(|| {
+        format!(
+            "{} is not a vectorized matvec format for width {cols}",
+            ty.name()
+        )
+    })?;
+    let blocks = cols / ty.block_len();
+    let in_row = blocks * ty.block_bytes();
+    if src.len() != rows * in_row {
+        return Err(format!(
+            "{} matrix {rows} x {cols}: {} bytes, expected {}",
+            ty.name(),
+            src.len(),
+            rows * in_row
+        ));
+    }
+    let Some((qb, sb)) = planes(ty) else {
+        return Ok(src.to_vec());
+    };
+    let mut out = vec![0u8; rows * out_row];
+    for (i, o) in src.chunks_exact(in_row).zip(out.chunks_exact_mut(out_row)) {
+        let (qp, sp) = o.split_at_mut(blocks * qb);
+        for (b, blk) in i.chunks_exact(ty.block_bytes()).enumerate() {
+            let (q, s) = (&mut qp[b * qb..(b + 1) * qb], &mut sp[b * sb..(b + 1) * sb]);
+            match ty {
+                GgmlType::Q8_0 | GgmlType::Q4_0 => {
+                    s.copy_from_slice(&blk[..2]);
+                    q.copy_from_slice(&blk[2..]);
+                }
+                GgmlType::Q4_1 => {
+                    s.copy_from_slice(&blk[..4]);
+                    q.copy_from_slice(&blk[4..]);
+                }
+                GgmlType::Q5_0 => {
+                    // d | 2 zero bytes | qh: the qh word 4-byte aligned.
+                    s[..2].copy_from_slice(&blk[..2]);
+                    s[4..].copy_from_slice(&blk[2..6]);
+                    q.copy_from_slice(&blk[6..]);
+                }
+                GgmlType::Q5_1 => {
+                    s.copy_from_slice(&blk[..8]);
+                    q.copy_from_slice(&blk[8..]);
+                }
+                GgmlType::Q6K => {
+                    q.copy_from_slice(&blk[..208]);
+                    s.copy_from_slice(&blk[208..]);
+                }
+                _ => unreachable!("planes() lists only the formats matched here"),
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Host mirror of the kernel's decode of unit `u` (32 elements) of a repacked row: the
+/// (element index, value) pairs, values computed with the kernel's operations (the quant
+/// as f32, then one fused multiply-add with the run's scale and offset). Tests only.
+#[cfg(test)]
+pub(crate) fn unit_values(ty: GgmlType, row: &[u8], cols: usize, u: usize) -> Vec<(usize, f32)> {
+    let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+    let nb = cols / 32; // units per row
+    let mut out = Vec::with_capacity(32);
+    // (first element of run 0, gap to run 1, [A, B] per run, the 32 quants minus bias).
+    let (e0, gap, ab, q): (usize, usize, [(f32, f32); 2], [i32; 32]) = match ty {
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => {
+            let (qb, sb) = planes(ty).unwrap();
+            let qs = &row[u * qb..(u + 1) * qb];
+            let s = &row[nb * qb + u * sb..nb * qb + (u + 1) * sb];
+            let d = h16(s, 0);
+            let m = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
+                h16(s, 2)
+            } else {
+                0.0
+            };
+            let qh = if sb == 8 {
+                u32::from_le_bytes([s[4], s[5], s[6], s[7]])
+            } else {
+                0
+            };
+            let mut q = [0i32; 32];
+            for (j, v) in q.iter_mut().enumerate() {
+                *v = match ty {
+                    GgmlType::Q8_0 => qs[j] as i8 as i32,
+                    _ => {
+                        let nib = if j < 16 { qs[j] & 15 } else { qs[j - 16] >> 4 } as i32;
+                        let hi = if matches!(ty, GgmlType::Q5_0 | GgmlType::Q5_1) {
+                            (((qh >> j) & 1) << 4) as i32
+                        } else {
+                            0
+                        };
+                        let bias = match ty {
+                            GgmlType::Q4_0 => 8,
+                            GgmlType::Q5_0 => 16,
+                            _ => 0,
+                        };
+                        (nib | hi) - bias
+                    }
+                };
+            }
+            (32 * u, 16, [(d, m), (d, m)], q)
+        }
+        GgmlType::Q4K | GgmlType::Q5K => {
+            let five = ty == GgmlType::Q5K;
+            let bb = if five { 176 } else { 144 };
+            let (sbi, c) = (u / 8, u % 8);
+            let b = &row[sbi * bb..(sbi + 1) * bb];
+            let (d, dmin) = (h16(b, 0), h16(b, 2));
+            let sc = &b[4..16];
+            let qs = &b[if five { 48 } else { 16 } + 16 * c..][..16];
+            let mut q = [0i32; 32];
+            let mut ab = [(0.0, 0.0); 2];
+            for (r, abr) in ab.iter_mut().enumerate() {
+                let sub = 2 * (c / 2) + r;
+                let (s, m) = if sub < 4 {
+                    (sc[sub] & 63, sc[sub + 4] & 63)
+                } else {
+                    (
+                        (sc[sub + 4] & 15) | ((sc[sub - 4] >> 6) << 4),
+                        (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4),
+                    )
+                };
+                *abr = (d * s as f32, -(dmin * m as f32));
+                for i in 0..16 {
+                    let nib = (qs[i] >> (4 * r)) & 15;
+                    let hi = if five {
+                        ((b[16 + 16 * (c % 2) + i] >> sub) & 1) << 4
+                    } else {
+                        0
+                    };
+                    q[16 * r + i] = (nib | hi) as i32;
+                }
+            }
+            (sbi * 256 + (c / 2) * 64 + (c % 2) * 16, 32, ab, q)
+        }
+        GgmlType::Q6K => {
+            let (sbi, c) = (u / 8, u % 8);
+            let (hh, t) = (c / 4, c % 4);
+            let b = &row[sbi * 208..(sbi + 1) * 208];
+            let d = h16(row, (cols / 256) * 208 + 2 * sbi);
+            let mut q = [0i32; 32];
+            let mut ab = [(0.0, 0.0); 2];
+            for (r, abr) in ab.iter_mut().enumerate() {
+                let s = t / 2 + 2 * r;
+                *abr = (d * (b[192 + hh * 8 + 2 * s + t % 2] as i8 as f32), 0.0);
+                for i in 0..16 {
+                    let lo = (b[hh * 64 + 16 * t + i] >> (4 * r)) & 15;
+                    let hi = (b[128 + hh * 32 + 16 * (t % 2) + i] >> (2 * s)) & 3;
+                    q[16 * r + i] = (lo | (hi << 4)) as i32 - 32;
+                }
+            }
+            (
+                sbi * 256 + hh * 128 + (t / 2) * 32 + (t % 2) * 16,
+                64,
+                ab,
+                q,
+            )
+        }
+        _ => panic!("not a vectorized format"),
+    };
+    for (j, &qv) in q.iter().enumerate() {
+        let r = j / 16;
+        let (a, b) = ab[r];
+        out.push((e0 + gap * r + j % 16, a.mul_add(qv as f32, b)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::{dequantize, quantize};
+    use rand::{Rng, SeedableRng};
+
+    /// Every vectorized format: the repacked row decoded unit by unit with the kernel's
+    /// operations covers each element exactly once and gives the dequantized value (exactly,
+    /// or within the rounding of the one fused multiply-add where the GGUF decode rounds twice).
+    #[test]
+    fn repacked_units_decode_to_the_dequantized_row() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        for ty in GgmlType::ALL.into_iter().filter(|&t| is_fast(t)) {
+            let (rows, cols) = (3usize, 512usize);
+            let v: Vec<f32> = (0..rows * cols)
+                .map(|_| rng.gen_range(-2.0f32..2.0))
+                .collect();
+            let src = quantize(ty, &v).unwrap();
+            let packed = repack(ty, rows, cols, &src).unwrap();
+            let rb = row_bytes(ty, cols).unwrap();
+            assert_eq!(rb % 16, 0, "{}", ty.name());
+            assert_eq!(packed.len(), rows * rb);
+            let in_row = src.len() / rows;
+            for r in 0..rows {
+                let mut want = vec![0f32; cols];
+                dequantize(ty, &src[r * in_row..(r + 1) * in_row], &mut want).unwrap();
+                let mut seen = vec![false; cols];
+                for u in 0..cols / 32 {
+                    for (e, got) in unit_values(ty, &packed[r * rb..(r + 1) * rb], cols, u) {
+                        assert!(!seen[e], "{} element {e} decoded twice", ty.name());
+                        seen[e] = true;
+                        // |values| < 2.2 here: a fused vs a twice-rounded decode differ by
+                        // a few ulps of the terms (<= ~16 for Q4_K's scale * quant).
+                        let tol = 1e-5;
+                        assert!(
+                            (got - want[e]).abs() <= tol,
+                            "{} row {r} element {e}: {got} vs {}",
+                            ty.name(),
+                            want[e]
+                        );
+                    }
+                }
+                assert!(seen.iter().all(|&s| s), "{} misses elements", ty.name());
+            }
+        }
+    }
+
+    #[test]
+    fn repack_refuses_what_it_cannot_lay_out() {
+        assert!(repack(GgmlType::F16, 1, 32, &[0; 64]).is_err());
+        assert!(repack(GgmlType::Q8_0, 2, 32, &[0; 34])
+            .unwrap_err()
+            .contains("34 bytes"));
+        assert_eq!(row_bytes(GgmlType::Q4K, 100), None);
+    }
+}
