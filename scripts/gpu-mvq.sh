@@ -20,7 +20,7 @@ python3 -c "import json; print(json.dumps({'tokens': [(i * 7919 + 13) % 2000 for
 if want cmp; then
     for q in q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k; do
         m="$M/w-$q.gguf"
-        "$NEW" synth --arch llama --layers 2 --embd 1024 --heads 8 --kv-heads 2 --ff 2816 --vocab 4096 --quant $q -o "$m" >>"$LOG" 2>&1
+        "$NEW" synth --arch llama --layers 3 --embd 1024 --heads 8 --kv-heads 2 --ff 2816 --vocab 4096 --quant $q -o "$m" >>"$LOG" 2>&1
         for be in cpu cuda; do
             "$NEW" --backend $be -q --model "$m" --stages 1 --arms eager --tape "$OUT/tape.json" --topk 20 --receipt "$OUT/r/cmp-$q-$be.json" >>"$LOG" 2>&1
         done

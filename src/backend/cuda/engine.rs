@@ -149,30 +149,25 @@ pub(super) fn launch_groups(
     out
 }
 
-/// Warps that share one row's dot in the vectorized matvec (kernels/mvq.cu `ks`): a
-/// function of the op's feature count and the row width alone, never of the batch, so a
-/// row's reduction order is fixed. Few features (an o-projection, a down projection) get a
-/// second warp per row (up to 8) while each lane still has at least two units.
-pub(super) fn mvq_split(features: usize, n_in: usize) -> usize {
-    let units = n_in / 32;
-    let mut ks = 1;
-    while ks < 8 && features * ks * 2 <= 8192 && units >= 64 * ks * 2 {
-        ks *= 2;
+/// Weight rows per warp of a vectorized launch (1 or 2; gate|up always 2, a gate row and
+/// its up row): 2 (each x value read serves both rows) unless that leaves fewer than about
+/// 2048 warps. Free to vary: it changes which warp computes a row, never how.
+pub(super) fn mvq_rows_per_warp(features: usize, gate_up: bool) -> usize {
+    if gate_up || features >= 4096 {
+        2
+    } else {
+        1
     }
-    ks
 }
 
-/// Weight rows per warp of a vectorized launch (1, 2 or 4; in mode 2 a gate row and its up
-/// row count as two): as many as keep about 2048 warps busy, at most 2 for row tiles above
-/// 4 (registers). Free to vary: it changes which warp computes a row, never how.
-pub(super) fn mvq_rows_per_warp(features: usize, ks: usize, gate_up: bool, tile: usize) -> usize {
-    let per_feature = if gate_up { 2 } else { 1 };
-    let max = if tile <= 4 { 4 } else { 2 };
-    let mut nw = per_feature;
-    while nw < max && features * per_feature * ks / (2 * nw) >= 2048 {
-        nw *= 2;
-    }
-    nw
+/// Dynamic shared memory (bytes) of a vectorized launch: the staged tile when `staged`,
+/// the run sums of x for a format with offsets, and the tile's norm factors.
+pub(super) fn mvq_smem(ty: GgmlType, tile: usize, n_in: usize, staged: bool) -> usize {
+    let offsets = matches!(
+        ty,
+        GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q4_1 | GgmlType::Q5_1
+    );
+    4 * (if staged { tile * n_in } else { 0 } + if offsets { tile * n_in / 16 } else { 0 } + tile)
 }
 
 /// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
@@ -406,6 +401,8 @@ pub struct CudaEngine {
     att: GpuBuf,
     o: GpuBuf,
     h: GpuBuf,
+    /// Normalized input rows of a vectorized matvec whose tile does not stage (norm_rows).
+    xn: GpuBuf,
     /// With PPN_CUDA_PROF set: GPU timing events around each launch, by kernel kind,
     /// summed and printed when the engine is dropped (a diagnostic; it adds event records
     /// on the engine's own stream only).
@@ -436,7 +433,7 @@ impl CudaEngine {
             b.raw.tally(&mut r.weights)?;
         }
         for b in [
-            &self.x, &self.q, &self.k, &self.v, &self.att, &self.o, &self.h,
+            &self.x, &self.q, &self.k, &self.v, &self.att, &self.o, &self.h, &self.xn,
         ] {
             b.raw.tally(&mut r.scratch)?;
         }
@@ -563,6 +560,7 @@ impl CudaEngine {
             att: mk(c.q_dim())?,
             o: mk(c.n_embd)?,
             h: mk(c.n_ff)?,
+            xn: mk(c.n_embd)?,
             prof: std::env::var_os("PPN_CUDA_PROF").map(|_| Mutex::new(Vec::new())),
             spec,
         })
@@ -650,15 +648,14 @@ impl CudaEngine {
             .filter(|(i, _)| mode != MODE_GATE_UP || *i == 0)
             .map(|(_, (w, _))| w.rows)
             .sum();
-        // The split of each dot over warps: byte-wise `wpf`, vectorized `ks`; both from the
-        // op's shape (a vectorized op's matrices all share n_in).
+        // The split of each byte-wise dot over warps, from the op's shape (a vectorized dot
+        // is one warp's, whatever the shape).
         let wpf = warps_per_feature(features);
-        let ks = mvq_split(features, mats[0].0.cols);
         // One launch (the decode path: every op of a one-format model) without building the
         // groups; exactly the cases where `launch_groups` gives one.
         let k0 = (mats[0].0.ty, mats[0].0.packed);
         if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| (w.ty, w.packed) == k0) {
-            return self.mv_launch(s, mats, x, norm, rows, mode, wpf, ks, op);
+            return self.mv_launch(s, mats, x, norm, rows, mode, wpf, op);
         }
         // Mixed kinds side by side (q|k|v): one launch per kind, each with the op's split,
         // so every feature's bits are those of a fused launch.
@@ -668,13 +665,13 @@ impl CudaEngine {
                 .filter(|(w, _)| kind_of((w.ty, w.packed)) == kind)
                 .copied()
                 .collect();
-            self.mv_launch(s, &part, x, norm, rows, mode, wpf, ks, op)?;
+            self.mv_launch(s, &part, x, norm, rows, mode, wpf, op)?;
         }
         Ok(())
     }
 
-    /// One matvec launch over `mats` with `wpf` warps per feature (byte-wise) or `ks` warps
-    /// per row (vectorized: packed matrices).
+    /// One matvec launch over `mats` with `wpf` warps per feature (byte-wise), or the
+    /// vectorized launch when they are packed.
     #[allow(clippy::too_many_arguments)]
     fn mv_launch(
         &self,
@@ -685,7 +682,6 @@ impl CudaEngine {
         rows: usize,
         mode: i32,
         wpf: usize,
-        ks: usize,
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
         let c = &self.model.cfg;
@@ -752,8 +748,7 @@ impl CudaEngine {
             _ => "mv store",
         };
         if mats[0].0.packed {
-            let shape = (rows, features, ks);
-            return self.mvq_launch(s, mats, &a, kind, norm.is_some(), shape, prof_kind, op);
+            return self.mvq_launch(s, mats, &a, kind, norm, (rows, features), prof_kind, op);
         }
         for (r0, n, tile) in row_tiles(rows) {
             let f = self.dx.mv_func(kind, tile)?;
@@ -805,7 +800,8 @@ impl CudaEngine {
 
     /// One vectorized matvec launch (kernels/mvq.cu) per row tile: `a` is the launch's
     /// arguments with every matrix packed and of module `kind`, `features` its output
-    /// features (mode 2: the gate's), `ks` the op's warps per row.
+    /// features (mode 2: the gate's). A tile too large to stage whose op has a norm gets its
+    /// rows normalized first (norm_rows into the engine's `xn`), with the same expressions.
     #[allow(clippy::too_many_arguments)]
     fn mvq_launch(
         &self,
@@ -813,43 +809,58 @@ impl CudaEngine {
         mats: &[(&DevWeight, u64)],
         a: &MvArgs,
         kind: usize,
-        has_norm: bool,
-        (rows, features, ks): (usize, usize, usize),
+        norm: Option<&GpuBuf>,
+        (rows, features): (usize, usize),
         prof_kind: &'static str,
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
         let n_in = mats[0].0.cols;
-        if kind < MVQ_BASE || mats.iter().any(|(w, _)| !w.packed) {
-            return Err(self.err(&op(), "a vectorized launch over an unpacked matrix"));
+        let ty = mats[0].0.ty;
+        if kind < MVQ_BASE || mats.iter().any(|(w, _)| !w.packed || w.ty != ty) {
+            return Err(self.err(&op(), "a vectorized launch over unpacked or mixed matrices"));
         }
         let gate_up = a.mode == MODE_GATE_UP;
         if gate_up && mats.len() != 2 {
             return Err(self.err(&op(), "gate|up needs its two matrices"));
         }
-        let ks_i = to_i32(ks, "matvec warps per row")?;
+        let nw = mvq_rows_per_warp(features, gate_up);
         let feat_i = to_i32(features, "matvec features")?;
+        let mut normalized = false;
         for (r0, n, tile) in row_tiles(rows) {
-            let nw = mvq_rows_per_warp(features, ks, gate_up, tile);
-            let variant = match nw {
-                1 => 0,
-                2 => 1,
-                _ => 2,
-            };
-            let f = self.dx.mv_variant(kind, tile, variant)?;
+            let f = self.dx.mv_variant(kind, tile, nw - 1)?;
+            let staged = 4 * tile * n_in <= self.dx.stage_max;
             let mut t = *a;
             t.x = a.x + (4 * r0 * n_in) as u64;
+            if let (Some(w), false) = (norm, staged) {
+                // All rows at once, on the first tile that needs it.
+                if !normalized {
+                    self.norm_rows(s, a.x, w, rows, n_in, op)?;
+                    normalized = true;
+                }
+                t.x = self.xn.at(0) + (4 * r0 * n_in) as u64;
+                t.norm = 0;
+            }
             t.rows = to_i32(n, "rows")?;
             for (m, (w, y)) in t.m.iter_mut().zip(mats) {
                 m.y = *y + (4 * r0 * w.rows) as u64;
             }
-            // Feature groups of nw rows (mode 2: nw / 2 features), MV_WARPS / ks groups per
-            // block; at most two blocks per SM (the kernels' launch bounds), extra groups
-            // loop inside the blocks.
+            // Groups of nw rows (mode 2: nw / 2 features), one per warp at a time; at most
+            // as many blocks as the launch bounds keep resident (3 per SM up to 2-row
+            // tiles, else 2), extra groups loop inside the warps.
             let per_group = if gate_up { nw / 2 } else { nw };
-            let groups = features.div_ceil(per_group);
-            let blocks = groups.div_ceil(MV_WARPS / ks).min(2 * self.dx.sms).max(1);
-            let stage_bytes = 4 * (tile + has_norm as usize) * n_in;
-            let stage_x = stage_bytes <= self.dx.stage_max;
+            let per_sm = if tile <= 2 { 3 } else { 2 };
+            let blocks = features
+                .div_ceil(per_group)
+                .div_ceil(MV_WARPS)
+                .min(per_sm * self.dx.sms)
+                .max(1);
+            let smem = mvq_smem(ty, tile, n_in, staged);
+            if smem > self.dx.smem_max {
+                return Err(self.err(
+                    &op(),
+                    format!("{smem} bytes of shared memory for a {tile}-row tile of width {n_in}"),
+                ));
+            }
             let cfg = LaunchConfig {
                 grid_dim: (
                     to_u32(blocks, "matvec blocks")?,
@@ -857,25 +868,61 @@ impl CudaEngine {
                     1,
                 ),
                 block_dim: (32 * MV_WARPS as u32, 1, 1),
-                shared_mem_bytes: if stage_x { stage_bytes as u32 } else { 0 },
+                shared_mem_bytes: smem as u32,
             };
-            let stage_i = stage_x as i32;
+            let stage_i = staged as i32;
             let e0 = self.prof_start(s);
-            let mut p = [kp(&t), kp(&ks_i), kp(&feat_i), kp(&stage_i)];
-            // SAFETY: mvq_wN(MvArgs a, int ks, int features, int stage_x) of the module
-            // (kind, tile), N = nw (MVQ_KERNELS[variant]); n is a whole number of tiles
-            // (row_tiles); MvArgs is laid out as the CUDA struct and every matrix pointer
-            // holds n_out rows of row_bytes bytes in crate::quant::repack's layout of its
-            // format (packed at upload, checked packed above), all of width n_in (checked by
-            // mv_launch), a multiple of 32 whose units the kernel reads only below n_in / 32;
-            // ks divides MV_WARPS (mvq_split gives 1, 2, 4 or 8); x holds rows * n_in values
-            // and each y rows * n_out (engine scratch of max_rows, rows checked by callers;
-            // the head's logits range is checked), so rows r0..r0+n are in range; stage_x is
-            // set only when the dynamic shared memory requested (<= stage_max, opted in at
-            // load) holds the tile and the norm weights; norm, when set, holds n_in values.
+            let mut p = [kp(&t), kp(&feat_i), kp(&stage_i)];
+            // SAFETY: mvq_wN(MvArgs a, int features, int stage_x) of the module (kind, tile),
+            // N = nw (MVQ_KERNELS[nw - 1]); n is a whole number of tiles (row_tiles); MvArgs
+            // is laid out as the CUDA struct and every matrix pointer holds n_out rows of
+            // row_bytes bytes in crate::quant::repack's layout of format `ty` (packed at
+            // upload, checked above), all of width n_in (checked by mv_launch), a multiple of
+            // 32 whose units the kernel reads only below n_in / 32; x (or xn) holds rows *
+            // n_in values and each y rows * n_out (engine scratch of max_rows, rows checked by
+            // callers; the head's logits range is checked), so rows r0..r0+n are in range;
+            // the dynamic shared memory requested (<= smem_max, opted in at load) is what
+            // the kernel lays out for this tile, format and stage_x (mvq_smem); norm, when
+            // set, holds n_in values and is set only when stage_x.
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
             self.prof_end(s, prof_kind, e0);
         }
+        Ok(())
+    }
+
+    /// xn[r] = rms_norm(x[r]) * w for rows r < rows of width n (kernels/norm.cu).
+    fn norm_rows(
+        &self,
+        s: &GpuStream,
+        x: u64,
+        w: &GpuBuf,
+        rows: usize,
+        n: usize,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        if n > self.model.cfg.n_embd {
+            return Err(self.err(&op(), format!("norm of width {n} exceeds the scratch")));
+        }
+        let (xp, wp, op_) = (x, w.at(0), self.xn.at(0));
+        let (r, n_i, eps) = (
+            to_i32(rows, "rows")?,
+            to_i32(n, "width")?,
+            self.model.cfg.rms_eps,
+        );
+        let cfg = LaunchConfig {
+            grid_dim: (to_u32(rows.div_ceil(4), "norm blocks")?, 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let f = self.dx.func("norm_rows")?;
+        let e0 = self.prof_start(s);
+        let mut p = [kp(&xp), kp(&wp), kp(&op_), kp(&r), kp(&n_i), kp(&eps)];
+        // SAFETY: norm_rows(const float* x, const float* w, float* out, int rows, int n,
+        // float eps); x is engine scratch (the residual) of max_rows x n_embd, out the
+        // engine's xn of the same size, rows <= max_rows (checked by callers) and n <= n_embd
+        // (checked above); w holds n values (a norm vector of the matrices' width).
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, "norm (unstaged tile)", e0);
         Ok(())
     }
 

@@ -48,7 +48,13 @@ const SOURCES: [(&str, &str); 7] = [
 ];
 
 /// The kernels of the main module (compiled when a device is opened).
-const KERNELS: [&str; 4] = ["embed_rows", "add_residual", "attention", "spin"];
+const KERNELS: [&str; 5] = [
+    "embed_rows",
+    "add_residual",
+    "norm_rows",
+    "attention",
+    "spin",
+];
 
 /// The sources of a matvec module (kernels/matvec.cu with its helpers), compiled per (kind,
 /// row tile) on first need: one kind per block format (`#define MV_FMT id`) and one generic
@@ -66,8 +72,8 @@ const MV_SOURCES: [&str; 3] = ["common.cu", "ffn.cu", "matvec.cu"];
 pub(crate) const MV_GENERIC: usize = crate::quant::GgmlType::ALL.len();
 pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
-/// The kernels of a vectorized module, by weight rows per warp (1, 2, 4).
-pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
+/// The kernels of a vectorized module, by weight rows per warp (1, 2).
+pub(crate) const MVQ_KERNELS: [&str; 2] = ["mvq_w1", "mvq_w2"];
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
 /// The one kernel of every matvec module.
@@ -96,6 +102,9 @@ pub struct DevCtx {
     /// kernels are opted in to it at load): at most 64 KiB, and 2 KiB under the device's
     /// per-block opt-in limit, which leaves room for the kernels' static arrays.
     pub(crate) stage_max: usize,
+    /// Dynamic shared memory a block may use at most (the device's opt-in limit, less 2 KiB
+    /// for static arrays): the vectorized matvec's staged tile plus its run sums.
+    pub(crate) smem_max: usize,
     /// Engine kernels are launched with programmatic dependent launch (sm_90 and later,
     /// unless `--pdl off`): see `launch`.
     pub(crate) pdl: bool,
@@ -292,14 +301,18 @@ impl DevCtx {
                 let f = module
                     .load_function(name)
                     .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))?;
+                let smem = if vectorized {
+                    self.smem_max
+                } else {
+                    self.stage_max
+                };
                 f.set_attribute(
                     sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    self.stage_max as i32,
+                    smem as i32,
                 )
                 .map_err(|e| {
                     op_err(format!(
-                        "{what}: kernel {name}: allowing {} bytes of dynamic shared memory: {e}",
-                        self.stage_max
+                        "{what}: kernel {name}: allowing {smem} bytes of dynamic shared memory: {e}"
                     ))
                 })?;
                 if std::env::var_os("PPN_CUDA_PROF").is_some() {
@@ -550,6 +563,7 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
         launches: AtomicU64::new(0),
         sms,
         stage_max,
+        smem_max: optin.saturating_sub(2 * 1024),
         pdl: pdl && major >= 9,
         arch,
         mv: (0..MV_KINDS * MV_MAX_TILE)

@@ -2,7 +2,7 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
 use super::engine::{
-    fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_rows_per_warp, mvq_split,
+    fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_rows_per_warp, mvq_smem,
     row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature, MVQ_MIN_IN,
 };
 use super::{
@@ -254,9 +254,9 @@ fn the_vectorized_kernels_are_the_ones_the_source_instantiates() {
         .map(|(_, s)| *s)
         .expect("mvq.cu is a source");
     for (i, name) in MVQ_KERNELS.iter().enumerate() {
-        // Variant i carries 1 << i weight rows per warp (mvq_launch picks it from nw).
+        // Variant i carries i + 1 weight rows per warp (mvq_launch picks it from nw).
         assert!(
-            mvq.contains(&format!("MVQ_KERNEL({name}, {})", 1 << i)),
+            mvq.contains(&format!("MVQ_KERNEL({name}, {})", i + 1)),
             "{name}"
         );
     }
@@ -264,35 +264,23 @@ fn the_vectorized_kernels_are_the_ones_the_source_instantiates() {
 }
 
 #[test]
-fn vectorized_split_depends_on_the_shape_only_and_divides_the_block() {
-    // The ks of a shape never changes with the batch (it takes no batch argument) and is a
-    // power of two dividing MV_WARPS = 8.
-    for features in [1, 576, 960, 1024, 4096, 6144, 8192, 14336, 32000, 262144] {
-        for n_in in [1024, 2048, 4096, 8192, 14336, 28672] {
-            let ks = mvq_split(features, n_in);
-            assert!([1, 2, 4, 8].contains(&ks), "{features} x {n_in}: {ks}");
-            // Each lane keeps at least two units when the dot is split.
-            assert!(ks == 1 || n_in / 32 >= 64 * ks, "{features} x {n_in}: {ks}");
-        }
-    }
-    // The 8B shapes: o-proj and down get two warps per row, q|k|v and gate|up one.
-    assert_eq!(mvq_split(4096, 4096), 2);
-    assert_eq!(mvq_split(4096, 14336), 2);
-    assert_eq!(mvq_split(6144, 4096), 1);
-    assert_eq!(mvq_split(14336, 4096), 1);
-    for tile in 1..=MV_MAX_TILE {
+fn vectorized_launch_shapes_fit_the_kernels() {
+    // Rows per warp: a kernel exists for it (MVQ_KERNELS[nw - 1]) and gate|up carries both
+    // rows of a feature.
+    for features in [1, 576, 1024, 4096, 14336, 262144] {
         for gate_up in [false, true] {
-            for features in [64, 4096, 14336, 262144] {
-                let nw = mvq_rows_per_warp(features, 1, gate_up, tile);
-                assert!([1, 2, 4].contains(&nw));
-                assert!(
-                    !gate_up || nw >= 2,
-                    "gate|up carries both rows of a feature"
-                );
-                assert!(tile <= 4 || nw <= 2);
-            }
+            let nw = mvq_rows_per_warp(features, gate_up);
+            assert!((1..=MVQ_KERNELS.len()).contains(&nw));
+            assert!(!gate_up || nw == 2);
         }
     }
+    // Shared memory: the 8B down projection at an 8-row tile (x not staged) and the 70B
+    // one, and every staged tile up to 64 KiB, fit the H200's 227 KiB opt-in.
+    use GgmlType::{Q4K, Q8_0};
+    assert_eq!(mvq_smem(Q8_0, 1, 4096, true), 4 * (4096 + 1));
+    assert_eq!(mvq_smem(Q4K, 1, 4096, true), 4 * (4096 + 256 + 1));
+    assert!(mvq_smem(Q4K, 8, 28672, false) < 227 * 1024 - 2048);
+    assert!(mvq_smem(Q4K, 4, 4096, true) < 227 * 1024 - 2048);
 }
 
 #[test]

@@ -5,17 +5,16 @@
 // load, which on 4096..28672-wide rows is bound by load instructions at a few percent of DRAM
 // bandwidth. Here a lane takes a whole 32-element UNIT per step (one or two 16-byte quant
 // loads plus its block's scales), and a warp carries NW weight rows at once, so each x value
-// it reads from shared memory (or L1) serves NW rows and each weight value RT batch rows.
+// it reads from shared memory (or L1) serves NW rows and each quant RT batch rows.
 //
-// Order of every dot (fixed by n_in and ks alone, never by the batch, the row tile RT, the
-// rows per warp NW, the grid or the staging of x): a row's n_in / 32 units are dealt to
-// 32 * ks lanes, unit u to lane slot u % (32 * ks) (slot s = warp s / 32 of the row's ks
-// warps, lane s % 32); each lane walks its units in increasing u and, inside a unit, its
-// two runs of 16 elements in order, one `acc = fmaf(w, x, acc)` per element, where the
-// weight w = fmaf(A, q, B) (q the integer quant as f32, A/B the run's scale and offset:
-// crate::quant::repack::unit_values is the host mirror of this decode). Then tree32 per
-// warp and, for ks > 1, the ks warp sums added in warp order. Each batch row has its own
-// accumulator and sees exactly that sequence, whatever RT and NW are.
+// Order of every dot (fixed by n_in alone, never by the batch, the row tile RT, the rows per
+// warp NW, the grid or the staging of x): a row's n_in / 32 units are dealt to the 32 lanes
+// of one warp, unit u to lane u % 32, which walks its units in increasing u. A unit is two
+// runs of 16 elements, each with a scale A and an offset B (the weight is A * q + B, q the
+// integer quant; crate::quant::repack::unit_values is the host mirror of the decode): per
+// run s = sum of q * x over the run (groups of 4 in order, fmaf), then acc = fmaf(A, s, acc)
+// and, when the format has offsets, acc = fmaf(B, run sum of x, acc); run 0 then run 1.
+// Then tree32. Each batch row has its own accumulators and sees exactly that sequence.
 
 #if defined(MVQ_FMT)
 
@@ -237,234 +236,264 @@ template <> struct Unit<FMT_Q4_1> : UnitNib<FMT_Q4_1> {};
 template <> struct Unit<FMT_Q5_0> : UnitNib<FMT_Q5_0> {};
 template <> struct Unit<FMT_Q5_1> : UnitNib<FMT_Q5_1> {};
 
-// One unit of NW rows into acc[NW][RT]: x rows at X (row stride n), normalized on the fly
-// when nw is set (the staged path normalized them in shared memory with the same expression).
-template <int FMT, int RT, int NW>
+// Physical float4 slot of float4 v of a staged x row: a per-format XOR swizzle of v's low
+// three bits, so that the 8 lanes of a quarter-warp, which read the same (run, group) of 8
+// consecutive units, hit 8 distinct 16-byte bank groups (unswizzled, Q8_0's lanes all read
+// bank group 0 and Q4_K's four at a time share one). It permutes within aligned groups of 8,
+// so a row's slots stay inside the row.
+template <int FMT>
+__device__ __forceinline__ int swz(int v) {
+    if (FMT == FMT_Q4K || FMT == FMT_Q5K) return v ^ ((v >> 4) & 3);
+    if (FMT == FMT_Q6K) return v ^ (((v >> 3) & 1) | ((v >> 4) & 2));
+    return v ^ ((v >> 3) & 7);
+}
+
+// Formats whose runs carry an offset B (A * q + B): the dot needs the run's sum of x.
+template <int FMT>
+struct HasMin {
+    static constexpr bool v = FMT == FMT_Q4K || FMT == FMT_Q5K || FMT == FMT_Q4_1 || FMT == FMT_Q5_1;
+};
+
+// One unit of NW weight rows into acc[NW][RT]. Per run r, row i and batch row b:
+// s = sum over the run's 16 elements (group g = 0..3, then j = 0..3) of q * x, in that order;
+// then acc = fmaf(A, s, acc) and, for a format with an offset, acc = fmaf(B, xsum, acc)
+// (xsum: the run's 16 x values summed in element order, precomputed once per launch). x
+// comes from the swizzled staged rows (XS = true) or from global rows of stride n.
+template <int FMT, int RT, int NW, bool XS>
 __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const float* X, int n,
-                                         const float* nw, const float* inv,
-                                         float (&acc)[NW][RT]) {
+                                         const float* xsum, float (&acc)[NW][RT]) {
     typedef Unit<FMT> U;
     const int e0 = U::e0(u);
+    float s[2][NW][RT];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float A[NW], B[NW];
+    for (int r = 0; r < 2; r++)
 #pragma unroll
-        for (int i = 0; i < NW; i++) w[i].ab(r, &A[i], &B[i]);
+        for (int i = 0; i < NW; i++)
 #pragma unroll
-        for (int g = 0; g < 4; g++) {
-            const int e = e0 + U::GAP * r + 4 * g;
+            for (int b = 0; b < RT; b++) s[r][i][b] = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int v = (e0 + U::GAP * r) / 4 + g;
             float4 xv[RT];
 #pragma unroll
-            for (int b = 0; b < RT; b++) xv[b] = *(const float4*)(X + (size_t)b * n + e);
-            if (nw) {
-                float4 gv = *(const float4*)(nw + e);
-#pragma unroll
-                for (int b = 0; b < RT; b++) {
-                    xv[b].x = (xv[b].x * inv[b]) * gv.x;
-                    xv[b].y = (xv[b].y * inv[b]) * gv.y;
-                    xv[b].z = (xv[b].z * inv[b]) * gv.z;
-                    xv[b].w = (xv[b].w * inv[b]) * gv.w;
-                }
+            for (int b = 0; b < RT; b++) {
+                const float4* row4 = (const float4*)(X + (size_t)b * n);
+                xv[b] = XS ? row4[swz<FMT>(v)] : row4[v];
             }
 #pragma unroll
             for (int i = 0; i < NW; i++) {
                 u32 q = w[i].word(r, g);
-                float w0 = fmaf(A[i], qbyte<0>(q) - U::OFS, B[i]);
-                float w1 = fmaf(A[i], qbyte<1>(q) - U::OFS, B[i]);
-                float w2 = fmaf(A[i], qbyte<2>(q) - U::OFS, B[i]);
-                float w3 = fmaf(A[i], qbyte<3>(q) - U::OFS, B[i]);
+                float q0 = qbyte<0>(q) - U::OFS, q1 = qbyte<1>(q) - U::OFS;
+                float q2 = qbyte<2>(q) - U::OFS, q3 = qbyte<3>(q) - U::OFS;
 #pragma unroll
                 for (int b = 0; b < RT; b++) {
-                    float s = acc[i][b];
-                    s = fmaf(w0, xv[b].x, s);
-                    s = fmaf(w1, xv[b].y, s);
-                    s = fmaf(w2, xv[b].z, s);
-                    s = fmaf(w3, xv[b].w, s);
-                    acc[i][b] = s;
+                    float t = s[r][i][b];
+                    t = fmaf(q0, xv[b].x, t);
+                    t = fmaf(q1, xv[b].y, t);
+                    t = fmaf(q2, xv[b].z, t);
+                    t = fmaf(q3, xv[b].w, t);
+                    s[r][i][b] = t;
                 }
+            }
+        }
+    }
+    const int n16 = n >> 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int k = (e0 + U::GAP * r) >> 4;
+#pragma unroll
+        for (int i = 0; i < NW; i++) {
+            float A, B;
+            w[i].ab(r, &A, &B);
+#pragma unroll
+            for (int b = 0; b < RT; b++) {
+                acc[i][b] = fmaf(A, s[r][i][b], acc[i][b]);
+                if (HasMin<FMT>::v) acc[i][b] = fmaf(B, xsum[b * n16 + k], acc[i][b]);
             }
         }
     }
 }
 
-// Grid (blocks, rows / RT), block 32 * MV_WARPS. A block's warps form MV_WARPS / ks groups of
-// ks warps; group g of the launch computes features g * nf .. g * nf + nf - 1 (nf = NW in
-// modes 0/1; in mode 2 nf = NW / 2 features, each a gate row and its up row). Blocks walk
-// groups in rounds (a uniform trip count per block, so the ks > 1 barriers are uniform).
-template <int FMT, int RT, int NW>
-__device__ __forceinline__ void mvq_body(const MvArgs& a, int ks, int features, int stage_x) {
-    extern __shared__ float4 mvq_xs4[];
-    float* xs = (float*)mvq_xs4;
-    __shared__ float inv[RT];
-    __shared__ float part[MV_WARPS][NW * RT];
+// Grid (blocks, rows / RT), block 32 * MV_WARPS, dynamic shared memory: the staged x tile
+// (stage_x: RT * n floats, normalized, swizzled) then, for a format with offsets, the run
+// sums (RT * n / 16 floats). Warp w of the launch takes groups w, w + all warps, ...; group
+// g holds features g * nf .. g * nf + nf - 1 (nf = NW in modes 0/1; in mode 2 nf = NW / 2,
+// each a gate row and its up row). A warp walks its (group, unit round) items in one loop
+// with the next item's weights loading while the current one computes, so the loads stay in
+// flight across its groups; a group's sums are reduced (tree32) after its last round.
+// A norm launch whose tile does not stage gets x already normalized (norm_rows) from the
+// host, with the same expressions, so a row's bits never depend on the staging.
+template <int FMT, int RT, int NW, bool XS>
+__device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n = a.n_in, nu = n >> 5;
+    const int n = a.n_in, nu = n >> 5, rounds = (nu + 31) >> 5;
     const int r0 = blockIdx.y * RT;
     const bool gu = a.mode == 2;
     const int nf = gu ? NW / 2 : NW;
-    const int gpb = MV_WARPS / ks;
-    const int gw = warp % ks, gi = warp / ks;
-    const int stride = 32 * ks;
-    pdl_trigger();
-    // The weight rows of feature slot i of group grp (dead slots read row 0 of matrix 0 and
-    // their sums are dropped). mi/o of every slot, for the epilogue.
-    auto locate = [&](int grp, int i, const u8** row, int* mi, int* o) {
+    const int groups = (features + nf - 1) / nf;
+    const int all_warps = gridDim.x * MV_WARPS;
+    // The weight row of feature slot i of group grp (a dead slot reads row 0 of matrix 0).
+    auto row_of = [&](int grp, int i) -> const u8* {
+        int o;
         int f = grp * nf + (gu ? i % nf : i);
-        int m = mv_locate(a, features, f, o);
-        *mi = m;
-        if (m < 0) {
-            *row = a.m[0].w;
-        } else if (gu && i >= nf) {
-            *row = a.m[1].w + (size_t)*o * a.m[1].row_bytes;
-        } else {
-            *row = MV_FIELD(a, m, w) + (size_t)*o * MV_FIELD(a, m, row_bytes);
-        }
+        int m = mv_locate(a, features, f, &o);
+        if (m < 0) return a.m[0].w;
+        if (gu && i >= nf) return a.m[1].w + (size_t)o * a.m[1].row_bytes;
+        return MV_FIELD(a, m, w) + (size_t)o * MV_FIELD(a, m, row_bytes);
     };
-    {
-        // The first round's weights start their DRAM trip before the wait (read-only).
-        int grp = blockIdx.x * gpb + gi;
-        if (grp * nf < features) {
+    int grp = blockIdx.x * MV_WARPS + warp, it = 0;
+    const u8* row[NW];
+    Unit<FMT> cur[NW];
 #pragma unroll
-            for (int i = 0; i < NW; i++) {
-                const u8* row;
-                int mi, o;
-                locate(grp, i, &row, &mi, &o);
-                u64 rb = gu && i >= nf ? a.m[1].row_bytes : a.m[0].row_bytes;
-                if (mi >= 0) prefetch_l2(row, rb, gw * 32 + lane, stride);
-            }
-        }
+    for (int i = 0; i < NW; i++) row[i] = row_of(grp < groups ? grp : 0, i);
+    // The first item's weights load before the wait: they are read-only.
+    if (grp < groups && lane < nu) {
+#pragma unroll
+        for (int i = 0; i < NW; i++) cur[i].load(row[i], lane, nu);
     }
     pdl_wait();
     const float* X = a.x + (size_t)r0 * n;
-    const float* nw = a.norm;
-    const int total = RT * n;
-    if (stage_x) {
-        int all = a.norm ? total + n : total;
-        for (int i0 = threadIdx.x; i0 < all; i0 += 8 * blockDim.x) {
-            float t[8];
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                int i = i0 + u * blockDim.x;
-                t[u] = i < total ? X[i] : i < all ? a.norm[i - total] : 0.0f;
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                int i = i0 + u * blockDim.x;
-                if (i < all) xs[i] = t[u];
-            }
-        }
-        __syncthreads();
-        if (a.norm) {
-            const float* gs = xs + total;
-            for (int r = warp; r < RT; r += MV_WARPS) {
-                float ss = sumsq32(xs + (size_t)r * n, n);
-                if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
-            }
-            __syncthreads();
-            for (int r = 0; r < RT; r++)
-                for (int e = threadIdx.x; e < n; e += blockDim.x)
-                    xs[(size_t)r * n + e] = (xs[(size_t)r * n + e] * inv[r]) * gs[e];
-            __syncthreads();
-        }
-        X = xs;
-        nw = 0;
-    } else if (a.norm) {
+    float* xsum = smem + (XS ? RT * n : 0);
+    float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
+    if (a.norm) {
+        // Only a staged launch normalizes (the host pre-normalizes the others): the
+        // expressions of crate::math::rms_norm, sumsq32 over the global row.
         for (int r = warp; r < RT; r += MV_WARPS) {
             float ss = sumsq32(X + (size_t)r * n, n);
             if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
         }
         __syncthreads();
     }
-    for (int base = blockIdx.x * gpb; base * nf < features; base += gridDim.x * gpb) {
-        const int grp = base + gi;
-        const u8* row[NW];
-        int mis[NW], os[NW];
+    if (XS) {
+        // The tile into shared memory, float4 by float4 (normalized on the way), swizzled.
+        const int n4 = n >> 2;
+        for (int i0 = threadIdx.x; i0 < RT * n4; i0 += 4 * blockDim.x) {
+            float4 t[4];
 #pragma unroll
-        for (int i = 0; i < NW; i++) locate(grp, i, &row[i], &mis[i], &os[i]);
-        float acc[NW][RT];
-#pragma unroll
-        for (int i = 0; i < NW; i++)
-#pragma unroll
-            for (int b = 0; b < RT; b++) acc[i][b] = 0.0f;
-        if (grp * nf < features) {
-            // Two units of loads in flight per row: the next unit's while this one computes.
-            Unit<FMT> cur[NW], nxt[NW];
-            int u = gw * 32 + lane;
-            if (u < nu) {
-#pragma unroll
-                for (int i = 0; i < NW; i++) cur[i].load(row[i], u, nu);
+            for (int k = 0; k < 4; k++) {
+                int i = i0 + k * blockDim.x;
+                if (i < RT * n4) t[k] = ((const float4*)X)[i];
             }
-            for (; u < nu; u += stride) {
-                if (u + stride < nu) {
 #pragma unroll
-                    for (int i = 0; i < NW; i++) nxt[i].load(row[i], u + stride, nu);
+            for (int k = 0; k < 4; k++) {
+                int i = i0 + k * blockDim.x;
+                if (i < RT * n4) {
+                    int b = i / n4, v = i - b * n4;
+                    float4 x = t[k];
+                    if (a.norm) {
+                        float4 g = ((const float4*)a.norm)[v];
+                        float iv = inv[b];
+                        x.x = (x.x * iv) * g.x;
+                        x.y = (x.y * iv) * g.y;
+                        x.z = (x.z * iv) * g.z;
+                        x.w = (x.w * iv) * g.w;
+                    }
+                    ((float4*)smem)[b * n4 + swz<FMT>(v)] = x;
                 }
-                mvq_unit<FMT, RT, NW>(cur, u, X, n, nw, inv, acc);
-#pragma unroll
-                for (int i = 0; i < NW; i++) cur[i] = nxt[i];
             }
         }
-        // Uniform over the warp: every lane reaches the shuffles.
+        __syncthreads();
+    }
+    if (HasMin<FMT>::v) {
+        // Run sums of the (normalized) x, 16 elements in order.
+        const int n16 = n >> 4, n4 = n >> 2;
+        for (int i = threadIdx.x; i < RT * n16; i += blockDim.x) {
+            int b = i / n16, k = i - b * n16;
+            float t = 0.0f;
 #pragma unroll
-        for (int i = 0; i < NW; i++)
+            for (int v = 0; v < 4; v++) {
+                float4 x = XS ? ((const float4*)smem)[b * n4 + swz<FMT>(4 * k + v)]
+                              : ((const float4*)X)[b * n4 + 4 * k + v];
+                t = t + x.x;
+                t = t + x.y;
+                t = t + x.z;
+                t = t + x.w;
+            }
+            xsum[i] = t;
+        }
+        __syncthreads();
+    }
+    if (XS) X = smem;
+    float acc[NW][RT];
 #pragma unroll
-            for (int b = 0; b < RT; b++) acc[i][b] = tree32(acc[i][b]);
-        const int outs = nf * RT;  // (feature slot, batch row) pairs of the group
-        if (ks == 1) {
-            // Every lane holds every sum; lane j finishes pair j.
-            float s = 0.0f, t = 0.0f;
+    for (int i = 0; i < NW; i++)
+#pragma unroll
+        for (int b = 0; b < RT; b++) acc[i][b] = 0.0f;
+    while (grp < groups) {  // uniform over the warp
+        // The next item: the next round of this group, or round 0 of the warp's next group.
+        int ngrp = grp, nit = it + 1;
+        const u8* nrow[NW];
+#pragma unroll
+        for (int i = 0; i < NW; i++) nrow[i] = row[i];
+        if (nit == rounds) {
+            nit = 0;
+            ngrp = grp + all_warps;
+            if (ngrp < groups) {
+#pragma unroll
+                for (int i = 0; i < NW; i++) nrow[i] = row_of(ngrp, i);
+            }
+        }
+        Unit<FMT> nxt[NW];
+        const int un = nit * 32 + lane;
+        if (ngrp < groups && un < nu) {
+#pragma unroll
+            for (int i = 0; i < NW; i++) nxt[i].load(nrow[i], un, nu);
+        }
+        const int u = it * 32 + lane;
+        if (u < nu) mvq_unit<FMT, RT, NW, XS>(cur, u, X, n, xsum, acc);
+        if (it == rounds - 1) {
+            // The group is done: every lane reaches the shuffles (the branch is uniform).
+#pragma unroll
+            for (int i = 0; i < NW; i++)
+#pragma unroll
+                for (int b = 0; b < RT; b++) acc[i][b] = tree32(acc[i][b]);
+            // Lane j finishes (feature slot j / RT, batch row j % RT).
+            float sv = 0.0f, tv = 0.0f;
 #pragma unroll
             for (int i = 0; i < NW; i++)
 #pragma unroll
                 for (int b = 0; b < RT; b++) {
                     if (gu && i >= nf) {
-                        if (lane == (i - nf) * RT + b) t = acc[i][b];
+                        if (lane == (i - nf) * RT + b) tv = acc[i][b];
                     } else if (lane == i * RT + b) {
-                        s = acc[i][b];
+                        sv = acc[i][b];
                     }
+                    acc[i][b] = 0.0f;
                 }
-            if (lane < outs) {
-                int i = lane / RT, b = lane % RT;
-                int mi = 0, o = 0;
-#pragma unroll
-                for (int k = 0; k < NW; k++)
-                    if (k == i) { mi = mis[k]; o = os[k]; }
-                if (mi >= 0) mv_finish(a, mi, o, r0 + b, s, t);
+            if (lane < nf * RT) {
+                int o, f = grp * nf + lane / RT;
+                int mi = mv_locate(a, features, f, &o);
+                if (mi >= 0) mv_finish(a, mi, o, r0 + lane % RT, sv, tv);
             }
-            continue;  // uniform: ks is a launch parameter
         }
-        if (lane == 0) {
 #pragma unroll
-            for (int i = 0; i < NW; i++)
-#pragma unroll
-                for (int b = 0; b < RT; b++) part[warp][i * RT + b] = acc[i][b];
+        for (int i = 0; i < NW; i++) {
+            cur[i] = nxt[i];
+            row[i] = nrow[i];
         }
-        __syncthreads();
-        if (gw == 0 && lane < outs) {
-            int i = lane / RT, b = lane % RT;
-            float s = part[warp][lane];
-            float t = gu ? part[warp][lane + nf * RT] : 0.0f;
-            for (int k = 1; k < ks; k++) {
-                s = s + part[warp + k][lane];
-                if (gu) t = t + part[warp + k][lane + nf * RT];
-            }
-            int mi = 0, o = 0;
-#pragma unroll
-            for (int k = 0; k < NW; k++)
-                if (k == i) { mi = mis[k]; o = os[k]; }
-            if (mi >= 0) mv_finish(a, mi, o, r0 + b, s, t);
-        }
-        __syncthreads();  // part is reused by the next round
+        grp = ngrp;
+        it = nit;
     }
 }
 
-#define MVQ_ARGS MvArgs a, int ks, int features, int stage_x
+template <int FMT, int RT, int NW>
+__device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stage_x) {
+    extern __shared__ float4 mvq_smem4[];
+    pdl_trigger();
+    if (stage_x) mvq_run<FMT, RT, NW, true>(a, features, (float*)mvq_smem4);
+    else mvq_run<FMT, RT, NW, false>(a, features, (float*)mvq_smem4);
+}
+
+// Launch bounds: up to 2-row tiles keep 3 blocks (24 warps) per SM resident (<= 85
+// registers); larger tiles hold more accumulators and keep 2.
+#define MVQ_ARGS MvArgs a, int features, int stage_x
 #define MVQ_KERNEL(NAME, NW)                                                               \
-    extern "C" __global__ void __launch_bounds__(256, 2) NAME(MVQ_ARGS) {                 \
-        mvq_body<MVQ_FMT, MV_RT, NW>(a, ks, features, stage_x);                           \
+    extern "C" __global__ void __launch_bounds__(256, MV_RT <= 2 ? 3 : 2) NAME(MVQ_ARGS) { \
+        mvq_body<MVQ_FMT, MV_RT, NW>(a, features, stage_x);                                \
     }
 MVQ_KERNEL(mvq_w1, 1)
 MVQ_KERNEL(mvq_w2, 2)
-MVQ_KERNEL(mvq_w4, 4)
 
 #endif

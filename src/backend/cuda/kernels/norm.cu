@@ -20,3 +20,19 @@ extern "C" __global__ void add_residual(float* x, const float* o, const float* w
         for (int i = threadIdx.x & 31; i < n; i += 32) xr[i] = xr[i] + orow[i];
     }
 }
+
+// out[r] = rms_norm(x[r]) * w, one warp per row, with the matvec prologue's expressions
+// (sumsq32 over the row, inv = 1 / sqrt(ss / n + eps), (x * inv) * w): for a vectorized
+// matvec whose input tile is too large to stage, the host normalizes the rows here first,
+// so a row's normalized values are the same bits whichever path its launch takes.
+extern "C" __global__ void norm_rows(const float* x, const float* w, float* out, int rows,
+                                     int n, float eps) {
+    pdl_trigger();
+    pdl_wait();
+    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    const float* xr = x + (size_t)r * n;
+    float* orow = out + (size_t)r * n;
+    float inv = 1.0f / sqrtf(sumsq32(xr, n) / (float)n + eps);
+    for (int i = threadIdx.x & 31; i < n; i += 32) orow[i] = (xr[i] * inv) * w[i];
+}
