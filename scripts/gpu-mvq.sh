@@ -40,10 +40,13 @@ for sa, sb in zip(a, b):
     top1 += sa["topk"][0][0] == sb["topk"][0][0]
 print(f"cpu-vs-cuda {m:<6} top-20 max|diff| {worst:.3e}  top-1 agree {top1}/{len(a)}")
 PY
-        "$NEW" --backend cuda -q --model "$m" --stages 3 --splits 1,1 --batch 5 --window 4 --receipt "$OUT/r/gate-$q.json" >>"$LOG" 2>&1
+        "$NEW" --backend cuda -q --model "$m" --stages 3 --splits 1,2 --batch 5 --window 4 --receipt "$OUT/r/gate-$q.json" >>"$LOG" 2>&1
         row "gate $q N=3 B=5 (all arms)" "exit $?"
         "$NEW" --backend cuda -q --model "$m" --stages 2 --batch 8 --arms batched --receipt "$OUT/r/gate8-$q.json" >>"$LOG" 2>&1
         row "gate $q N=2 B=8 batched" "exit $?"
+        "$NEW" --backend cuda -q --model "$m" --stages 2 --batch 8 --arms batched --pdl off --receipt "$OUT/r/gate8-$q-nopdl.json" >>"$LOG" 2>&1
+        "$NEW" diff "$OUT/r/gate8-$q.json" "$OUT/r/gate8-$q-nopdl.json" >>"$LOG" 2>&1
+        row "diff $q B=8 pdl on vs off" "exit $? (0 = same)"
     done
 fi
 synth8b() { # NAME LAYERS QUANT [70b]
@@ -63,6 +66,21 @@ if want bench || want prof; then
     synth8b llama70b-l2-q4_k 2 q4_k 70b &
     wait
     row "synth 4 models" "$(( $(date +%s) - t0 )) s"
+fi
+if want small; then
+    # The two real models' shapes (576 / 640 wide), synthetic, both builds.
+    "$NEW" synth --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 49152 --quant q4_1 -o "$M/smolshape-q4_1.gguf" >>"$LOG" 2>&1
+    "$NEW" synth --arch gemma3 --layers 18 --embd 640 --heads 4 --kv-heads 1 --ff 2048 --vocab 262144 --quant q8_0 -o "$M/gemmashape-q8_0.gguf" >>"$LOG" 2>&1
+    for m in smolshape-q4_1 gemmashape-q8_0; do
+        for b in old new; do
+            bin=$OLD; [ $b = new ] && bin=$NEW
+            echo "== bench $m $b" >>"$OUT/bench.txt"
+            "$bin" bench --backend cuda --model "$M/$m.gguf" --stages 1 --arms batched --batch 8 --steps 64 >>"$OUT/bench.txt" 2>&1
+            row "bench $m $b" "$(grep -E 'eager|batched' "$OUT/bench.txt" | tail -2 | tr -s ' ' | tr '\n' ' ')"
+        done
+        "$NEW" --backend cuda -q --model "$M/$m.gguf" --stages 3 --batch 5 --receipt "$OUT/r/gate-$m.json" >>"$LOG" 2>&1
+        row "gate $m N=3 B=5 (all arms)" "exit $?"
+    done
 fi
 if want prof; then
     PPN_CUDA_PROF=1 "$NEW" bench --backend cuda --model "$M/llama8b-l8-q4_k.gguf" --stages 1 --arms eager --steps 32 >"$OUT/prof.txt" 2>&1

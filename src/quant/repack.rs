@@ -5,11 +5,14 @@
 //! Why: GGUF blocks of Q8_0 (34 bytes), Q4_0 (18), Q4_1 (20), Q5_0 (22), Q5_1 (24) and Q6_K
 //! (210) sit at offsets that are only 2- or 4-byte aligned, so a kernel reading them straight
 //! issues one small load per few elements and is bound by load instructions, not by DRAM
-//! bandwidth. Repacked, a row is a plane of 16-byte-aligned quant bytes followed by a plane
-//! of the per-block scales; Q4_K (144) and Q5_K (176) blocks are already whole 16-byte
-//! chunks and keep the GGUF layout.
+//! bandwidth. Repacked, a row is a plane of 16-byte-aligned blocks followed by a plane of the
+//! per-block f16 scales. The K-quants' sub-block scales are also laid out per unit: Q4_K and
+//! Q5_K's twelve packed 6-bit (scale, min) bytes become eight scales and eight mins, one
+//! byte each, the four a unit needs in one 32-bit word (decoding the packed form costs a
+//! lane more instructions than its 32 elements' dot); Q6_K's sixteen scales are reordered so
+//! a unit's two are adjacent.
 //!
-//! Every value is unchanged (bytes are moved, never requantized). The kernel's element
+//! Every value is unchanged (bytes are moved or unpacked, never requantized). The kernel's element
 //! order is described in kernels/mvq.cu; `unit_values` below is its host mirror, which the
 //! tests hold against `dequantize`.
 
@@ -30,17 +33,52 @@ pub fn is_fast(ty: GgmlType) -> bool {
     )
 }
 
-/// Bytes of quant plane and of scale plane per 32-element unit, for the repacked formats.
+/// Bytes of block plane and of scale plane per GGUF block, for every vectorized format.
 fn planes(ty: GgmlType) -> Option<(usize, usize)> {
     Some(match ty {
         GgmlType::Q8_0 => (32, 2),
         GgmlType::Q4_0 => (16, 2),
         GgmlType::Q4_1 => (16, 4),
         GgmlType::Q5_0 | GgmlType::Q5_1 => (16, 8),
-        // Per 256-element super-block: ql 128 | qh 64 | scales 16 (the d's in the scale plane).
+        // Per 256-element super-block: qs 128 | unpacked scales 16; d, dmin in the plane.
+        GgmlType::Q4K => (144, 4),
+        // qh 32 | qs 128 | unpacked scales 16; d, dmin in the plane.
+        GgmlType::Q5K => (176, 4),
+        // ql 128 | qh 64 | scales 16 in unit order; d in the plane.
         GgmlType::Q6K => (208, 2),
         _ => return None,
     })
+}
+
+/// The (scale, min) 6-bit pair of sub-block j (0..8) of a Q4_K/Q5_K super-block's 12 packed
+/// scale bytes (ggml's get_scale_min_k4).
+fn scale_min_k4(sc: &[u8], j: usize) -> (u8, u8) {
+    if j < 4 {
+        (sc[j] & 63, sc[j + 4] & 63)
+    } else {
+        (
+            (sc[j + 4] & 15) | ((sc[j - 4] >> 6) << 4),
+            (sc[j + 4] >> 4) | ((sc[j] >> 6) << 4),
+        )
+    }
+}
+
+/// The unpacked scale bytes of a Q4_K/Q5_K super-block: for unit pair p (units 2p, 2p+1,
+/// whose runs are sub-blocks 2p and 2p+1): scale(2p), scale(2p+1), min(2p), min(2p+1).
+fn k4_scales(sc: &[u8]) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for p in 0..4 {
+        let (s0, m0) = scale_min_k4(sc, 2 * p);
+        let (s1, m1) = scale_min_k4(sc, 2 * p + 1);
+        out[4 * p..4 * p + 4].copy_from_slice(&[s0, s1, m0, m1]);
+    }
+    out
+}
+
+/// Q6_K's scale index of run r of unit c (sub-block s = (c%4)/2 + 2r of half c/4).
+fn q6k_scale_index(c: usize, r: usize) -> usize {
+    let (hh, t) = (c / 4, c % 4);
+    hh * 8 + 2 * (t / 2 + 2 * r) + t % 2
 }
 
 fn pad16(n: usize) -> usize {
@@ -54,10 +92,8 @@ pub fn row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
         return None;
     }
     let blocks = cols / ty.block_len();
-    Some(match planes(ty) {
-        None => blocks * ty.block_bytes(), // Q4_K, Q5_K: already 16-byte chunks
-        Some((q, s)) => blocks * q + pad16(blocks * s),
-    })
+    let (q, s) = planes(ty)?;
+    Some(blocks * q + pad16(blocks * s))
 }
 
 /// The repacked bytes of `rows` rows of `cols` elements given as GGUF blocks (`src` holds
@@ -80,7 +116,7 @@ pub fn repack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<
         ));
     }
     let Some((qb, sb)) = planes(ty) else {
-        return Ok(src.to_vec());
+        return Err(format!("{} has no vectorized layout", ty.name()));
     };
     let mut out = vec![0u8; rows * out_row];
     for (i, o) in src.chunks_exact(in_row).zip(out.chunks_exact_mut(out_row)) {
@@ -106,8 +142,23 @@ pub fn repack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<
                     s.copy_from_slice(&blk[..8]);
                     q.copy_from_slice(&blk[8..]);
                 }
+                GgmlType::Q4K => {
+                    s.copy_from_slice(&blk[..4]);
+                    q[..128].copy_from_slice(&blk[16..]);
+                    q[128..].copy_from_slice(&k4_scales(&blk[4..16]));
+                }
+                GgmlType::Q5K => {
+                    s.copy_from_slice(&blk[..4]);
+                    q[..160].copy_from_slice(&blk[16..]);
+                    q[160..].copy_from_slice(&k4_scales(&blk[4..16]));
+                }
                 GgmlType::Q6K => {
-                    q.copy_from_slice(&blk[..208]);
+                    q[..192].copy_from_slice(&blk[..192]);
+                    for c in 0..8 {
+                        for r in 0..2 {
+                            q[192 + 2 * c + r] = blk[192 + q6k_scale_index(c, r)];
+                        }
+                    }
                     s.copy_from_slice(&blk[208..]);
                 }
                 _ => unreachable!("planes() lists only the formats matched here"),
@@ -169,26 +220,19 @@ pub(crate) fn unit_values(ty: GgmlType, row: &[u8], cols: usize, u: usize) -> Ve
             let bb = if five { 176 } else { 144 };
             let (sbi, c) = (u / 8, u % 8);
             let b = &row[sbi * bb..(sbi + 1) * bb];
-            let (d, dmin) = (h16(b, 0), h16(b, 2));
-            let sc = &b[4..16];
-            let qs = &b[if five { 48 } else { 16 } + 16 * c..][..16];
+            let dp = (cols / 256) * bb + 4 * sbi;
+            let (d, dmin) = (h16(row, dp), h16(row, dp + 2));
+            let scw = &b[bb - 16 + 4 * (c / 2)..][..4];
+            let qs = &b[if five { 32 } else { 0 } + 16 * c..][..16];
             let mut q = [0i32; 32];
             let mut ab = [(0.0, 0.0); 2];
             for (r, abr) in ab.iter_mut().enumerate() {
                 let sub = 2 * (c / 2) + r;
-                let (s, m) = if sub < 4 {
-                    (sc[sub] & 63, sc[sub + 4] & 63)
-                } else {
-                    (
-                        (sc[sub + 4] & 15) | ((sc[sub - 4] >> 6) << 4),
-                        (sc[sub + 4] >> 4) | ((sc[sub] >> 6) << 4),
-                    )
-                };
-                *abr = (d * s as f32, -(dmin * m as f32));
+                *abr = (d * scw[r] as f32, -(dmin * scw[2 + r] as f32));
                 for i in 0..16 {
                     let nib = (qs[i] >> (4 * r)) & 15;
                     let hi = if five {
-                        ((b[16 + 16 * (c % 2) + i] >> sub) & 1) << 4
+                        ((b[16 * (c % 2) + i] >> sub) & 1) << 4
                     } else {
                         0
                     };
@@ -206,7 +250,7 @@ pub(crate) fn unit_values(ty: GgmlType, row: &[u8], cols: usize, u: usize) -> Ve
             let mut ab = [(0.0, 0.0); 2];
             for (r, abr) in ab.iter_mut().enumerate() {
                 let s = t / 2 + 2 * r;
-                *abr = (d * (b[192 + hh * 8 + 2 * s + t % 2] as i8 as f32), 0.0);
+                *abr = (d * (b[192 + 2 * c + r] as i8 as f32), 0.0);
                 for i in 0..16 {
                     let lo = (b[hh * 64 + 16 * t + i] >> (4 * r)) & 15;
                     let hi = (b[128 + hh * 32 + 16 * (t % 2) + i] >> (2 * s)) & 3;

@@ -151,9 +151,10 @@ pub(super) fn launch_groups(
 
 /// Weight rows per warp of a vectorized launch (1 or 2; gate|up always 2, a gate row and
 /// its up row): 2 (each x value read serves both rows) unless that leaves fewer than about
-/// 2048 warps. Free to vary: it changes which warp computes a row, never how.
-pub(super) fn mvq_rows_per_warp(features: usize, gate_up: bool) -> usize {
-    if gate_up || features >= 4096 {
+/// 2048 warps, or the tile's rows already reuse each weight (over 4 rows: fewer registers).
+/// Free to vary: it changes which warp computes a row, never how.
+pub(super) fn mvq_rows_per_warp(features: usize, gate_up: bool, tile: usize) -> usize {
+    if gate_up || (features >= 4096 && tile <= 4) {
         2
     } else {
         1
@@ -254,7 +255,7 @@ pub(super) fn vectorized(ty: GgmlType, cols: usize) -> bool {
 
 /// The narrowest rows the vectorized matvec takes: below it a 32-lane warp has fewer units
 /// than lanes, and the byte-wise kernel, which spreads a row over several warps, is faster.
-pub(super) const MVQ_MIN_IN: usize = 1024;
+pub(super) const MVQ_MIN_IN: usize = 512;
 
 impl DevWeight {
     /// Uploads `w`, repacked for the vectorized matvec when `pack` (callers pass
@@ -401,8 +402,10 @@ pub struct CudaEngine {
     att: GpuBuf,
     o: GpuBuf,
     h: GpuBuf,
-    /// Normalized input rows of a vectorized matvec whose tile does not stage (norm_rows).
+    /// Input rows of a vectorized matvec whose tile does not stage in shared memory, laid
+    /// out (and normalized) by stage_rows: max_rows x xn_width.
     xn: GpuBuf,
+    xn_width: usize,
     /// With PPN_CUDA_PROF set: GPU timing events around each launch, by kernel kind,
     /// summed and printed when the engine is dropped (a diagnostic; it adds event records
     /// on the engine's own stream only).
@@ -560,7 +563,8 @@ impl CudaEngine {
             att: mk(c.q_dim())?,
             o: mk(c.n_embd)?,
             h: mk(c.n_ff)?,
-            xn: mk(c.n_embd)?,
+            xn: mk(c.n_embd.max(c.n_ff).max(c.q_dim()))?,
+            xn_width: c.n_embd.max(c.n_ff).max(c.q_dim()),
             prof: std::env::var_os("PPN_CUDA_PROF").map(|_| Mutex::new(Vec::new())),
             spec,
         })
@@ -800,8 +804,8 @@ impl CudaEngine {
 
     /// One vectorized matvec launch (kernels/mvq.cu) per row tile: `a` is the launch's
     /// arguments with every matrix packed and of module `kind`, `features` its output
-    /// features (mode 2: the gate's). A tile too large to stage whose op has a norm gets its
-    /// rows normalized first (norm_rows into the engine's `xn`), with the same expressions.
+    /// features (mode 2: the gate's). A tile too large to stage in shared memory reads rows
+    /// that stage_rows laid out (and normalized) in the engine's `xn` first.
     #[allow(clippy::too_many_arguments)]
     fn mvq_launch(
         &self,
@@ -823,19 +827,20 @@ impl CudaEngine {
         if gate_up && mats.len() != 2 {
             return Err(self.err(&op(), "gate|up needs its two matrices"));
         }
-        let nw = mvq_rows_per_warp(features, gate_up);
         let feat_i = to_i32(features, "matvec features")?;
-        let mut normalized = false;
+        let mut laid_out = false;
         for (r0, n, tile) in row_tiles(rows) {
+            let nw = mvq_rows_per_warp(features, gate_up, tile);
             let f = self.dx.mv_variant(kind, tile, nw - 1)?;
             let staged = 4 * tile * n_in <= self.dx.stage_max;
             let mut t = *a;
             t.x = a.x + (4 * r0 * n_in) as u64;
-            if let (Some(w), false) = (norm, staged) {
-                // All rows at once, on the first tile that needs it.
-                if !normalized {
-                    self.norm_rows(s, a.x, w, rows, n_in, op)?;
-                    normalized = true;
+            if !staged {
+                // The kernel reads such a tile from xn, laid out (and normalized) there for
+                // all rows at once, on the first tile that needs it.
+                if !laid_out {
+                    self.stage_rows(s, a.x, norm, rows, n_in, op)?;
+                    laid_out = true;
                 }
                 t.x = self.xn.at(0) + (4 * r0 * n_in) as u64;
                 t.norm = 0;
@@ -883,46 +888,60 @@ impl CudaEngine {
             // callers; the head's logits range is checked), so rows r0..r0+n are in range;
             // the dynamic shared memory requested (<= smem_max, opted in at load) is what
             // the kernel lays out for this tile, format and stage_x (mvq_smem); norm, when
-            // set, holds n_in values and is set only when stage_x.
+            // set, holds n_in values and is set only when stage_x (else x is xn, laid out).
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
             self.prof_end(s, prof_kind, e0);
         }
         Ok(())
     }
 
-    /// xn[r] = rms_norm(x[r]) * w for rows r < rows of width n (kernels/norm.cu).
-    fn norm_rows(
+    /// xn[r] = x[r] (normalized by w when given) for rows r < rows of width n, in the
+    /// vectorized matvec's swizzled layout (kernels/norm.cu stage_rows).
+    fn stage_rows(
         &self,
         s: &GpuStream,
         x: u64,
-        w: &GpuBuf,
+        w: Option<&GpuBuf>,
         rows: usize,
         n: usize,
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
-        if n > self.model.cfg.n_embd {
-            return Err(self.err(&op(), format!("norm of width {n} exceeds the scratch")));
+        if n > self.xn_width {
+            return Err(self.err(
+                &op(),
+                format!("rows of width {n} exceed the staging scratch"),
+            ));
         }
-        let (xp, wp, op_) = (x, w.at(0), self.xn.at(0));
+        let (xp, op_) = (x, self.xn.at(0));
+        let (wp, has) = w.map_or((0u64, 0i32), |w| (w.at(0), 1));
         let (r, n_i, eps) = (
             to_i32(rows, "rows")?,
             to_i32(n, "width")?,
             self.model.cfg.rms_eps,
         );
         let cfg = LaunchConfig {
-            grid_dim: (to_u32(rows.div_ceil(4), "norm blocks")?, 1, 1),
+            grid_dim: (to_u32(rows.div_ceil(4), "stage blocks")?, 1, 1),
             block_dim: (128, 1, 1),
             shared_mem_bytes: 0,
         };
-        let f = self.dx.func("norm_rows")?;
+        let f = self.dx.func("stage_rows")?;
         let e0 = self.prof_start(s);
-        let mut p = [kp(&xp), kp(&wp), kp(&op_), kp(&r), kp(&n_i), kp(&eps)];
-        // SAFETY: norm_rows(const float* x, const float* w, float* out, int rows, int n,
-        // float eps); x is engine scratch (the residual) of max_rows x n_embd, out the
-        // engine's xn of the same size, rows <= max_rows (checked by callers) and n <= n_embd
-        // (checked above); w holds n values (a norm vector of the matrices' width).
+        let mut p = [
+            kp(&xp),
+            kp(&wp),
+            kp(&op_),
+            kp(&r),
+            kp(&n_i),
+            kp(&eps),
+            kp(&has),
+        ];
+        // SAFETY: stage_rows(const float* x, const float* w, float* out, int rows, int n,
+        // float eps, int has_norm); x is engine scratch holding rows x n values (the matvec's
+        // input), out the engine's xn of max_rows x xn_width (rows <= max_rows checked by
+        // callers, n <= xn_width above; n a multiple of 32, so float4-aligned rows); w is
+        // read only when has_norm and then holds n values.
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
-        self.prof_end(s, "norm (unstaged tile)", e0);
+        self.prof_end(s, "stage x (unstaged tile)", e0);
         Ok(())
     }
 

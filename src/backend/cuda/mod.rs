@@ -51,7 +51,7 @@ const SOURCES: [(&str, &str); 7] = [
 const KERNELS: [&str; 5] = [
     "embed_rows",
     "add_residual",
-    "norm_rows",
+    "stage_rows",
     "attention",
     "spin",
 ];

@@ -269,9 +269,11 @@ fn vectorized_launch_shapes_fit_the_kernels() {
     // rows of a feature.
     for features in [1, 576, 1024, 4096, 14336, 262144] {
         for gate_up in [false, true] {
-            let nw = mvq_rows_per_warp(features, gate_up);
-            assert!((1..=MVQ_KERNELS.len()).contains(&nw));
-            assert!(!gate_up || nw == 2);
+            for tile in 1..=MV_MAX_TILE {
+                let nw = mvq_rows_per_warp(features, gate_up, tile);
+                assert!((1..=MVQ_KERNELS.len()).contains(&nw));
+                assert!(!gate_up || nw == 2);
+            }
         }
     }
     // Shared memory: the 8B down projection at an 8-row tile (x not staged) and the 70B

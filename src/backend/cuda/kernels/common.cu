@@ -92,3 +92,12 @@ __device__ __forceinline__ float sumsq32(const float* x, int n) {
     }
     return tree32(acc);
 }
+
+// Physical float4 slot of float4 v of an x row as the vectorized matvec reads it (staged in
+// shared memory, or laid out by stage_rows in global memory): v's low three bits XORed with
+// bits 3..5, so that the 8 lanes of a quarter-warp, which read the same (run, group) of 8
+// consecutive units, hit 8 distinct 16-byte bank groups for the 32-element-block formats and
+// at most 2-way shared ones for the K-quants (unswizzled, Q8_0's 8 lanes all read one bank
+// group and Q4_K's 4 at a time). It permutes within aligned groups of 8 slots, so a row's
+// slots stay inside the row. One swizzle for every format: q|k|v of mixed formats share x.
+__device__ __forceinline__ int swz(int v) { return v ^ ((v >> 3) & 7); }

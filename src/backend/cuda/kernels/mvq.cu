@@ -50,11 +50,6 @@ __device__ __forceinline__ u32 comp(const uint4& v, int g) {
     return g == 0 ? v.x : g == 1 ? v.y : g == 2 ? v.z : v.w;
 }
 
-// Byte k (0..15) of v.
-__device__ __forceinline__ u32 byte16(const uint4& v, int k) {
-    return (comp(v, k >> 2) >> (8 * (k & 3))) & 0xFFu;
-}
-
 // 2^23 + byte j of w, exactly (the byte becomes the low mantissa bits): with the format's
 // offset subtracted, the integer quant as an f32, exactly.
 template <int J>
@@ -73,68 +68,43 @@ __device__ __forceinline__ u32 spread4(u32 x) {
 // run 1 starts GAP elements after run 0.
 template <int FMT> struct Unit;
 
-// Q4_K: GGUF layout (144-byte super-blocks: d, dmin, 12 scale bytes | 128 quant bytes).
-// Unit u: super-block u / 8, quant chunk c = u % 8: low nibbles are sub-block 2(c/2), high
-// nibbles sub-block 2(c/2)+1, elements (c/2)*64 + (c%2)*16 + i and +32.
-__device__ __forceinline__ void k4_scale(const uint4& h, int sub, float* A, float* B) {
-    u32 s, m;
-    if (sub < 4) {
-        s = byte16(h, 4 + sub) & 63;
-        m = byte16(h, 8 + sub) & 63;
-    } else {
-        s = (byte16(h, 8 + sub) & 0x0F) | ((byte16(h, sub) >> 6) << 4);
-        m = (byte16(h, 8 + sub) >> 4) | ((byte16(h, 4 + sub) >> 6) << 4);
-    }
-    *A = h2f(h.x) * (float)s;
-    *B = -(h2f(h.x >> 16) * (float)m);
-}
-
-template <> struct Unit<FMT_Q4K> {
+// Q4_K repacked: per super-block qs 128 | scales 16 (for unit pair p: scale 2p, scale 2p+1,
+// min 2p, min 2p+1, unpacked), then a plane of (d, dmin) per super-block. Unit u: super-block
+// u / 8, quant chunk c = u % 8: low nibbles are sub-block 2(c/2), high nibbles 2(c/2)+1,
+// elements (c/2)*64 + (c%2)*16 + i and +32. Q5_K: qh 32 | qs 128 | scales 16, the same plane.
+template <int FIVE>
+struct UnitK4 {
     static constexpr int GAP = 32;
     static constexpr float OFS = 8388608.0f;
-    uint4 h, q;
+    static constexpr int SB = FIVE ? 176 : 144;
+    uint4 q, qh;
+    u32 sc, dd;
     int c;
     __device__ __forceinline__ void load(const u8* row, int u, int nu) {
-        const u8* b = row + (size_t)(u >> 3) * 144;
+        int sb = u >> 3;
+        const u8* b = row + (size_t)sb * SB;
         c = u & 7;
-        h = ldw16(b);
-        q = ldw16(b + 16 + 16 * c);
+        q = ldw16(b + (FIVE ? 32 : 0) + 16 * c);
+        if (FIVE) qh = ldw16(b + 16 * (c & 1));
+        sc = ldw4(b + SB - 16 + 4 * (c >> 1));
+        dd = ldw4(row + (size_t)(nu >> 3) * SB + 4 * sb);
     }
     __device__ __forceinline__ static int e0(int u) {
         return (u >> 3) * 256 + ((u & 7) >> 1) * 64 + (u & 1) * 16;
     }
     __device__ __forceinline__ void ab(int r, float* A, float* B) const {
-        k4_scale(h, 2 * (c >> 1) + r, A, B);
+        *A = h2f(dd) * (float)((sc >> (8 * r)) & 0xFFu);
+        *B = -(h2f(dd >> 16) * (float)((sc >> (16 + 8 * r)) & 0xFFu));
     }
     __device__ __forceinline__ u32 word(int r, int g) const {
-        return (comp(q, g) >> (4 * r)) & 0x0F0F0F0Fu;
+        u32 w = (comp(q, g) >> (4 * r)) & 0x0F0F0F0Fu;
+        // Q5_K: bit `sub` of qh byte (c%2)*16 + i is the quant's bit 4.
+        if (FIVE) w |= ((comp(qh, g) >> (2 * (c >> 1) + r)) & 0x01010101u) << 4;
+        return w;
     }
 };
-
-// Q5_K: GGUF layout (176 bytes: d, dmin, scales | qh 32 | qs 128); as Q4_K plus bit `sub` of
-// qh byte (c%2)*16 + i as bit 4.
-template <> struct Unit<FMT_Q5K> {
-    static constexpr int GAP = 32;
-    static constexpr float OFS = 8388608.0f;
-    uint4 h, qh, q;
-    int c;
-    __device__ __forceinline__ void load(const u8* row, int u, int nu) {
-        const u8* b = row + (size_t)(u >> 3) * 176;
-        c = u & 7;
-        h = ldw16(b);
-        qh = ldw16(b + 16 + 16 * (c & 1));
-        q = ldw16(b + 48 + 16 * c);
-    }
-    __device__ __forceinline__ static int e0(int u) { return Unit<FMT_Q4K>::e0(u); }
-    __device__ __forceinline__ void ab(int r, float* A, float* B) const {
-        k4_scale(h, 2 * (c >> 1) + r, A, B);
-    }
-    __device__ __forceinline__ u32 word(int r, int g) const {
-        int sub = 2 * (c >> 1) + r;
-        return ((comp(q, g) >> (4 * r)) & 0x0F0F0F0Fu) |
-               (((comp(qh, g) >> sub) & 0x01010101u) << 4);
-    }
-};
+template <> struct Unit<FMT_Q4K> : UnitK4<0> {};
+template <> struct Unit<FMT_Q5K> : UnitK4<1> {};
 
 // Q6_K repacked: per super-block ql 128 | qh 64 | scales 16, the d's after all super-blocks.
 // Unit c = u % 8: half hh = c / 4, t = c % 4; run r is sub-block s = t/2 + 2r, elements
@@ -142,7 +112,8 @@ template <> struct Unit<FMT_Q5K> {
 template <> struct Unit<FMT_Q6K> {
     static constexpr int GAP = 64;
     static constexpr float OFS = 8388608.0f + 32.0f;
-    uint4 ql, qh, sc;
+    uint4 ql, qh;
+    u32 sc;
     float d;
     int c;
     __device__ __forceinline__ void load(const u8* row, int u, int nu) {
@@ -152,7 +123,8 @@ template <> struct Unit<FMT_Q6K> {
         const u8* b = row + (size_t)sb * 208;
         ql = ldw16(b + hh * 64 + 16 * t);
         qh = ldw16(b + 128 + hh * 32 + 16 * (t & 1));
-        sc = ldw16(b + 192);
+        // This unit's two scales (the repack put them side by side).
+        sc = __ldg((const unsigned short*)(b + 192 + 2 * c));
         d = h2f(__ldg((const unsigned short*)(row + (size_t)(nu >> 3) * 208 + 2 * sb)));
     }
     __device__ __forceinline__ static int e0(int u) {
@@ -160,9 +132,7 @@ template <> struct Unit<FMT_Q6K> {
         return (u >> 3) * 256 + (c >> 2) * 128 + (t >> 1) * 32 + (t & 1) * 16;
     }
     __device__ __forceinline__ void ab(int r, float* A, float* B) const {
-        int t = c & 3, s = (t >> 1) + 2 * r;
-        int k = (c >> 2) * 8 + 2 * s + (t & 1);
-        *A = d * (float)(int)(signed char)byte16(sc, k);
+        *A = d * (float)(int)(signed char)((sc >> (8 * r)) & 0xFFu);
         *B = 0.0f;
     }
     __device__ __forceinline__ u32 word(int r, int g) const {
@@ -236,17 +206,7 @@ template <> struct Unit<FMT_Q4_1> : UnitNib<FMT_Q4_1> {};
 template <> struct Unit<FMT_Q5_0> : UnitNib<FMT_Q5_0> {};
 template <> struct Unit<FMT_Q5_1> : UnitNib<FMT_Q5_1> {};
 
-// Physical float4 slot of float4 v of a staged x row: a per-format XOR swizzle of v's low
-// three bits, so that the 8 lanes of a quarter-warp, which read the same (run, group) of 8
-// consecutive units, hit 8 distinct 16-byte bank groups (unswizzled, Q8_0's lanes all read
-// bank group 0 and Q4_K's four at a time share one). It permutes within aligned groups of 8,
-// so a row's slots stay inside the row.
-template <int FMT>
-__device__ __forceinline__ int swz(int v) {
-    if (FMT == FMT_Q4K || FMT == FMT_Q5K) return v ^ ((v >> 4) & 3);
-    if (FMT == FMT_Q6K) return v ^ (((v >> 3) & 1) | ((v >> 4) & 2));
-    return v ^ ((v >> 3) & 7);
-}
+// (swz, the x layout this kernel reads, is in common.cu: stage_rows writes it too.)
 
 // Formats whose runs carry an offset B (A * q + B): the dot needs the run's sum of x.
 template <int FMT>
@@ -254,64 +214,86 @@ struct HasMin {
     static constexpr bool v = FMT == FMT_Q4K || FMT == FMT_Q5K || FMT == FMT_Q4_1 || FMT == FMT_Q5_1;
 };
 
-// One unit of NW weight rows into acc[NW][RT]. Per run r, row i and batch row b:
-// s = sum over the run's 16 elements (group g = 0..3, then j = 0..3) of q * x, in that order;
-// then acc = fmaf(A, s, acc) and, for a format with an offset, acc = fmaf(B, xsum, acc)
-// (xsum: the run's 16 x values summed in element order, precomputed once per launch). x
-// comes from the swizzled staged rows (XS = true) or from global rows of stride n.
-template <int FMT, int RT, int NW, bool XS>
+// The partial sums s[i][b] += q * x over group g of run r of one unit (4 elements, in
+// order), x read from the swizzled rows X (stride n).
+template <int FMT, int RT, int NW>
+__device__ __forceinline__ void mvq_group(const Unit<FMT> (&w)[NW], int v, int r, int g,
+                                          const float* X, int n, float (&s)[NW][RT]) {
+    typedef Unit<FMT> U;
+    float4 xv[RT];
+#pragma unroll
+    for (int b = 0; b < RT; b++) xv[b] = ((const float4*)(X + (size_t)b * n))[swz(v)];
+#pragma unroll
+    for (int i = 0; i < NW; i++) {
+        u32 q = w[i].word(r, g);
+        float q0 = qbyte<0>(q) - U::OFS, q1 = qbyte<1>(q) - U::OFS;
+        float q2 = qbyte<2>(q) - U::OFS, q3 = qbyte<3>(q) - U::OFS;
+#pragma unroll
+        for (int b = 0; b < RT; b++) {
+            float t = s[i][b];
+            t = fmaf(q0, xv[b].x, t);
+            t = fmaf(q1, xv[b].y, t);
+            t = fmaf(q2, xv[b].z, t);
+            t = fmaf(q3, xv[b].w, t);
+            s[i][b] = t;
+        }
+    }
+}
+
+// acc[i][b] += run r's contribution: fmaf(A, s, acc), then for a format with offsets
+// fmaf(B, xsum, acc) (xsum: the run's 16 x values summed in element order, precomputed).
+template <int FMT, int RT, int NW>
+__device__ __forceinline__ void mvq_close(const Unit<FMT> (&w)[NW], int k, int r,
+                                          const float* xsum, int n16, const float (&s)[NW][RT],
+                                          float (&acc)[NW][RT]) {
+#pragma unroll
+    for (int i = 0; i < NW; i++) {
+        float A, B;
+        w[i].ab(r, &A, &B);
+#pragma unroll
+        for (int b = 0; b < RT; b++) {
+            acc[i][b] = fmaf(A, s[i][b], acc[i][b]);
+            if (HasMin<FMT>::v) acc[i][b] = fmaf(B, xsum[b * n16 + k], acc[i][b]);
+        }
+    }
+}
+
+// One unit of NW weight rows into acc[NW][RT]: per run r (0, then 1), row i and batch row b,
+// s = the sum over the run's 16 elements (groups g = 0..3, each j = 0..3) of q * x, then
+// mvq_close. One-row tiles interleave the two runs' sums (more independent chains for the
+// few accumulators); larger tiles finish run 0 first (fewer live registers). Each run's sum
+// is its own chain in element order either way: the same bits.
+template <int FMT, int RT, int NW>
 __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const float* X, int n,
                                          const float* xsum, float (&acc)[NW][RT]) {
     typedef Unit<FMT> U;
-    const int e0 = U::e0(u);
-    float s[2][NW][RT];
+    const int e0 = U::e0(u), n16 = n >> 4;
+    if (RT == 1) {
+        float s[2][NW][RT];
 #pragma unroll
-    for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 2; r++)
 #pragma unroll
-        for (int i = 0; i < NW; i++)
+            for (int i = 0; i < NW; i++) s[r][i][0] = 0.0f;
 #pragma unroll
-            for (int b = 0; b < RT; b++) s[r][i][b] = 0.0f;
+        for (int g = 0; g < 4; g++)
 #pragma unroll
-    for (int g = 0; g < 4; g++) {
+            for (int r = 0; r < 2; r++)
+                mvq_group<FMT, RT, NW>(w, (e0 + U::GAP * r) / 4 + g, r, g, X, n, s[r]);
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            mvq_close<FMT, RT, NW>(w, (e0 + U::GAP * r) >> 4, r, xsum, n16, s[r], acc);
+    } else {
 #pragma unroll
         for (int r = 0; r < 2; r++) {
-            const int v = (e0 + U::GAP * r) / 4 + g;
-            float4 xv[RT];
+            float s[NW][RT];
 #pragma unroll
-            for (int b = 0; b < RT; b++) {
-                const float4* row4 = (const float4*)(X + (size_t)b * n);
-                xv[b] = XS ? row4[swz<FMT>(v)] : row4[v];
-            }
+            for (int i = 0; i < NW; i++)
 #pragma unroll
-            for (int i = 0; i < NW; i++) {
-                u32 q = w[i].word(r, g);
-                float q0 = qbyte<0>(q) - U::OFS, q1 = qbyte<1>(q) - U::OFS;
-                float q2 = qbyte<2>(q) - U::OFS, q3 = qbyte<3>(q) - U::OFS;
+                for (int b = 0; b < RT; b++) s[i][b] = 0.0f;
 #pragma unroll
-                for (int b = 0; b < RT; b++) {
-                    float t = s[r][i][b];
-                    t = fmaf(q0, xv[b].x, t);
-                    t = fmaf(q1, xv[b].y, t);
-                    t = fmaf(q2, xv[b].z, t);
-                    t = fmaf(q3, xv[b].w, t);
-                    s[r][i][b] = t;
-                }
-            }
-        }
-    }
-    const int n16 = n >> 4;
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        const int k = (e0 + U::GAP * r) >> 4;
-#pragma unroll
-        for (int i = 0; i < NW; i++) {
-            float A, B;
-            w[i].ab(r, &A, &B);
-#pragma unroll
-            for (int b = 0; b < RT; b++) {
-                acc[i][b] = fmaf(A, s[r][i][b], acc[i][b]);
-                if (HasMin<FMT>::v) acc[i][b] = fmaf(B, xsum[b * n16 + k], acc[i][b]);
-            }
+            for (int g = 0; g < 4; g++)
+                mvq_group<FMT, RT, NW>(w, (e0 + U::GAP * r) / 4 + g, r, g, X, n, s);
+            mvq_close<FMT, RT, NW>(w, (e0 + U::GAP * r) >> 4, r, xsum, n16, s, acc);
         }
     }
 }
@@ -323,8 +305,9 @@ __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const 
 // each a gate row and its up row). A warp walks its (group, unit round) items in one loop
 // with the next item's weights loading while the current one computes, so the loads stay in
 // flight across its groups; a group's sums are reduced (tree32) after its last round.
-// A norm launch whose tile does not stage gets x already normalized (norm_rows) from the
-// host, with the same expressions, so a row's bits never depend on the staging.
+// A tile that does not stage reads x from global rows that stage_rows laid out (swizzled
+// and, for a norm launch, normalized with the same expressions), so a row's bits never
+// depend on the staging.
 template <int FMT, int RT, int NW, bool XS>
 __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -357,7 +340,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     const float* X = a.x + (size_t)r0 * n;
     float* xsum = smem + (XS ? RT * n : 0);
     float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
-    if (a.norm) {
+    if (XS && a.norm) {
         // Only a staged launch normalizes (the host pre-normalizes the others): the
         // expressions of crate::math::rms_norm, sumsq32 over the global row.
         for (int r = warp; r < RT; r += MV_WARPS) {
@@ -390,7 +373,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
                         x.z = (x.z * iv) * g.z;
                         x.w = (x.w * iv) * g.w;
                     }
-                    ((float4*)smem)[b * n4 + swz<FMT>(v)] = x;
+                    ((float4*)smem)[b * n4 + swz(v)] = x;
                 }
             }
         }
@@ -404,8 +387,8 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
             float t = 0.0f;
 #pragma unroll
             for (int v = 0; v < 4; v++) {
-                float4 x = XS ? ((const float4*)smem)[b * n4 + swz<FMT>(4 * k + v)]
-                              : ((const float4*)X)[b * n4 + 4 * k + v];
+                const float4* src = XS ? (const float4*)smem : (const float4*)X;
+                float4 x = src[b * n4 + swz(4 * k + v)];
                 t = t + x.x;
                 t = t + x.y;
                 t = t + x.z;
@@ -442,7 +425,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
             for (int i = 0; i < NW; i++) nxt[i].load(nrow[i], un, nu);
         }
         const int u = it * 32 + lane;
-        if (u < nu) mvq_unit<FMT, RT, NW, XS>(cur, u, X, n, xsum, acc);
+        if (u < nu) mvq_unit<FMT, RT, NW>(cur, u, X, n, xsum, acc);
         if (it == rounds - 1) {
             // The group is done: every lane reaches the shuffles (the branch is uniform).
 #pragma unroll

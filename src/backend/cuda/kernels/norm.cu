@@ -21,18 +21,29 @@ extern "C" __global__ void add_residual(float* x, const float* o, const float* w
     }
 }
 
-// out[r] = rms_norm(x[r]) * w, one warp per row, with the matvec prologue's expressions
-// (sumsq32 over the row, inv = 1 / sqrt(ss / n + eps), (x * inv) * w): for a vectorized
-// matvec whose input tile is too large to stage, the host normalizes the rows here first,
-// so a row's normalized values are the same bits whichever path its launch takes.
-extern "C" __global__ void norm_rows(const float* x, const float* w, float* out, int rows,
-                                     int n, float eps) {
+// out[r] = x[r], normalized (has_norm: rms_norm(x[r]) * w with the matvec prologue's
+// expressions: sumsq32 over the row, inv = 1 / sqrt(ss / n + eps), (x * inv) * w), in the
+// vectorized matvec's swizzled layout (swz: float4 v of the row at slot swz(v)). One warp per
+// row. For a vectorized matvec whose input tile is too large to stage in shared memory: the
+// values are the bits the staged path computes, so a row never depends on the staging.
+extern "C" __global__ void stage_rows(const float* x, const float* w, float* out, int rows,
+                                      int n, float eps, int has_norm) {
     pdl_trigger();
     pdl_wait();
     int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
-    const float* xr = x + (size_t)r * n;
-    float* orow = out + (size_t)r * n;
-    float inv = 1.0f / sqrtf(sumsq32(xr, n) / (float)n + eps);
-    for (int i = threadIdx.x & 31; i < n; i += 32) orow[i] = (xr[i] * inv) * w[i];
+    const float4* xr = (const float4*)(x + (size_t)r * n);
+    float4* orow = (float4*)(out + (size_t)r * n);
+    float inv = has_norm ? 1.0f / sqrtf(sumsq32(x + (size_t)r * n, n) / (float)n + eps) : 0.0f;
+    for (int v = threadIdx.x & 31; v < (n >> 2); v += 32) {
+        float4 t = xr[v];
+        if (has_norm) {
+            float4 g = ((const float4*)w)[v];
+            t.x = (t.x * inv) * g.x;
+            t.y = (t.y * inv) * g.y;
+            t.z = (t.z * inv) * g.z;
+            t.w = (t.w * inv) * g.w;
+        }
+        orow[swz(v)] = t;
+    }
 }
