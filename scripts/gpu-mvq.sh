@@ -49,6 +49,27 @@ PY
         row "diff $q B=8 pdl on vs off" "exit $? (0 = same)"
     done
 fi
+if want b8; then
+    # Batched tiles over 4 rows (4 weight rows per warp): gates at B = 6 and 8.
+    for q in q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k; do
+        m="$M/w-$q.gguf"
+        [ -f "$m" ] || "$NEW" synth --arch llama --layers 3 --embd 1024 --heads 8 --kv-heads 2 --ff 2816 --vocab 4096 --quant $q -o "$m" >>"$LOG" 2>&1
+        "$NEW" --backend cuda -q --model "$m" --stages 2 --batch 8 --arms batched --receipt "$OUT/r/b8-$q.json" >>"$LOG" 2>&1
+        r1=$?
+        "$NEW" --backend cuda -q --model "$m" --stages 3 --splits 1,2 --batch 6 --receipt "$OUT/r/b6-$q.json" >>"$LOG" 2>&1
+        row "gate $q N=2 B=8 batched / N=3 B=6 all arms" "exit $r1 / $?"
+    done
+fi
+if want ncu; then
+    synth8b() { :; }
+    m="$M/llama8b-l8-q4_k.gguf"
+    [ -f "$m" ] || "$NEW" synth --arch llama --layers 8 --embd 4096 --heads 32 --kv-heads 8 --ff 14336 --vocab 32000 --quant q4_k -o "$m" >>"$LOG" 2>&1
+    S="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis"
+    timeout 240 ncu --clock-control none $S -k regex:mvq --launch-skip 200 --launch-count 4 \
+        "$NEW" bench --backend cuda --model "$m" --stages 1 --arms eager --steps 8 >"$OUT/ncu.txt" 2>&1
+    row "ncu mvq x4" "exit $?"
+    unset -f synth8b
+fi
 synth8b() { # NAME LAYERS QUANT [70b]
     local f="$M/$1.gguf"
     [ -f "$f" ] && return

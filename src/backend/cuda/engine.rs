@@ -149,12 +149,14 @@ pub(super) fn launch_groups(
     out
 }
 
-/// Weight rows per warp of a vectorized launch (1 or 2; gate|up always 2, a gate row and
-/// its up row): 2 (each x value read serves both rows) unless that leaves fewer than about
-/// 2048 warps, or the tile's rows already reuse each weight (over 4 rows: fewer registers).
-/// Free to vary: it changes which warp computes a row, never how.
+/// Weight rows per warp of a vectorized launch (1, 2 or 4; gate|up at least 2, a gate row
+/// and its up row). Each x value a warp reads serves its rows: tiles over 4 rows take 4 (x
+/// reads would bound them otherwise), smaller ones 2 unless that leaves fewer than about
+/// 2048 warps. Free to vary: it changes which warp computes a row, never how.
 pub(super) fn mvq_rows_per_warp(features: usize, gate_up: bool, tile: usize) -> usize {
-    if gate_up || (features >= 4096 && tile <= 4) {
+    if tile > 4 {
+        4
+    } else if gate_up || features >= 4096 {
         2
     } else {
         1
@@ -831,7 +833,9 @@ impl CudaEngine {
         let mut laid_out = false;
         for (r0, n, tile) in row_tiles(rows) {
             let nw = mvq_rows_per_warp(features, gate_up, tile);
-            let f = self.dx.mv_variant(kind, tile, nw - 1)?;
+            let f = self
+                .dx
+                .mv_variant(kind, tile, nw.trailing_zeros() as usize)?;
             let staged = 4 * tile * n_in <= self.dx.stage_max;
             let mut t = *a;
             t.x = a.x + (4 * r0 * n_in) as u64;
@@ -850,10 +854,16 @@ impl CudaEngine {
                 m.y = *y + (4 * r0 * w.rows) as u64;
             }
             // Groups of nw rows (mode 2: nw / 2 features), one per warp at a time; at most
-            // as many blocks as the launch bounds keep resident (3 per SM up to 2-row
-            // tiles, else 2), extra groups loop inside the warps.
+            // as many blocks as the launch bounds keep resident, extra groups loop inside
+            // the warps.
             let per_group = if gate_up { nw / 2 } else { nw };
-            let per_sm = if tile <= 2 { 3 } else { 2 };
+            let per_sm = if nw == 4 {
+                1
+            } else if tile <= 2 {
+                3
+            } else {
+                2
+            };
             let blocks = features
                 .div_ceil(per_group)
                 .div_ceil(MV_WARPS)
@@ -879,7 +889,7 @@ impl CudaEngine {
             let e0 = self.prof_start(s);
             let mut p = [kp(&t), kp(&feat_i), kp(&stage_i)];
             // SAFETY: mvq_wN(MvArgs a, int features, int stage_x) of the module (kind, tile),
-            // N = nw (MVQ_KERNELS[nw - 1]); n is a whole number of tiles (row_tiles); MvArgs
+            // N = nw (MVQ_KERNELS[log2 nw]); n is a whole number of tiles (row_tiles); MvArgs
             // is laid out as the CUDA struct and every matrix pointer holds n_out rows of
             // row_bytes bytes in crate::quant::repack's layout of format `ty` (packed at
             // upload, checked above), all of width n_in (checked by mv_launch), a multiple of

@@ -72,8 +72,8 @@ const MV_SOURCES: [&str; 3] = ["common.cu", "ffn.cu", "matvec.cu"];
 pub(crate) const MV_GENERIC: usize = crate::quant::GgmlType::ALL.len();
 pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
-/// The kernels of a vectorized module, by weight rows per warp (1, 2).
-pub(crate) const MVQ_KERNELS: [&str; 2] = ["mvq_w1", "mvq_w2"];
+/// The kernels of a vectorized module, by weight rows per warp (1, 2, 4).
+pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
 /// The one kernel of every matvec module.

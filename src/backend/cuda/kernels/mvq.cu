@@ -470,13 +470,17 @@ __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stag
 }
 
 // Launch bounds: up to 2-row tiles keep 3 blocks (24 warps) per SM resident (<= 85
-// registers); larger tiles hold more accumulators and keep 2.
+// registers); larger tiles hold more accumulators and keep 2; four weight rows of a large
+// tile (each x value read from L1 or shared memory serving 4 rows, which a batch of 5..8
+// rows needs not to be bound by those reads) keep 1, with up to 255 registers.
 #define MVQ_ARGS MvArgs a, int features, int stage_x
+#define MVQ_MIN_BLOCKS(NW) ((NW) == 4 ? 1 : MV_RT <= 2 ? 3 : 2)
 #define MVQ_KERNEL(NAME, NW)                                                               \
-    extern "C" __global__ void __launch_bounds__(256, MV_RT <= 2 ? 3 : 2) NAME(MVQ_ARGS) { \
+    extern "C" __global__ void __launch_bounds__(256, MVQ_MIN_BLOCKS(NW)) NAME(MVQ_ARGS) { \
         mvq_body<MVQ_FMT, MV_RT, NW>(a, features, stage_x);                                \
     }
 MVQ_KERNEL(mvq_w1, 1)
 MVQ_KERNEL(mvq_w2, 2)
+MVQ_KERNEL(mvq_w4, 4)
 
 #endif
