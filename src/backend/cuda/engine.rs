@@ -26,7 +26,7 @@ use super::{
     alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MV_GENERIC, MV_MAX_TILE,
 };
 use crate::backend::{BResult, Engine, EngineSpec, Residency};
-use crate::math::{rope_table, RopeStyle};
+use crate::math::RopeStyle;
 use crate::model::{Activation, Model, Weight};
 use crate::quant::GgmlType;
 
@@ -248,7 +248,7 @@ struct DevLayer {
 
 /// A stage's KV cache: per layer of its range, K and V as `[rows, ctx, kv_dim]` device
 /// buffers, plus the RoPE tables (cos/sin for positions 0..ctx) of the bases its layers use,
-/// computed on the host by `crate::math::rope_table` so the bits are the CPU's.
+/// computed on the host by `Config::layer_rope_table` so the bits are the CPU's.
 pub struct CudaCache {
     dev: usize,
     layers: Range<usize>,
@@ -300,7 +300,7 @@ impl CudaCache {
             let mut table = vec![0f32; 2 * ctx * half];
             let (mut cs, mut sn) = (vec![0f32; half], vec![0f32; half]);
             for p in 0..ctx {
-                rope_table(c.head_dim, base, p, &mut cs, &mut sn);
+                c.layer_rope_table(il, p, &mut cs, &mut sn);
                 table[p * half..(p + 1) * half].copy_from_slice(&cs);
                 table[(ctx + p) * half..(ctx + p + 1) * half].copy_from_slice(&sn);
             }
