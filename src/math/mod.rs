@@ -143,7 +143,7 @@ pub struct AttnShape {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
-    /// Multiplies q·k before the softmax (1/sqrt(head_dim) for both supported archs).
+    /// Multiplies q·k before the softmax (1/sqrt(head_dim) for every supported arch).
     pub scale: f32,
 }
 

@@ -166,7 +166,7 @@ pub struct Config {
     pub layer_sliding: Vec<bool>,
     /// Multiplies the token embedding (1.0 llama; sqrt(n_embd) rounded to f32, gemma3).
     pub embed_scale: f32,
-    /// Multiplies q·k (1/sqrt(head_dim) for both archs; gemma3-270m: query_pre_attn_scalar
+    /// Multiplies q·k (1/sqrt(head_dim) for every arch; gemma3-270m: query_pre_attn_scalar
     /// = 256 = head_dim).
     pub attn_scale: f32,
     pub rope_style: RopeStyle,

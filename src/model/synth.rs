@@ -130,23 +130,6 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
             format!("below {min_vocab} (byte tokens + specials)"),
         ));
     }
-    let bl = spec.quant.block_len();
-    // Every matrix row length (embd for q/k/v/gate/up/embeddings, ff for down, heads*hd for
-    // wo) must be a whole number of quant blocks.
-    let q_dim = hd.checked_mul(spec.heads).unwrap_or(usize::MAX);
-    for (what, v) in [
-        ("embd", spec.embd),
-        ("ff", spec.ff),
-        ("heads * head_dim", q_dim),
-    ] {
-        if v % bl != 0 {
-            return Err(bad(
-                what,
-                v,
-                format!("not a multiple of the {} block length {bl}", spec.quant),
-            ));
-        }
-    }
     // Every size is a u32 in the file, names its own flag, and the largest matrices
     // (vocab x embd, ff x embd) must have an element count that fits a usize.
     for (what, v) in [
@@ -160,6 +143,24 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
     ] {
         if u32::try_from(v).is_err() {
             return Err(bad(what, v, "too large (sizes are u32 in GGUF)"));
+        }
+    }
+    let bl = spec.quant.block_len();
+    // Every matrix row length (embd for q/k/v/gate/up/embeddings, ff for down, heads*hd for
+    // wo) must be a whole number of quant blocks.
+    // (Both factors fit a u32, checked above: no overflow.)
+    let q_dim = hd * spec.heads;
+    for (what, v) in [
+        ("embd", spec.embd),
+        ("ff", spec.ff),
+        ("heads * head_dim", q_dim),
+    ] {
+        if v % bl != 0 {
+            return Err(bad(
+                what,
+                v,
+                format!("not a multiple of the {} block length {bl}", spec.quant),
+            ));
         }
     }
     // What the reader would refuse, refused before anything is generated.
