@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked
+scripts/synth-models.sh target/release/ppn-gate target/synth
 target/release/ppn-gate battery gates/cpu.json --out receipts/golden

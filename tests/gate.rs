@@ -391,6 +391,18 @@ fn bad_flags_exit_2_naming_the_value() {
         ),
         (&["bench", "--receipt", "x.json"], "--receipt x.json: bench"),
         (&["bench", "--steps", "0"], "--steps 0"),
+        (
+            &["synth", "--arch", "mamba", "-o", "x.gguf"],
+            "--arch \"mamba\"",
+        ),
+        (
+            &["synth", "--arch", "qwen2", "--rope-freqs", "-o", "x.gguf"],
+            "rope_freqs",
+        ),
+        (
+            &["synth", "--head-dim", "7", "-o", "x.gguf"],
+            "head_dim = 7",
+        ),
         (&["soak", "--receipt", "x.json"], "--receipt x.json: soak"),
         (
             &["--backend", "cpu", "--pdl", "off"],
@@ -758,5 +770,123 @@ fn closed_stdout_is_not_a_panic() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!err.contains("panicked"), "{err}");
         assert_eq!(o.status.code(), Some(want), "{err}");
+    }
+}
+
+/// `synth` args of a small model of `arch` (6 layers: room for uneven 3-stage splits).
+fn small_synth_args(arch: &str, out: &Path, extra: &[&str]) -> Vec<String> {
+    let base = "synth --layers 6 --embd 128 --heads 4 --kv-heads 2 --ff 256 --vocab 512";
+    let mut a: Vec<String> = base.split(' ').map(String::from).collect();
+    a.extend(["--arch", arch].map(String::from));
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a.extend(["-o".to_string(), out.to_str().unwrap().to_string()]);
+    a
+}
+
+/// qwen2 (biases, tied head), qwen3 (head norms, heads wider than embd / heads) and llama
+/// with RoPE frequency factors: synth writes them, inspect names them, and a 3-stage gate
+/// over an uneven split passes every arm.
+#[test]
+fn qwen2_qwen3_and_rope_freqs_models_synth_inspect_and_pass_the_gate() {
+    let d = tmp();
+    for (arch, extra, shape) in [
+        (
+            "qwen2",
+            &["--tied"][..],
+            "qwen2 — 6 layers, n_embd 128, heads 4 (kv 2), head_dim 32",
+        ),
+        (
+            "qwen3",
+            &["--head-dim", "64"][..],
+            "qwen3 — 6 layers, n_embd 128, heads 4 (kv 2), head_dim 64",
+        ),
+        ("llama", &["--rope-freqs"][..], "llama — 6 layers"),
+    ] {
+        let m = d.path().join(format!("{arch}.gguf"));
+        let args = small_synth_args(arch, &m, extra);
+        let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = run(&["inspect", m.to_str().unwrap()]);
+        assert!(text(&o).contains(shape), "{}", text(&o));
+        let r = d.path().join(format!("{arch}.json"));
+        let o = run(&[
+            "--model",
+            m.to_str().unwrap(),
+            "--stages",
+            "3",
+            "--splits",
+            "1,5",
+            "--batch",
+            "4",
+            "-q",
+            "--receipt",
+            r.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{arch}: {}", text(&o));
+        let v = arm_verdicts(&receipt(&r));
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert!(v.iter().all(|(_, x)| x == "PASS"), "{arch}: {v:?}");
+    }
+}
+
+/// A file with a tensor the architecture's forward pass does not read, or a metadata key
+/// that would change the math, is refused: exit 2, naming the tensor or key and the
+/// architecture (never loaded with the tensor or key ignored).
+#[test]
+fn a_tensor_or_key_the_forward_pass_ignores_exits_2_naming_it_and_the_arch() {
+    use ppn_gate::gguf::{GgufFile, GgufWriter, Value};
+    let d = tmp();
+    let m = d.path().join("qwen2.gguf");
+    let args = small_synth_args("qwen2", &m, &[]);
+    let o = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let f = GgufFile::parse(std::fs::read(&m).unwrap()).unwrap();
+    let with = |file: &str, key: Option<(&str, Value)>, tensor: Option<&str>| {
+        let mut w = GgufWriter::new();
+        for (k, v) in f.metadata.iter().filter(|(k, _)| k != "general.alignment") {
+            w.add(k, v.clone());
+        }
+        if let Some((k, v)) = key {
+            w.add(k, v);
+        }
+        for t in &f.tensors {
+            w.add_tensor(&t.name, &t.dims, t.ty, f.tensor_bytes(t).to_vec())
+                .unwrap();
+        }
+        if let Some(name) = tensor {
+            let bias = f.tensor("blk.0.attn_q.bias").unwrap();
+            w.add_tensor(name, &[128], bias.ty, f.tensor_bytes(bias).to_vec())
+                .unwrap();
+        }
+        let p = d.path().join(file);
+        std::fs::write(&p, w.to_bytes()).unwrap();
+        p
+    };
+    for (p, want) in [
+        (
+            with("t.gguf", None, Some("blk.4.attn_output.bias")),
+            "tensor blk.4.attn_output.bias is not read by the qwen2 forward pass",
+        ),
+        (
+            with(
+                "k1.gguf",
+                Some(("qwen2.rope.scaling.type", Value::String("yarn".into()))),
+                None,
+            ),
+            "qwen2.rope.scaling.type = \"yarn\": not implemented for architecture qwen2",
+        ),
+        (
+            with(
+                "k2.gguf",
+                Some(("qwen2.attention.sliding_window", Value::U32(4096))),
+                None,
+            ),
+            "qwen2.attention.sliding_window = 4096: not implemented for architecture qwen2",
+        ),
+    ] {
+        let o = run(&["--model", p.to_str().unwrap(), "-q"]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(want), "{want}:\n{}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{}", text(&o));
     }
 }

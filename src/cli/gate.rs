@@ -487,8 +487,13 @@ fn short_value(v: &crate::gguf::Value) -> String {
 }
 
 pub fn synth(a: &SynthArgs) -> Result<i32> {
-    let arch = Arch::from_name(&a.arch)
-        .ok_or_else(|| anyhow!("--arch {:?}: expected llama or gemma3", a.arch))?;
+    let arch = Arch::from_name(&a.arch).ok_or_else(|| {
+        anyhow!(
+            "--arch {:?}: expected one of {}",
+            a.arch,
+            Arch::ALL.map(|a| a.name()).join(", ")
+        )
+    })?;
     let quant = GgmlType::from_name(&a.quant).ok_or_else(|| {
         anyhow!(
             "--quant {:?}: unknown type (one of {})",
@@ -506,6 +511,9 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
         vocab: a.vocab,
         quant,
         seed: a.seed,
+        head_dim: a.head_dim,
+        tied: a.tied,
+        rope_freqs: a.rope_freqs,
     };
     let bytes = synth_gguf(&spec)?;
     // Load what we wrote before declaring success: a synth that writes an unloadable file

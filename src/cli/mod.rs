@@ -132,6 +132,7 @@ pub struct GateArgs {
 
 #[derive(Args, Debug)]
 pub struct SynthArgs {
+    /// llama, gemma3, qwen2 (q/k/v biases), qwen3 (q/k head norms, key_length written).
     #[arg(long, default_value = "llama")]
     pub arch: String,
     #[arg(long, default_value_t = 8)]
@@ -150,6 +151,15 @@ pub struct SynthArgs {
     pub quant: String,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Width of one head (default: embd / heads); q is heads * head_dim wide.
+    #[arg(long)]
+    pub head_dim: Option<usize>,
+    /// Tie the output head to token_embd (no output.weight; gemma3 always is).
+    #[arg(long)]
+    pub tied: bool,
+    /// llama: write rope_freqs.weight, seeded per-dimension RoPE frequency factors.
+    #[arg(long)]
+    pub rope_freqs: bool,
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
 }

@@ -84,15 +84,28 @@ pub enum RopeStyle {
     Neox,
 }
 
-/// cos/sin of the RoPE angles `pos * base^(-2i/head_dim)`, i in 0..head_dim/2. Computed in
-/// f64 and rounded once to f32, so the table depends only on (head_dim, base, pos); a device
-/// engine that wants the same bits uploads this table rather than computing its own.
-pub fn rope_table(head_dim: usize, base: f32, pos: usize, cos: &mut [f32], sin: &mut [f32]) {
+/// cos/sin of the RoPE angles `pos * base^(-2i/head_dim) / factors[i]`, i in
+/// 0..head_dim/2 (`factors`: a Llama-3.1+ file's `rope_freqs.weight`, which llama.cpp's
+/// ggml_rope applies as `theta / freq_factor`; None = all 1). Computed in f64 and rounded once
+/// to f32, so the table depends only on (head_dim, base, factors, pos); a device engine that
+/// wants the same bits uploads this table rather than computing its own.
+pub fn rope_table(
+    head_dim: usize,
+    base: f32,
+    factors: Option<&[f32]>,
+    pos: usize,
+    cos: &mut [f32],
+    sin: &mut [f32],
+) {
     let half = head_dim / 2;
     debug_assert!(cos.len() == half && sin.len() == half);
+    debug_assert!(factors.is_none_or(|f| f.len() == half));
     for i in 0..half {
         let inv_freq = 1.0 / (base as f64).powf((2 * i) as f64 / head_dim as f64);
-        let a = pos as f64 * inv_freq;
+        let mut a = pos as f64 * inv_freq;
+        if let Some(f) = factors {
+            a /= f[i] as f64;
+        }
         cos[i] = a.cos() as f32;
         sin[i] = a.sin() as f32;
     }
@@ -120,7 +133,7 @@ pub fn rope_apply(x: &mut [f32], cos: &[f32], sin: &[f32], style: RopeStyle) {
 pub fn rope(x: &mut [f32], head_dim: usize, pos: usize, base: f32, style: RopeStyle) {
     let mut cos = vec![0.0; head_dim / 2];
     let mut sin = vec![0.0; head_dim / 2];
-    rope_table(head_dim, base, pos, &mut cos, &mut sin);
+    rope_table(head_dim, base, None, pos, &mut cos, &mut sin);
     rope_apply(x, &cos, &sin, style);
 }
 
@@ -130,7 +143,7 @@ pub struct AttnShape {
     pub n_heads: usize,
     pub n_kv_heads: usize,
     pub head_dim: usize,
-    /// Multiplies q·k before the softmax (1/sqrt(head_dim) for both supported archs).
+    /// Multiplies q·k before the softmax (1/sqrt(head_dim) for every supported arch).
     pub scale: f32,
 }
 

@@ -94,6 +94,35 @@ fn rope_norm_rotates_adjacent_pairs_by_pos_times_inverse_frequency() {
 }
 
 #[test]
+fn rope_frequency_factors_divide_each_pairs_angle() {
+    let (hd, base) = (16, 500000.0f32);
+    let table = |f: Option<&[f32]>, pos: usize| {
+        let (mut c, mut s) = (vec![0.0; hd / 2], vec![0.0; hd / 2]);
+        rope_table(hd, base, f, pos, &mut c, &mut s);
+        (bits(&c), bits(&s))
+    };
+    // Every factor 2 at position 2p is no factor at p, bit for bit (2p * inv / 2 is exact).
+    let twos = vec![2.0f32; hd / 2];
+    for p in [1, 7, 100] {
+        assert_eq!(table(Some(&twos), 2 * p), table(None, p), "pos {p}");
+    }
+    // All ones is no factor; one factor moves only its own pair, by dividing (not
+    // multiplying) the angle.
+    let ones = vec![1.0f32; hd / 2];
+    assert_eq!(table(Some(&ones), 9), table(None, 9));
+    let mut f = ones.clone();
+    f[0] = 4.0;
+    let (c, s) = table(Some(&f), 9);
+    let (c0, s0) = table(None, 9);
+    assert_eq!((&c[1..], &s[1..]), (&c0[1..], &s0[1..]));
+    let a = 9.0f64 / 4.0; // pair 0: inverse frequency 1
+    assert_eq!(
+        (c[0], s[0]),
+        ((a.cos() as f32).to_bits(), (a.sin() as f32).to_bits())
+    );
+}
+
+#[test]
 fn rope_neox_is_norm_under_the_half_interleave_permutation() {
     let mut rng = ChaCha8Rng::seed_from_u64(4);
     let hd = 32;

@@ -59,11 +59,22 @@ pub fn layer(m: &Model, il: usize, x: &mut [f32], pos: &[usize], kv: &mut dyn Kv
         rows,
         &mut [&mut q, &mut k, &mut v],
     );
+    // Biases (qwen2): one f32 add on each projection output, as the device engines add them.
+    for (out, b, w) in [
+        (&mut q, &lw.bq, qd),
+        (&mut k, &lw.bk, kvd),
+        (&mut v, &lw.bv, kvd),
+    ] {
+        if let Some(b) = b {
+            for row in out.chunks_exact_mut(w) {
+                row.iter_mut().zip(b).for_each(|(o, bi)| *o += bi);
+            }
+        }
+    }
     if let (Some(qn), Some(kn)) = (&lw.q_norm, &lw.k_norm) {
         math::rms_norm_inplace(&mut q, qn, c.rms_eps);
         math::rms_norm_inplace(&mut k, kn, c.rms_eps);
     }
-    let base = c.layer_rope_base(il);
     let mut cos = vec![0.0f32; hd / 2];
     let mut sin = vec![0.0f32; hd / 2];
     let shape = AttnShape {
@@ -76,7 +87,7 @@ pub fn layer(m: &Model, il: usize, x: &mut [f32], pos: &[usize], kv: &mut dyn Kv
     let (mut kc, mut vc) = (Vec::new(), Vec::new());
     for r in 0..rows {
         let p = pos[r];
-        math::rope_table(hd, base, p, &mut cos, &mut sin);
+        c.layer_rope_table(il, p, &mut cos, &mut sin);
         let qr = &mut q[r * qd..(r + 1) * qd];
         let kr = &mut k[r * kvd..(r + 1) * kvd];
         math::rope_apply(qr, &cos, &sin, c.rope_style);

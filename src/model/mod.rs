@@ -1,11 +1,15 @@
-//! Architectures (llama, gemma3): the config read from GGUF metadata, weight views into the
+//! Architectures (llama, gemma3, qwen2, qwen3): the config read from GGUF metadata, weight views into the
 //! file bytes, the vocabulary (decode only), the forward pass as stage primitives
 //! ([`forward`]) and a seeded synthetic-model writer ([`synth`]).
 //!
 //! Rule that holds in this module: a model is either loaded completely and checked — every
 //! key the architecture needs is present with the right type, every tensor has the shape
 //! the config implies and a type whose rows are whole blocks — or loading fails with a
-//! [`ModelError`] that names the key, tensor or architecture string. Quantized weights are
+//! [`ModelError`] that names the key, tensor or architecture string. Nothing in the file is
+//! silently ignored: a tensor the forward pass does not read, or an `<arch>.*` metadata key
+//! this crate does not implement (it may change the math: RoPE scaling, a sliding window on
+//! an architecture without one, soft-capping, experts), refuses the load naming it, so the
+//! gate never runs a different model than the file describes. Quantized weights are
 //! never copied or converted: a [`Weight`] is a view into the shared file bytes, so the
 //! matmul reads exactly the bytes the file holds.
 
@@ -29,8 +33,20 @@ pub enum ModelError {
     Gguf(#[from] GgufError),
     #[error(transparent)]
     Quant(#[from] QuantError),
-    #[error("unsupported architecture {0:?} (supported: llama, gemma3)")]
+    #[error("unsupported architecture {0:?} (supported: llama, gemma3, qwen2, qwen3)")]
     UnsupportedArch(String),
+    #[error(
+        "tensor {name} is not read by the {arch} forward pass: refusing to run a different \
+         model than the file describes"
+    )]
+    UnreadTensor { name: String, arch: Arch },
+    #[error("metadata key {key} = {value}: not implemented for architecture {arch} ({why})")]
+    UnsupportedKey {
+        key: String,
+        value: String,
+        arch: Arch,
+        why: String,
+    },
     #[error("missing metadata key {key}")]
     MissingKey { key: String },
     #[error("metadata key {key}: expected {expected}, found {found}")]
@@ -53,6 +69,8 @@ pub enum ModelError {
         expected: Vec<u64>,
         found: Vec<u64>,
     },
+    #[error("tensor {name}: {why}")]
+    TensorValue { name: String, why: String },
     #[error("tensor {name}: type {ty}: {why}")]
     TensorType {
         name: String,
@@ -74,21 +92,40 @@ pub enum ModelError {
 pub enum Arch {
     Llama,
     Gemma3,
+    Qwen2,
+    Qwen3,
 }
 
 impl Arch {
+    pub const ALL: [Arch; 4] = [Arch::Llama, Arch::Gemma3, Arch::Qwen2, Arch::Qwen3];
+
     pub fn name(self) -> &'static str {
         match self {
             Arch::Llama => "llama",
             Arch::Gemma3 => "gemma3",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
         }
     }
     pub fn from_name(s: &str) -> Option<Arch> {
-        match s {
-            "llama" => Some(Arch::Llama),
-            "gemma3" => Some(Arch::Gemma3),
-            _ => None,
-        }
+        Arch::ALL.into_iter().find(|a| a.name() == s)
+    }
+    /// Per-head RMS norms of q and k before RoPE (`attn_q_norm`, `attn_k_norm`).
+    pub fn has_qk_norm(self) -> bool {
+        matches!(self, Arch::Gemma3 | Arch::Qwen3)
+    }
+    /// Optional q/k/v projection biases (`attn_{q,k,v}.bias`), read when the file has them,
+    /// as llama.cpp's loaders of these architectures do (every Qwen2 checkpoint has them).
+    pub fn reads_qkv_bias(self) -> bool {
+        matches!(self, Arch::Llama | Arch::Qwen2 | Arch::Qwen3)
+    }
+    /// Gemma-style post-attention and post-FFN norms.
+    pub fn has_post_norms(self) -> bool {
+        self == Arch::Gemma3
+    }
+    /// `rope_freqs.weight` (Llama-3.1+ per-dimension RoPE frequency factors), read when present.
+    pub fn reads_rope_freqs(self) -> bool {
+        self == Arch::Llama
     }
 }
 
@@ -129,13 +166,16 @@ pub struct Config {
     pub layer_sliding: Vec<bool>,
     /// Multiplies the token embedding (1.0 llama; sqrt(n_embd) rounded to f32, gemma3).
     pub embed_scale: f32,
-    /// Multiplies q·k (1/sqrt(head_dim) for both archs; gemma3-270m: query_pre_attn_scalar
+    /// Multiplies q·k (1/sqrt(head_dim) for every arch; gemma3-270m: query_pre_attn_scalar
     /// = 256 = head_dim).
     pub attn_scale: f32,
     pub rope_style: RopeStyle,
     pub activation: Activation,
     /// Trained context length (metadata; 0 when absent).
     pub context_length: usize,
+    /// Per-dimension RoPE frequency factors (head_dim/2 of them, each > 0): the angle of pair
+    /// i is divided by factor i. From `rope_freqs.weight` (llama, read by `Model::load`).
+    pub rope_freqs: Option<Vec<f32>>,
 }
 
 impl Config {
@@ -154,6 +194,19 @@ impl Config {
         } else {
             self.rope_base
         }
+    }
+    /// The RoPE cos/sin of layer `il` at `pos` (`crate::math::rope_table` with the layer's base
+    /// and the model's frequency factors): the one definition the CPU forward and the device
+    /// engines' uploaded tables share.
+    pub fn layer_rope_table(&self, il: usize, pos: usize, cos: &mut [f32], sin: &mut [f32]) {
+        crate::math::rope_table(
+            self.head_dim,
+            self.layer_rope_base(il),
+            self.rope_freqs.as_deref(),
+            pos,
+            cos,
+            sin,
+        );
     }
     /// First cached position a query at `pos` attends to in layer `il`.
     pub fn attn_start(&self, il: usize, pos: usize) -> usize {
@@ -284,59 +337,118 @@ impl Config {
                 ));
             }
         }
+        check_arch_keys(f, arch)?;
         let attn_scale = (1.0 / (head_dim as f64).sqrt()) as f32;
-        Ok(match arch {
-            Arch::Llama => Config {
-                arch,
-                n_layers,
-                n_embd,
-                n_heads,
-                n_kv_heads,
-                head_dim,
-                n_ff,
-                vocab,
-                rms_eps,
-                rope_base,
-                rope_base_local: rope_base,
-                sliding_window: None,
-                layer_sliding: vec![false; n_layers],
-                embed_scale: 1.0,
-                attn_scale,
-                rope_style: RopeStyle::Norm,
-                activation: Activation::Silu,
-                context_length,
-            },
+        // The llama shape; the other architectures change what differs below.
+        let mut cfg = Config {
+            arch,
+            n_layers,
+            n_embd,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            n_ff,
+            vocab,
+            rms_eps,
+            rope_base,
+            rope_base_local: rope_base,
+            sliding_window: None,
+            layer_sliding: vec![false; n_layers],
+            embed_scale: 1.0,
+            attn_scale,
+            rope_style: RopeStyle::Norm,
+            activation: Activation::Silu,
+            context_length,
+            rope_freqs: None,
+        };
+        match arch {
+            Arch::Llama => {}
+            // llama.cpp LLAMA_ROPE_TYPE_NEOX (HF rotate_half; their converters do not permute
+            // q/k rows as the llama converter does).
+            Arch::Qwen2 | Arch::Qwen3 => cfg.rope_style = RopeStyle::Neox,
             Arch::Gemma3 => {
                 let window = get_usize(f, &k("attention.sliding_window"))?;
                 positive(&k("attention.sliding_window"), window)?;
-                Config {
-                    arch,
-                    n_layers,
-                    n_embd,
-                    n_heads,
-                    n_kv_heads,
-                    head_dim,
-                    n_ff,
-                    vocab,
-                    rms_eps,
-                    rope_base,
-                    // Absent from older gemma3 GGUFs (like the 270m one): llama.cpp and HF
-                    // both fix it at 10000; newer converters write `rope.freq_base_swa`.
-                    rope_base_local: opt_f32(f, &k("rope.freq_base_swa"))?.unwrap_or(10000.0),
-                    sliding_window: Some(window),
-                    // Every 6th layer is global (llama.cpp `set_swa_pattern(6)`, HF
-                    // `sliding_window_pattern = 6`).
-                    layer_sliding: (0..n_layers).map(|il| (il + 1) % 6 != 0).collect(),
-                    // HF: `hidden_size ** 0.5` (a Python double) stored as an f32 tensor.
-                    embed_scale: (n_embd as f64).sqrt() as f32,
-                    attn_scale,
-                    rope_style: RopeStyle::Neox,
-                    activation: Activation::GeluTanh,
-                    context_length,
-                }
+                // Absent from older gemma3 GGUFs (like the 270m one): llama.cpp and HF
+                // both fix it at 10000; newer converters write `rope.freq_base_swa`.
+                cfg.rope_base_local = opt_f32(f, &k("rope.freq_base_swa"))?.unwrap_or(10000.0);
+                cfg.sliding_window = Some(window);
+                // Every 6th layer is global (llama.cpp `set_swa_pattern(6)`, HF
+                // `sliding_window_pattern = 6`).
+                cfg.layer_sliding = (0..n_layers).map(|il| (il + 1) % 6 != 0).collect();
+                // HF: `hidden_size ** 0.5` (a Python double) stored as an f32 tensor.
+                cfg.embed_scale = (n_embd as f64).sqrt() as f32;
+                cfg.rope_style = RopeStyle::Neox;
+                cfg.activation = Activation::GeluTanh;
             }
-        })
+        }
+        Ok(cfg)
     }
+}
+
+/// Refuses every `<arch>.*` metadata key this crate does not implement, naming it: such a
+/// key may change the math (RoPE scaling, a sliding window, soft-capping, experts, ...), and
+/// running the file while ignoring it would gate a different model than the file describes.
+/// Keys of other prefixes (`general.*`, `tokenizer.*`) describe the file or the tokenizer,
+/// never the forward pass.
+fn check_arch_keys(f: &GgufFile, arch: Arch) -> Result<(), ModelError> {
+    // Read by `Config::from_gguf`, or informational only while no RoPE scaling is active
+    // (a scaling factor other than 1 is refused there).
+    const READ: [&str; 15] = [
+        "block_count",
+        "context_length",
+        "embedding_length",
+        "feed_forward_length",
+        "attention.head_count",
+        "attention.head_count_kv",
+        "attention.layer_norm_rms_epsilon",
+        "attention.key_length",
+        "attention.value_length",
+        "rope.freq_base",
+        "rope.dimension_count",
+        "vocab_size",
+        "rope.scaling.factor",
+        "rope.scaling.original_context_length",
+        "rope.scaling.finetuned",
+    ];
+    const GEMMA3: [&str; 2] = ["attention.sliding_window", "rope.freq_base_swa"];
+    let prefix = format!("{}.", arch.name());
+    for (key, v) in &f.metadata {
+        let Some(rest) = key.strip_prefix(&prefix) else {
+            continue;
+        };
+        if READ.contains(&rest) || (arch == Arch::Gemma3 && GEMMA3.contains(&rest)) {
+            continue;
+        }
+        let why = match rest {
+            // "linear" reaches here only with a factor of 1 (or none): no scaling at all.
+            "rope.scaling.type" if matches!(v.as_str(), Some("none" | "linear")) => continue,
+            "rope.scaling.type" => "this RoPE scaling type is not implemented",
+            // A dense model's converter may write an expert count of 0.
+            "expert_count" | "expert_used_count" if v.as_u64() == Some(0) => continue,
+            "attention.sliding_window" => {
+                "this architecture attends to the whole context: a sliding window would change \
+                 the math"
+            }
+            _ => "unknown to this harness: it may change the math",
+        };
+        let value = match v {
+            Value::Array(_, items) => format!("[{} items]", items.len()),
+            Value::String(s) => format!("{s:?}"),
+            Value::Bool(b) => b.to_string(),
+            Value::F32(_) | Value::F64(_) => v.as_f32().map(|x| x.to_string()).unwrap_or_default(),
+            _ => (v.as_i64().map(|x| x.to_string()))
+                .or_else(|| v.as_u64().map(|x| x.to_string()))
+                .unwrap_or_default(),
+        };
+        return Err(ModelError::UnsupportedKey {
+            key: key.clone(),
+            value,
+            arch,
+            why: why.into(),
+        });
+    }
+    Ok(())
 }
 
 fn positive(key: &str, v: usize) -> Result<(), ModelError> {
@@ -521,7 +633,9 @@ impl Weight {
     }
 }
 
-/// The weights of one transformer block. `Option` fields exist for gemma3 only.
+/// The weights of one transformer block. The `Option` fields are there in the architectures
+/// that have them (q/k norms: gemma3, qwen3; post norms: gemma3; q/k/v biases: llama, qwen2,
+/// qwen3 files that carry them).
 #[derive(Clone, Debug)]
 pub struct LayerWeights {
     pub attn_norm: Vec<f32>,
@@ -529,6 +643,10 @@ pub struct LayerWeights {
     pub wk: Weight,
     pub wv: Weight,
     pub wo: Weight,
+    /// Added to the q/k/v projections (before the head norms and RoPE).
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub post_attn_norm: Option<Vec<f32>>,
@@ -547,6 +665,9 @@ impl LayerWeights {
         ];
         let norms = [
             Some(&self.attn_norm),
+            self.bq.as_ref(),
+            self.bk.as_ref(),
+            self.bv.as_ref(),
             self.q_norm.as_ref(),
             self.k_norm.as_ref(),
             self.post_attn_norm.as_ref(),
@@ -584,42 +705,69 @@ impl Model {
     }
 
     pub fn load(f: &GgufFile) -> Result<Model, ModelError> {
-        let cfg = Config::from_gguf(f)?;
+        let mut cfg = Config::from_gguf(f)?;
         let vocab = Vocab::from_gguf(f)?;
+        let arch = cfg.arch;
         let (e, hd) = (cfg.n_embd, cfg.head_dim);
-        let tok_embd = matrix(f, "token_embd.weight", cfg.vocab, e)?;
+        let mut t = Loader {
+            f,
+            read: Default::default(),
+        };
+        let tok_embd = t.matrix("token_embd.weight", cfg.vocab, e)?;
         let tied = f.tensor("output.weight").is_none();
         let output = if tied {
             tok_embd.clone()
         } else {
-            matrix(f, "output.weight", cfg.vocab, e)?
+            t.matrix("output.weight", cfg.vocab, e)?
         };
-        let out_norm = norm(f, "output_norm.weight", e)?;
-        let gemma = cfg.arch == Arch::Gemma3;
+        let out_norm = t.vector("output_norm.weight", e)?;
+        if arch.reads_rope_freqs() {
+            let name = "rope_freqs.weight";
+            let factors = t.opt_vector(name, hd / 2, true)?;
+            let mut all = factors.iter().flatten().enumerate();
+            if let Some((i, x)) = all.find(|(_, x)| !(x.is_finite() && **x > 0.0)) {
+                return Err(ModelError::TensorValue {
+                    name: name.into(),
+                    why: format!("factor {i} is {x} (RoPE divides by it: must be finite and > 0)"),
+                });
+            }
+            cfg.rope_freqs = factors;
+        }
         let mut layers = Vec::with_capacity(cfg.n_layers);
         for il in 0..cfg.n_layers {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
-            let opt_norm = |s: &str, len: usize| -> Result<Option<Vec<f32>>, ModelError> {
-                if gemma {
-                    norm(f, &n(s), len).map(Some)
-                } else {
-                    Ok(None)
-                }
-            };
+            let b = |s: &str| format!("blk.{il}.{s}.bias");
+            let (qn, pn, bias) = (
+                arch.has_qk_norm(),
+                arch.has_post_norms(),
+                arch.reads_qkv_bias(),
+            );
             layers.push(LayerWeights {
-                attn_norm: norm(f, &n("attn_norm"), e)?,
-                wq: matrix(f, &n("attn_q"), cfg.q_dim(), e)?,
-                wk: matrix(f, &n("attn_k"), cfg.kv_dim(), e)?,
-                wv: matrix(f, &n("attn_v"), cfg.kv_dim(), e)?,
-                wo: matrix(f, &n("attn_output"), e, cfg.q_dim())?,
-                q_norm: opt_norm("attn_q_norm", hd)?,
-                k_norm: opt_norm("attn_k_norm", hd)?,
-                post_attn_norm: opt_norm("post_attention_norm", e)?,
-                ffn_norm: norm(f, &n("ffn_norm"), e)?,
-                gate: matrix(f, &n("ffn_gate"), cfg.n_ff, e)?,
-                up: matrix(f, &n("ffn_up"), cfg.n_ff, e)?,
-                down: matrix(f, &n("ffn_down"), e, cfg.n_ff)?,
-                post_ffn_norm: opt_norm("post_ffw_norm", e)?,
+                attn_norm: t.vector(&n("attn_norm"), e)?,
+                wq: t.matrix(&n("attn_q"), cfg.q_dim(), e)?,
+                wk: t.matrix(&n("attn_k"), cfg.kv_dim(), e)?,
+                wv: t.matrix(&n("attn_v"), cfg.kv_dim(), e)?,
+                wo: t.matrix(&n("attn_output"), e, cfg.q_dim())?,
+                bq: t.opt_vector(&b("attn_q"), cfg.q_dim(), bias)?,
+                bk: t.opt_vector(&b("attn_k"), cfg.kv_dim(), bias)?,
+                bv: t.opt_vector(&b("attn_v"), cfg.kv_dim(), bias)?,
+                q_norm: t.req_vector(&n("attn_q_norm"), hd, qn)?,
+                k_norm: t.req_vector(&n("attn_k_norm"), hd, qn)?,
+                post_attn_norm: t.req_vector(&n("post_attention_norm"), e, pn)?,
+                ffn_norm: t.vector(&n("ffn_norm"), e)?,
+                gate: t.matrix(&n("ffn_gate"), cfg.n_ff, e)?,
+                up: t.matrix(&n("ffn_up"), cfg.n_ff, e)?,
+                down: t.matrix(&n("ffn_down"), e, cfg.n_ff)?,
+                post_ffn_norm: t.req_vector(&n("post_ffw_norm"), e, pn)?,
+            });
+        }
+        // Every tensor of the file is read above, or the file describes a model this forward
+        // pass does not compute (an output bias, a fused qkv, experts, a rope_freqs on an
+        // architecture that never applies one, ...).
+        if let Some(u) = f.tensors.iter().find(|ti| !t.read.contains(&ti.name)) {
+            return Err(ModelError::UnreadTensor {
+                name: u.name.clone(),
+                arch,
             });
         }
         let mut weight_bytes = tok_embd.n_bytes() as u64 + 4 * out_norm.len() as u64;
@@ -627,6 +775,7 @@ impl Model {
             weight_bytes += output.n_bytes() as u64;
         }
         weight_bytes += layers.iter().map(|l| l.n_bytes()).sum::<u64>();
+        weight_bytes += cfg.rope_freqs.as_ref().map_or(0, |v| 4 * v.len() as u64);
         let file_blake3 = blake3::hash(f.bytes()).to_hex().to_string();
         Ok(Model {
             cfg,
@@ -681,6 +830,44 @@ fn tensor<'a>(f: &'a GgufFile, name: &str) -> Result<&'a crate::gguf::TensorInfo
         .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
 }
 
+/// Reads a file's tensors for `Model::load`, recording each name it reads, so that a tensor
+/// nothing read is found afterwards.
+struct Loader<'a> {
+    f: &'a GgufFile,
+    read: std::collections::HashSet<String>,
+}
+
+impl Loader<'_> {
+    fn matrix(&mut self, name: &str, rows: usize, cols: usize) -> Result<Weight, ModelError> {
+        self.read.insert(name.to_string());
+        matrix(self.f, name, rows, cols)
+    }
+    fn vector(&mut self, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+        self.read.insert(name.to_string());
+        norm(self.f, name, len)
+    }
+    /// `name` when the architecture has it (`needed`: missing is an error), else None (and
+    /// left unread: a file that has it anyway is refused after loading).
+    fn req_vector(
+        &mut self,
+        name: &str,
+        len: usize,
+        needed: bool,
+    ) -> Result<Option<Vec<f32>>, ModelError> {
+        needed.then(|| self.vector(name, len)).transpose()
+    }
+    /// `name` when the architecture reads it (`reads`) and the file has it, else None.
+    fn opt_vector(
+        &mut self,
+        name: &str,
+        len: usize,
+        reads: bool,
+    ) -> Result<Option<Vec<f32>>, ModelError> {
+        let present = self.f.tensor(name).is_some();
+        self.req_vector(name, len, reads && present)
+    }
+}
+
 /// A `rows`×`cols` matrix tensor (ggml dims `[cols, rows]`) as a view into the file.
 fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Weight, ModelError> {
     let t = tensor(f, name)?;
@@ -703,8 +890,9 @@ fn matrix(f: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Weight, 
     Ok(w)
 }
 
-/// A 1-D norm weight of `len` elements, dequantized to f32 (F32 in every supported file;
-/// GGUF gemma norms already include the +1 of Gemma's `(1 + w)` scaling).
+/// A 1-D weight of `len` elements (a norm, bias or RoPE factor vector), dequantized to f32
+/// (F32 in every supported file; GGUF gemma norms already include the +1 of Gemma's
+/// `(1 + w)` scaling).
 fn norm(f: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
     let t = tensor(f, name)?;
     if t.dims != [len as u64] {

@@ -12,7 +12,7 @@ use super::{Arch, ModelError};
 use crate::gguf::{GgufWriter, Value, ValueType};
 use crate::quant::{self, GgmlType};
 
-/// Shape, weight type and seed of a synthetic model (head_dim = embd / heads).
+/// Shape, weight type and seed of a synthetic model.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SynthSpec {
     pub arch: Arch,
@@ -24,6 +24,14 @@ pub struct SynthSpec {
     pub vocab: usize,
     pub quant: GgmlType,
     pub seed: u64,
+    /// Width of one head (None: embd / heads). Written as `<arch>.attention.key_length` and
+    /// `value_length` (as qwen3 files carry it): q is heads * head_dim wide, which may differ
+    /// from embd.
+    pub head_dim: Option<usize>,
+    /// No `output.weight`: the head reads `token_embd` (gemma3 files always are).
+    pub tied: bool,
+    /// llama: write `rope_freqs.weight`, seeded per-dimension RoPE frequency factors.
+    pub rope_freqs: bool,
 }
 
 /// The embedded default model: llama-arch, small enough that a CPU decodes it at hundreds of
@@ -39,12 +47,17 @@ pub fn builtin_spec() -> SynthSpec {
         vocab: 2048,
         quant: GgmlType::Q8_0,
         seed: 0,
+        head_dim: None,
+        tied: false,
+        rope_freqs: false,
     }
 }
 
 /// Sliding window written for synthetic gemma3 models: short, so that decode tests of a few
 /// dozen steps already exercise the window.
 pub const SYNTH_SLIDING_WINDOW: usize = 16;
+/// Seed offset of the RoPE frequency factors' own random stream ("rope").
+const ROPE_FREQS_STREAM: u64 = 0x726f_7065;
 /// Context length written to the metadata.
 pub const SYNTH_CONTEXT: usize = 4096;
 /// Special tokens at the start of every synthetic vocabulary (SentencePiece adds 256 byte
@@ -71,19 +84,35 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
             return Err(bad(what, v, "must be positive"));
         }
     }
-    if !spec.embd.is_multiple_of(spec.heads) {
+    let hd = match spec.head_dim {
+        Some(hd) => hd,
+        None if !spec.embd.is_multiple_of(spec.heads) => {
+            return Err(bad(
+                "embd",
+                spec.embd,
+                format!(
+                    "not a multiple of heads = {} (or give --head-dim)",
+                    spec.heads
+                ),
+            ))
+        }
+        None => spec.embd / spec.heads,
+    };
+    if hd == 0 || !hd.is_multiple_of(2) {
         return Err(bad(
-            "embd",
-            spec.embd,
-            format!("not a multiple of heads = {}", spec.heads),
+            "head_dim",
+            hd,
+            "head dim must be even and positive (RoPE rotates pairs)",
         ));
     }
-    let hd = spec.embd / spec.heads;
-    if !hd.is_multiple_of(2) {
+    if spec.rope_freqs && spec.arch != Arch::Llama {
         return Err(bad(
-            "embd / heads",
-            hd,
-            "head dim must be even (RoPE rotates pairs)",
+            "rope_freqs",
+            1,
+            format!(
+                "only llama files carry rope_freqs ({} would refuse it)",
+                spec.arch
+            ),
         ));
     }
     if !spec.heads.is_multiple_of(spec.kv_heads) {
@@ -101,18 +130,6 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
             format!("below {min_vocab} (byte tokens + specials)"),
         ));
     }
-    let bl = spec.quant.block_len();
-    // Every matrix row length (embd for q/k/v/gate/up/embeddings, ff for down; wo's is
-    // heads*hd = embd) must be a whole number of quant blocks.
-    for (what, v) in [("embd", spec.embd), ("ff", spec.ff)] {
-        if v % bl != 0 {
-            return Err(bad(
-                what,
-                v,
-                format!("not a multiple of the {} block length {bl}", spec.quant),
-            ));
-        }
-    }
     // Every size is a u32 in the file, names its own flag, and the largest matrices
     // (vocab x embd, ff x embd) must have an element count that fits a usize.
     for (what, v) in [
@@ -122,9 +139,28 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
         ("ff", spec.ff),
         ("heads", spec.heads),
         ("kv-heads", spec.kv_heads),
+        ("head-dim", hd),
     ] {
         if u32::try_from(v).is_err() {
             return Err(bad(what, v, "too large (sizes are u32 in GGUF)"));
+        }
+    }
+    let bl = spec.quant.block_len();
+    // Every matrix row length (embd for q/k/v/gate/up/embeddings, ff for down, heads*hd for
+    // wo) must be a whole number of quant blocks.
+    // (Both factors fit a u32, checked above: no overflow.)
+    let q_dim = hd * spec.heads;
+    for (what, v) in [
+        ("embd", spec.embd),
+        ("ff", spec.ff),
+        ("heads * head_dim", q_dim),
+    ] {
+        if v % bl != 0 {
+            return Err(bad(
+                what,
+                v,
+                format!("not a multiple of the {} block length {bl}", spec.quant),
+            ));
         }
     }
     // What the reader would refuse, refused before anything is generated.
@@ -138,7 +174,12 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
             ),
         ));
     }
-    if (spec.layers as u64) * 9 + 3 > crate::gguf::MAX_TENSORS {
+    let a = spec.arch;
+    let per_layer = 9
+        + 3 * (a == Arch::Qwen2) as u64
+        + 2 * a.has_qk_norm() as u64
+        + 2 * a.has_post_norms() as u64;
+    if (spec.layers as u64).saturating_mul(per_layer) + 4 > crate::gguf::MAX_TENSORS {
         return Err(bad(
             "layers",
             spec.layers,
@@ -148,7 +189,11 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
             ),
         ));
     }
-    for (what, v) in [("vocab", spec.vocab), ("ff", spec.ff)] {
+    for (what, v) in [
+        ("vocab", spec.vocab),
+        ("ff", spec.ff),
+        ("heads * head_dim", q_dim),
+    ] {
         if v.checked_mul(spec.embd).is_none() {
             return Err(bad(what, v, format!("times embd {} overflows", spec.embd)));
         }
@@ -165,6 +210,14 @@ fn draw(rng: &mut ChaCha8Rng, n: usize, std: f32) -> Vec<f32> {
 /// Norm weights near 1 (1 ± 0.1), so the norms matter but keep activations at unit scale.
 fn draw_norm(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| 1.0 + rng.gen_range(-0.1f32..0.1)).collect()
+}
+
+/// RoPE frequency factors 2^u, u uniform in [-1, 3) (0.5x to 8x): far from 1 on every pair,
+/// high-frequency ones included, so a forward pass that ignores them, or multiplies instead
+/// of dividing, gives visibly different logits (Llama-3.1's own factors touch only the
+/// low-frequency pairs, whose angles are tiny over a short tape).
+fn draw_rope_freqs(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.gen_range(-1.0f32..3.0).exp2()).collect()
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
@@ -195,8 +248,17 @@ impl Out<'_> {
     }
     fn norm(&mut self, name: &str, n: usize) -> Result<(), ModelError> {
         let vals = draw_norm(&mut self.rng, n);
+        self.vector(name, &vals)
+    }
+    /// Projection biases, std 0.5: large next to the unit-scale projections, as trained
+    /// Qwen2 k biases are, so a dropped bias changes every logit.
+    fn bias(&mut self, name: &str, n: usize) -> Result<(), ModelError> {
+        let vals = draw(&mut self.rng, n, 0.5);
+        self.vector(name, &vals)
+    }
+    fn vector(&mut self, name: &str, vals: &[f32]) -> Result<(), ModelError> {
         self.w
-            .add_tensor(name, &[n as u64], GgmlType::F32, f32_bytes(&vals))?;
+            .add_tensor(name, &[vals.len() as u64], GgmlType::F32, f32_bytes(vals))?;
         Ok(())
     }
 }
@@ -221,6 +283,11 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
     w.add(&format!("{a}.feed_forward_length"), u32v(spec.ff));
     w.add(&format!("{a}.attention.head_count"), u32v(spec.heads));
     w.add(&format!("{a}.attention.head_count_kv"), u32v(spec.kv_heads));
+    // Head width in the file when it is not embd / heads (llama.cpp's n_embd_head_k).
+    let key_length = |w: &mut GgufWriter| {
+        w.add(&format!("{a}.attention.key_length"), u32v(hd));
+        w.add(&format!("{a}.attention.value_length"), u32v(hd));
+    };
     match spec.arch {
         Arch::Llama => {
             w.add(&format!("{a}.rope.freq_base"), Value::F32(10000.0));
@@ -230,6 +297,21 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
             );
             w.add(&format!("{a}.vocab_size"), u32v(spec.vocab));
             w.add(&format!("{a}.rope.dimension_count"), u32v(hd));
+            if hd * spec.heads != spec.embd {
+                key_length(&mut w);
+            }
+        }
+        // Qwen2/Qwen3 checkpoints: rope base 1e6, eps 1e-6; qwen3 files always carry the
+        // head width (its heads are wider than embd / heads in most sizes).
+        Arch::Qwen2 | Arch::Qwen3 => {
+            w.add(&format!("{a}.rope.freq_base"), Value::F32(1e6));
+            w.add(
+                &format!("{a}.attention.layer_norm_rms_epsilon"),
+                Value::F32(1e-6),
+            );
+            if spec.arch == Arch::Qwen3 || hd * spec.heads != spec.embd {
+                key_length(&mut w);
+            }
         }
         Arch::Gemma3 => {
             w.add(&format!("{a}.rope.freq_base"), Value::F32(1e6));
@@ -237,8 +319,7 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
                 &format!("{a}.attention.layer_norm_rms_epsilon"),
                 Value::F32(1e-6),
             );
-            w.add(&format!("{a}.attention.key_length"), u32v(hd));
-            w.add(&format!("{a}.attention.value_length"), u32v(hd));
+            key_length(&mut w);
             w.add(
                 &format!("{a}.attention.sliding_window"),
                 u32v(SYNTH_SLIDING_WINDOW),
@@ -258,6 +339,15 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
         "tokenizer.ggml.token_type",
         Value::Array(ValueType::I32, types.into_iter().map(Value::I32).collect()),
     );
+    if model == "gpt2" {
+        // llama.cpp refuses a byte-level BPE vocabulary without merges; one (two byte tokens,
+        // space-separated as in every GGUF merges list) is enough to load. Decoding never
+        // reads it.
+        w.add(
+            "tokenizer.ggml.merges",
+            Value::Array(ValueType::String, vec![Value::String("t 1".into())]),
+        );
+    }
     w.add("tokenizer.ggml.bos_token_id", Value::U32(bos));
     w.add("tokenizer.ggml.eos_token_id", Value::U32(eos));
 
@@ -266,7 +356,7 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
         rng: ChaCha8Rng::seed_from_u64(spec.seed),
         quant: spec.quant,
     };
-    let (e, ff, kvd) = (spec.embd, spec.ff, spec.kv_heads * hd);
+    let (e, ff, kvd, qd) = (spec.embd, spec.ff, spec.kv_heads * hd, spec.heads * hd);
     let gemma = spec.arch == Arch::Gemma3;
     // Embeddings at unit scale for llama (the first norm rescales anyway); gemma multiplies
     // by sqrt(embd) itself, so its table is drawn at 1/sqrt(embd) like a trained one.
@@ -277,39 +367,54 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
         Some(if gemma { 1.0 / (e as f32).sqrt() } else { 1.0 }),
     )?;
     o.norm("output_norm.weight", e)?;
-    if !gemma {
-        // Untied output for llama (exercises `output.weight`); gemma stays tied as real ones are.
+    if !gemma && !spec.tied {
+        // Untied output by default (exercises `output.weight`); gemma stays tied as real ones
+        // are.
         o.matrix("output.weight", spec.vocab, e, None)?;
+    }
+    if spec.rope_freqs {
+        // From a stream of their own, so the file without `--rope-freqs` has the very same
+        // weights (the control that shows what the factors change).
+        let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ ROPE_FREQS_STREAM);
+        o.vector("rope_freqs.weight", &draw_rope_freqs(&mut rng, hd / 2))?;
     }
     for il in 0..spec.layers {
         let n = |s: &str| format!("blk.{il}.{s}.weight");
+        let b = |s: &str| format!("blk.{il}.{s}.bias");
         o.norm(&n("attn_norm"), e)?;
-        o.matrix(&n("attn_q"), e, e, None)?;
+        o.matrix(&n("attn_q"), qd, e, None)?;
         o.matrix(&n("attn_k"), kvd, e, None)?;
         o.matrix(&n("attn_v"), kvd, e, None)?;
-        o.matrix(&n("attn_output"), e, e, None)?;
-        if gemma {
+        o.matrix(&n("attn_output"), e, qd, None)?;
+        if spec.arch == Arch::Qwen2 {
+            o.bias(&b("attn_q"), qd)?;
+            o.bias(&b("attn_k"), kvd)?;
+            o.bias(&b("attn_v"), kvd)?;
+        }
+        if spec.arch.has_qk_norm() {
             o.norm(&n("attn_q_norm"), hd)?;
             o.norm(&n("attn_k_norm"), hd)?;
+        }
+        if spec.arch.has_post_norms() {
             o.norm(&n("post_attention_norm"), e)?;
         }
         o.norm(&n("ffn_norm"), e)?;
         o.matrix(&n("ffn_gate"), ff, e, None)?;
         o.matrix(&n("ffn_up"), ff, e, None)?;
         o.matrix(&n("ffn_down"), e, ff, None)?;
-        if gemma {
+        if spec.arch.has_post_norms() {
             o.norm(&n("post_ffw_norm"), e)?;
         }
     }
     Ok(w.to_bytes())
 }
 
-/// Tokenizer model name, token strings, token types, bos, eos. llama: byte-level BPE with
+/// Tokenizer model name, token strings, token types, bos, eos. llama, qwen: byte-level BPE with
 /// the 256 byte tokens first; gemma3: SentencePiece with 4 specials, then `<0xNN>` byte
 /// tokens. The rest are `<tN>` / `▁tN`, so decoded text shows the ids.
 fn synth_vocab(spec: &SynthSpec) -> (&'static str, Vec<String>, Vec<i32>, u32, u32) {
     match spec.arch {
-        Arch::Llama => {
+        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 => {
             let printable = |b: u32| {
                 (33..=126).contains(&b) || (161..=172).contains(&b) || (174..=255).contains(&b)
             };
@@ -369,6 +474,7 @@ mod tests {
             vocab: 512,
             quant: GgmlType::Q8_0,
             seed: 3,
+            ..builtin_spec()
         }
     }
 
@@ -418,6 +524,93 @@ mod tests {
         assert!(m.layers[0].q_norm.is_some() && m.layers[5].post_ffn_norm.is_some());
         assert_eq!(m.output.bytes(), m.tok_embd.bytes());
         assert_eq!(m.vocab.decode(&[2, 300, 4 + 0x41]), "<bos> t300A");
+    }
+
+    #[test]
+    fn rope_freqs_add_one_tensor_and_change_no_weight() {
+        let plain = builtin_spec();
+        let with = SynthSpec {
+            rope_freqs: true,
+            ..plain.clone()
+        };
+        let a = GgufFile::parse(synth_gguf(&plain).expect("synth")).expect("parse");
+        let b = GgufFile::parse(synth_gguf(&with).expect("synth")).expect("parse");
+        assert_eq!(b.tensors.len(), a.tensors.len() + 1);
+        for t in &b.tensors {
+            match a.tensor(&t.name) {
+                Some(u) => assert_eq!(a.tensor_bytes(u), b.tensor_bytes(t), "{}", t.name),
+                None => assert_eq!(
+                    (t.name.as_str(), t.dims.as_slice()),
+                    ("rope_freqs.weight", &[16u64][..])
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn qwen_specs_write_what_their_architecture_reads() {
+        let q2 = SynthSpec {
+            arch: Arch::Qwen2,
+            tied: true,
+            ..builtin_spec()
+        };
+        let f = GgufFile::parse(synth_gguf(&q2).expect("synth")).expect("parse");
+        assert!(f.tensor("output.weight").is_none());
+        assert_eq!(
+            f.tensor("blk.7.attn_k.bias").map(|t| t.dims.clone()),
+            Some(vec![128])
+        );
+        let q3 = SynthSpec {
+            arch: Arch::Qwen3,
+            head_dim: Some(64),
+            ..builtin_spec()
+        };
+        let f = GgufFile::parse(synth_gguf(&q3).expect("synth")).expect("parse");
+        assert_eq!(
+            f.get("qwen3.attention.key_length").and_then(|v| v.as_u64()),
+            Some(64)
+        );
+        // q is heads * head_dim = 512 wide on embd 256.
+        let q = f.tensor("blk.0.attn_q.weight").expect("attn_q");
+        assert_eq!(q.dims, vec![256, 512]);
+        assert!(f.tensor("blk.0.attn_q_norm.weight").is_some());
+        for s in [q2, q3] {
+            let m = Model::load(&GgufFile::parse(synth_gguf(&s).expect("synth")).expect("parse"))
+                .expect("load");
+            assert_eq!(m.cfg.arch, s.arch);
+        }
+    }
+
+    #[test]
+    fn rope_freqs_outside_llama_and_odd_head_dims_are_refused_naming_the_flag() {
+        for (s, want) in [
+            (
+                SynthSpec {
+                    arch: Arch::Qwen2,
+                    rope_freqs: true,
+                    ..builtin_spec()
+                },
+                "rope_freqs",
+            ),
+            (
+                SynthSpec {
+                    head_dim: Some(33),
+                    ..builtin_spec()
+                },
+                "head_dim = 33",
+            ),
+            (
+                SynthSpec {
+                    embd: 250,
+                    quant: GgmlType::F32,
+                    ..builtin_spec()
+                },
+                "embd = 250",
+            ),
+        ] {
+            let e = synth_gguf(&s).expect_err(want).to_string();
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]

@@ -22,6 +22,7 @@ fn gemma_spec() -> SynthSpec {
         vocab: 384,
         quant: crate::quant::GgmlType::Q8_0,
         seed: 5,
+        ..builtin_spec()
     }
 }
 
@@ -64,6 +65,62 @@ fn rewrite(
         }
     }
     GgufFile::parse(w.to_bytes()).expect("parse rewritten")
+}
+
+/// qwen2 as real checkpoints have it: q/k/v biases, rope base 1e6, here with a tied head.
+fn small_qwen2() -> SynthSpec {
+    SynthSpec {
+        arch: Arch::Qwen2,
+        tied: true,
+        seed: 11,
+        ..small_llama()
+    }
+}
+
+/// qwen3 with heads twice as wide as embd / heads (q is 128 wide on embd 64).
+fn small_qwen3() -> SynthSpec {
+    SynthSpec {
+        arch: Arch::Qwen3,
+        head_dim: Some(32),
+        seed: 12,
+        ..small_llama()
+    }
+}
+
+/// llama with seeded RoPE frequency factors (`rope_freqs.weight`).
+fn llama_rope_freqs() -> SynthSpec {
+    SynthSpec {
+        rope_freqs: true,
+        ..small_llama()
+    }
+}
+
+/// `f` with metadata `kv` and F32 tensors `ts` (name, values) added after its own.
+fn extend(f: &GgufFile, kv: &[(&str, Value)], ts: &[(&str, Vec<f32>)]) -> GgufFile {
+    let mut w = GgufWriter::new();
+    for (k, v) in &f.metadata {
+        if k != "general.alignment" {
+            w.add(k, v.clone());
+        }
+    }
+    for (k, v) in kv {
+        w.add(k, v.clone());
+    }
+    for t in &f.tensors {
+        w.add_tensor(&t.name, &t.dims, t.ty, f.tensor_bytes(t).to_vec())
+            .expect("add tensor");
+    }
+    for (name, vals) in ts {
+        let bytes = vals.iter().flat_map(|x| x.to_le_bytes()).collect();
+        w.add_tensor(
+            name,
+            &[vals.len() as u64],
+            crate::quant::GgmlType::F32,
+            bytes,
+        )
+        .expect("add tensor");
+    }
+    GgufFile::parse(w.to_bytes()).expect("parse extended")
 }
 
 fn load_err(f: &GgufFile) -> String {
@@ -241,7 +298,13 @@ fn tapes(vocab: usize) -> Vec<Vec<u32>> {
 
 #[test]
 fn logits_of_a_row_are_bit_identical_for_batch_1_and_batch_3() {
-    for spec in [small_llama(), gemma_spec()] {
+    for spec in [
+        small_llama(),
+        gemma_spec(),
+        small_qwen2(),
+        small_qwen3(),
+        llama_rope_freqs(),
+    ] {
         let m = Model::load(&synth_file(&spec)).expect("load");
         let t = tapes(spec.vocab);
         let batch = run(&m, &t);
@@ -280,20 +343,25 @@ fn logits_are_bit_identical_for_1_and_2_threads() {
 
 #[test]
 fn splitting_the_layer_range_does_not_change_a_bit() {
-    let spec = gemma_spec();
-    let m = Model::load(&synth_file(&spec)).expect("load");
-    let t = &tapes(spec.vocab)[0];
-    let whole = run(&m, std::slice::from_ref(t));
-    let mut s = HostSession::new(&m, 1, 64);
-    for (p, &tok) in t.iter().enumerate() {
-        let mut x = vec![0.0; m.cfg.n_embd];
-        embed(&m, &[tok], &mut x);
-        s.run_layers(0, 2, &mut x, p);
-        s.run_layers(2, 5, &mut x, p);
-        s.run_layers(5, 6, &mut x, p);
-        let mut logits = vec![0.0; m.cfg.vocab];
-        head(&m, &x, &mut logits);
-        assert_eq!(bits(&logits), bits(&whole[p]), "step {p}");
+    for (spec, cuts) in [
+        (gemma_spec(), [2, 5]),
+        (small_qwen2(), [1, 3]),
+        (small_qwen3(), [2, 3]),
+    ] {
+        let m = Model::load(&synth_file(&spec)).expect("load");
+        let t = &tapes(spec.vocab)[0];
+        let whole = run(&m, std::slice::from_ref(t));
+        let mut s = HostSession::new(&m, 1, 64);
+        for (p, &tok) in t.iter().enumerate() {
+            let mut x = vec![0.0; m.cfg.n_embd];
+            embed(&m, &[tok], &mut x);
+            s.run_layers(0, cuts[0], &mut x, p);
+            s.run_layers(cuts[0], cuts[1], &mut x, p);
+            s.run_layers(cuts[1], spec.layers, &mut x, p);
+            let mut logits = vec![0.0; m.cfg.vocab];
+            head(&m, &x, &mut logits);
+            assert_eq!(bits(&logits), bits(&whole[p]), "{} step {p}", spec.arch);
+        }
     }
 }
 
@@ -401,21 +469,203 @@ fn block_count_and_head_sizes_the_file_cannot_back_are_errors() {
         "{e}"
     );
     // key_length is optional (synth leaves it out): add it.
-    let mut w = GgufWriter::new();
-    for (k, v) in &f.metadata {
-        if k != "general.alignment" {
-            w.add(k, v.clone());
-        }
-    }
-    w.add("llama.attention.key_length", Value::U64(1 << 62));
-    for t in &f.tensors {
-        w.add_tensor(&t.name, &t.dims, t.ty, f.tensor_bytes(t).to_vec())
-            .expect("add tensor");
-    }
-    let g = GgufFile::parse(w.to_bytes()).expect("parse");
+    let g = extend(
+        &f,
+        &[("llama.attention.key_length", Value::U64(1 << 62))],
+        &[],
+    );
     let e = load_err(&g);
     assert!(
         e.contains("llama.attention.key_length") && e.contains("overflows"),
         "{e}"
     );
+}
+
+#[test]
+fn qwen2_loads_biases_a_tied_head_and_neox_rope() {
+    let f = synth_file(&small_qwen2());
+    let m = Model::load(&f).expect("load");
+    assert_eq!(m.cfg.arch, Arch::Qwen2);
+    assert_eq!(m.cfg.rope_style, RopeStyle::Neox);
+    assert_eq!(m.cfg.rope_base, 1e6);
+    assert!(f.tensor("output.weight").is_none());
+    assert_eq!(m.output.bytes(), m.tok_embd.bytes());
+    let l = &m.layers[3];
+    let lens = [&l.bq, &l.bk, &l.bv].map(|b| b.as_ref().map(|b| b.len()));
+    assert_eq!(lens, [Some(64), Some(32), Some(32)]);
+    assert!(l.q_norm.is_none() && l.post_attn_norm.is_none());
+    // Every tensor is counted once: the tied head is token_embd.
+    let total: u64 = f.tensors.iter().map(|t| t.n_bytes).sum();
+    assert_eq!(m.weight_bytes, total);
+}
+
+#[test]
+fn qwen3_reads_head_width_from_key_length_and_needs_its_head_norms() {
+    let f = synth_file(&small_qwen3());
+    let m = Model::load(&f).expect("load");
+    assert_eq!(
+        (m.cfg.head_dim, m.cfg.q_dim(), m.cfg.kv_dim()),
+        (32, 128, 64)
+    );
+    assert_eq!(m.cfg.attn_scale, 1.0 / 32f32.sqrt());
+    assert_eq!(m.cfg.rope_style, RopeStyle::Neox);
+    assert_eq!((m.layers[0].wq.rows, m.layers[0].wo.cols), (128, 128));
+    assert_eq!(m.layers[0].q_norm.as_ref().map(|v| v.len()), Some(32));
+    assert!(m.layers[0].bq.is_none());
+    let g = rewrite(
+        &f,
+        |_, v| Some(v.clone()),
+        |n, d| (n != "blk.2.attn_k_norm.weight").then(|| d.to_vec()),
+    );
+    assert!(load_err(&g).contains("blk.2.attn_k_norm.weight"));
+    // Without key_length the head width falls back to embd / heads = 16: q's rows no
+    // longer match, and the error names the tensor.
+    let g = rewrite(
+        &f,
+        |k, v| (!k.ends_with(".key_length") && !k.ends_with(".value_length")).then(|| v.clone()),
+        |_, d| Some(d.to_vec()),
+    );
+    let e = load_err(&g);
+    assert!(
+        e.contains("blk.0.attn_q.weight") && e.contains("128"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_tensor_the_forward_pass_does_not_read_refuses_the_load_naming_it_and_the_arch() {
+    let cases: [(SynthSpec, &str, usize); 5] = [
+        // An output-projection bias: llama.cpp reads it for llama, we do not compute it.
+        (small_llama(), "blk.1.attn_output.bias", 64),
+        // Per-dimension RoPE factors are a llama feature; a qwen2 forward never applies them.
+        (small_qwen2(), "rope_freqs.weight", 8),
+        // Biases on gemma3: not part of its forward.
+        (gemma_spec(), "blk.0.attn_q.bias", 64),
+        // q/k head norms on an architecture without them.
+        (small_qwen2(), "blk.0.attn_q_norm.weight", 16),
+        // Anything unknown at all.
+        (small_qwen3(), "blk.0.ffn_gate_inp.weight", 64),
+    ];
+    for (spec, name, len) in cases {
+        let g = extend(&synth_file(&spec), &[], &[(name, vec![1.0; len])]);
+        let e = load_err(&g);
+        assert!(
+            e.contains(name) && e.contains(spec.arch.name()) && e.contains("not read"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn metadata_that_would_change_the_math_refuses_the_load_naming_the_key() {
+    let cases: [(SynthSpec, &str, Value); 5] = [
+        (
+            small_llama(),
+            "llama.attention.sliding_window",
+            Value::U32(4096),
+        ),
+        (
+            small_qwen2(),
+            "qwen2.rope.scaling.type",
+            Value::String("yarn".into()),
+        ),
+        (
+            small_qwen3(),
+            "qwen3.attention.logit_softcapping",
+            Value::F32(50.0),
+        ),
+        (small_llama(), "llama.expert_count", Value::U32(8)),
+        (
+            gemma_spec(),
+            "gemma3.rope.scaling.type",
+            Value::String("longrope".into()),
+        ),
+    ];
+    for (spec, key, v) in cases {
+        let g = extend(&synth_file(&spec), &[(key, v)], &[]);
+        let e = load_err(&g);
+        assert!(
+            e.contains(key) && e.contains(spec.arch.name()) && e.contains("not implemented"),
+            "{e}"
+        );
+    }
+    // Keys that say "no change" load, and keys of another architecture's prefix are not ours.
+    for (key, v) in [
+        ("llama.rope.scaling.type", Value::String("none".into())),
+        ("llama.expert_count", Value::U32(0)),
+        ("qwen2.attention.sliding_window", Value::U32(4096)),
+    ] {
+        Model::load(&extend(&synth_file(&small_llama()), &[(key, v)], &[])).expect(key);
+    }
+}
+
+#[test]
+fn rope_freqs_divide_each_pairs_angle_and_bad_factors_are_refused() {
+    let f = synth_file(&llama_rope_freqs());
+    let m = Model::load(&f).expect("load");
+    let fr = m.cfg.rope_freqs.clone().expect("rope_freqs read");
+    assert_eq!(fr.len(), m.cfg.head_dim / 2);
+    assert!(
+        fr.iter().any(|&x| x > 2.0) && fr.iter().any(|&x| x < 1.0),
+        "{fr:?}"
+    );
+    let total: u64 = f.tensors.iter().map(|t| t.n_bytes).sum();
+    assert_eq!(m.weight_bytes, total);
+    // The layer table is math::rope_table with the factors: pair i turns by
+    // pos * base^(-2i/d) / factor_i.
+    let half = m.cfg.head_dim / 2;
+    let (mut c, mut s) = (vec![0.0; half], vec![0.0; half]);
+    m.cfg.layer_rope_table(2, 7, &mut c, &mut s);
+    for i in 0..half {
+        let a = 7.0 / 10000f64.powf(2.0 * i as f64 / m.cfg.head_dim as f64) / fr[i] as f64;
+        assert_eq!((c[i], s[i]), (a.cos() as f32, a.sin() as f32), "pair {i}");
+    }
+    // The same weights without the factors give other logits (the factors are used).
+    let g = rewrite(
+        &f,
+        |_, v| Some(v.clone()),
+        |n, d| (n != "rope_freqs.weight").then(|| d.to_vec()),
+    );
+    let plain = Model::load(&g).expect("load without rope_freqs");
+    assert!(plain.cfg.rope_freqs.is_none());
+    let t = &tapes(320)[..1];
+    assert_ne!(bits(&run(&m, t)[8]), bits(&run(&plain, t)[8]));
+    // Zero, negative or NaN factors, and a wrong length, are refused naming the tensor.
+    for bad in [0.0, -1.0, f32::NAN] {
+        let mut v = fr.clone();
+        v[3] = bad;
+        let e = load_err(&extend(&g, &[], &[("rope_freqs.weight", v)]));
+        assert!(
+            e.contains("rope_freqs.weight") && e.contains("factor 3"),
+            "{e}"
+        );
+    }
+    let e = load_err(&extend(
+        &g,
+        &[],
+        &[("rope_freqs.weight", vec![1.0; half + 1])],
+    ));
+    assert!(e.contains("rope_freqs.weight"), "{e}");
+}
+
+#[test]
+fn qwen2_biases_are_added_to_q_k_and_v() {
+    // Zeroing the biases changes the logits; so does zeroing only the v bias (which no
+    // norm or softmax could absorb).
+    let f = synth_file(&small_qwen2());
+    let m = Model::load(&f).expect("load");
+    let t = &tapes(320)[..1];
+    let base = run(&m, t);
+    for which in ["attn_q.bias", "attn_k.bias", "attn_v.bias"] {
+        let mut z = m.clone();
+        for l in &mut z.layers {
+            let b = match which {
+                "attn_q.bias" => &mut l.bq,
+                "attn_k.bias" => &mut l.bk,
+                _ => &mut l.bv,
+            };
+            b.as_mut().expect("bias").fill(0.0);
+        }
+        assert_ne!(bits(&run(&z, t)[5]), bits(&base[5]), "{which}");
+    }
 }

@@ -8,11 +8,12 @@
 //! rows to a tile or grid rows) and reduce in fixed orders chosen from vector lengths and
 //! matrix shapes alone (kernels/*.cu say which).
 //!
-//! Launches per layer: llama 5 (norm+q|k|v, attention with q/k norm+rope+kv store,
-//! o-proj+residual, norm+gate|up+act, down+residual); gemma3 7 (the post-norms are a separate
-//! norm+add after o-proj and down); one more where q|k|v mix block formats (one launch per
-//! format). Head: 1 (norm + output matvec). Embed: 1. Every launch goes through
-//! `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
+//! Launches per layer: llama, qwen2, qwen3 5 (norm+q|k|v, attention with the q/k/v biases,
+//! q/k head norms, rope and kv store fused in, o-proj+residual, norm+gate|up+act,
+//! down+residual); gemma3 7 (the post-norms are a separate norm+add after o-proj and
+//! down); one more where q|k|v mix block formats (one launch per format). Head: 1 (norm +
+//! output matvec). Embed: 1. Every launch goes through `DevCtx::launch` (programmatic
+//! dependent launch on sm_90+, see there).
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use super::{
     MV_MAX_TILE,
 };
 use crate::backend::{BResult, Engine, EngineSpec, Residency};
-use crate::math::{rope_table, RopeStyle};
+use crate::math::RopeStyle;
 use crate::model::{Activation, Model, Weight};
 use crate::quant::{repack, GgmlType};
 
@@ -303,6 +304,9 @@ struct DevLayer {
     wk: DevWeight,
     wv: DevWeight,
     wo: DevWeight,
+    bq: Option<GpuBuf>,
+    bk: Option<GpuBuf>,
+    bv: Option<GpuBuf>,
     q_norm: Option<GpuBuf>,
     k_norm: Option<GpuBuf>,
     post_attn_norm: Option<GpuBuf>,
@@ -315,7 +319,7 @@ struct DevLayer {
 
 /// A stage's KV cache: per layer of its range, K and V as `[rows, ctx, kv_dim]` device
 /// buffers, plus the RoPE tables (cos/sin for positions 0..ctx) of the bases its layers use,
-/// computed on the host by `crate::math::rope_table` so the bits are the CPU's.
+/// computed on the host by `Config::layer_rope_table` so the bits are the CPU's.
 pub struct CudaCache {
     dev: usize,
     layers: Range<usize>,
@@ -367,7 +371,7 @@ impl CudaCache {
             let mut table = vec![0f32; 2 * ctx * half];
             let (mut cs, mut sn) = (vec![0f32; half], vec![0f32; half]);
             for p in 0..ctx {
-                rope_table(c.head_dim, base, p, &mut cs, &mut sn);
+                c.layer_rope_table(il, p, &mut cs, &mut sn);
                 table[p * half..(p + 1) * half].copy_from_slice(&cs);
                 table[(ctx + p) * half..(ctx + p + 1) * half].copy_from_slice(&sn);
             }
@@ -426,7 +430,15 @@ impl CudaEngine {
             w.raw.tally(&mut r.weights)?;
         }
         for l in &self.layers {
-            let norms = [&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm];
+            let norms = [
+                &l.bq,
+                &l.bk,
+                &l.bv,
+                &l.q_norm,
+                &l.k_norm,
+                &l.post_attn_norm,
+                &l.post_ffn_norm,
+            ];
             for b in [&l.attn_norm, &l.ffn_norm]
                 .into_iter()
                 .chain(norms.into_iter().flatten())
@@ -492,6 +504,9 @@ impl CudaEngine {
                 wk: DevWeight::upload_mv(dx, &lw.wk, s)?,
                 wv: DevWeight::upload_mv(dx, &lw.wv, s)?,
                 wo: DevWeight::upload_mv(dx, &lw.wo, s)?,
+                bq: opt(&lw.bq)?,
+                bk: opt(&lw.bk)?,
+                bv: opt(&lw.bv)?,
                 q_norm: opt(&lw.q_norm)?,
                 k_norm: opt(&lw.k_norm)?,
                 post_attn_norm: opt(&lw.post_attn_norm)?,
@@ -1117,7 +1132,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
             &|| format!("{op} attn_norm+qkv"),
         )?;
 
-        // 2. q/k norm + RoPE + KV store + attention, one launch per POS_ROWS rows.
+        // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per POS_ROWS rows.
         let style: i32 = match c.rope_style {
             RopeStyle::Norm => 0,
             RopeStyle::Neox => 1,
@@ -1132,6 +1147,8 @@ impl Engine<super::CudaBackend> for CudaEngine {
             (Some(qn), Some(kn)) => (qn.at(0), kn.at(0)),
             _ => (0u64, 0u64),
         };
+        let bias = |b: &Option<GpuBuf>| b.as_ref().map_or(0u64, |b| b.at(0));
+        let (bq, bk, bv) = (bias(&lw.bq), bias(&lw.bk), bias(&lw.bv));
         let eps = c.rms_eps;
         let (tp, kc, vc) = (table.at(0), cache.k[li].at(0), cache.v[li].at(0));
         let scale = c.attn_scale;
@@ -1176,6 +1193,9 @@ impl Engine<super::CudaBackend> for CudaEngine {
                 kp(&qc),
                 kp(&kcur),
                 kp(&vcur),
+                kp(&bq),
+                kp(&bk),
+                kp(&bv),
                 kp(&qn),
                 kp(&kn),
                 kp(&eps),
@@ -1193,10 +1213,12 @@ impl Engine<super::CudaBackend> for CudaEngine {
                 kp(&rp),
             ];
             // SAFETY: attention(const float* q, const float* k, const float* v,
-            // const float* qn, const float* kn, float eps, const float* table, int style,
-            // float* K, float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
-            // float scale, int row0, RowPos rp); q/k/v/out point at row c0 of the engine's
-            // scratch with cn rows left; qn/kn are 0 or hold hd values each; the table holds
+            // const float* bq, const float* bk, const float* bv, const float* qn,
+            // const float* kn, float eps, const float* table, int style, float* K, float* V,
+            // float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale, int row0,
+            // RowPos rp); q/k/v/out point at row c0 of the engine's scratch with cn rows left;
+            // bq is 0 or holds q_dim values, bk/bv 0 or kv_dim each (uploaded from the
+            // loader-checked bias vectors); qn/kn are 0 or hold hd values each; the table holds
             // 2 * ctx * hd/2 values and every rp.pos < ctx (checked above); K/V are this
             // layer's [cache.rows, ctx, kv_dim] buffers with row0 + cn <= cache.rows; hd <=
             // ATT_MAX_HD and every window fits the dynamic shared memory requested.

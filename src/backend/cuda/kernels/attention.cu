@@ -1,16 +1,19 @@
 // Decode attention of one query row over its cached window, GQA, one block per (head, row),
-// with the steps that precede it fused in: gemma3's q/k head norms, RoPE from the host table
-// (crate::math::rope_table, the CPU's bits), and the KV-cache append.
+// with the steps that precede it fused in: the q/k/v projection biases (qwen2; one f32 add
+// each, as crate::model::forward adds them), the q/k head norms (gemma3, qwen3), RoPE from
+// the host table (Config::layer_rope_table, the CPU's bits, frequency factors included), and
+// the KV-cache append.
 //
 // The block of q head h stages raw q head h and k/v head kh = h / group in shared memory,
-// norms and rotates them there, and (only the group's first head, h % group == 0) stores
-// k/v at (row, pos). Every block reads positions < pos from the cache (written by earlier
-// launches) and position pos from its own shared copy: all copies of a group compute the
-// same bits from the same scratch values, so no block waits for another and the cache ends
-// up holding exactly what was read.
+// adds the biases, norms and rotates them there, and (only the group's first head,
+// h % group == 0) stores k/v at (row, pos). Every block reads positions < pos from the cache
+// (written by earlier launches) and position pos from its own shared copy: all copies of a
+// group compute the same bits from the same scratch values (biases included), so no block
+// waits for another and the cache ends up holding exactly what was read.
 //
 // Orders: head norm = sumsq32 + (x * inv) * w; RoPE h[a] = x0 * cos - x1 * sin,
-// h[b] = x0 * sin + x1 * cos (style 0 llama NORM pairs 2i, 2i+1; 1 gemma3 NEOX i, i + half);
+// h[b] = x0 * sin + x1 * cos (style 0 llama NORM pairs 2i, 2i+1; 1 gemma3/qwen NEOX i,
+// i + half);
 // score_t = (8-lane dot + tree8) * scale; max (exact, order-free); p_t = exp(score_t - max);
 // sum by 8 lanes over positions (lane l takes t % 8 == l in order) + tree8; inv = 1 / sum;
 // out[d] = sum over t in position order of (p_t * inv) * v_t[d], starting from 0. Scores
@@ -18,6 +21,7 @@
 #define ATT_MAX_HD 512
 
 extern "C" __global__ void attention(const float* q, const float* k, const float* v,
+                                     const float* bq, const float* bk, const float* bv,
                                      const float* qn, const float* kn, float eps,
                                      const float* table, int style, float* K, float* V,
                                      float* out, int n_heads, int n_kv_heads, int hd, int ctx,
@@ -51,11 +55,12 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         prefetch_l2((const u8*)(Vr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
     }
     pdl_wait();
-    // One round of loads: this head's q, k, v and the RoPE cos/sin of position p.
+    // One round of loads: this head's q, k, v (plus their biases, each null or one value per
+    // projection output) and the RoPE cos/sin of position p.
     for (int i = tid; i < hd; i += blockDim.x) {
-        qs[i] = qh[i];
-        ks[i] = kr[i];
-        vs[i] = vr[i];
+        qs[i] = bq ? qh[i] + bq[(size_t)h * hd + i] : qh[i];
+        ks[i] = bk ? kr[i] + bk[(size_t)kh * hd + i] : kr[i];
+        vs[i] = bv ? vr[i] + bv[(size_t)kh * hd + i] : vr[i];
     }
     for (int i = tid; i < half; i += blockDim.x) {
         cs[i] = table[(size_t)p * half + i];
