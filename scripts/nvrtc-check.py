@@ -7,10 +7,13 @@ module: every source in order; a matvec module: a #define head, then common.cu, 
 matvec.cu, and mvq.cu for a vectorized kind) and compiled with the engine's options
 (compile_options: no FMA contraction, no flush-to-zero, IEEE division and square root).
 
-Usage: scripts/nvrtc-check.py [LIBNVRTC]   (default: finds libnvrtc.so.13 from the
-nvidia-cuda-nvrtc wheel: `pip install nvidia-cuda-nvrtc`). Exit 0 when every module compiles.
+Usage: scripts/nvrtc-check.py [--all] [LIBNVRTC]
+Default: the main module, every vectorized module at row tiles 1 and 8 and every byte-wise
+module at tile 1 (what scripts/test.sh runs); --all: every module at tiles 1, 3 and 8.
+LIBNVRTC: default libnvrtc.so.13 from the nvidia-cuda-nvrtc wheel, found in site-packages or
+in .cache/nvrtc (installed there with pip when absent). Exit 0 when every module compiles.
 """
-import ctypes, glob, os, sys, site
+import ctypes, glob, os, subprocess, sys, site
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K = os.path.join(ROOT, "src/backend/cuda/kernels")
@@ -21,16 +24,31 @@ VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0.
 ARCH = os.environ.get("NVRTC_ARCH", "compute_90")
 
 
+ARGS = [a for a in sys.argv[1:] if a != "--all"]
+ALL = "--all" in sys.argv[1:]
+CACHE = os.path.join(ROOT, ".cache", "nvrtc")
+WHEEL = "nvidia-cuda-nvrtc==13.5.37"  # NVRTC of CUDA 13, as on the GPU machine
+
+
 def find_lib():
-    if len(sys.argv) > 1:
-        return sys.argv[1]
-    dirs = site.getsitepackages() + [site.getusersitepackages()]
-    for d in dirs:
-        hits = glob.glob(os.path.join(d, "nvidia", "cu*", "lib", "libnvrtc.so.*"))
-        hits = [h for h in hits if "builtins" not in h]
-        if hits:
-            return hits[0]
-    sys.exit("nvrtc-check: libnvrtc not found (pip install nvidia-cuda-nvrtc, or pass its path)")
+    if ARGS:
+        return ARGS[0]
+    def search():
+        for d in site.getsitepackages() + [site.getusersitepackages(), CACHE]:
+            hits = glob.glob(os.path.join(d, "nvidia", "cu*", "lib", "libnvrtc.so.*"))
+            hits = [h for h in hits if "builtins" not in h]
+            if hits:
+                return hits[0]
+        return None
+    lib = search()
+    if lib is None:
+        print(f"nvrtc-check: installing {WHEEL} into {CACHE}", flush=True)
+        r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                            "--disable-pip-version-check", "--target", CACHE, WHEEL])
+        lib = search() if r.returncode == 0 else None
+    if lib is None:
+        sys.exit(f"nvrtc-check: libnvrtc not found and {WHEEL} could not be installed")
+    return lib
 
 
 def src(name):
@@ -63,8 +81,10 @@ def compile_module(lib, what, text):
 def main():
     lib = ctypes.CDLL(find_lib())
     modules = [("main module", "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES))]
-    for tile in (1, 3, 8):
+    for tile in (1, 3, 8) if ALL else (1, 8):
         for kind in list(range(FORMATS)) + ["generic"]:
+            if not ALL and tile != 1:
+                continue
             head = "#define MV_GENERIC\n" if kind == "generic" else f"#define MV_FMT {kind}\n"
             modules.append((f"matvec {kind} tile {tile}",
                             head + f"#define MV_RT {tile}\n" + "".join(src(n) for n in MV_SOURCES)))
