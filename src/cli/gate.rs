@@ -14,9 +14,10 @@ use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::Backend;
 use crate::gguf::GgufFile;
-use crate::model::synth::{builtin_spec, synth_gguf, SynthSpec};
+use crate::model::synth::{
+    builtin_spec, preset, synth_gguf, synth_gguf_for_tools, Preset, SynthQuant, SynthSpec, PRESETS,
+};
 use crate::model::{Arch, Model};
-use crate::quant::GgmlType;
 use crate::receipt::{
     self, BackendInfo, ConfigInfo, DevBytes, ModelInfo, PlacementInfo, Receipt, StageResident,
     Timings, Tool,
@@ -489,37 +490,53 @@ fn short_value(v: &crate::gguf::Value) -> String {
 pub fn synth(a: &SynthArgs) -> Result<i32> {
     let arch = Arch::from_name(&a.arch)
         .ok_or_else(|| anyhow!("--arch {:?}: expected llama or gemma3", a.arch))?;
-    let quant = GgmlType::from_name(&a.quant).ok_or_else(|| {
+    let quant = SynthQuant::from_name(&a.quant).ok_or_else(|| {
         anyhow!(
             "--quant {:?}: unknown type (one of {})",
             a.quant,
-            GgmlType::ALL.map(|t| t.name()).join(", ")
+            SynthQuant::names()
         )
     })?;
+    let base = builtin_spec();
+    let p = match a.preset.as_deref() {
+        None => None,
+        Some(name) => Some(preset(name).ok_or_else(|| {
+            anyhow!(
+                "--preset {name:?}: unknown (one of {})",
+                PRESETS.map(|p| p.name).join(", ")
+            )
+        })?),
+    };
+    let pick = |flag: Option<usize>, of_preset: fn(&Preset) -> usize, builtin: usize| {
+        flag.or(p.as_ref().map(of_preset)).unwrap_or(builtin)
+    };
     let spec = SynthSpec {
         arch,
-        layers: a.layers,
-        embd: a.embd,
-        heads: a.heads,
-        kv_heads: a.kv_heads,
-        ff: a.ff,
-        vocab: a.vocab,
+        layers: pick(a.layers, |p| p.layers, base.layers),
+        embd: pick(a.embd, |p| p.embd, base.embd),
+        heads: pick(a.heads, |p| p.heads, base.heads),
+        kv_heads: pick(a.kv_heads, |p| p.kv_heads, base.kv_heads),
+        ff: pick(a.ff, |p| p.ff, base.ff),
+        vocab: pick(a.vocab, |p| p.vocab, base.vocab),
         quant,
         seed: a.seed,
     };
-    let bytes = synth_gguf(&spec)?;
+    let t0 = Instant::now();
+    let bytes = synth_gguf_for_tools(&spec)?;
     // Load what we wrote before declaring success: a synth that writes an unloadable file
     // would only fail later, far from its cause.
     let f = GgufFile::parse(bytes).context("re-reading the synthetic model")?;
-    Model::load(&f).context("loading the synthetic model")?;
+    let m = Model::load(&f).context("loading the synthetic model")?;
     let bytes = f.bytes();
     receipt::write_atomic(&a.output, bytes)
         .with_context(|| format!("writing {}", a.output.display()))?;
     outln!(
-        "wrote {} ({} bytes, blake3 {})",
+        "wrote {} ({} bytes, blake3 {}) in {:.1} s: {}",
         a.output.display(),
         bytes.len(),
-        blake3::hash(bytes).to_hex()
+        m.file_blake3,
+        t0.elapsed().as_secs_f64(),
+        spec_flags(&spec)
     );
     Ok(EXIT_PASS)
 }

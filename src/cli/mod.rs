@@ -130,22 +130,31 @@ pub struct GateArgs {
     pub quiet: bool,
 }
 
+/// Shape flags left out take the preset's value, else the built-in model's (layers 8, embd
+/// 256, heads 8, kv-heads 4, ff 512, vocab 2048).
 #[derive(Args, Debug)]
 pub struct SynthArgs {
     #[arg(long, default_value = "llama")]
     pub arch: String,
-    #[arg(long, default_value_t = 8)]
-    pub layers: usize,
-    #[arg(long, default_value_t = 256)]
-    pub embd: usize,
-    #[arg(long, default_value_t = 8)]
-    pub heads: usize,
-    #[arg(long, default_value_t = 4)]
-    pub kv_heads: usize,
-    #[arg(long, default_value_t = 512)]
-    pub ff: usize,
-    #[arg(long, default_value_t = 2048)]
-    pub vocab: usize,
+    /// A named shape: llama8b (4096, 32/8 heads, ff 14336), llama70b (8192, 64/8, ff 28672),
+    /// qwen7b (3584, 28/4, ff 18944), each with vocab 32000 and its full depth as the default
+    /// --layers; any shape flag given overrides the preset's value.
+    #[arg(long)]
+    pub preset: Option<String>,
+    #[arg(long)]
+    pub layers: Option<usize>,
+    #[arg(long)]
+    pub embd: Option<usize>,
+    #[arg(long)]
+    pub heads: Option<usize>,
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    #[arg(long)]
+    pub ff: Option<usize>,
+    #[arg(long)]
+    pub vocab: Option<usize>,
+    /// One block format for every matrix (q8_0, q4_k, ...), or q4_k_m: llama.cpp's Q4_K_M
+    /// layout (Q4_K, with Q6_K for the head and for attn_v / ffn_down on a third of the layers).
     #[arg(long, default_value = "q8_0")]
     pub quant: String,
     #[arg(long, default_value_t = 0)]

@@ -1,0 +1,95 @@
+//! The synth flags the llama.cpp comparison relies on (scripts/bench-vs-llamacpp.sh), end to
+//! end.
+
+use std::process::{Command, Output};
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ppn-gate"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .expect("ppn-gate runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn synth_preset_and_q4_k_m_write_the_named_shape_and_mix() {
+    let d = tempfile::tempdir().expect("temp dir");
+    let f = d.path().join("m.gguf");
+    // The llama8b widths with the size flags turned down: explicit flags override the preset.
+    let o = run(&[
+        "synth",
+        "--preset",
+        "llama8b",
+        "--layers",
+        "2",
+        "--embd",
+        "512",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--ff",
+        "768",
+        "--vocab",
+        "300",
+        "--quant",
+        "q4_k_m",
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["inspect", f.to_str().unwrap(), "--tensors"]);
+    let out = text(&o);
+    assert!(
+        out.contains("2 layers, n_embd 512, heads 4 (kv 2), head_dim 128, ff 768, vocab 300"),
+        "{out}"
+    );
+    assert!(out.contains("general.file_type = 15"), "{out}");
+    assert!(out.contains("tokenizer.ggml.merges = []"), "{out}");
+    // 2 layers: layer 1 is in the last eighth, so its attn_v is Q6_K and layer 0's is Q4_K.
+    for (name, ty) in [
+        ("blk.0.attn_v.weight", "q4_k"),
+        ("blk.1.attn_v.weight", "q6_k"),
+        ("blk.1.ffn_down.weight", "q6_k"),
+        ("output.weight", "q6_k"),
+        ("token_embd.weight", "q4_k"),
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{out}"));
+        assert!(line.split_whitespace().nth(1) == Some(ty), "{line}");
+    }
+    // Bad names and shapes the mix cannot hold exit 2 naming the value.
+    for (args, want) in [
+        (vec!["--preset", "llama13b"], "--preset \"llama13b\""),
+        (vec!["--quant", "q4_k_s"], "--quant \"q4_k_s\""),
+        (
+            vec![
+                "--quant",
+                "q4_k_m",
+                "--embd",
+                "96",
+                "--heads",
+                "2",
+                "--kv-heads",
+                "1",
+            ],
+            "embd = 96",
+        ),
+    ] {
+        let mut a = vec!["synth", "-o", "/nonexistent/x.gguf"];
+        a.extend(args);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{a:?}: {}", text(&o));
+    }
+}
