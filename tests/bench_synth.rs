@@ -1,5 +1,5 @@
-//! The synth flags the llama.cpp comparison relies on (scripts/bench-vs-llamacpp.sh), end to
-//! end.
+//! The synth flags the llama.cpp comparison relies on (scripts/bench-vs-llamacpp.sh), and the
+//! module-cache flags, end to end.
 
 use std::process::{Command, Output};
 
@@ -91,5 +91,29 @@ fn synth_preset_and_q4_k_m_write_the_named_shape_and_mix() {
         let o = run(&a);
         assert_eq!(o.status.code(), Some(2), "{a:?}: {}", text(&o));
         assert!(text(&o).contains(want), "{a:?}: {}", text(&o));
+    }
+}
+
+/// The module cache is a CUDA setting: on the CPU backend its flags are refused, never
+/// silently ignored, and the two cannot be combined.
+#[test]
+fn module_cache_flags_are_refused_where_no_kernels_are_compiled() {
+    for (args, want) in [
+        (
+            vec!["--backend", "cpu", "--cache-dir", "/tmp/x"],
+            "--cache-dir /tmp/x: the cpu backend compiles no kernels",
+        ),
+        (
+            vec!["bench", "--backend", "cpu", "--no-cache"],
+            "--no-cache: the cpu backend",
+        ),
+        (
+            vec!["--cache-dir", "/tmp/x", "--no-cache"],
+            "--cache-dir /tmp/x with --no-cache",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
     }
 }

@@ -3,7 +3,8 @@
 //! Exit codes: 0 every arm PASS (or the subcommand succeeded), 1 a gate FAIL (or `diff`
 //! found a difference), 2 a harness error (bad flags, bad files, backend errors) — with a
 //! message naming the offending value. Configuration comes from flags only, never from
-//! environment variables.
+//! environment variables (one location follows them: the default of `--cache-dir`, where the
+//! XDG convention puts a user's caches).
 
 /// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
 /// and the command goes on, so its receipts are still written and its exit code still says
@@ -125,6 +126,15 @@ pub struct GateArgs {
     /// the CPU backend, which launches no kernels.
     #[arg(long)]
     pub pdl: Option<String>,
+    /// CUDA: directory of the compiled-module cache (default $XDG_CACHE_HOME/ppn-gate, else
+    /// $HOME/.cache/ppn-gate): a module compiled once for a source, option set, device
+    /// architecture, driver and NVRTC is read from there by every later process.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// CUDA: no module cache: NVRTC compiles every module to PTX and the driver JIT-compiles
+    /// it at load (the behaviour before the cache).
+    #[arg(long)]
+    pub no_cache: bool,
     /// Print only the verdict lines.
     #[arg(long, short)]
     pub quiet: bool,
