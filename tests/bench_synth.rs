@@ -1,7 +1,9 @@
-//! The synth flags the llama.cpp comparison relies on (scripts/bench-vs-llamacpp.sh), and the
-//! module-cache flags, end to end.
+//! The binary's bench receipt and the synth flags the llama.cpp comparison relies on
+//! (scripts/bench-vs-llamacpp.sh reads both), and the module-cache flags, end to end.
 
 use std::process::{Command, Output};
+
+use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ppn-gate"))
@@ -17,6 +19,56 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+#[test]
+fn bench_receipt_holds_the_figures_it_printed() {
+    let d = tempfile::tempdir().expect("temp dir");
+    let path = d.path().join("sub/bench.json");
+    let o = run(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--stages",
+        "2",
+        "--batch",
+        "2",
+        "--steps",
+        "4",
+        "--arms",
+        "batched",
+        "--receipt",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("written")).expect("JSON");
+    assert_eq!(r["schema"], "ppn-gate.bench/1");
+    assert_eq!(r["backend"]["kind"], "cpu");
+    assert_eq!(r["config"]["stages"], 2);
+    assert_eq!(r["config"]["batch"], 2);
+    // --arms batched: the pipelined path was not measured, and says so with a null.
+    assert!(r["tok_s"]["pipelined"].is_null(), "{r}");
+    let out = text(&o);
+    for path in ["reference", "eager", "batched"] {
+        let v = r["tok_s"][path]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{path}: {r}"));
+        assert!(v > 0.0, "{path} {v}");
+        // The printed line carries the same figure (one decimal).
+        assert!(
+            out.contains(&format!("{v:.1} tok/s")),
+            "{path} {v:.1} not in:\n{out}"
+        );
+    }
+    // The CPU backend measures no bandwidth: no floor rather than an invented one.
+    assert!(
+        r["bandwidth_gbs"].is_null() && r["floor_tok_s"].is_null(),
+        "{r}"
+    );
+    assert!(r["model"]["weight_bytes"].as_u64().unwrap() > 0);
+    assert!(r["model"]["file"].as_str().unwrap().starts_with("builtin:"));
+    assert!(!r["tool"]["git_commit"].as_str().unwrap().is_empty());
 }
 
 #[test]

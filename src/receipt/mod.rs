@@ -6,6 +6,7 @@
 //! atomically (temp file in the same directory, then rename), so a reader never sees half a
 //! receipt and an interrupted soak keeps every finished one.
 
+pub mod bench;
 pub mod diff;
 
 use std::path::Path;
