@@ -13,11 +13,15 @@
 #   hit       the same cache again: every module read from it; the bar is under 1 s
 #   corrupt   one entry truncated first: detected, compiled again, the gate still passes
 # then `ppn-gate diff` of miss, hit and corrupt against nocache: `same` (CUBIN = PTX bits).
-# A table of module ms / hits / misses / corrupt / wall ms per run goes to OUT/summary.txt.
+# OUT gets three files (what a device call brings back): summary.txt (a row per run: module
+# ms / hits / misses / corrupt / wall ms, and the checks), log.txt, receipts.tar.gz. Models,
+# caches and receipts are made under WORK (default /tmp/gpu-h12, emptied first).
 set -u
 BIN=${1:?usage: scripts/gpu-h12.sh BIN OUT}
 OUT=${2:?usage: scripts/gpu-h12.sh BIN OUT}
-mkdir -p "$OUT/r" "$OUT/m"
+WORK=${WORK:-/tmp/gpu-h12}
+rm -rf "$WORK"
+mkdir -p "$OUT" "$WORK/r" "$WORK/m"
 SUM="$OUT/summary.txt"
 LOG="$OUT/log.txt"
 : >"$SUM"
@@ -38,7 +42,7 @@ print("%.0f %d %d %d" % (m.get("ms",-1), m.get("hits",-1), m.get("misses",-1), m
 run() {
     local tag=$1 name=$2
     shift 2
-    local r="$OUT/r/$tag-$name.json" t0=$(date +%s%N)
+    local r="$WORK/r/$tag-$name.json" t0=$(date +%s%N)
     "$BIN" --backend cuda -q "$@" --receipt "$r" >>"$LOG" 2>&1
     local rc=$? ms=$((($(date +%s%N) - t0) / 1000000))
     if [ $rc != 0 ] || [ ! -f "$r" ]; then
@@ -48,7 +52,7 @@ run() {
     fi
     read -r mms hits misses corrupt < <(modules "$r")
     row "$tag $name" "PASS  modules ${mms} ms (hits $hits, misses $misses, corrupt $corrupt), wall ${ms} ms"
-    echo "$mms $hits $misses $corrupt" >"$OUT/r/$tag-$name.mod"
+    echo "$mms $hits $misses $corrupt" >"$WORK/r/$tag-$name.mod"
 }
 
 check() { # NAME CONDITION-TEXT EXIT-CODE-OF-TEST; returns that code
@@ -58,7 +62,7 @@ check() { # NAME CONDITION-TEXT EXIT-CODE-OF-TEST; returns that code
 
 same() { # TAG A B: the deterministic parts of two receipts are bit-identical
     local o rc
-    o=$("$BIN" diff "$OUT/r/$1-$2.json" "$OUT/r/$1-$3.json" 2>&1)
+    o=$("$BIN" diff "$WORK/r/$1-$2.json" "$WORK/r/$1-$3.json" 2>&1)
     rc=$?
     check "$1 $3 = $2" "$(echo "$o" | head -1)" $rc
 }
@@ -66,14 +70,14 @@ same() { # TAG A B: the deterministic parts of two receipts are bit-identical
 one_model() { # TAG ARGS...
     local tag=$1
     shift
-    local cache="$OUT/cache-$tag"
+    local cache="$WORK/cache-$tag"
     rm -rf "$cache"
     # The uncached baseline with the driver's JIT cache empty too: a first gate on a machine.
-    CUDA_CACHE_PATH="$OUT/nvjit-$tag" run "$tag" nocache --no-cache "$@" || return
+    CUDA_CACHE_PATH="$WORK/nvjit-$tag" run "$tag" nocache --no-cache "$@" || return
     run "$tag" miss --cache-dir "$cache" "$@" || return
     run "$tag" hit --cache-dir "$cache" "$@" || return
-    read -r _ _ m_miss _ <"$OUT/r/$tag-miss.mod"
-    read -r h_ms h_hits h_miss _ <"$OUT/r/$tag-hit.mod"
+    read -r _ _ m_miss _ <"$WORK/r/$tag-miss.mod"
+    read -r h_ms h_hits h_miss _ <"$WORK/r/$tag-hit.mod"
     [ "$m_miss" -gt 0 ]
     check "$tag miss" "the fresh cache compiled $m_miss modules" $?
     [ "$h_miss" = 0 ] && [ "$h_hits" = "$m_miss" ]
@@ -89,7 +93,7 @@ one_model() { # TAG ARGS...
     check "$tag entries" "$n files in $cache" $? || return
     truncate -s $(($(stat -c %s "$e") / 2)) "$e"
     run "$tag" corrupt --cache-dir "$cache" "$@" || return
-    read -r _ _ _ c_corrupt <"$OUT/r/$tag-corrupt.mod"
+    read -r _ _ _ c_corrupt <"$WORK/r/$tag-corrupt.mod"
     [ "$c_corrupt" = 1 ]
     check "$tag corrupt" "$c_corrupt damaged entry detected and rebuilt" $?
     for b in miss hit corrupt; do same "$tag" nocache "$b"; done
@@ -99,7 +103,7 @@ SMOL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 GEMMA=models/gemma-3-270m-q4_k_m.gguf
 if [ ! -f "$SMOL" ]; then
     # SmolLM2-135M's shapes and format (30 layers, 576 wide, 9/3 heads, ff 1536, Q4_1).
-    SMOL="$OUT/m/smolshape-q4_1.gguf"
+    SMOL="$WORK/m/smolshape-q4_1.gguf"
     "$BIN" synth --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 \
         --vocab 49152 --quant q4_1 -o "$SMOL" >>"$LOG" 2>&1
 fi
@@ -109,5 +113,6 @@ if [ -f "$GEMMA" ] && [ "$NGPU" -ge 2 ]; then
     # The issue's slow case: Gemma-3 N=5 B=8 over two GPUs (39 s of NVRTC before the cache).
     one_model gemma-n5b8-2gpu --model "$GEMMA" --stages 5 --devices 0,0,0,1,1 --batch 8 --gen-len 8
 fi
+tar czf "$OUT/receipts.tar.gz" -C "$WORK" r
 row "result" "$([ $FAILS = 0 ] && echo PASS || echo "FAIL ($FAILS)")"
 [ $FAILS = 0 ]
