@@ -32,6 +32,9 @@
 #   WORK     scratch directory for the build and the models (default /tmp/bench-vs-llamacpp)
 #   JOBS     build jobs (default: cores - 2)
 #   LLAMA_BIN  a directory that already holds llama-bench and llama-batched-bench: no build
+#   DEADLINE_S seconds after the start by which the JSON must be written (default 560, inside
+#            the 10-minute call): every step runs under the time left, a row that no longer
+#            fits is skipped with "out of time", and the build is stopped if still running
 #   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
 #            row names on small synthetic shapes (the real models as they are), short runs;
 #            writes OUT only, never receipts/bench (that file holds GPU figures only)
@@ -55,6 +58,17 @@ LOG="$OUT/log.txt"
 # Progress goes to stderr (and the log): stdout of helpers is their result.
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
 T0=$(date +%s)
+DEADLINE=${DEADLINE_S:-560}
+# left: seconds until the deadline, less a margin for writing the JSON.
+left() { echo $((DEADLINE - 15 - ($(date +%s) - T0))); }
+# within SECONDS_MIN CMD...: CMD under the time left; refuses (status 124) below SECONDS_MIN.
+within() {
+    local min=$1 l
+    shift
+    l=$(left)
+    [ "$l" -ge "$min" ] || return 124
+    timeout "$l" "$@"
+}
 
 for r in $ROWS; do
     [[ " $ALL_ROWS " == *" $r "* ]] || { echo "ROWS: unknown row '$r' (known: $ALL_ROWS)" >&2; exit 2; }
@@ -85,14 +99,16 @@ else
     LB="$WORK/lc/llama.cpp/build/bin"
     rm -rf "$WORK/lc"
     mkdir -p "$WORK/lc"
-    (
-        tar xzf "$TGZ" -C "$WORK/lc" &&
-            cd "$WORK/lc/llama.cpp" &&
-            cmake -B build $CMAKE_FLAGS -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    # Its own session, so that the whole build can be stopped at the deadline or on exit.
+    setsid bash -c '
+        tar xzf "$0" -C "$1/lc" &&
+            cd "$1/lc/llama.cpp" &&
+            cmake -B build $2 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
                 -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON -DCMAKE_BUILD_TYPE=Release &&
-            nice -n 19 cmake --build build -j"$JOBS" --target llama-bench llama-batched-bench
-    ) >"$WORK/raw/llama-build.log" 2>&1 &
+            nice -n 19 cmake --build build -j"$3" --target llama-bench llama-batched-bench
+    ' "$TGZ" "$WORK" "$CMAKE_FLAGS" "$JOBS" >"$WORK/raw/llama-build.log" 2>&1 &
     BUILD_PID=$!
+    trap 'kill -- -"$BUILD_PID" 2>/dev/null' EXIT
     log "llama.cpp: building in the background (pid $BUILD_PID, -j$JOBS, $CMAKE_FLAGS)"
 fi
 
@@ -128,7 +144,11 @@ model_file() {
         if [ ! -f "$f" ] || [ "$(cat "$f.flags" 2>/dev/null)" != "$flags" ]; then
             log "synth $row: $flags"
             # shellcheck disable=SC2086
-            "$BIN" synth $flags -o "$f" >>"$LOG" 2>&1 || { echo "synth failed (log.txt)" >"$WORK/raw/$row.skip"; return 1; }
+            within 30 "$BIN" synth $flags -o "$f" >>"$LOG" 2>&1 || {
+                echo "synth failed or out of time (exit $?, log.txt)" >"$WORK/raw/$row.skip"
+                rm -f "$f"
+                return 1
+            }
             echo "$flags" >"$f.flags"
         fi
         ;;
@@ -142,13 +162,13 @@ for row in $ROWS; do
     f=$(model_file "$row") || { log "$row: skipped: $(cat "$WORK/raw/$row.skip")"; continue; }
     FILE[$row]=$f
     log "ppn-gate bench $row"
-    "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms batched --batch 8 \
+    within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms batched --batch 8 \
         --steps "$STEPS" --receipt "$WORK/raw/$row.ppn.json" >>"$LOG" 2>&1 ||
         log "$row: ppn-gate bench failed (exit $?, see log.txt)"
 done
 if [ "$PIPE2" = 1 ] && [ -n "${FILE[llama8b-l32-q4_k_m]:-}" ]; then
     log "ppn-gate bench llama8b-l32-q4_k_m pipelined over devices 0,1"
-    "$BIN" bench --backend "$BACKEND" --model "${FILE[llama8b-l32-q4_k_m]}" --stages 2 \
+    within 20 "$BIN" bench --backend "$BACKEND" --model "${FILE[llama8b-l32-q4_k_m]}" --stages 2 \
         --devices 0,1 --arms pipelined --steps "$STEPS" \
         --receipt "$WORK/raw/llama8b-l32-q4_k_m.pipe2.json" >>"$LOG" 2>&1 ||
         log "pipelined 2-GPU bench failed (exit $?, see log.txt)"
@@ -157,6 +177,11 @@ fi
 # ---- 3. llama.cpp on the same files ---------------------------------------------------
 if [ -n "$BUILD_PID" ]; then
     log "waiting for the llama.cpp build"
+    while kill -0 "$BUILD_PID" 2>/dev/null && [ "$(left)" -gt 30 ]; do sleep 2; done
+    if kill -0 "$BUILD_PID" 2>/dev/null; then
+        log "llama.cpp build still running at the deadline: stopped"
+        kill -- -"$BUILD_PID" 2>/dev/null
+    fi
     if ! wait "$BUILD_PID"; then
         log "llama.cpp build FAILED; its log:"
         tail -30 "$WORK/raw/llama-build.log" | tee -a "$LOG" >&2
@@ -170,14 +195,18 @@ for row in $ROWS; do
         echo "llama.cpp was not built (raw/llama-build.log)" >"$WORK/raw/$row.lcskip"
         continue
     fi
+    if [ "$(left)" -lt 20 ]; then
+        echo "out of time" >"$WORK/raw/$row.lcskip"
+        continue
+    fi
     log "llama-bench $row"
-    "$LB/llama-bench" -m "$f" -ngl "$NGL" -p 0 -n "$TG_N" -r "$TG_R" -o json \
+    within 10 "$LB/llama-bench" -m "$f" -ngl "$NGL" -p 0 -n "$TG_N" -r "$TG_R" -o json \
         >"$WORK/raw/$row.lb.json" 2>>"$WORK/raw/$row.lb.err" ||
         log "$row: llama-bench failed (raw/$row.lb.err)"
     log "llama-batched-bench $row"
-    "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
-        --output-format jsonl >"$WORK/raw/$row.bb.txt" 2>&1 ||
-        log "$row: llama-batched-bench failed (raw/$row.bb.txt)"
+    within 10 "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
+        --output-format jsonl >"$WORK/raw/$row.bb.txt" 2>"$WORK/raw/$row.bb.err" ||
+        log "$row: llama-batched-bench failed (raw/$row.bb.err)"
 done
 
 # ---- 4. the comparison ----------------------------------------------------------------
@@ -247,6 +276,8 @@ for name in rows_wanted:
     if lcskip:
         skipped.append({"model": name, "reason": "llama.cpp: " + lcskip.strip()})
     lb = llama_bench_tg(read(f"{raw}/{name}.lb.json"))
+    # Its results are on stdout (.bb.txt), its log on stderr (.bb.err): kept apart so that no
+    # log line can split a result line.
     bb8 = batched_bench_tg(read(f"{raw}/{name}.bb.txt"), 8)
     bb1 = batched_bench_tg(read(f"{raw}/{name}.bb.txt"), 1)
     wb = ppn["model"]["weight_bytes"] if ppn else None
