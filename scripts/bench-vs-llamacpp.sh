@@ -186,7 +186,7 @@ if [ -n "$BUILD_PID" ]; then
         log "llama.cpp build FAILED; its log:"
         tail -30 "$WORK/raw/llama-build.log" | tee -a "$LOG" >&2
     fi
-    log "llama.cpp build done after $(($(date +%s) - T0)) s"
+    log "llama.cpp build ended after $(($(date +%s) - T0)) s"
 fi
 for row in $ROWS; do
     f=${FILE[$row]:-}
