@@ -21,6 +21,17 @@ fn main() {
         commit
     };
     println!("cargo:rustc-env=PPN_GIT_COMMIT={v}");
+    // The locked cudarc version: part of the CUDA module cache's keys (its bindings build the
+    // modules). Cargo.lock pins it; a lock without it is a broken checkout, named here.
+    let lock = std::fs::read_to_string("Cargo.lock").expect("build.rs: reading Cargo.lock");
+    let cudarc = lock
+        .split("[[package]]")
+        .find(|p| p.contains("\nname = \"cudarc\"\n"))
+        .and_then(|p| p.lines().find_map(|l| l.strip_prefix("version = \"")))
+        .and_then(|v| v.strip_suffix('"'))
+        .expect("build.rs: Cargo.lock has no cudarc package with a version");
+    println!("cargo:rustc-env=PPN_CUDARC_VERSION={cudarc}");
+    println!("cargo:rerun-if-changed=Cargo.lock");
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
 }

@@ -389,7 +389,6 @@ fn bad_flags_exit_2_naming_the_value() {
             &["bench", "--fault", "rx-no-wait"],
             "--fault rx-no-wait: bench",
         ),
-        (&["bench", "--receipt", "x.json"], "--receipt x.json: bench"),
         (&["bench", "--steps", "0"], "--steps 0"),
         (
             &["synth", "--arch", "mamba", "-o", "x.gguf"],

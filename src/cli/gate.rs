@@ -11,15 +11,17 @@ use anyhow::{anyhow, bail, Context, Result};
 use super::{GateArgs, SynthArgs, EXIT_FAIL, EXIT_PASS};
 use crate::arms::{self, ArmKind, GateSpec};
 use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::modcache::ModuleCache;
 use crate::backend::cuda::CudaBackend;
 use crate::backend::Backend;
 use crate::gguf::GgufFile;
-use crate::model::synth::{builtin_spec, synth_gguf, SynthSpec};
+use crate::model::synth::{
+    builtin_spec, preset, synth_gguf, synth_gguf_for_tools, Preset, SynthQuant, SynthSpec, PRESETS,
+};
 use crate::model::{Arch, Model};
-use crate::quant::GgmlType;
 use crate::receipt::{
-    self, BackendInfo, ConfigInfo, DevBytes, ModelInfo, PlacementInfo, Receipt, StageResident,
-    Timings, Tool,
+    self, BackendInfo, ConfigInfo, DevBytes, ModelInfo, ModuleStats, PlacementInfo, Receipt,
+    StageResident, Timings, Tool,
 };
 use crate::runtime::placement::parse_list;
 use crate::runtime::{Fault, Placement, TransportChoice};
@@ -56,6 +58,13 @@ impl AnyBackend {
             AnyBackend::Cuda(b) => b.device_name(d),
         }
     }
+    /// The kernel-module counters so far (None: the backend compiles no kernels).
+    pub fn module_stats(&self) -> Option<ModuleStats> {
+        match self {
+            AnyBackend::Cpu(_) => None,
+            AnyBackend::Cuda(b) => Some(b.module_stats()),
+        }
+    }
 }
 
 /// Everything a gate run needs, validated. Soak and battery reuse one `Prepared` (the model
@@ -82,28 +91,55 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         if let Some(v) = &args.pdl {
             bail!("--pdl {v}: the cpu backend launches no kernels (programmatic dependent launch is a CUDA setting)");
         }
+        if let Some(d) = &args.cache_dir {
+            bail!(
+                "--cache-dir {}: the cpu backend compiles no kernels (the module cache is a CUDA setting)",
+                d.display()
+            );
+        }
+        if args.no_cache {
+            bail!("--no-cache: the cpu backend compiles no kernels (the module cache is a CUDA setting)");
+        }
         Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
             args.cpu_devices,
             args.jitter_us,
             args.seed,
         ))))
     };
-    let cuda = |be: CudaBackend| {
-        AnyBackend::Cuda(Arc::new(
-            be.with_jitter(args.jitter_us, args.seed).with_pdl(pdl),
-        ))
+    if let (Some(d), true) = (&args.cache_dir, args.no_cache) {
+        bail!("--cache-dir {} with --no-cache: pick one", d.display());
+    }
+    let cuda = |be: CudaBackend| -> Result<AnyBackend> {
+        let cache = if args.no_cache {
+            None
+        } else {
+            let dir = match &args.cache_dir {
+                Some(d) => d.clone(),
+                None => ModuleCache::default_dir(
+                    std::env::var("XDG_CACHE_HOME").ok().as_deref(),
+                    std::env::var("HOME").ok().as_deref(),
+                )
+                .map_err(anyhow::Error::msg)?,
+            };
+            Some(ModuleCache::open(&dir).map_err(|e| anyhow!("--cache-dir: {e}"))?)
+        };
+        Ok(AnyBackend::Cuda(Arc::new(
+            be.with_jitter(args.jitter_us, args.seed)
+                .with_pdl(pdl)
+                .with_module_cache(cache),
+        )))
     };
     match args.backend.as_str() {
         "cpu" => cpu(),
         // `auto`: CUDA when a driver loads and a device answers, else the CPU backend (the
         // receipt's backend.kind records which one ran).
         "auto" => match CudaBackend::open() {
-            Ok(be) => Ok(cuda(be)),
+            Ok(be) => cuda(be),
             Err(_) => cpu(),
         },
         // Explicit CUDA never falls back: no driver or no device is an error naming why.
         "cuda" => match CudaBackend::open() {
-            Ok(be) => Ok(cuda(be)),
+            Ok(be) => cuda(be),
             Err(e) => bail!("--backend cuda: {e}"),
         },
         other => bail!("--backend {other:?}: expected auto, cpu or cuda"),
@@ -266,6 +302,7 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
 /// Run one gate and build its receipt. `progress` sees "reference", then each arm name.
 pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Receipt> {
     let t0 = Instant::now();
+    let modules0 = p.be.module_stats();
     let res = match &p.be {
         AnyBackend::Cpu(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
         AnyBackend::Cuda(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
@@ -280,16 +317,8 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
     let pass = res.pass();
     Ok(Receipt {
         schema: receipt::SCHEMA.to_string(),
-        tool: Tool {
-            name: "ppn-gate".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            git_commit: env!("PPN_GIT_COMMIT").into(),
-        },
-        backend: BackendInfo {
-            kind: p.be.kind().into(),
-            device_names: pl.devices.iter().map(|&d| p.be.device_name(d)).collect(),
-            jitter_us: p.args.jitter_us,
-        },
+        tool: tool_info(),
+        backend: backend_info(p),
         model: p.model_info.clone(),
         placement: PlacementInfo {
             stages: n,
@@ -341,8 +370,37 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
             reference_ms: res.reference_ms,
             arm_ms: res.arm_ms,
             total_ms,
+            modules: p
+                .be
+                .module_stats()
+                .zip(modules0)
+                .map(|(now, before)| now.since(&before)),
         },
     })
+}
+
+/// This binary, as receipts name it.
+pub fn tool_info() -> Tool {
+    Tool {
+        name: "ppn-gate".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        git_commit: env!("PPN_GIT_COMMIT").into(),
+    }
+}
+
+/// The backend and the devices of the placement, as receipts name them.
+pub fn backend_info(p: &Prepared) -> BackendInfo {
+    BackendInfo {
+        kind: p.be.kind().into(),
+        device_names: p
+            .spec
+            .placement
+            .devices
+            .iter()
+            .map(|&d| p.be.device_name(d))
+            .collect(),
+        jitter_us: p.args.jitter_us,
+    }
 }
 
 /// One verdict line per misplaced allocation (the gate then ran no arm), then one per arm.
@@ -494,40 +552,56 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
             Arch::ALL.map(|a| a.name()).join(", ")
         )
     })?;
-    let quant = GgmlType::from_name(&a.quant).ok_or_else(|| {
+    let quant = SynthQuant::from_name(&a.quant).ok_or_else(|| {
         anyhow!(
             "--quant {:?}: unknown type (one of {})",
             a.quant,
-            GgmlType::ALL.map(|t| t.name()).join(", ")
+            SynthQuant::names()
         )
     })?;
+    let base = builtin_spec();
+    let p = match a.preset.as_deref() {
+        None => None,
+        Some(name) => Some(preset(name).ok_or_else(|| {
+            anyhow!(
+                "--preset {name:?}: unknown (one of {})",
+                PRESETS.map(|p| p.name).join(", ")
+            )
+        })?),
+    };
+    let pick = |flag: Option<usize>, of_preset: fn(&Preset) -> usize, builtin: usize| {
+        flag.or(p.as_ref().map(of_preset)).unwrap_or(builtin)
+    };
     let spec = SynthSpec {
         arch,
-        layers: a.layers,
-        embd: a.embd,
-        heads: a.heads,
-        kv_heads: a.kv_heads,
-        ff: a.ff,
-        vocab: a.vocab,
+        layers: pick(a.layers, |p| p.layers, base.layers),
+        embd: pick(a.embd, |p| p.embd, base.embd),
+        heads: pick(a.heads, |p| p.heads, base.heads),
+        kv_heads: pick(a.kv_heads, |p| p.kv_heads, base.kv_heads),
+        ff: pick(a.ff, |p| p.ff, base.ff),
+        vocab: pick(a.vocab, |p| p.vocab, base.vocab),
         quant,
         seed: a.seed,
         head_dim: a.head_dim,
         tied: a.tied,
         rope_freqs: a.rope_freqs,
     };
-    let bytes = synth_gguf(&spec)?;
+    let t0 = Instant::now();
+    let bytes = synth_gguf_for_tools(&spec)?;
     // Load what we wrote before declaring success: a synth that writes an unloadable file
     // would only fail later, far from its cause.
     let f = GgufFile::parse(bytes).context("re-reading the synthetic model")?;
-    Model::load(&f).context("loading the synthetic model")?;
+    let m = Model::load(&f).context("loading the synthetic model")?;
     let bytes = f.bytes();
     receipt::write_atomic(&a.output, bytes)
         .with_context(|| format!("writing {}", a.output.display()))?;
     outln!(
-        "wrote {} ({} bytes, blake3 {})",
+        "wrote {} ({} bytes, blake3 {}) in {:.1} s: {}",
         a.output.display(),
         bytes.len(),
-        blake3::hash(bytes).to_hex()
+        m.file_blake3,
+        t0.elapsed().as_secs_f64(),
+        spec_flags(&spec)
     );
     Ok(EXIT_PASS)
 }

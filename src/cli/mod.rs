@@ -3,7 +3,8 @@
 //! Exit codes: 0 every arm PASS (or the subcommand succeeded), 1 a gate FAIL (or `diff`
 //! found a difference), 2 a harness error (bad flags, bad files, backend errors) — with a
 //! message naming the offending value. Configuration comes from flags only, never from
-//! environment variables.
+//! environment variables (one location follows them: the default of `--cache-dir`, where the
+//! XDG convention puts a user's caches).
 
 /// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
 /// and the command goes on, so its receipts are still written and its exit code still says
@@ -125,28 +126,46 @@ pub struct GateArgs {
     /// the CPU backend, which launches no kernels.
     #[arg(long)]
     pub pdl: Option<String>,
+    /// CUDA: directory of the compiled-module cache (default $XDG_CACHE_HOME/ppn-gate, else
+    /// $HOME/.cache/ppn-gate): a module compiled once for a source, option set, device
+    /// architecture, driver and NVRTC is read from there by every later process.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// CUDA: no module cache: NVRTC compiles every module to PTX and the driver JIT-compiles
+    /// it at load (the behaviour before the cache).
+    #[arg(long)]
+    pub no_cache: bool,
     /// Print only the verdict lines.
     #[arg(long, short)]
     pub quiet: bool,
 }
 
+/// Shape flags left out take the preset's value, else the built-in model's (layers 8, embd
+/// 256, heads 8, kv-heads 4, ff 512, vocab 2048).
 #[derive(Args, Debug)]
 pub struct SynthArgs {
     /// llama, gemma3, qwen2 (q/k/v biases), qwen3 (q/k head norms, key_length written).
     #[arg(long, default_value = "llama")]
     pub arch: String,
-    #[arg(long, default_value_t = 8)]
-    pub layers: usize,
-    #[arg(long, default_value_t = 256)]
-    pub embd: usize,
-    #[arg(long, default_value_t = 8)]
-    pub heads: usize,
-    #[arg(long, default_value_t = 4)]
-    pub kv_heads: usize,
-    #[arg(long, default_value_t = 512)]
-    pub ff: usize,
-    #[arg(long, default_value_t = 2048)]
-    pub vocab: usize,
+    /// A named shape: llama8b (4096, 32/8 heads, ff 14336), llama70b (8192, 64/8, ff 28672),
+    /// qwen7b (3584, 28/4, ff 18944), each with vocab 32000 and its full depth as the default
+    /// --layers; any shape flag given overrides the preset's value.
+    #[arg(long)]
+    pub preset: Option<String>,
+    #[arg(long)]
+    pub layers: Option<usize>,
+    #[arg(long)]
+    pub embd: Option<usize>,
+    #[arg(long)]
+    pub heads: Option<usize>,
+    #[arg(long)]
+    pub kv_heads: Option<usize>,
+    #[arg(long)]
+    pub ff: Option<usize>,
+    #[arg(long)]
+    pub vocab: Option<usize>,
+    /// One block format for every matrix (q8_0, q4_k, ...), or q4_k_m: llama.cpp's Q4_K_M
+    /// layout (Q4_K, with Q6_K for the head and for attn_v / ffn_down on a third of the layers).
     #[arg(long, default_value = "q8_0")]
     pub quant: String,
     #[arg(long, default_value_t = 0)]

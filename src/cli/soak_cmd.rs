@@ -13,6 +13,7 @@ use serde::Deserialize;
 use super::gate::{prepare, run_prepared, verdict_lines, AnyBackend};
 use super::{BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use crate::backend::Backend;
+use crate::receipt::bench::{BenchConfig, BenchReceipt, BenchTimings, PathRates, BENCH_SCHEMA};
 use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
 use crate::receipt::Receipt;
 use crate::runtime::{Placement, Runtime, RuntimeConfig};
@@ -269,11 +270,8 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     if a.steps == 0 {
         bail!("--steps 0: need at least one step");
     }
-    // bench times the fault-free runtime on seeded tokens and writes no receipt: flags it
-    // would otherwise ignore are refused, not dropped.
-    if let Some(r) = &a.gate.receipt {
-        bail!("--receipt {}: bench writes no receipt", r.display());
-    }
+    // bench times the fault-free runtime on seeded tokens: flags it would otherwise ignore
+    // are refused, not dropped.
     if let Some(t) = &a.gate.tape {
         bail!(
             "--tape {}: bench decodes seeded tokens, not a tape",
@@ -284,20 +282,37 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
         bail!("--fault {f}: bench measures the fault-free runtime");
     }
     let p = prepare(&a.gate)?;
-    match &p.be {
-        AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps),
-        AnyBackend::Cuda(be) => bench_on(be.clone(), &p, a.steps),
+    let modules0 = p.be.module_stats();
+    let mut r = match &p.be {
+        AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps)?,
+        AnyBackend::Cuda(be) => bench_on(be.clone(), &p, a.steps)?,
+    };
+    r.modules =
+        p.be.module_stats()
+            .zip(modules0)
+            .map(|(now, before)| now.since(&before));
+    print_bench(&r);
+    if let Some(path) = &a.gate.receipt {
+        crate::receipt::write_atomic(path, r.to_json().as_bytes())
+            .with_context(|| format!("--receipt {}", path.display()))?;
+        outln!("receipt: {}", path.display());
     }
+    Ok(EXIT_PASS)
 }
 
-fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> Result<i32> {
+fn bench_on<B: Backend>(
+    be: Arc<B>,
+    p: &super::gate::Prepared,
+    steps: usize,
+) -> Result<BenchReceipt> {
     let m = p.model.clone();
     let spec = &p.spec;
     let ctx = steps;
     let tokens = crate::arms::seeded_prompt(&m, spec.seed, 0, steps);
     let single = Placement::single(m.cfg.n_layers, spec.placement.devices[0]);
     let mk = |pl: Placement, rows: usize| {
-        Runtime::build(
+        let t0 = Instant::now();
+        let rt = Runtime::build(
             be.clone(),
             m.clone(),
             RuntimeConfig {
@@ -307,7 +322,8 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
                 window: spec.window,
                 faults: vec![],
             },
-        )
+        )?;
+        Ok::<_, anyhow::Error>((rt, t0.elapsed().as_secs_f64() * 1e3))
     };
     // Wall time of an eager walk, and the part of it the host spent enqueueing (issue).
     let time_eager_split = |rt: &Runtime<B>| -> Result<(f64, f64)> {
@@ -336,7 +352,7 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
         )?;
         Ok(t0.elapsed().as_secs_f64())
     };
-    let rt1 = mk(single, 1)?;
+    let (rt1, reference_build_ms) = mk(single, 1)?;
     time_eager(&rt1)?; // warm-up (page cache, thread pools)
     let l0 = be.launches();
     let (t_ref, t_enq) = time_eager_split(&rt1)?;
@@ -344,7 +360,7 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
     drop(rt1);
     let bw = be.bandwidth_gbs(spec.placement.devices[0])?;
     let rows = spec.batch;
-    let rtn = mk(spec.placement.clone(), rows)?;
+    let (rtn, build_ms) = mk(spec.placement.clone(), rows)?;
     let t_eager = time_eager(&rtn)?;
     // --arms picks the paths measured after eager (the base of every ratio, always run).
     let want = |k: crate::arms::ArmKind| spec.arms.contains(&k);
@@ -355,56 +371,110 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &super::gate::Prepared, steps: usize) -> 
         .then(|| time_pipe(&rtn, rows))
         .transpose()?;
     let tps = |t: f64, r: usize| (steps * r) as f64 / t;
+    let pl = &spec.placement;
+    Ok(BenchReceipt {
+        schema: BENCH_SCHEMA.into(),
+        tool: super::gate::tool_info(),
+        unix_time_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty()),
+        backend: super::gate::backend_info(p),
+        model: p.model_info.clone(),
+        config: BenchConfig {
+            placement: pl.to_flags(),
+            stages: pl.n_stages(),
+            devices: pl.devices.clone(),
+            steps,
+            window: spec.window,
+            batch: rows,
+            arms: spec.arms.iter().map(|a| a.name().to_string()).collect(),
+        },
+        bandwidth_gbs: bw,
+        floor_tok_s: bw.map(|gbs| gbs * 1e9 / m.weight_bytes as f64),
+        launches_per_token: (launches_per_tok > 0.0).then_some(launches_per_tok),
+        host_enqueue_us_per_token: 1e6 * t_enq / steps as f64,
+        tok_s: PathRates {
+            reference: tps(t_ref, 1),
+            eager: tps(t_eager, 1),
+            pipelined: t_pipe.map(|t| tps(t, 1)),
+            batched: t_batch.map(|t| tps(t, rows)),
+        },
+        timings: BenchTimings {
+            load_ms: p.load_ms,
+            reference_build_ms,
+            build_ms,
+        },
+        modules: None,
+    })
+}
+
+fn print_bench(r: &BenchReceipt) {
+    let c = &r.config;
+    let t = &r.tok_s;
     outln!(
-        "bench: {} backend, model {} ({} weight bytes), {}, window {}, {steps} steps",
-        be.kind(),
-        p.model_info.file,
-        m.weight_bytes,
-        spec.placement.to_flags(),
-        spec.window
+        "bench: {} backend, model {} ({} weight bytes), {}, window {}, {} steps",
+        r.backend.kind,
+        r.model.file,
+        r.model.weight_bytes,
+        c.placement,
+        c.window,
+        c.steps
     );
-    match bw {
-        Some(gbs) => outln!(
-            "  device bandwidth {gbs:.0} GB/s (D2D copy, read+write) -> floor {:.1} us/token, max {:.0} tok/s (weight bytes / bandwidth)",
-            m.weight_bytes as f64 / (gbs * 1e9) * 1e6,
-            gbs * 1e9 / m.weight_bytes as f64
+    match (r.bandwidth_gbs, r.floor_tok_s) {
+        (Some(gbs), Some(floor)) => outln!(
+            "  device bandwidth {gbs:.0} GB/s (D2D copy, read+write) -> floor {:.1} us/token, max {floor:.0} tok/s (weight bytes / bandwidth)",
+            1e6 / floor
         ),
-        None => outln!("  device bandwidth n/a -> floor n/a"),
+        _ => outln!("  device bandwidth n/a -> floor n/a"),
     }
-    let launches = if launches_per_tok > 0.0 {
-        format!("{launches_per_tok:.1}")
-    } else {
-        "n/a".to_string()
-    };
+    let launches = r
+        .launches_per_token
+        .map_or("n/a".to_string(), |l| format!("{l:.1}"));
     outln!(
         "  kernel launches per token (reference) {launches}; host enqueue {:.1} us/token of {:.1}",
-        1e6 * t_enq / steps as f64,
-        1e6 * t_ref / steps as f64
+        r.host_enqueue_us_per_token,
+        1e6 / t.reference
     );
+    let modules = r.modules.as_ref().map_or(String::new(), |m| {
+        format!(
+            " (kernel modules: {} compiled, {} from the cache, {:.0} ms)",
+            m.misses + m.corrupt,
+            m.hits,
+            m.ms
+        )
+    });
     outln!(
-        "  reference (1 stage, eager)   {:>9.1} tok/s",
-        tps(t_ref, 1)
+        "  build: reference runtime {:.0} ms, {}-stage runtime {:.0} ms{modules}",
+        r.timings.reference_build_ms,
+        c.stages,
+        r.timings.build_ms
     );
+    outln!("  reference (1 stage, eager)   {:>9.1} tok/s", t.reference);
     outln!(
         "  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)",
-        spec.placement.n_stages(),
-        tps(t_eager, 1),
-        t_ref / t_eager
+        c.stages,
+        t.eager,
+        t.eager / t.reference
     );
-    if let Some(t_pipe) = t_pipe {
+    if let Some(v) = t.pipelined {
         outln!(
             "  pipelined (window {})         {:>9.1} tok/s  ({:.2}x eager)",
-            spec.window,
-            tps(t_pipe, 1),
-            t_eager / t_pipe
+            c.window,
+            v,
+            v / t.eager
         );
     }
-    if let Some(t_batch) = t_batch {
+    if let Some(v) = t.batched {
         outln!(
-            "  batched   (B={rows}, aggregate)  {:>9.1} tok/s  ({:.2}x eager)",
-            tps(t_batch, rows),
-            tps(t_batch, rows) / tps(t_eager, 1)
+            "  batched   (B={}, aggregate)  {:>9.1} tok/s  ({:.2}x eager)",
+            c.batch,
+            v,
+            v / t.eager
         );
     }
-    Ok(EXIT_PASS)
 }

@@ -2,8 +2,9 @@
 //! CI without downloading anything.
 //!
 //! Rule that holds here: the output bytes are a pure function of the spec — one ChaCha8
-//! stream seeded from `spec.seed`, drawn in a fixed tensor order, quantized by the
-//! deterministic `quant::quantize`, written by the GGUF writer in insertion order.
+//! stream seeded from `spec.seed`, drawn in a fixed tensor order (in parallel chunks that
+//! reproduce the sequential stream exactly, see `draw`), quantized by the deterministic
+//! `quant::quantize`, written by the GGUF writer in insertion order.
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -12,7 +13,7 @@ use super::{Arch, ModelError};
 use crate::gguf::{GgufWriter, Value, ValueType};
 use crate::quant::{self, GgmlType};
 
-/// Shape, weight type and seed of a synthetic model.
+/// Shape, weight types and seed of a synthetic model.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SynthSpec {
     pub arch: Arch,
@@ -22,7 +23,7 @@ pub struct SynthSpec {
     pub kv_heads: usize,
     pub ff: usize,
     pub vocab: usize,
-    pub quant: GgmlType,
+    pub quant: SynthQuant,
     pub seed: u64,
     /// Width of one head (None: embd / heads). Written as `<arch>.attention.key_length` and
     /// `value_length` (as qwen3 files carry it): q is heads * head_dim wide, which may differ
@@ -32,6 +33,172 @@ pub struct SynthSpec {
     pub tied: bool,
     /// llama: write `rope_freqs.weight`, seeded per-dimension RoPE frequency factors.
     pub rope_freqs: bool,
+}
+
+/// How a synthetic model's matrices are typed (norms are always f32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynthQuant {
+    /// Every matrix in one type.
+    Uniform(GgmlType),
+    /// The layout llama.cpp's quantizer gives a llama/gemma3 model for `Q4_K_M` (rule in
+    /// `tensor_type`), so a benchmark file is shaped like the ones people download.
+    Q4KM,
+}
+
+/// The role of a matrix, which is what a quantization mix decides its type by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The token embedding; `tied` when it is also the output head (gemma3).
+    TokenEmbd {
+        tied: bool,
+    },
+    Output,
+    AttnQ,
+    AttnK,
+    /// attn_v of layer `il`.
+    AttnV {
+        il: usize,
+    },
+    AttnOutput,
+    FfnGate,
+    FfnUp,
+    /// ffn_down of layer `il`.
+    FfnDown {
+        il: usize,
+    },
+}
+
+/// `general.file_type` of llama.cpp's Q4_K_M (`LLAMA_FTYPE_MOSTLY_Q4_K_M`).
+const FTYPE_Q4_K_M: u32 = 15;
+
+impl SynthQuant {
+    pub fn from_name(s: &str) -> Option<SynthQuant> {
+        if s.eq_ignore_ascii_case("q4_k_m") {
+            return Some(SynthQuant::Q4KM);
+        }
+        GgmlType::from_name(s).map(SynthQuant::Uniform)
+    }
+
+    /// The names `from_name` accepts, for error messages.
+    pub fn names() -> String {
+        let mut v: Vec<&str> = GgmlType::ALL.iter().map(|t| t.name()).collect();
+        v.push("q4_k_m");
+        v.join(", ")
+    }
+
+    /// Every type the mix may use (the shape check needs their block lengths).
+    fn types(self) -> Vec<GgmlType> {
+        match self {
+            SynthQuant::Uniform(t) => vec![t],
+            SynthQuant::Q4KM => vec![GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K],
+        }
+    }
+
+    /// The type of a matrix with `role` in a model of `spec`'s arch and depth.
+    ///
+    /// Q4_K_M is llama.cpp's rule (src/llama-quant.cpp, read, not copied) for a dense,
+    /// non-falcon model with no imatrix and no per-tensor overrides: Q4_K everywhere, except
+    /// - the output head in Q6_K (and, when the embedding is tied to it, the embedding);
+    /// - attn_v and ffn_down in Q6_K on the "more bits" layers: the first eighth, the last
+    ///   eighth, and every third layer in between (`use_more_bits`);
+    /// - on a llama model of 80 layers with grouped KV heads (what llama.cpp classifies as
+    ///   70B) the remaining attn_v in Q5_K.
+    pub fn tensor_type(self, role: Role, spec: &SynthSpec) -> GgmlType {
+        let t = match self {
+            SynthQuant::Uniform(t) => return t,
+            SynthQuant::Q4KM => GgmlType::Q4K,
+        };
+        let n = spec.layers;
+        let seventy_b = spec.arch == Arch::Llama && n == 80 && spec.heads != spec.kv_heads;
+        match role {
+            Role::Output | Role::TokenEmbd { tied: true } => GgmlType::Q6K,
+            Role::AttnV { il } if use_more_bits(il, n) => GgmlType::Q6K,
+            Role::AttnV { .. } if seventy_b => GgmlType::Q5K,
+            Role::FfnDown { il } if use_more_bits(il, n) => GgmlType::Q6K,
+            _ => t,
+        }
+    }
+
+    /// llama.cpp's `general.file_type` for the layout, where one names it exactly. A uniform
+    /// file has none (llama.cpp's own uniform ftypes still put the head in Q6_K), so llama.cpp
+    /// guesses it from the tensors and says so.
+    fn file_type(self) -> Option<u32> {
+        match self {
+            SynthQuant::Q4KM => Some(FTYPE_Q4_K_M),
+            SynthQuant::Uniform(_) => None,
+        }
+    }
+}
+
+/// llama.cpp's "use more bits" layers of a Q4_K_M/Q5_K_M mix: the first and last eighth of
+/// the depth, and every third layer between them.
+fn use_more_bits(il: usize, n: usize) -> bool {
+    il < n / 8 || il >= 7 * n / 8 || (il - n / 8) % 3 == 2
+}
+
+impl From<GgmlType> for SynthQuant {
+    fn from(t: GgmlType) -> Self {
+        SynthQuant::Uniform(t)
+    }
+}
+
+impl std::fmt::Display for SynthQuant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SynthQuant::Uniform(t) => f.write_str(t.name()),
+            SynthQuant::Q4KM => f.write_str("q4_k_m"),
+        }
+    }
+}
+
+/// A named shape (`synth --preset`): the widths of a model people pipeline, at any depth.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub embd: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub ff: usize,
+    /// 32000 for all: the head then weighs what a llama-2-sized vocabulary does (llama 3's
+    /// 128256 is `--vocab 128256`); the benchmark rows are about the layers.
+    pub vocab: usize,
+    /// Layers of the full model (the default `--layers` under the preset).
+    pub layers: usize,
+}
+
+pub const PRESETS: [Preset; 3] = [
+    Preset {
+        name: "llama8b",
+        embd: 4096,
+        heads: 32,
+        kv_heads: 8,
+        ff: 14336,
+        vocab: 32000,
+        layers: 32,
+    },
+    Preset {
+        name: "llama70b",
+        embd: 8192,
+        heads: 64,
+        kv_heads: 8,
+        ff: 28672,
+        vocab: 32000,
+        layers: 80,
+    },
+    // Qwen2.5-7B's widths; with `--arch llama` a llama model of that shape (no q/k/v biases).
+    Preset {
+        name: "qwen7b",
+        embd: 3584,
+        heads: 28,
+        kv_heads: 4,
+        ff: 18944,
+        vocab: 32000,
+        layers: 28,
+    },
+];
+
+pub fn preset(name: &str) -> Option<Preset> {
+    PRESETS.into_iter().find(|p| p.name == name)
 }
 
 /// The embedded default model: llama-arch, small enough that a CPU decodes it at hundreds of
@@ -45,7 +212,7 @@ pub fn builtin_spec() -> SynthSpec {
         kv_heads: 4,
         ff: 512,
         vocab: 2048,
-        quant: GgmlType::Q8_0,
+        quant: SynthQuant::Uniform(GgmlType::Q8_0),
         seed: 0,
         head_dim: None,
         tied: false,
@@ -145,7 +312,13 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
             return Err(bad(what, v, "too large (sizes are u32 in GGUF)"));
         }
     }
-    let bl = spec.quant.block_len();
+    let bl = spec
+        .quant
+        .types()
+        .iter()
+        .map(|t| t.block_len())
+        .max()
+        .unwrap_or(1);
     // Every matrix row length (embd for q/k/v/gate/up/embeddings, ff for down, heads*hd for
     // wo) must be a whole number of quant blocks.
     // (Both factors fit a u32, checked above: no overflow.)
@@ -201,10 +374,37 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
     Ok(hd)
 }
 
-/// A uniform draw with standard deviation `std` (uniform on ±std·√3).
+/// A uniform draw with standard deviation `std` (uniform on ±std·√3): exactly the values of
+/// `n` sequential `gen_range` calls on `rng`, which is left where they leave it.
+///
+/// Drawn in parallel chunks: ChaCha is a seekable stream and each draw takes one 32-bit word
+/// unless the sampler rejects a value that rounds up to the range's end (rare). Every chunk
+/// starts at the word the sequential stream would reach if nothing before it was rejected and
+/// reports whether it took exactly one word per value; if any chunk did not, the draw is
+/// repeated sequentially, so the bytes never depend on the split.
 fn draw(rng: &mut ChaCha8Rng, n: usize, std: f32) -> Vec<f32> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 16;
     let a = std * 3f32.sqrt();
-    (0..n).map(|_| rng.gen_range(-a..a)).collect()
+    let base = rng.get_word_pos();
+    let mut out = vec![0f32; n];
+    let exact = out.par_chunks_mut(CHUNK).enumerate().all(|(c, o)| {
+        let start = base + (c * CHUNK) as u128;
+        let mut r = rng.clone();
+        r.set_word_pos(start);
+        for v in o.iter_mut() {
+            *v = r.gen_range(-a..a);
+        }
+        r.get_word_pos() == start + o.len() as u128
+    });
+    if exact {
+        rng.set_word_pos(base + n as u128);
+    } else {
+        for v in out.iter_mut() {
+            *v = rng.gen_range(-a..a);
+        }
+    }
+    out
 }
 
 /// Norm weights near 1 (1 ± 0.1), so the norms matter but keep activations at unit scale.
@@ -227,23 +427,26 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
 struct Out<'a> {
     w: &'a mut GgufWriter,
     rng: ChaCha8Rng,
-    quant: GgmlType,
+    spec: &'a SynthSpec,
 }
 
 impl Out<'_> {
-    /// A rows×cols matrix, entries with std 1/sqrt(fan_in = cols) (std `std` if given).
+    /// A rows×cols matrix, entries with std 1/sqrt(fan_in = cols) (std `std` if given), in
+    /// the type the spec's mix gives `role`.
     fn matrix(
         &mut self,
         name: &str,
+        role: Role,
         rows: usize,
         cols: usize,
         std: Option<f32>,
     ) -> Result<(), ModelError> {
         let s = std.unwrap_or(1.0 / (cols as f32).sqrt());
+        let ty = self.spec.quant.tensor_type(role, self.spec);
         let vals = draw(&mut self.rng, rows * cols, s);
-        let data = quant::quantize(self.quant, &vals)?;
+        let data = quant::quantize(ty, &vals)?;
         self.w
-            .add_tensor(name, &[cols as u64, rows as u64], self.quant, data)?;
+            .add_tensor(name, &[cols as u64, rows as u64], ty, data)?;
         Ok(())
     }
     fn norm(&mut self, name: &str, n: usize) -> Result<(), ModelError> {
@@ -263,8 +466,24 @@ impl Out<'_> {
     }
 }
 
-/// Writes the synthetic model of `spec` as GGUF bytes (deterministic in `spec`).
+/// Writes the synthetic model of `spec` as GGUF bytes (deterministic in `spec`): what the
+/// gate's built-in model is, byte for byte as receipts since the first record it.
 pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
+    Ok(synth_writer(spec)?.to_bytes())
+}
+
+/// The same model as `synth_gguf` plus the metadata other tools read to name it (what
+/// `ppn-gate synth` writes): llama.cpp names a mix by `general.file_type`. (The merges
+/// llama.cpp needs for a gpt2 vocabulary every synthetic file already has: synth_writer.)
+pub fn synth_gguf_for_tools(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
+    let mut w = synth_writer(spec)?;
+    if let Some(ft) = spec.quant.file_type() {
+        w.add("general.file_type", Value::U32(ft));
+    }
+    Ok(w.to_bytes())
+}
+
+fn synth_writer(spec: &SynthSpec) -> Result<GgufWriter, ModelError> {
     let hd = check(spec)?;
     let a = spec.arch.name();
     let u32v = |v: usize| Value::U32(v as u32);
@@ -354,7 +573,7 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
     let mut o = Out {
         w: &mut w,
         rng: ChaCha8Rng::seed_from_u64(spec.seed),
-        quant: spec.quant,
+        spec,
     };
     let (e, ff, kvd, qd) = (spec.embd, spec.ff, spec.kv_heads * hd, spec.heads * hd);
     let gemma = spec.arch == Arch::Gemma3;
@@ -362,6 +581,9 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
     // by sqrt(embd) itself, so its table is drawn at 1/sqrt(embd) like a trained one.
     o.matrix(
         "token_embd.weight",
+        Role::TokenEmbd {
+            tied: gemma || spec.tied,
+        },
         spec.vocab,
         e,
         Some(if gemma { 1.0 / (e as f32).sqrt() } else { 1.0 }),
@@ -370,7 +592,7 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
     if !gemma && !spec.tied {
         // Untied output by default (exercises `output.weight`); gemma stays tied as real ones
         // are.
-        o.matrix("output.weight", spec.vocab, e, None)?;
+        o.matrix("output.weight", Role::Output, spec.vocab, e, None)?;
     }
     if spec.rope_freqs {
         // From a stream of their own, so the file without `--rope-freqs` has the very same
@@ -382,10 +604,10 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
         let n = |s: &str| format!("blk.{il}.{s}.weight");
         let b = |s: &str| format!("blk.{il}.{s}.bias");
         o.norm(&n("attn_norm"), e)?;
-        o.matrix(&n("attn_q"), qd, e, None)?;
-        o.matrix(&n("attn_k"), kvd, e, None)?;
-        o.matrix(&n("attn_v"), kvd, e, None)?;
-        o.matrix(&n("attn_output"), e, qd, None)?;
+        o.matrix(&n("attn_q"), Role::AttnQ, qd, e, None)?;
+        o.matrix(&n("attn_k"), Role::AttnK, kvd, e, None)?;
+        o.matrix(&n("attn_v"), Role::AttnV { il }, kvd, e, None)?;
+        o.matrix(&n("attn_output"), Role::AttnOutput, e, qd, None)?;
         if spec.arch == Arch::Qwen2 {
             o.bias(&b("attn_q"), qd)?;
             o.bias(&b("attn_k"), kvd)?;
@@ -399,14 +621,14 @@ pub fn synth_gguf(spec: &SynthSpec) -> Result<Vec<u8>, ModelError> {
             o.norm(&n("post_attention_norm"), e)?;
         }
         o.norm(&n("ffn_norm"), e)?;
-        o.matrix(&n("ffn_gate"), ff, e, None)?;
-        o.matrix(&n("ffn_up"), ff, e, None)?;
-        o.matrix(&n("ffn_down"), e, ff, None)?;
+        o.matrix(&n("ffn_gate"), Role::FfnGate, ff, e, None)?;
+        o.matrix(&n("ffn_up"), Role::FfnUp, ff, e, None)?;
+        o.matrix(&n("ffn_down"), Role::FfnDown { il }, e, ff, None)?;
         if spec.arch.has_post_norms() {
             o.norm(&n("post_ffw_norm"), e)?;
         }
     }
-    Ok(w.to_bytes())
+    Ok(w)
 }
 
 /// Tokenizer model name, token strings, token types, bos, eos. llama, qwen: byte-level BPE with
@@ -472,7 +694,7 @@ mod tests {
             kv_heads: 1,
             ff: 256,
             vocab: 512,
-            quant: GgmlType::Q8_0,
+            quant: GgmlType::Q8_0.into(),
             seed: 3,
             ..builtin_spec()
         }
@@ -506,7 +728,7 @@ mod tests {
             (m.cfg.n_ff, m.cfg.vocab, m.cfg.head_dim),
             (s.ff, s.vocab, s.embd / s.heads)
         );
-        assert_eq!(m.layers[0].wq.ty, s.quant);
+        assert_eq!(SynthQuant::Uniform(m.layers[0].wq.ty), s.quant);
         assert_eq!(m.vocab.decode(&[72, 105, 300]), "Hi<t300>");
     }
 
@@ -602,7 +824,7 @@ mod tests {
             (
                 SynthSpec {
                     embd: 250,
-                    quant: GgmlType::F32,
+                    quant: GgmlType::F32.into(),
                     ..builtin_spec()
                 },
                 "embd = 250",
@@ -614,10 +836,164 @@ mod tests {
     }
 
     #[test]
+    fn parallel_draw_is_the_sequential_stream_and_leaves_the_rng_where_it_would() {
+        for (seed, std, n) in [
+            (0u64, 1.0f32, 3 * 65536 + 17),
+            (7, 0.013, 65536),
+            (9, 2.5, 5),
+        ] {
+            let mut seq = ChaCha8Rng::seed_from_u64(seed);
+            let a = std * 3f32.sqrt();
+            let want: Vec<f32> = (0..n).map(|_| seq.gen_range(-a..a)).collect();
+            let mut par = ChaCha8Rng::seed_from_u64(seed);
+            assert_eq!(draw(&mut par, n, std), want, "seed {seed} n {n}");
+            assert_eq!(par.get_word_pos(), seq.get_word_pos());
+            assert_eq!(par.gen::<u64>(), seq.gen::<u64>());
+        }
+    }
+
+    #[test]
+    fn more_bits_layers_are_the_first_and_last_eighth_and_every_third_between() {
+        let more = |n: usize| (0..n).filter(|&i| use_more_bits(i, n)).collect::<Vec<_>>();
+        assert_eq!(more(8), vec![0, 3, 6, 7]);
+        assert_eq!(
+            more(32),
+            vec![0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31]
+        );
+        assert_eq!(more(2), vec![1]);
+        assert_eq!(more(1), vec![0]);
+    }
+
+    fn q4km_spec(arch: Arch, layers: usize) -> SynthSpec {
+        SynthSpec {
+            arch,
+            layers,
+            embd: 256,
+            heads: 4,
+            kv_heads: 2,
+            ff: 512,
+            vocab: 300,
+            quant: SynthQuant::Q4KM,
+            seed: 1,
+            head_dim: None,
+            tied: false,
+            rope_freqs: false,
+        }
+    }
+
+    fn types_by_name(bytes: Vec<u8>) -> std::collections::HashMap<String, GgmlType> {
+        let f = GgufFile::parse(bytes).expect("parse");
+        Model::load(&f).expect("a q4_k_m file loads");
+        f.tensors.iter().map(|t| (t.name.clone(), t.ty)).collect()
+    }
+
+    #[test]
+    fn q4_k_m_lays_out_types_as_llama_cpp_does() {
+        let ty = types_by_name(synth_gguf(&q4km_spec(Arch::Llama, 8)).expect("synth"));
+        assert_eq!(ty["token_embd.weight"], GgmlType::Q4K);
+        assert_eq!(ty["output.weight"], GgmlType::Q6K);
+        assert_eq!(ty["output_norm.weight"], GgmlType::F32);
+        for il in 0..8 {
+            let more = [0, 3, 6, 7].contains(&il);
+            let hi = if more { GgmlType::Q6K } else { GgmlType::Q4K };
+            let t = |s: &str| ty[&format!("blk.{il}.{s}.weight")];
+            assert_eq!((t("attn_v"), t("ffn_down")), (hi, hi), "layer {il}");
+            for s in ["attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"] {
+                assert_eq!(t(s), GgmlType::Q4K, "layer {il} {s}");
+            }
+        }
+        // gemma3's embedding is its head too: llama.cpp types it as the head.
+        let ty = types_by_name(synth_gguf(&q4km_spec(Arch::Gemma3, 6)).expect("synth"));
+        assert_eq!(ty["token_embd.weight"], GgmlType::Q6K);
+        assert!(!ty.contains_key("output.weight"));
+    }
+
+    #[test]
+    fn q4_k_m_on_an_80_layer_grouped_llama_puts_the_other_attn_v_in_q5_k() {
+        let s = SynthSpec {
+            layers: 80,
+            ..q4km_spec(Arch::Llama, 80)
+        };
+        let v = |il| SynthQuant::Q4KM.tensor_type(Role::AttnV { il }, &s);
+        assert_eq!(
+            (v(0), v(10), v(12)),
+            (GgmlType::Q6K, GgmlType::Q5K, GgmlType::Q6K)
+        );
+        assert_eq!(
+            SynthQuant::Q4KM.tensor_type(Role::FfnDown { il: 10 }, &s),
+            GgmlType::Q4K
+        );
+        let mha = SynthSpec {
+            kv_heads: 4,
+            ..s.clone()
+        };
+        assert_eq!(
+            SynthQuant::Q4KM.tensor_type(Role::AttnV { il: 10 }, &mha),
+            GgmlType::Q4K
+        );
+    }
+
+    #[test]
+    fn q4_k_m_needs_rows_of_whole_256_blocks_and_says_which() {
+        let s = SynthSpec {
+            embd: 96,
+            heads: 2,
+            kv_heads: 1,
+            ..q4km_spec(Arch::Llama, 2)
+        };
+        let e = synth_gguf(&s).expect_err("embd 96").to_string();
+        assert!(e.contains("embd = 96") && e.contains("q4_k_m"), "{e}");
+        assert_eq!(SynthQuant::from_name("Q4_K_M"), Some(SynthQuant::Q4KM));
+        assert_eq!(
+            SynthQuant::from_name("q6_k"),
+            Some(SynthQuant::Uniform(GgmlType::Q6K))
+        );
+        assert_eq!(SynthQuant::from_name("q4_k_s"), None);
+    }
+
+    #[test]
+    fn files_for_tools_have_merges_once_add_file_type_and_keep_every_tensor() {
+        for (spec, merges, ftype) in [
+            (q4km_spec(Arch::Llama, 3), true, Some(15u64)),
+            (builtin_spec(), true, None),
+            (gemma_spec(), false, None),
+        ] {
+            let plain = GgufFile::parse(synth_gguf(&spec).expect("synth")).expect("parse");
+            let tools =
+                GgufFile::parse(synth_gguf_for_tools(&spec).expect("synth")).expect("parse");
+            let get = |k: &str| {
+                tools
+                    .metadata
+                    .iter()
+                    .find(|(key, _)| key == k)
+                    .map(|e| &e.1)
+            };
+            let n = tools
+                .metadata
+                .iter()
+                .filter(|(k, _)| k == "tokenizer.ggml.merges")
+                .count();
+            assert_eq!(n, merges as usize, "{}: merges entries", spec.arch);
+            match get("tokenizer.ggml.merges") {
+                Some(Value::Array(ValueType::String, v)) => assert!(merges && v.len() == 1),
+                None => assert!(!merges, "{}: merges missing", spec.arch),
+                Some(other) => panic!("merges is {other:?}"),
+            }
+            assert_eq!(get("general.file_type").and_then(|v| v.as_u64()), ftype);
+            assert_eq!(plain.tensors.len(), tools.tensors.len());
+            for (a, b) in plain.tensors.iter().zip(&tools.tensors) {
+                assert_eq!((&a.name, a.ty), (&b.name, b.ty));
+                assert_eq!(plain.tensor_bytes(a), tools.tensor_bytes(b), "{}", a.name);
+            }
+            Model::load(&tools).expect("loads");
+        }
+    }
+
+    #[test]
     fn dims_that_are_not_whole_quant_blocks_are_rejected_naming_the_value() {
         let s = SynthSpec {
             ff: 200,
-            quant: GgmlType::Q4K,
+            quant: GgmlType::Q4K.into(),
             embd: 256,
             heads: 4,
             kv_heads: 2,

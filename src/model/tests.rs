@@ -20,7 +20,7 @@ fn gemma_spec() -> SynthSpec {
         kv_heads: 1,
         ff: 128,
         vocab: 384,
-        quant: crate::quant::GgmlType::Q8_0,
+        quant: crate::quant::GgmlType::Q8_0.into(),
         seed: 5,
         ..builtin_spec()
     }

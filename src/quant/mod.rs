@@ -203,13 +203,33 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) -> Result<(), Quant
 /// round-to-nearest (valid blocks that dequantize close to the input). Block formats refuse
 /// non-finite input (a NaN scale would poison the whole block); float formats keep it.
 pub fn quantize(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>, QuantError> {
+    use rayon::prelude::*;
+    // Blocks are independent, so large inputs are checked and quantized over the rayon pool
+    // in whole blocks: the bytes are the same for any split (the synthetic 8B/70B-shaped
+    // models quantize billions of values; single-threaded that took minutes).
+    const PAR_MIN: usize = 1 << 18;
+    const CHUNK: usize = 1 << 16; // a multiple of every block length (1, 32, 256)
+    let par = src.len() >= PAR_MIN;
     let n_bytes = checked_row_bytes(ty, src.len())?;
     if ty.block_len() > 1 {
-        if let Some((index, &value)) = src.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+        let bad = if par {
+            src.par_iter().position_first(|v| !v.is_finite())
+        } else {
+            src.iter().position(|v| !v.is_finite())
+        };
+        if let Some(index) = bad {
+            let value = src[index];
             return Err(QuantError::NonFinite { ty, index, value });
         }
     }
     let mut out = vec![0u8; n_bytes];
-    quantize::quantize_exact(ty, src, &mut out);
+    if par {
+        let chunk_bytes = CHUNK / ty.block_len() * ty.block_bytes();
+        out.par_chunks_mut(chunk_bytes)
+            .zip(src.par_chunks(CHUNK))
+            .for_each(|(o, x)| quantize::quantize_exact(ty, x, o));
+    } else {
+        quantize::quantize_exact(ty, src, &mut out);
+    }
     Ok(out)
 }

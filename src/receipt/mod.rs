@@ -6,6 +6,7 @@
 //! atomically (temp file in the same directory, then rename), so a reader never sees half a
 //! receipt and an interrupted soak keeps every finished one.
 
+pub mod bench;
 pub mod diff;
 
 use std::path::Path;
@@ -215,6 +216,43 @@ pub struct Timings {
     /// Per arm, in `arms` order.
     pub arm_ms: Vec<f64>,
     pub total_ms: f64,
+    /// CUDA: the kernel modules this run compiled or took from the module cache (the first
+    /// runtime built on a device pays for them: usually the reference's, inside
+    /// `reference_ms`). Absent on the CPU backend and from older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modules: Option<ModuleStats>,
+}
+
+/// Kernel modules a run needed, and where they came from.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct ModuleStats {
+    /// The on-disk module cache, null with `--no-cache`.
+    pub cache_dir: Option<String>,
+    /// Modules read from the cache (no NVRTC).
+    pub hits: u64,
+    /// Modules compiled by NVRTC (and stored, with a cache).
+    pub misses: u64,
+    /// Cache entries found unusable (unreadable, or failing their header, length or checksum
+    /// check) and compiled again.
+    pub corrupt: u64,
+    /// Compiled modules the cache could not store (each named on stderr; the run went on).
+    pub store_errors: u64,
+    /// Wall milliseconds spent getting modules: NVRTC or the cache read, and the load.
+    pub ms: f64,
+}
+
+impl ModuleStats {
+    /// What happened between `before` and `self` (two snapshots of one backend's counters).
+    pub fn since(&self, before: &ModuleStats) -> ModuleStats {
+        ModuleStats {
+            cache_dir: self.cache_dir.clone(),
+            hits: self.hits.saturating_sub(before.hits),
+            misses: self.misses.saturating_sub(before.misses),
+            corrupt: self.corrupt.saturating_sub(before.corrupt),
+            store_errors: self.store_errors.saturating_sub(before.store_errors),
+            ms: self.ms - before.ms,
+        }
+    }
 }
 
 /// blake3 hex of a logits row as little-endian f32.

@@ -8,7 +8,8 @@
 //!   two streams and the fault flags (negative controls) keep their power to FAIL.
 //! - One context per device (the primary context, created lazily and cached here: two
 //!   `CudaContext::new(0)` are the same CUcontext behind different `Arc`s), and one NVRTC
-//!   module per context, compiled once.
+//!   module per context, compiled once, or read from the on-disk module cache (`modcache`)
+//!   when an earlier process compiled it for the same source, options, device and toolchain.
 //! - Every hashed value comes from a fixed-order reduction that depends only on vector
 //!   lengths (kernels/*.cu say the order); no atomics; a [B, .] launch only adds grid rows.
 //! - `unsafe` lives only in this module tree; every block has a `// SAFETY:` line.
@@ -17,6 +18,7 @@
 
 mod engine;
 mod mem;
+pub mod modcache;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -25,12 +27,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule, PushKernelArg};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+use cudarc::nvrtc::Ptx;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 pub use engine::{CudaCache, CudaEngine};
 pub use mem::GpuBuf;
+use modcache::{ImageKind, Key, KeyParts, ModuleCache, Outcome};
 
 use super::{BResult, Backend, BackendError, EngineSpec, Residency};
 use crate::model::Model;
@@ -90,7 +93,8 @@ pub(crate) fn op_err(what: String) -> BackendError {
 pub struct DevCtx {
     pub(crate) dev: usize,
     pub(crate) ctx: Arc<CudaContext>,
-    _module: Arc<CudaModule>,
+    /// The main module (None only while `open_device` builds it).
+    _module: Option<Arc<CudaModule>>,
     funcs: HashMap<&'static str, CudaFunction>,
     /// Milliseconds the main module took to build for this device (NVRTC + load).
     pub compile_ms: f64,
@@ -110,6 +114,12 @@ pub struct DevCtx {
     pub(crate) pdl: bool,
     /// NVRTC's virtual architecture for this device (None: its default).
     arch: Option<&'static str>,
+    /// The real architecture NVRTC compiles CUBIN for when modules are cached (None: PTX).
+    sm: Option<&'static str>,
+    /// Compute capability (major, minor).
+    cc: (i32, i32),
+    /// How modules are obtained (the module cache, shared by every device of the backend).
+    modules: Arc<Modules>,
     /// Matvec kernels by (kind, row tile): index kind * MV_MAX_TILE + tile - 1, compiled by
     /// `prepare_mv` on first need (one kernel, or for a vectorized kind `MVQ_KERNELS`).
     mv: Vec<OnceLock<Vec<CudaFunction>>>,
@@ -257,7 +267,7 @@ impl DevCtx {
         if !todo.is_empty() {
             let names: Vec<String> = todo.iter().map(|&(_, k, t)| format!("{k}/r{t}")).collect();
             eprintln!(
-                "cuda: device {}: matvec modules [{}] built (NVRTC + load) in {:.0} ms",
+                "cuda: device {}: matvec modules [{}] ready (NVRTC or module cache, + load) in {:.0} ms",
                 self.dev,
                 names.join(", "),
                 t0.elapsed().as_secs_f64() * 1e3
@@ -289,7 +299,7 @@ impl DevCtx {
             }))
             .collect();
         let what = format!("device {}: matvec module {kind} tile {tile}", self.dev);
-        let module = compile_and_load(&self.ctx, &src, self.arch, &what)?;
+        let module = compile_and_load(self, &src, &what)?;
         let names: &[&str] = if vectorized {
             &MVQ_KERNELS
         } else {
@@ -401,6 +411,70 @@ pub struct CudaBackend {
     seed: u64,
     pdl: bool,
     next_stream: AtomicU64,
+    modules: Arc<Modules>,
+}
+
+/// How a backend obtains its kernel modules, and what that cost so far.
+pub(crate) struct Modules {
+    /// The on-disk cache; None (`--no-cache`): NVRTC compiles PTX every time and the driver
+    /// JIT-compiles it at load, as before the cache existed.
+    cache: Option<ModuleCache>,
+    /// Modules compiled without a cache.
+    uncached: AtomicU64,
+    /// Wall microseconds spent getting modules (compile or cache read, plus the load).
+    micros: AtomicU64,
+    /// What cache keys depend on besides source and options: (cuDriverGetVersion, the
+    /// kernel module's version line), nvrtcVersion.
+    driver: (i32, String),
+    nvrtc: (i32, i32),
+}
+
+impl Modules {
+    fn new(cache: Option<ModuleCache>) -> Modules {
+        let mut dv: std::ffi::c_int = 0;
+        // SAFETY: `dv` is a valid out-pointer; the driver library is loaded (`open` checked).
+        let dv = match unsafe { sys::cuDriverGetVersion(&mut dv) }.result() {
+            Ok(()) => dv,
+            Err(_) => -1,
+        };
+        let line = std::fs::read_to_string("/proc/driver/nvidia/version")
+            .ok()
+            .and_then(|t| t.lines().next().map(str::to_string))
+            .unwrap_or_default();
+        let (mut major, mut minor): (std::ffi::c_int, std::ffi::c_int) = (0, 0);
+        // SAFETY: valid out-pointers; the NVRTC library is loaded (`open` checked).
+        let nv = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) }.result();
+        Modules {
+            cache,
+            uncached: AtomicU64::new(0),
+            micros: AtomicU64::new(0),
+            driver: (dv, line),
+            nvrtc: if nv.is_ok() { (major, minor) } else { (-1, -1) },
+        }
+    }
+
+    /// The counters so far (a receipt records the difference over its run).
+    fn stats(&self) -> crate::receipt::ModuleStats {
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (cache_dir, hits, misses, corrupt, store_errors) = match &self.cache {
+            Some(c) => (
+                Some(c.dir().display().to_string()),
+                n(&c.counters.hits),
+                n(&c.counters.misses),
+                n(&c.counters.corrupt),
+                n(&c.counters.store_errors),
+            ),
+            None => (None, 0, 0, 0, 0),
+        };
+        crate::receipt::ModuleStats {
+            cache_dir,
+            hits,
+            misses: misses + n(&self.uncached),
+            corrupt,
+            store_errors,
+            ms: n(&self.micros) as f64 / 1e3,
+        }
+    }
 }
 
 impl CudaBackend {
@@ -447,7 +521,20 @@ impl CudaBackend {
             seed: 0,
             pdl: true,
             next_stream: AtomicU64::new(0),
+            modules: Arc::new(Modules::new(None)),
         })
+    }
+
+    /// Kernel modules come from `cache` (compiled on a miss and stored), or with None from
+    /// NVRTC every time. Must be set before the first device is opened.
+    pub fn with_module_cache(mut self, cache: Option<ModuleCache>) -> CudaBackend {
+        self.modules = Arc::new(Modules::new(cache));
+        self
+    }
+
+    /// The module counters of this backend so far.
+    pub fn module_stats(&self) -> crate::receipt::ModuleStats {
+        self.modules.stats()
     }
 
     /// Schedule explorer: every later stream enqueues a seeded random 0..`us` µs delay
@@ -489,13 +576,13 @@ impl CudaBackend {
         if let Some(d) = &devs[dev] {
             return Ok(d.clone());
         }
-        let d = Arc::new(open_device(dev, self.pdl)?);
+        let d = Arc::new(open_device(dev, self.pdl, self.modules.clone())?);
         devs[dev] = Some(d.clone());
         Ok(d)
     }
 }
 
-fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
+fn open_device(dev: usize, pdl: bool, modules: Arc<Modules>) -> BResult<DevCtx> {
     let ctx = CudaContext::new(dev)
         .map_err(|e| op_err(format!("device {dev}: creating the context: {e}")))?;
     // SAFETY: called right after the context is created, before any stream, event or
@@ -506,16 +593,17 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
     let (major, minor) = ctx
         .compute_capability()
         .map_err(|e| op_err(format!("device {dev}: compute capability: {e}")))?;
-    let arch: Option<&'static str> = match (major, minor) {
-        (7, 0) => Some("compute_70"),
-        (7, 5) => Some("compute_75"),
-        (8, 0) => Some("compute_80"),
-        (8, 6) => Some("compute_86"),
-        (8, 9) => Some("compute_89"),
-        (9, 0) => Some("compute_90"),
-        (10, 0) => Some("compute_100"),
-        (12, 0) => Some("compute_120"),
-        _ => None, // NVRTC's default virtual arch; the driver JITs it forward
+    // (virtual, real) architecture: PTX for the first, CUBIN for the second.
+    let (arch, sm): (Option<&'static str>, Option<&'static str>) = match (major, minor) {
+        (7, 0) => (Some("compute_70"), Some("sm_70")),
+        (7, 5) => (Some("compute_75"), Some("sm_75")),
+        (8, 0) => (Some("compute_80"), Some("sm_80")),
+        (8, 6) => (Some("compute_86"), Some("sm_86")),
+        (8, 9) => (Some("compute_89"), Some("sm_89")),
+        (9, 0) => (Some("compute_90"), Some("sm_90")),
+        (10, 0) => (Some("compute_100"), Some("sm_100")),
+        (12, 0) => (Some("compute_120"), Some("sm_120")),
+        _ => (None, None), // NVRTC's default virtual arch; the driver JITs it forward
     };
     let sms = ctx
         .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
@@ -530,9 +618,35 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
         .iter()
         .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
         .collect();
+    let mut dx = DevCtx {
+        dev,
+        ctx,
+        _module: None,
+        funcs: HashMap::new(),
+        compile_ms: 0.0,
+        launches: AtomicU64::new(0),
+        sms,
+        stage_max,
+        smem_max: optin.saturating_sub(2 * 1024),
+        pdl: pdl && major >= 9,
+        arch,
+        sm,
+        cc: (major, minor),
+        modules,
+        mv: (0..MV_KINDS * MV_MAX_TILE)
+            .map(|_| OnceLock::new())
+            .collect(),
+        mv_build: Mutex::new(()),
+    };
     let t0 = Instant::now();
-    let module = compile_and_load(&ctx, &src, arch, &format!("device {dev}: main module"))?;
+    let hits0 = dx.modules.stats().hits;
+    let module = compile_and_load(&dx, &src, &format!("device {dev}: main module"))?;
     let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let how = if dx.modules.stats().hits > hits0 {
+        "read from the module cache"
+    } else {
+        "compiled by NVRTC"
+    };
     let mut funcs = HashMap::new();
     for name in KERNELS {
         let f = module
@@ -541,7 +655,7 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
         funcs.insert(name, f);
     }
     eprintln!(
-        "cuda: device {dev} (sm_{major}{minor}): main module built (NVRTC + load) in {compile_ms:.0} ms"
+        "cuda: device {dev} (sm_{major}{minor}): main module {how}, loaded in {compile_ms:.0} ms"
     );
     if std::env::var_os("PPN_CUDA_PROF").is_some() {
         // Diagnostics: registers, spills and residency of the main module's hot kernel.
@@ -554,58 +668,155 @@ fn open_device(dev: usize, pdl: bool) -> BResult<DevCtx> {
             );
         }
     }
-    Ok(DevCtx {
-        dev,
-        ctx,
-        _module: module,
-        funcs,
-        compile_ms,
-        launches: AtomicU64::new(0),
-        sms,
-        stage_max,
-        smem_max: optin.saturating_sub(2 * 1024),
-        pdl: pdl && major >= 9,
-        arch,
-        mv: (0..MV_KINDS * MV_MAX_TILE)
-            .map(|_| OnceLock::new())
-            .collect(),
-        mv_build: Mutex::new(()),
-    })
+    dx._module = Some(module);
+    dx.funcs = funcs;
+    dx.compile_ms = compile_ms;
+    Ok(dx)
 }
 
-/// NVRTC-compiles `src` to PTX and loads it (the driver JITs it for the device, through its
-/// on-disk cache). An NVRTC error keeps the compile log.
-fn compile_and_load(
-    ctx: &Arc<CudaContext>,
-    src: &str,
-    arch: Option<&'static str>,
-    what: &str,
-) -> BResult<Arc<CudaModule>> {
-    let ptx = compile_ptx_with_opts(src, compile_options(arch)).map_err(|e| {
-        let detail = match e {
-            CompileError::CompileError { nvrtc, log, .. } => {
-                format!("{nvrtc:?}; compile log:\n{}", log.to_string_lossy())
+/// The NVRTC program name (it appears in compile logs and the images' debug strings).
+const PROGRAM_NAME: &str = "ppn_gate_kernels.cu";
+/// The cudarc release whose NVRTC and driver bindings build the modules (build.rs reads it
+/// from Cargo.lock); part of every cache key.
+const CUDARC_VERSION: &str = env!("PPN_CUDARC_VERSION");
+
+/// Gets `src`'s module for `dx`'s device and loads it. With a module cache: CUBIN for the
+/// device's real architecture (PTX where the table in `open_device` has none), from the cache
+/// or compiled and stored; without: PTX compiled now, which the driver JIT-compiles at load
+/// (through its own JIT cache). An NVRTC error keeps the compile log.
+fn compile_and_load(dx: &DevCtx, src: &str, what: &str) -> BResult<Arc<CudaModule>> {
+    let t0 = Instant::now();
+    let m = &*dx.modules;
+    let (kind, arch) = match (&m.cache, dx.sm) {
+        (Some(_), Some(sm)) => (ImageKind::Cubin, Some(sm)),
+        _ => (ImageKind::Ptx, dx.arch),
+    };
+    let options = nvrtc_options(arch);
+    let compile = || {
+        nvrtc_compile(src, &options, kind)
+            .map_err(|e| op_err(format!("{what}: NVRTC compile failed: {e}")))
+    };
+    let image = match &m.cache {
+        None => {
+            m.uncached.fetch_add(1, Ordering::Relaxed);
+            compile()?
+        }
+        Some(cache) => {
+            let key = Key::of(&KeyParts {
+                source: src,
+                options: &options,
+                name: PROGRAM_NAME,
+                kind,
+                cc: dx.cc,
+                driver: (m.driver.0, &m.driver.1),
+                nvrtc: m.nvrtc,
+                cudarc: CUDARC_VERSION,
+            });
+            let (image, outcome, store_error) = cache.get_or_build(&key, compile)?;
+            if let Outcome::Corrupt { reason, .. } = &outcome {
+                eprintln!("cuda: {what}: module cache entry unusable ({reason}); compiled again");
             }
-            other => format!("{other:?}"),
-        };
-        op_err(format!("{what}: NVRTC compile failed: {detail}"))
-    })?;
-    ctx.load_module(ptx)
-        .map_err(|e| op_err(format!("{what}: loading the compiled module: {e}")))
+            if let Some(e) = store_error {
+                eprintln!("cuda: {what}: {e}; the module is used without being cached");
+            }
+            image
+        }
+    };
+    let image = match kind {
+        ImageKind::Cubin => Ptx::from_binary(image),
+        ImageKind::Ptx => Ptx::from_src(
+            String::from_utf8(image)
+                .map_err(|_| op_err(format!("{what}: the PTX image is not UTF-8 text")))?,
+        ),
+    };
+    let module = dx
+        .ctx
+        .load_module(image)
+        .map_err(|e| op_err(format!("{what}: loading the {} module: {e}", kind.name())))?;
+    m.micros
+        .fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    Ok(module)
 }
 
 /// NVRTC options. The numerics contract: no contraction into FMA, no flush-to-zero, IEEE
 /// division and square root, so each + * / sqrt rounds exactly like the CPU backend's Rust.
-fn compile_options(arch: Option<&'static str>) -> CompileOptions {
-    CompileOptions {
-        fmad: Some(false),
-        ftz: Some(false),
-        prec_div: Some(true),
-        prec_sqrt: Some(true),
-        use_fast_math: Some(false),
-        arch,
-        name: Some("ppn_gate_kernels.cu".into()),
-        ..Default::default()
+/// (The same flags, in the same order, as cudarc's `CompileOptions` gave before the cache.)
+fn nvrtc_options(arch: Option<&str>) -> Vec<String> {
+    let mut o: Vec<String> = [
+        "--ftz=false",
+        "--prec-sqrt=true",
+        "--prec-div=true",
+        "--fmad=false",
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(a) = arch {
+        o.push(format!("--gpu-architecture={a}"));
+    }
+    o
+}
+
+/// Compiles `src` with NVRTC and returns the image of `kind`: CUBIN (the options must name a
+/// real architecture, sm_XX) or PTX text. An error carries NVRTC's status and compile log.
+fn nvrtc_compile(src: &str, options: &[String], kind: ImageKind) -> Result<Vec<u8>, String> {
+    use cudarc::nvrtc::{result as nr, sys as ns};
+    let csrc = std::ffi::CString::new(src)
+        .map_err(|_| "the kernel source contains a NUL byte".to_string())?;
+    let name = std::ffi::CString::new(PROGRAM_NAME).expect("no NUL in the program name");
+    /// Owns an NVRTC program: destroyed exactly once, on every path out.
+    struct Program(ns::nvrtcProgram);
+    impl Drop for Program {
+        fn drop(&mut self) {
+            // SAFETY: the handle came from nvrtcCreateProgram and is destroyed only here.
+            let _ = unsafe { nr::destroy_program(self.0) };
+        }
+    }
+    let prog = Program(
+        nr::create_program(&csrc, Some(&name)).map_err(|e| format!("nvrtcCreateProgram: {e}"))?,
+    );
+    // `csrc` and `name` outlive `prog` (declared before it), as NVRTC requires.
+    // SAFETY: `prog.0` is a live program (owned by `prog` until the end of this function).
+    if let Err(e) = unsafe { nr::compile_program(prog.0, options) } {
+        // SAFETY: as above.
+        let log = unsafe { nr::get_program_log(prog.0) }
+            .map(|l| {
+                let b: Vec<u8> = l
+                    .iter()
+                    .take_while(|&&c| c != 0)
+                    .map(|&c| c as u8)
+                    .collect();
+                String::from_utf8_lossy(&b).into_owned()
+            })
+            .unwrap_or_else(|e| format!("(no log: {e})"));
+        return Err(format!("{e}; options {options:?}; compile log:\n{log}"));
+    }
+    match kind {
+        ImageKind::Ptx => {
+            // SAFETY: `prog.0` is live and compiled.
+            let ptx = unsafe { nr::get_ptx(prog.0) }.map_err(|e| format!("nvrtcGetPTX: {e}"))?;
+            // The PTX text ends at its NUL terminator.
+            Ok(ptx
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect())
+        }
+        ImageKind::Cubin => {
+            let mut n: usize = 0;
+            // SAFETY: `prog.0` is live and compiled; `n` is a valid out-pointer.
+            unsafe { ns::nvrtcGetCUBINSize(prog.0, &mut n) }
+                .result()
+                .map_err(|e| format!("nvrtcGetCUBINSize: {e}"))?;
+            if n == 0 {
+                return Err(format!("NVRTC produced no CUBIN (options {options:?})"));
+            }
+            let mut cubin = vec![0u8; n];
+            // SAFETY: `cubin` has exactly the n bytes nvrtcGetCUBINSize asked for.
+            unsafe { ns::nvrtcGetCUBIN(prog.0, cubin.as_mut_ptr().cast()) }
+                .result()
+                .map_err(|e| format!("nvrtcGetCUBIN: {e}"))?;
+            Ok(cubin)
+        }
     }
 }
 

@@ -115,13 +115,31 @@ fn row_pos_parameter_has_the_layout_of_the_cuda_struct() {
 #[test]
 fn kernels_are_compiled_without_fma_contraction_or_flush_to_zero() {
     // The bit-for-bit agreement with the CPU's f32 order depends on these options; the
-    // source of truth is `compile_options`, checked here so a change is deliberate.
-    let o = super::compile_options(None);
-    assert_eq!(o.fmad, Some(false));
-    assert_eq!(o.ftz, Some(false));
-    assert_eq!(o.prec_div, Some(true));
-    assert_eq!(o.prec_sqrt, Some(true));
-    assert_eq!(o.use_fast_math, Some(false));
+    // source of truth is `nvrtc_options`, checked here so a change is deliberate. Every
+    // module, cached (CUBIN for sm_XX) or not (PTX), is compiled with them.
+    for arch in [None, Some("sm_90"), Some("compute_90")] {
+        let o = super::nvrtc_options(arch);
+        for want in [
+            "--fmad=false",
+            "--ftz=false",
+            "--prec-div=true",
+            "--prec-sqrt=true",
+        ] {
+            assert!(
+                o.iter().any(|x| x == want),
+                "{arch:?}: {want} missing from {o:?}"
+            );
+        }
+        assert!(
+            !o.iter().any(|x| x.contains("fast") || x == "--fmad=true"),
+            "{o:?}"
+        );
+        let a = o
+            .iter()
+            .filter(|x| x.starts_with("--gpu-architecture="))
+            .count();
+        assert_eq!(a, usize::from(arch.is_some()), "{o:?}");
+    }
 }
 
 #[test]

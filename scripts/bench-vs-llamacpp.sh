@@ -1,0 +1,357 @@
+#!/usr/bin/env bash
+# ppn-gate against llama.cpp, side by side on the same GGUF files, in one call on the GPU
+# machine (issue 12). From the repository root:
+#
+#   scripts/bench-vs-llamacpp.sh BIN TARBALL OUT
+#
+#   BIN      a prebuilt ppn-gate (no Rust needed here)
+#   TARBALL  llama.cpp's source (shared/anchors/llama.cpp.tgz; carry it, it is not ours)
+#   OUT      where the results go: vs-llamacpp.json, summary.txt, log.txt, raw.tar.gz
+#
+# What it does, in this order so that it fits one 10-minute call:
+#  1. starts building llama-bench and llama-batched-bench in the background (CUDA, sm_90,
+#     the cmake recipe of shared/anchors/README.md; niced, two cores left to the benches);
+#  2. meanwhile, per row (cheapest first): synthesizes the model into $WORK (real models come
+#     from $MODELS) and runs `ppn-gate bench --batch 8 --steps $STEPS` on it (eager and
+#     batched B=8 from one run); with two GPUs also the full-depth 8B row pipelined over both
+#     (`--stages 2 --devices 0,1 --arms pipelined`);
+#  3. waits for the build, then runs on the same files `llama-bench -ngl 99 -p 0 -n 128 -r 5`
+#     (eager, tg128) and `llama-batched-bench -ngl 99 -c 4096 -npp 16 -ntg 64 -npl 1,8` (S_TG
+#     at B=8), each through its machine-readable output (-o json, --output-format jsonl);
+#  4. writes vs-llamacpp.json (schema ppn-gate.bench-compare/1) to OUT and to
+#     receipts/bench/vs-llamacpp.json, and prints the table last.
+#
+# Environment (all optional):
+#   ROWS     the rows to run, space or comma separated, in the order given (default: all, in
+#            this order): smollm2-q4_1 gemma3-270m-q4_k_m llama8b-l8-q4_k llama8b-l8-q4_k_m
+#            llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m
+#   MODELS   directory of the real models (default models/); a row whose file is missing is
+#            skipped, and the JSON says why
+#   PIPE2    1: run the two-GPU pipelined row, 0: don't, auto (default): when 2+ GPUs answer
+#   COMMIT   the commit to record (default: the one the binary was built from)
+#   WORK     scratch directory for the build and the models (default /tmp/bench-vs-llamacpp)
+#   JOBS     build jobs (default: cores - 2)
+#   LLAMA_BIN  a directory that already holds llama-bench and llama-batched-bench: no build
+#   DEADLINE_S seconds after the start by which the JSON must be written (default 560, inside
+#            the 10-minute call): every step runs under the time left, a row that no longer
+#            fits is skipped with "out of time", and the build is stopped if still running
+#   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
+#            row names on small synthetic shapes (the real models as they are), short runs;
+#            writes OUT only, never receipts/bench (that file holds GPU figures only)
+set -uo pipefail
+BIN=${1:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
+TGZ=${2:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
+OUT=${3:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
+BIN=$(realpath "$BIN")
+MODELS=${MODELS:-models}
+WORK=${WORK:-/tmp/bench-vs-llamacpp}
+DRY=${DRY_RUN:-0}
+ALL_ROWS="smollm2-q4_1 gemma3-270m-q4_k_m llama8b-l8-q4_k llama8b-l8-q4_k_m llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m"
+ROWS=${ROWS:-$ALL_ROWS}
+ROWS=${ROWS//,/ }
+CORES=$(nproc)
+JOBS=${JOBS:-$((CORES > 4 ? CORES - 2 : 2))}
+mkdir -p "$OUT" "$WORK/m" "$WORK/raw"
+rm -f "$WORK"/raw/*
+LOG="$OUT/log.txt"
+: >"$LOG"
+# Progress goes to stderr (and the log): stdout of helpers is their result.
+log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
+T0=$(date +%s)
+DEADLINE=${DEADLINE_S:-560}
+# left: seconds until the deadline, less a margin for writing the JSON.
+left() { echo $((DEADLINE - 15 - ($(date +%s) - T0))); }
+# within SECONDS_MIN CMD...: CMD under the time left; refuses (status 124) below SECONDS_MIN.
+within() {
+    local min=$1 l
+    shift
+    l=$(left)
+    [ "$l" -ge "$min" ] || return 124
+    timeout "$l" "$@"
+}
+
+for r in $ROWS; do
+    [[ " $ALL_ROWS " == *" $r "* ]] || { echo "ROWS: unknown row '$r' (known: $ALL_ROWS)" >&2; exit 2; }
+done
+[ -x "$BIN" ] || { echo "BIN $BIN: not an executable" >&2; exit 2; }
+[ -n "${LLAMA_BIN:-}" ] || [ -f "$TGZ" ] || { echo "TARBALL $TGZ: no such file" >&2; exit 2; }
+
+if [ "$DRY" = 1 ]; then
+    BACKEND=cpu STEPS=${STEPS:-16} TG_N=16 TG_R=2 BB_NTG=16 NGL=0
+    CMAKE_FLAGS="-DGGML_OPENMP=OFF"
+    NGPU=0
+else
+    BACKEND=cuda STEPS=${STEPS:-128} TG_N=128 TG_R=5 BB_NTG=64 NGL=99
+    CMAKE_FLAGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90"
+    NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+fi
+PIPE2=${PIPE2:-auto}
+[ "$PIPE2" = auto ] && PIPE2=$([ "$NGPU" -ge 2 ] && echo 1 || echo 0)
+# The two-GPU run only has a row to run on if the full-depth row is selected.
+[[ " $ROWS " == *" llama8b-l32-q4_k_m "* ]] || PIPE2=0
+
+# ---- 1. llama.cpp, in the background --------------------------------------------------
+if [ -n "${LLAMA_BIN:-}" ]; then
+    LB="$LLAMA_BIN"
+    log "llama.cpp: prebuilt binaries in $LB"
+    BUILD_PID=
+else
+    LB="$WORK/lc/llama.cpp/build/bin"
+    rm -rf "$WORK/lc"
+    mkdir -p "$WORK/lc"
+    # Its own session, so that the whole build can be stopped at the deadline or on exit.
+    setsid bash -c '
+        tar xzf "$0" -C "$1/lc" &&
+            cd "$1/lc/llama.cpp" &&
+            cmake -B build $2 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+                -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON -DCMAKE_BUILD_TYPE=Release &&
+            nice -n 19 cmake --build build -j"$3" --target llama-bench llama-batched-bench
+    ' "$TGZ" "$WORK" "$CMAKE_FLAGS" "$JOBS" >"$WORK/raw/llama-build.log" 2>&1 &
+    BUILD_PID=$!
+    trap 'kill -- -"$BUILD_PID" 2>/dev/null' EXIT
+    log "llama.cpp: building in the background (pid $BUILD_PID, -j$JOBS, $CMAKE_FLAGS)"
+fi
+
+# ---- 2. the models and ppn-gate's figures ---------------------------------------------
+# model_file ROW: the GGUF path of a row (synthesized on first use); empty + reason on stderr
+# when a real model is missing.
+# synth_flags ROW: the synth flags of a synthetic row. The rehearsal keeps each row's preset
+# and quant but shrinks the shape (explicit flags override the preset's).
+synth_flags() {
+    local preset layers quant
+    case $1 in
+    llama8b-l8-q4_k) preset=llama8b layers=8 quant=q4_k ;;
+    llama8b-l8-q4_k_m) preset=llama8b layers=8 quant=q4_k_m ;;
+    llama8b-l8-q8_0) preset=llama8b layers=8 quant=q8_0 ;;
+    llama70b-l2-q4_k) preset=llama70b layers=2 quant=q4_k ;;
+    llama8b-l32-q4_k_m) preset=llama8b layers=32 quant=q4_k_m ;;
+    esac
+    if [ "$DRY" = 1 ]; then
+        echo "--preset $preset --quant $quant --layers 4 --embd 256 --heads 4 --kv-heads 2 --ff 512 --vocab 2048"
+    else
+        echo "--preset $preset --layers $layers --quant $quant"
+    fi
+}
+model_file() {
+    local row=$1
+    case $row in
+    smollm2-q4_1) f="$MODELS/SmolLM2-135M-Instruct.Q4_1.gguf" ;;
+    gemma3-270m-q4_k_m) f="$MODELS/gemma-3-270m-q4_k_m.gguf" ;;
+    *)
+        f="$WORK/m/$row.gguf"
+        local flags
+        flags=$(synth_flags "$row")
+        if [ ! -f "$f" ] || [ "$(cat "$f.flags" 2>/dev/null)" != "$flags" ]; then
+            log "synth $row: $flags"
+            # shellcheck disable=SC2086
+            within 30 "$BIN" synth $flags -o "$f" >>"$LOG" 2>&1 || {
+                echo "synth failed or out of time (exit $?, log.txt)" >"$WORK/raw/$row.skip"
+                rm -f "$f"
+                return 1
+            }
+            echo "$flags" >"$f.flags"
+        fi
+        ;;
+    esac
+    [ -f "$f" ] || { echo "no file $f" >"$WORK/raw/$row.skip"; return 1; }
+    echo "$f"
+}
+
+declare -A FILE
+for row in $ROWS; do
+    f=$(model_file "$row") || { log "$row: skipped: $(cat "$WORK/raw/$row.skip")"; continue; }
+    FILE[$row]=$f
+    log "ppn-gate bench $row"
+    within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms batched --batch 8 \
+        --steps "$STEPS" --receipt "$WORK/raw/$row.ppn.json" >>"$LOG" 2>&1 ||
+        log "$row: ppn-gate bench failed (exit $?, see log.txt)"
+done
+if [ "$PIPE2" = 1 ] && [ -n "${FILE[llama8b-l32-q4_k_m]:-}" ]; then
+    log "ppn-gate bench llama8b-l32-q4_k_m pipelined over devices 0,1"
+    within 20 "$BIN" bench --backend "$BACKEND" --model "${FILE[llama8b-l32-q4_k_m]}" --stages 2 \
+        --devices 0,1 --arms pipelined --steps "$STEPS" \
+        --receipt "$WORK/raw/llama8b-l32-q4_k_m.pipe2.json" >>"$LOG" 2>&1 ||
+        log "pipelined 2-GPU bench failed (exit $?, see log.txt)"
+fi
+
+# ---- 3. llama.cpp on the same files ---------------------------------------------------
+if [ -n "$BUILD_PID" ]; then
+    log "waiting for the llama.cpp build"
+    while kill -0 "$BUILD_PID" 2>/dev/null && [ "$(left)" -gt 30 ]; do sleep 2; done
+    if kill -0 "$BUILD_PID" 2>/dev/null; then
+        log "llama.cpp build still running at the deadline: stopped"
+        kill -- -"$BUILD_PID" 2>/dev/null
+    fi
+    if ! wait "$BUILD_PID"; then
+        log "llama.cpp build FAILED; its log:"
+        tail -30 "$WORK/raw/llama-build.log" | tee -a "$LOG" >&2
+    fi
+    log "llama.cpp build ended after $(($(date +%s) - T0)) s"
+fi
+for row in $ROWS; do
+    f=${FILE[$row]:-}
+    [ -n "$f" ] || continue
+    if [ ! -x "$LB/llama-bench" ]; then
+        echo "llama.cpp was not built (raw/llama-build.log)" >"$WORK/raw/$row.lcskip"
+        continue
+    fi
+    if [ "$(left)" -lt 20 ]; then
+        echo "out of time" >"$WORK/raw/$row.lcskip"
+        continue
+    fi
+    log "llama-bench $row"
+    within 10 "$LB/llama-bench" -m "$f" -ngl "$NGL" -p 0 -n "$TG_N" -r "$TG_R" -o json \
+        >"$WORK/raw/$row.lb.json" 2>>"$WORK/raw/$row.lb.err" ||
+        log "$row: llama-bench failed (raw/$row.lb.err)"
+    log "llama-batched-bench $row"
+    within 10 "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
+        --output-format jsonl >"$WORK/raw/$row.bb.txt" 2>"$WORK/raw/$row.bb.err" ||
+        log "$row: llama-batched-bench failed (raw/$row.bb.err)"
+done
+
+# ---- 4. the comparison ----------------------------------------------------------------
+if [ "$DRY" = 1 ]; then
+    MACHINE="$(uname -m), $CORES cores, cpu backend (dry run)"
+else
+    MACHINE="$NGPU x $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 | sed 's/, / (driver /;s/$/)/'), $CORES cores"
+fi
+DEST="$OUT/vs-llamacpp.json"
+ROWS="$ROWS" RAW="$WORK/raw" DEST="$DEST" MACHINE="$MACHINE" DRY="$DRY" TG_N="$TG_N" \
+    TG_R="$TG_R" NGL="$NGL" BB_NTG="$BB_NTG" STEPS="$STEPS" COMMIT="${COMMIT:-}" \
+    python3 - <<'PY' | tee "$OUT/summary.txt"
+import json, os, datetime
+
+raw = os.environ["RAW"]
+rows_wanted = os.environ["ROWS"].split()
+tg_n, bb_ntg, ngl = int(os.environ["TG_N"]), int(os.environ["BB_NTG"]), os.environ["NGL"]
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def llama_bench_tg(text):
+    """avg_ts of the tg test (n_prompt 0, n_gen tg_n) in llama-bench's -o json array."""
+    try:
+        tests = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    for t in tests:
+        if t.get("n_prompt") == 0 and t.get("n_gen") == tg_n:
+            return float(t["avg_ts"])
+    return None
+
+
+def batched_bench_tg(text, pl):
+    """speed_tg (S_TG) of the run with pl parallel sequences, from --output-format jsonl."""
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if d.get("pl") == pl and d.get("tg") == bb_ntg:
+            return float(d["speed_tg"])
+    return None
+
+
+rows, skipped, commit = [], [], os.environ.get("COMMIT") or None
+for name in rows_wanted:
+    why = read(f"{raw}/{name}.skip")
+    if why:
+        skipped.append({"model": name, "reason": why.strip()})
+        continue
+    ppn_text = read(f"{raw}/{name}.ppn.json")
+    ppn = json.loads(ppn_text) if ppn_text else None
+    if ppn is None:
+        skipped.append({"model": name, "reason": "ppn-gate bench wrote no receipt (log.txt)"})
+    commit = commit or (ppn or {}).get("tool", {}).get("git_commit")
+    lcskip = read(f"{raw}/{name}.lcskip")
+    if lcskip:
+        skipped.append({"model": name, "reason": "llama.cpp: " + lcskip.strip()})
+    lb = llama_bench_tg(read(f"{raw}/{name}.lb.json"))
+    # Its results are on stdout (.bb.txt), its log on stderr (.bb.err): kept apart so that no
+    # log line can split a result line.
+    bb8 = batched_bench_tg(read(f"{raw}/{name}.bb.txt"), 8)
+    bb1 = batched_bench_tg(read(f"{raw}/{name}.bb.txt"), 1)
+    wb = ppn["model"]["weight_bytes"] if ppn else None
+    floor = ppn.get("floor_tok_s") if ppn else None
+    for path, mine, theirs, extra in [
+        ("eager", ppn and ppn["tok_s"]["eager"], lb, {}),
+        ("batched8", ppn and ppn["tok_s"]["batched"], bb8, {"llamacpp_b1_tok_s": bb1}),
+    ]:
+        row = {
+            "model": name,
+            "weight_bytes": wb,
+            "path": path,
+            "ppn_tok_s": mine,
+            "llamacpp_tok_s": theirs,
+            "ratio": (mine / theirs) if mine and theirs else None,
+            "floor_tok_s": floor,
+        }
+        row.update(extra)
+        rows.append(row)
+    pipe_text = read(f"{raw}/{name}.pipe2.json")
+    if pipe_text:
+        p2 = json.loads(pipe_text)
+        pt, pe = p2["tok_s"]["pipelined"], p2["tok_s"]["eager"]
+        rows.append({
+            "model": name,
+            "weight_bytes": p2["model"]["weight_bytes"],
+            "path": "pipelined-2gpu",
+            "ppn_tok_s": pt,
+            "llamacpp_tok_s": None,
+            "ratio": None,
+            "floor_tok_s": floor,
+            # Against the one-GPU eager figure of the same file (the issue's bar: >= 1.8x),
+            # and the same run's two-stage eager.
+            "x_ppn_eager_1gpu": pt / ppn["tok_s"]["eager"] if ppn else None,
+            "x_ppn_eager_2stage": pt / pe,
+            "placement": p2["config"]["placement"],
+        })
+
+out = {
+    "schema": "ppn-gate.bench-compare/1",
+    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    "machine": os.environ["MACHINE"],
+    "commit": commit,
+    "dry_run": os.environ["DRY"] == "1",
+    "method": {
+        "ppn": f"ppn-gate bench --model FILE --stages 1 --arms batched --batch 8 --steps {os.environ['STEPS']}"
+               " (eager and batched B=8 aggregate from one run)",
+        "llamacpp_eager": f"llama-bench -m FILE -ngl {ngl} -p 0 -n {tg_n} -r {os.environ['TG_R']}"
+                          " -o json (avg_ts)",
+        "llamacpp_batched8": f"llama-batched-bench -m FILE -ngl {ngl} -c 4096 -npp 16 -ntg {bb_ntg}"
+                             " -npl 1,8 --output-format jsonl (speed_tg at pl 8)",
+        "floor": "device bandwidth measured by ppn-gate bench in the same run / weight_bytes",
+    },
+    "rows": rows,
+    "skipped": skipped,
+}
+with open(os.environ["DEST"], "w") as f:
+    f.write(json.dumps(out, indent=2) + "\n")
+
+fmt = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
+print(f"{'model':<22} {'path':<15} {'weight MB':>9} {'ppn tok/s':>10} {'llama.cpp':>10} {'ratio':>6} {'floor':>8}")
+for r in rows:
+    wb = r["weight_bytes"]
+    ratio = r["ratio"] if r["ratio"] is not None else r.get("x_ppn_eager_1gpu")
+    tag = "" if r["ratio"] is not None or ratio is None else " (x eager)"
+    print(f"{r['model']:<22} {r['path']:<15} {fmt(wb and wb / 1e6, 0):>9} {fmt(r['ppn_tok_s']):>10}"
+          f" {fmt(r['llamacpp_tok_s']):>10} {fmt(ratio, 2):>6} {fmt(r['floor_tok_s'], 0):>8}{tag}")
+for s in skipped:
+    print(f"skipped {s['model']}: {s['reason']}")
+print(f"commit {commit}; {out['machine']}; {out['date']}")
+PY
+if [ "$DRY" != 1 ] && [ -s "$DEST" ]; then
+    mkdir -p receipts/bench
+    cp "$DEST" receipts/bench/vs-llamacpp.json
+fi
+tar czf "$OUT/raw.tar.gz" -C "$WORK" raw 2>/dev/null
+log "done in $(($(date +%s) - T0)) s"

@@ -1,0 +1,79 @@
+//! The bench receipt (`ppn-gate bench --receipt FILE`): one run's decode figures as JSON, for
+//! scripts that put them beside another tool's (scripts/bench-vs-llamacpp.sh). Unlike a gate
+//! receipt nothing in it is deterministic: it is a measurement, with what was measured.
+
+use serde::{Deserialize, Serialize};
+
+use super::{BackendInfo, ModelInfo, ModuleStats, Tool};
+
+pub const BENCH_SCHEMA: &str = "ppn-gate.bench/1";
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BenchReceipt {
+    pub schema: String,
+    pub tool: Tool,
+    /// When the run ended (seconds since the Unix epoch, UTC).
+    pub unix_time_s: u64,
+    /// The machine's host name, where the OS says it.
+    pub host: Option<String>,
+    pub backend: BackendInfo,
+    pub model: ModelInfo,
+    pub config: BenchConfig,
+    /// Device memory bandwidth measured in the same run (GB/s, read + write), null on a
+    /// backend that does not measure it.
+    pub bandwidth_gbs: Option<f64>,
+    /// bandwidth / weight bytes: the decode rate at which every weight is read once per token.
+    pub floor_tok_s: Option<f64>,
+    /// Kernel launches per token of the reference path (null on a backend without kernels).
+    pub launches_per_token: Option<f64>,
+    /// Host time spent enqueueing one reference token.
+    pub host_enqueue_us_per_token: f64,
+    pub tok_s: PathRates,
+    pub timings: BenchTimings,
+    /// CUDA: the modules the run compiled or took from the module cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modules: Option<ModuleStats>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BenchConfig {
+    /// The placement flags of the measured runtime (the reference is always one stage).
+    pub placement: String,
+    pub stages: usize,
+    pub devices: Vec<usize>,
+    pub steps: usize,
+    pub window: usize,
+    /// Rows of the batched path.
+    pub batch: usize,
+    /// The paths measured after eager (`--arms`).
+    pub arms: Vec<String>,
+}
+
+/// Decode tokens per second of each path (batched: all rows together); null where `--arms`
+/// left the path out.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PathRates {
+    /// One stage, eager (the gate's reference).
+    pub reference: f64,
+    /// The placement, eager.
+    pub eager: f64,
+    pub pipelined: Option<f64>,
+    pub batched: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BenchTimings {
+    /// Reading and checking the model file.
+    pub load_ms: f64,
+    /// Building the one-stage runtime, the first on the device (on CUDA this is where the
+    /// modules are compiled or read from the cache).
+    pub reference_build_ms: f64,
+    /// Building the placement's runtime.
+    pub build_ms: f64,
+}
+
+impl BenchReceipt {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("bench receipt serializes") + "\n"
+    }
+}

@@ -1,0 +1,171 @@
+//! The binary's bench receipt and the synth flags the llama.cpp comparison relies on
+//! (scripts/bench-vs-llamacpp.sh reads both), and the module-cache flags, end to end.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ppn-gate"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .expect("ppn-gate runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn bench_receipt_holds_the_figures_it_printed() {
+    let d = tempfile::tempdir().expect("temp dir");
+    let path = d.path().join("sub/bench.json");
+    let o = run(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--stages",
+        "2",
+        "--batch",
+        "2",
+        "--steps",
+        "4",
+        "--arms",
+        "batched",
+        "--receipt",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("written")).expect("JSON");
+    assert_eq!(r["schema"], "ppn-gate.bench/1");
+    assert_eq!(r["backend"]["kind"], "cpu");
+    assert_eq!(r["config"]["stages"], 2);
+    assert_eq!(r["config"]["batch"], 2);
+    // --arms batched: the pipelined path was not measured, and says so with a null.
+    assert!(r["tok_s"]["pipelined"].is_null(), "{r}");
+    let out = text(&o);
+    for path in ["reference", "eager", "batched"] {
+        let v = r["tok_s"][path]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{path}: {r}"));
+        assert!(v > 0.0, "{path} {v}");
+        // The printed line carries the same figure (one decimal).
+        assert!(
+            out.contains(&format!("{v:.1} tok/s")),
+            "{path} {v:.1} not in:\n{out}"
+        );
+    }
+    // The CPU backend measures no bandwidth: no floor rather than an invented one.
+    assert!(
+        r["bandwidth_gbs"].is_null() && r["floor_tok_s"].is_null(),
+        "{r}"
+    );
+    assert!(r["model"]["weight_bytes"].as_u64().unwrap() > 0);
+    assert!(r["model"]["file"].as_str().unwrap().starts_with("builtin:"));
+    assert!(!r["tool"]["git_commit"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn synth_preset_and_q4_k_m_write_the_named_shape_and_mix() {
+    let d = tempfile::tempdir().expect("temp dir");
+    let f = d.path().join("m.gguf");
+    // The llama8b widths with the size flags turned down: explicit flags override the preset.
+    let o = run(&[
+        "synth",
+        "--preset",
+        "llama8b",
+        "--layers",
+        "2",
+        "--embd",
+        "512",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--ff",
+        "768",
+        "--vocab",
+        "300",
+        "--quant",
+        "q4_k_m",
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["inspect", f.to_str().unwrap(), "--tensors"]);
+    let out = text(&o);
+    assert!(
+        out.contains("2 layers, n_embd 512, heads 4 (kv 2), head_dim 128, ff 768, vocab 300"),
+        "{out}"
+    );
+    assert!(out.contains("general.file_type = 15"), "{out}");
+    assert!(out.contains("tokenizer.ggml.merges = [\"t 1\"]"), "{out}");
+    // 2 layers: layer 1 is in the last eighth, so its attn_v is Q6_K and layer 0's is Q4_K.
+    for (name, ty) in [
+        ("blk.0.attn_v.weight", "q4_k"),
+        ("blk.1.attn_v.weight", "q6_k"),
+        ("blk.1.ffn_down.weight", "q6_k"),
+        ("output.weight", "q6_k"),
+        ("token_embd.weight", "q4_k"),
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("{name} not listed:\n{out}"));
+        assert!(line.split_whitespace().nth(1) == Some(ty), "{line}");
+    }
+    // Bad names and shapes the mix cannot hold exit 2 naming the value.
+    for (args, want) in [
+        (vec!["--preset", "llama13b"], "--preset \"llama13b\""),
+        (vec!["--quant", "q4_k_s"], "--quant \"q4_k_s\""),
+        (
+            vec![
+                "--quant",
+                "q4_k_m",
+                "--embd",
+                "96",
+                "--heads",
+                "2",
+                "--kv-heads",
+                "1",
+            ],
+            "embd = 96",
+        ),
+    ] {
+        let mut a = vec!["synth", "-o", "/nonexistent/x.gguf"];
+        a.extend(args);
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{a:?}: {}", text(&o));
+    }
+}
+
+/// The module cache is a CUDA setting: on the CPU backend its flags are refused, never
+/// silently ignored, and the two cannot be combined.
+#[test]
+fn module_cache_flags_are_refused_where_no_kernels_are_compiled() {
+    for (args, want) in [
+        (
+            vec!["--backend", "cpu", "--cache-dir", "/tmp/x"],
+            "--cache-dir /tmp/x: the cpu backend compiles no kernels",
+        ),
+        (
+            vec!["bench", "--backend", "cpu", "--no-cache"],
+            "--no-cache: the cpu backend",
+        ),
+        (
+            vec!["--cache-dir", "/tmp/x", "--no-cache"],
+            "--cache-dir /tmp/x with --no-cache",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+}
