@@ -35,6 +35,7 @@
 #   DEADLINE_S seconds after the start by which the JSON must be written (default 560, inside
 #            the 10-minute call): every step runs under the time left, a row that no longer
 #            fits is skipped with "out of time", and the build is stopped if still running
+#   PPN_FLAGS  extra flags for every `ppn-gate bench` (e.g. --no-cache)
 #   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
 #            row names on small synthetic shapes (the real models as they are), short runs;
 #            writes OUT only, never receipts/bench (that file holds GPU figures only)
@@ -163,13 +164,13 @@ for row in $ROWS; do
     FILE[$row]=$f
     log "ppn-gate bench $row"
     within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms batched --batch 8 \
-        --steps "$STEPS" --receipt "$WORK/raw/$row.ppn.json" >>"$LOG" 2>&1 ||
+        --steps "$STEPS" ${PPN_FLAGS:-} --receipt "$WORK/raw/$row.ppn.json" >>"$LOG" 2>&1 ||
         log "$row: ppn-gate bench failed (exit $?, see log.txt)"
 done
 if [ "$PIPE2" = 1 ] && [ -n "${FILE[llama8b-l32-q4_k_m]:-}" ]; then
     log "ppn-gate bench llama8b-l32-q4_k_m pipelined over devices 0,1"
     within 20 "$BIN" bench --backend "$BACKEND" --model "${FILE[llama8b-l32-q4_k_m]}" --stages 2 \
-        --devices 0,1 --arms pipelined --steps "$STEPS" \
+        --devices 0,1 --arms pipelined --steps "$STEPS" ${PPN_FLAGS:-} \
         --receipt "$WORK/raw/llama8b-l32-q4_k_m.pipe2.json" >>"$LOG" 2>&1 ||
         log "pipelined 2-GPU bench failed (exit $?, see log.txt)"
 fi
