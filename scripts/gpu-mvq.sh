@@ -88,17 +88,20 @@ if want bench || want prof; then
     wait
     row "synth 4 models" "$(( $(date +%s) - t0 )) s"
 fi
+bench_both() { # MODEL: eager and batched B=8 of both builds, one row each
+    for b in old new; do
+        bin=$OLD; [ $b = new ] && bin=$NEW
+        echo "== bench $1 $b" >>"$OUT/bench.txt"
+        "$bin" bench --backend cuda --model "$M/$1.gguf" --stages 1 --arms batched --batch 8 --steps 64 >>"$OUT/bench.txt" 2>&1
+        row "bench $1 $b" "$(grep -E 'eager|batched' "$OUT/bench.txt" | tail -2 | tr -s ' ' | tr '\n' ' ')"
+    done
+}
 if want small; then
     # The two real models' shapes (576 / 640 wide), synthetic, both builds.
     "$NEW" synth --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 49152 --quant q4_1 -o "$M/smolshape-q4_1.gguf" >>"$LOG" 2>&1
     "$NEW" synth --arch gemma3 --layers 18 --embd 640 --heads 4 --kv-heads 1 --ff 2048 --vocab 262144 --quant q8_0 -o "$M/gemmashape-q8_0.gguf" >>"$LOG" 2>&1
     for m in smolshape-q4_1 gemmashape-q8_0; do
-        for b in old new; do
-            bin=$OLD; [ $b = new ] && bin=$NEW
-            echo "== bench $m $b" >>"$OUT/bench.txt"
-            "$bin" bench --backend cuda --model "$M/$m.gguf" --stages 1 --arms batched --batch 8 --steps 64 >>"$OUT/bench.txt" 2>&1
-            row "bench $m $b" "$(grep -E 'eager|batched' "$OUT/bench.txt" | tail -2 | tr -s ' ' | tr '\n' ' ')"
-        done
+        bench_both $m
         "$NEW" --backend cuda -q --model "$M/$m.gguf" --stages 3 --batch 5 --receipt "$OUT/r/gate-$m.json" >>"$LOG" 2>&1
         row "gate $m N=3 B=5 (all arms)" "exit $?"
     done
@@ -109,12 +112,7 @@ if want prof; then
 fi
 if want bench; then
     for m in llama8b-l8-q4_k llama8b-l8-q8_0 llama8b-l8-q6_k llama70b-l2-q4_k; do
-        for b in old new; do
-            bin=$OLD; [ $b = new ] && bin=$NEW
-            echo "== bench $m $b" >>"$OUT/bench.txt"
-            "$bin" bench --backend cuda --model "$M/$m.gguf" --stages 1 --arms batched --batch 8 --steps 64 >>"$OUT/bench.txt" 2>&1
-            row "bench $m $b" "$(grep -E 'eager|batched' "$OUT/bench.txt" | tail -2 | tr -s ' ' | tr '\n' ' ')"
-        done
+        bench_both $m
     done
 fi
 tar czf "$OUT/receipts.tar.gz" -C "$OUT" r tape.json 2>/dev/null

@@ -1,9 +1,10 @@
-//! The CUDA engine (one per stage) and KV cache: weights as raw GGUF block bytes on the
-//! stage's device, engine-owned scratch, and kernel launches on the stream handed in.
+//! The CUDA engine (one per stage) and KV cache: weights on the stage's device (GGUF block
+//! bytes, or for the vectorized matvec the same values repacked by crate::quant::repack),
+//! engine-owned scratch, and kernel launches on the stream handed in.
 //!
 //! Rule that holds here: the engine never owns or picks a stream — every upload at build
 //! and every kernel of embed/layer/head goes on the stream the caller passes, so a stage has
-//! exactly one stream. Its scratch (x, q, k, v, att, o, h) belongs to it alone. The kernels
+//! exactly one stream. Its scratch (x, q, k, v, att, o, h, xn) belongs to it alone. The kernels
 //! are batch-invariant (each row's arithmetic is the single-row arithmetic; B only adds
 //! rows to a tile or grid rows) and reduce in fixed orders chosen from vector lengths and
 //! matrix shapes alone (kernels/*.cu say which).
@@ -11,8 +12,11 @@
 //! Launches per layer: llama, qwen2, qwen3 5 (norm+q|k|v, attention with the q/k/v biases,
 //! q/k head norms, rope and kv store fused in, o-proj+residual, norm+gate|up+act,
 //! down+residual); gemma3 7 (the post-norms are a separate norm+add after o-proj and
-//! down); one more where q|k|v mix block formats (one launch per format). Head: 1 (norm +
-//! output matvec). Embed: 1. Every launch goes through `DevCtx::launch` (programmatic
+//! down); one more where q|k|v mix block formats (one launch per format), and one more
+//! before a vectorized matvec whose input tile is too large to stage in shared memory
+//! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
+//! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
+//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. Every launch goes through `DevCtx::launch` (programmatic
 //! dependent launch on sm_90+, see there).
 
 use std::ops::Range;
