@@ -16,6 +16,7 @@ macro_rules! outln {
 }
 
 pub mod gate;
+pub mod selftest;
 mod soak_cmd;
 
 use std::path::PathBuf;
@@ -106,8 +107,9 @@ pub struct GateArgs {
     /// Top-k logits recorded per reference step.
     #[arg(long, default_value_t = 8)]
     pub topk: usize,
-    /// Break one ordering law on purpose (negative control); repeatable.
-    #[arg(long = "fault")]
+    /// Break one law on purpose (negative control); repeatable. A fault whose window cannot
+    /// open in the gate's placement is refused (exit 2). --help lists each with its law.
+    #[arg(long = "fault", value_name = "NAME", long_help = fault_help())]
     pub faults: Vec<String>,
     /// Receipt path (default: a new file under receipts/runs/).
     #[arg(long)]
@@ -176,6 +178,17 @@ pub struct BatteryArgs {
     /// Diff every receipt against `<DIR>/<gate name>.json`.
     #[arg(long)]
     pub golden: Option<PathBuf>,
+}
+
+/// `--fault`'s long help: every fault, the law it breaks and where its window can open.
+fn fault_help() -> String {
+    let mut s = String::from(
+        "Break one law on purpose (negative control): the gate must then FAIL. Repeatable. A fault whose window cannot open in the gate's placement is refused before any work (exit 2), naming why and a placement that opens it. NAME, the law it breaks [where it can open]:",
+    );
+    for f in crate::runtime::Fault::ALL {
+        s.push_str(&format!("\n  {:<19} {} [{}]", f.name(), f.law(), f.needs()));
+    }
+    s
 }
 
 #[derive(Args, Debug)]

@@ -83,6 +83,42 @@ pub fn parse_list(flag: &str, s: &str) -> Result<Vec<usize>, PlanError> {
         .collect()
 }
 
+/// The device of each stage, from the flags alone (no model needed: a fault's window and a
+/// battery's device needs are judged on it before any model loads). The stage count is
+/// `--stages`, else the length of `--devices`, else one more than the cuts; every stage is on
+/// device 0 unless `--devices` says otherwise, and every named device must exist.
+pub fn stage_devices(
+    stages: Option<usize>,
+    splits: Option<&[usize]>,
+    devices: Option<&[usize]>,
+    device_count: usize,
+) -> Result<Vec<usize>, PlanError> {
+    let n = match (stages, devices) {
+        (Some(n), Some(d)) if n != d.len() => {
+            return Err(PlanError(format!(
+                "--stages {n} but --devices lists {} device(s) ({}): they must agree",
+                d.len(),
+                join(d)
+            )))
+        }
+        (Some(n), _) => n,
+        (None, Some(d)) => d.len(),
+        (None, None) => splits.map(|c| c.len() + 1).unwrap_or(1),
+    };
+    if n == 0 {
+        return Err(PlanError("--stages 0: need at least one stage".into()));
+    }
+    let devices: Vec<usize> = devices.map(|d| d.to_vec()).unwrap_or_else(|| vec![0; n]);
+    if let Some(&bad) = devices.iter().find(|&&d| d >= device_count) {
+        return Err(PlanError(format!(
+            "--devices {}: device {bad} does not exist ({device_count} device(s): 0..{})",
+            join(&devices),
+            device_count.saturating_sub(1)
+        )));
+    }
+    Ok(devices)
+}
+
 impl Placement {
     /// Validate flags into a placement. `device_count` is the backend's; `peer_ok(a, b)`
     /// says whether a boundary between devices a and b can copy directly.
@@ -95,21 +131,8 @@ impl Placement {
         device_count: usize,
         peer_ok: &dyn Fn(usize, usize) -> bool,
     ) -> Result<Placement, PlanError> {
-        let n = match (stages, devices) {
-            (Some(n), Some(d)) if n != d.len() => {
-                return Err(PlanError(format!(
-                    "--stages {n} but --devices lists {} device(s) ({}): they must agree",
-                    d.len(),
-                    join(d)
-                )))
-            }
-            (Some(n), _) => n,
-            (None, Some(d)) => d.len(),
-            (None, None) => splits.map(|c| c.len() + 1).unwrap_or(1),
-        };
-        if n == 0 {
-            return Err(PlanError("--stages 0: need at least one stage".into()));
-        }
+        let devices = stage_devices(stages, splits, devices, device_count)?;
+        let n = devices.len();
         if n > n_layers {
             return Err(PlanError(format!(
                 "--stages {n} exceeds the model's {n_layers} layers"
@@ -141,14 +164,6 @@ impl Placement {
                     w[1]
                 )));
             }
-        }
-        let devices: Vec<usize> = devices.map(|d| d.to_vec()).unwrap_or_else(|| vec![0; n]);
-        if let Some(&bad) = devices.iter().find(|&&d| d >= device_count) {
-            return Err(PlanError(format!(
-                "--devices {}: device {bad} does not exist ({device_count} device(s): 0..{})",
-                join(&devices),
-                device_count.saturating_sub(1)
-            )));
         }
         let mut transports = Vec::with_capacity(n - 1);
         for b in 0..n - 1 {
@@ -229,7 +244,8 @@ impl Placement {
     }
 }
 
-fn join(v: &[usize]) -> String {
+/// `0,1,2`: a list as its flag spells it.
+pub fn join(v: &[usize]) -> String {
     v.iter()
         .map(|x| x.to_string())
         .collect::<Vec<_>>()
