@@ -348,6 +348,94 @@ fn fault_no_reverse_publish_fails() {
     );
 }
 
+/// `ppn-gate selftest` on the CPU: every fault that can open here runs in its placement and
+/// is caught, every clean control passes, the one that cannot open (no-load-barrier: the
+/// CPU engines load no weights) is listed with its reason; receipts and selftest.json are
+/// written. One run per row keeps it fast (the CLI's default is 5).
+#[test]
+fn selftest_catches_every_fault_that_opens_on_the_cpu() {
+    let d = tmp();
+    let out = d.path().join("st");
+    let o = run(&["selftest", "--runs", "1", "--out", out.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("selftest PASS: 8 fault(s) caught in every run, 0 missed; 7 clean control(s) passed every run, 0 failed; 0 error(s); 1 fault(s) cannot open here"), "{t}");
+    let s = receipt(&out.join("selftest.json"));
+    assert_eq!(s["schema"], "ppn-gate.selftest/1");
+    assert_eq!(s["backend"], "cpu");
+    assert_eq!(s["verdict"], "PASS");
+    let rows = s["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 16);
+    for r in rows {
+        let id = r["id"].as_str().unwrap();
+        let want = match (id, r["fault"].is_null()) {
+            ("no-load-barrier", _) => "cannot-open",
+            (_, true) => "passed",
+            (_, false) => "caught",
+        };
+        assert_eq!(r["status"], want, "{r}");
+        if want == "cannot-open" {
+            assert!(
+                r["reason"].as_str().unwrap().contains("no load to race"),
+                "{r}"
+            );
+            assert!(
+                !out.join(id).exists(),
+                "a fault that cannot open is not run"
+            );
+            continue;
+        }
+        // Every run's receipt is on disk and says what the row claims.
+        let rec = receipt(&out.join(id).join("run-001.json"));
+        let verdict = if want == "caught" { "FAIL" } else { "PASS" };
+        assert_eq!(rec["verdict"], verdict, "{id}");
+        let faults = if want == "caught" {
+            serde_json::json!([id])
+        } else {
+            serde_json::json!([])
+        };
+        assert_eq!(rec["config"]["faults"], faults, "{id}");
+        assert_eq!(receipt(&out.join(id).join("summary.json"))["runs_done"], 1);
+    }
+    // A table line per row: fault, law, placement, result.
+    assert!(
+        t.lines().any(|l| l.contains("shared-scratch")
+            && l.contains("every stage has its own engine scratch")
+            && l.contains("--stages 4 --arms pipelined --jitter-us 200")
+            && l.ends_with("caught 1/1")),
+        "{t}"
+    );
+}
+
+/// With one CPU device misplaced-cache cannot open either: listed with the reason, not run,
+/// and the selftest still passes on what can open.
+#[test]
+fn selftest_lists_misplaced_cache_as_unopenable_on_one_device() {
+    let d = tmp();
+    let out = d.path().join("st");
+    let o = run(&[
+        "selftest",
+        "--runs",
+        "1",
+        "--cpu-devices",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.lines().any(|l| l.contains("misplaced-cache")
+            && l.ends_with(
+                "cannot open here: one device, nothing to misplace (this backend has 1)"
+            )),
+        "{t}"
+    );
+    assert!(t.contains("7 fault(s) caught in every run"), "{t}");
+    assert!(t.contains("2 fault(s) cannot open here"), "{t}");
+    assert!(!out.join("misplaced-cache").exists());
+}
+
 /// Bad input: exit 2, the offending value named, nothing silently replaced.
 #[test]
 fn bad_flags_exit_2_naming_the_value() {
@@ -381,6 +469,12 @@ fn bad_flags_exit_2_naming_the_value() {
             &["--fault", "no-load-barrier"],
             "the cpu backend loads none",
         ),
+        (&["selftest", "--runs", "0"], "--runs 0"),
+        (
+            &["selftest", "--model", "/nonexistent/m.gguf"],
+            "/nonexistent/m.gguf",
+        ),
+        (&["selftest", "--backend", "tpu"], "\"tpu\""),
         (&["--stages"], "--stages"),
         (&["--pdl", "maybe"], "--pdl \"maybe\""),
         (

@@ -62,6 +62,11 @@ pub enum Cmd {
     /// Decode tokens/s of the reference, eager, pipelined and batched paths (--arms picks
     /// which of pipelined and batched run; eager, the base of every ratio, always does).
     Bench(BenchArgs),
+    /// Prove the gate can fail here: every --fault in the placement that opens its window on
+    /// this backend and device count, R runs each, plus clean controls of those placements.
+    /// Exit 0 only when every fault that can open here FAILs every run and every control
+    /// PASSes every run; a fault that cannot open here is listed with the reason, not counted.
+    Selftest(SelftestArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -180,6 +185,28 @@ pub struct BatteryArgs {
     pub golden: Option<PathBuf>,
 }
 
+#[derive(Args, Debug)]
+pub struct SelftestArgs {
+    /// Runs per fault and per clean control.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Directory for every run's receipt, each row's summary.json and selftest.json
+    /// (default: receipts/runs/selftest-<time>-<pid>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Backend: auto (CUDA when a GPU is present, else CPU), cpu, cuda.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// GGUF model for every row (default: the built-in synthetic model; on CUDA the rows
+    /// whose window needs a GPU-bound stage then run on a 2.5 GB synthetic llama built in
+    /// memory).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// CPU backend: number of CPU "devices" (domains).
+    #[arg(long, default_value_t = 8)]
+    pub cpu_devices: usize,
+}
+
 /// `--fault`'s long help: every fault, the law it breaks and where its window can open.
 fn fault_help() -> String {
     let mut s = String::from(
@@ -218,6 +245,7 @@ pub fn main() -> i32 {
         Some(Cmd::Diff { a, b }) => soak_cmd::diff(&a, &b),
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
+        Some(Cmd::Selftest(a)) => selftest::selftest(&a),
     };
     match r {
         Ok(code) => code,
