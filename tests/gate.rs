@@ -13,14 +13,15 @@ fn bin() -> Command {
     c
 }
 
-/// Runs the binary. Gate-running commands get `--backend cpu` unless they name a backend:
+/// Runs the binary. Gate-running commands get `--backend cpu` unless they name a backend
+/// (a battery's gates name theirs in its file):
 /// these tests pin the CPU backend's behaviour (on a GPU machine `auto` would pick CUDA).
 fn run(args: &[&str]) -> Output {
     let mut c = bin();
     c.args(args);
     let gate_flags = !matches!(
         args.first(),
-        Some(&"diff") | Some(&"synth") | Some(&"inspect")
+        Some(&"diff") | Some(&"synth") | Some(&"inspect") | Some(&"battery")
     );
     if gate_flags && !args.contains(&"--backend") {
         c.args(["--backend", "cpu"]);
@@ -989,5 +990,217 @@ fn closed_stdout_is_not_a_panic() {
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(!err.contains("panicked"), "{err}");
         assert_eq!(o.status.code(), Some(want), "{err}");
+    }
+}
+
+/// Writes a battery file of `gates` (each: name, args, needs_devices) into `dir`.
+fn battery_file(dir: &Path, gates: &[(&str, &[&str], Option<u64>)]) -> PathBuf {
+    let gates: Vec<Value> = gates
+        .iter()
+        .map(|(name, args, needs)| {
+            let mut g = serde_json::json!({"name": name, "args": args});
+            if let Some(k) = needs {
+                g["needs_devices"] = serde_json::json!(k);
+            }
+            g
+        })
+        .collect();
+    let p = dir.join("battery.json");
+    write_json(&p, &serde_json::json!({"name": "t", "gates": gates}));
+    p
+}
+
+/// A gate that needs more devices than its backend has is skipped with the reason, never
+/// run and never counted as a PASS; a battery that skipped any exits 3, not 0.
+#[test]
+fn battery_skips_gates_that_need_more_devices_than_present() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "runs",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--devices",
+                    "0,1",
+                    "--gen-len",
+                    "4",
+                ],
+                Some(2),
+            ),
+            (
+                "needs-99",
+                &["--backend", "cpu", "--stages", "2", "--devices", "0,1"],
+                Some(99),
+            ),
+            (
+                "needs-4-of-2",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--cpu-devices",
+                    "2",
+                    "--stages",
+                    "4",
+                    "--devices",
+                    "0,1,2,3",
+                ],
+                Some(4),
+            ),
+        ],
+    );
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(3), "{t}");
+    let line = |name: &str| {
+        t.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{t}"))
+            .to_string()
+    };
+    assert!(line("runs").contains(" PASS "), "{t}");
+    assert!(
+        line("needs-99").contains("SKIP  needs 99 cpu device(s), this machine has 8"),
+        "{t}"
+    );
+    assert!(
+        line("needs-4-of-2").contains("SKIP  needs 4 cpu device(s), this machine has 2"),
+        "{t}"
+    );
+    assert!(
+        t.contains("battery t: 1 PASS, 0 FAIL, 2 SKIP (of 3 gates)"),
+        "{t}"
+    );
+    assert_eq!(receipt(&out.join("runs.json"))["verdict"], "PASS");
+    assert!(!out.join("needs-99.json").exists() && !out.join("needs-4-of-2.json").exists());
+
+    // Every gate skipped: still exit 3, nothing passes.
+    let b = battery_file(d.path(), &[("needs-9", &["--backend", "cpu"], Some(9))]);
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    assert!(text(&o).contains("0 PASS, 0 FAIL, 1 SKIP"), "{}", text(&o));
+
+    // A FAIL next to a skip is a FAIL (exit 1).
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "fails",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--gen-len",
+                    "4",
+                    "--fault",
+                    "rx-no-wait",
+                ],
+                Some(1),
+            ),
+            ("needs-9", &["--backend", "cpu"], Some(9)),
+        ],
+    );
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("0 PASS, 1 FAIL, 1 SKIP"), "{}", text(&o));
+}
+
+/// Every gate's flags, devices and faults are checked before the first gate runs: a bad
+/// gate anywhere in the file is exit 2 naming it, and no gate has run.
+#[test]
+fn battery_checks_every_gate_before_the_first_runs() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let first: (&str, &[&str], Option<u64>) =
+        ("first", &["--backend", "cpu", "--stages", "2"], None);
+    let cases: &[((&str, &[&str], Option<u64>), &str)] = &[
+        (
+            (
+                "bad-fault",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--fault",
+                    "shared-scratch",
+                    "--devices",
+                    "0,1",
+                ],
+                None,
+            ),
+            "battery gate \"bad-fault\": --fault shared-scratch: cannot open",
+        ),
+        (
+            (
+                "bad-device",
+                &["--backend", "cpu", "--devices", "0,9"],
+                None,
+            ),
+            "device 9 does not exist",
+        ),
+        (
+            (
+                "needs-less",
+                &["--backend", "cpu", "--stages", "2", "--devices", "0,3"],
+                Some(2),
+            ),
+            "battery gate \"needs-less\": needs_devices 2 but --devices 0,3 names device 3",
+        ),
+        (
+            ("needs-0", &["--backend", "cpu"], Some(0)),
+            "needs_devices 0",
+        ),
+        (
+            (
+                "peer-on-cpu",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--devices",
+                    "0,1",
+                    "--transport",
+                    "peer",
+                ],
+                Some(2),
+            ),
+            "boundary 0 (device 0 -> device 1) has no peer access",
+        ),
+    ];
+    for (bad, want) in cases {
+        let b = battery_file(d.path(), &[first, *bad]);
+        let o = run(&[
+            "battery",
+            b.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{want}:\n{}", text(&o));
+        assert!(text(&o).contains(want), "{want}:\n{}", text(&o));
+        assert!(
+            !out.join("first.json").exists(),
+            "{want}: a gate ran before the check"
+        );
     }
 }

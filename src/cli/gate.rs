@@ -22,7 +22,7 @@ use crate::receipt::{
     Timings, Tool,
 };
 use crate::runtime::fault::Site;
-use crate::runtime::placement::{join, parse_list, stage_devices};
+use crate::runtime::placement::{boundary_transports, join, parse_list, stage_devices};
 use crate::runtime::{Fault, Placement, TransportChoice};
 
 /// The backend a gate runs on (enum dispatch keeps the runtime generic and monomorphic).
@@ -201,6 +201,7 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
         be.device_count(),
     )?;
     let transport = TransportChoice::parse(&args.transport)?;
+    boundary_transports(&devices, transport, &|a, b| be.peer_ok(a, b))?;
     let mut arms = Vec::new();
     for a in args.arms.split(',') {
         let k = ArmKind::parse(a.trim()).ok_or_else(|| {

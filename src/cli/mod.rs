@@ -2,7 +2,8 @@
 //!
 //! Exit codes: 0 every arm PASS (or the subcommand succeeded), 1 a gate FAIL (or `diff`
 //! found a difference), 2 a harness error (bad flags, bad files, backend errors) — with a
-//! message naming the offending value. Configuration comes from flags only, never from
+//! message naming the offending value; `battery` only: 3 nothing failed but a gate was
+//! skipped (it needs more devices than this machine has). Configuration comes from flags only, never from
 //! environment variables.
 
 /// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
@@ -27,6 +28,8 @@ use clap::{Args, Parser, Subcommand};
 pub const EXIT_PASS: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
+/// `battery`: no gate failed, but some were skipped, so the battery proved less than it lists.
+pub const EXIT_SKIPPED: i32 = 3;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,6 +61,8 @@ pub enum Cmd {
     /// Compare the deterministic parts of two receipts step by step.
     Diff { a: PathBuf, b: PathBuf },
     /// Run a battery of gates (a JSON list of gate configs); optionally diff against goldens.
+    /// A gate whose `needs_devices` this machine lacks is skipped with the reason: exit 0
+    /// every gate ran and passed, 1 a FAIL, 2 an error, 3 no FAIL but a gate skipped.
     Battery(BatteryArgs),
     /// Decode tokens/s of the reference, eager, pipelined and batched paths (--arms picks
     /// which of pipelined and batched run; eager, the base of every ratio, always does).
@@ -175,7 +180,8 @@ pub struct SoakArgs {
 
 #[derive(Args, Debug)]
 pub struct BatteryArgs {
-    /// Battery file: JSON `{"name": .., "gates": [{"name": .., "args": [..]}, ..]}`.
+    /// Battery file: JSON `{"name": .., "gates": [{"name": .., "args": [..],
+    /// "needs_devices": N (optional: skip the gate where its backend has fewer devices)}, ..]}`.
     pub file: PathBuf,
     /// Directory for the receipts (default: receipts/runs/battery-<name>).
     #[arg(long)]

@@ -119,6 +119,34 @@ pub fn stage_devices(
     Ok(devices)
 }
 
+/// The transport of each boundary between consecutive stages on `devices` (no model needed:
+/// a gate whose `--transport peer` cannot be honoured is refused before any model loads).
+pub fn boundary_transports(
+    devices: &[usize],
+    transport: TransportChoice,
+    peer_ok: &dyn Fn(usize, usize) -> bool,
+) -> Result<Vec<Transport>, PlanError> {
+    devices
+        .windows(2)
+        .enumerate()
+        .map(|(b, w)| {
+            let (a, c) = (w[0], w[1]);
+            Ok(match transport {
+                TransportChoice::Host => Transport::Host,
+                _ if a == c => Transport::Dtod,
+                TransportChoice::Peer if !peer_ok(a, c) => {
+                    return Err(PlanError(format!(
+                        "--transport peer: boundary {b} (device {a} -> device {c}) has no peer access; use --transport host or auto"
+                    )))
+                }
+                TransportChoice::Peer => Transport::Peer,
+                TransportChoice::Auto if peer_ok(a, c) => Transport::Peer,
+                TransportChoice::Auto => Transport::Host,
+            })
+        })
+        .collect()
+}
+
 impl Placement {
     /// Validate flags into a placement. `device_count` is the backend's; `peer_ok(a, b)`
     /// says whether a boundary between devices a and b can copy directly.
@@ -165,22 +193,7 @@ impl Placement {
                 )));
             }
         }
-        let mut transports = Vec::with_capacity(n - 1);
-        for b in 0..n - 1 {
-            let (a, c) = (devices[b], devices[b + 1]);
-            transports.push(match transport {
-                TransportChoice::Host => Transport::Host,
-                _ if a == c => Transport::Dtod,
-                TransportChoice::Peer if !peer_ok(a, c) => {
-                    return Err(PlanError(format!(
-                        "--transport peer: boundary {b} (device {a} -> device {c}) has no peer access; use --transport host or auto"
-                    )))
-                }
-                TransportChoice::Peer => Transport::Peer,
-                TransportChoice::Auto if peer_ok(a, c) => Transport::Peer,
-                TransportChoice::Auto => Transport::Host,
-            });
-        }
+        let transports = boundary_transports(&devices, transport, peer_ok)?;
         Ok(Placement {
             fence,
             devices,
