@@ -1010,6 +1010,17 @@ fn battery_file(dir: &Path, gates: &[(&str, &[&str], Option<u64>)]) -> PathBuf {
     p
 }
 
+/// `ppn-gate battery FILE --out OUT`: the exit code and the output.
+fn run_battery(b: &Path, out: &Path) -> (Option<i32>, String) {
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    (o.status.code(), text(&o))
+}
+
 /// A gate that needs more devices than its backend has is skipped with the reason, never
 /// run and never counted as a PASS; a battery that skipped any exits 3, not 0.
 #[test]
@@ -1054,14 +1065,8 @@ fn battery_skips_gates_that_need_more_devices_than_present() {
             ),
         ],
     );
-    let o = run(&[
-        "battery",
-        b.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(3), "{t}");
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(3), "{t}");
     let line = |name: &str| {
         t.lines()
             .find(|l| l.starts_with(&format!("{name} ")))
@@ -1086,14 +1091,9 @@ fn battery_skips_gates_that_need_more_devices_than_present() {
 
     // Every gate skipped: still exit 3, nothing passes.
     let b = battery_file(d.path(), &[("needs-9", &["--backend", "cpu"], Some(9))]);
-    let o = run(&[
-        "battery",
-        b.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
-    assert!(text(&o).contains("0 PASS, 0 FAIL, 1 SKIP"), "{}", text(&o));
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(3), "{t}");
+    assert!(t.contains("0 PASS, 0 FAIL, 1 SKIP"), "{t}");
 
     // A FAIL next to a skip is a FAIL (exit 1).
     let b = battery_file(
@@ -1116,14 +1116,9 @@ fn battery_skips_gates_that_need_more_devices_than_present() {
             ("needs-9", &["--backend", "cpu"], Some(9)),
         ],
     );
-    let o = run(&[
-        "battery",
-        b.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("0 PASS, 1 FAIL, 1 SKIP"), "{}", text(&o));
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(1), "{t}");
+    assert!(t.contains("0 PASS, 1 FAIL, 1 SKIP"), "{t}");
 }
 
 /// Every gate's flags, devices and faults are checked before the first gate runs: a bad
@@ -1190,14 +1185,9 @@ fn battery_checks_every_gate_before_the_first_runs() {
     ];
     for (bad, want) in cases {
         let b = battery_file(d.path(), &[first, *bad]);
-        let o = run(&[
-            "battery",
-            b.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        assert_eq!(o.status.code(), Some(2), "{want}:\n{}", text(&o));
-        assert!(text(&o).contains(want), "{want}:\n{}", text(&o));
+        let (code, t) = run_battery(&b, &out);
+        assert_eq!(code, Some(2), "{want}:\n{t}");
+        assert!(t.contains(want), "{want}:\n{t}");
         assert!(
             !out.join("first.json").exists(),
             "{want}: a gate ran before the check"
