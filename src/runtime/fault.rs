@@ -116,7 +116,9 @@ impl Fault {
     /// where a window can open, whether a run loses the race is timing.
     pub fn cannot_open(self, site: &Site) -> Option<String> {
         let n = site.devices.len();
-        let d0 = site.devices[0];
+        let (Some(&d0), Some(&d_last)) = (site.devices.first(), site.devices.last()) else {
+            return Some("there are no stages".into());
+        };
         let boundary = matches!(
             self,
             Fault::RxNoWait | Fault::NoWarGuard | Fault::SingleSlot | Fault::SlotFirstUse
@@ -157,7 +159,7 @@ impl Fault {
                 "it needs a backend whose engines upload weights (cuda), and the cpu backend loads none"
                     .into(),
             ),
-            Fault::MisplacedCache if site.devices[n - 1] == d0 => Some(format!(
+            Fault::MisplacedCache if d_last == d0 => Some(format!(
                 "it births the last stage's KV cache on stage 0's device, and both are device {d0}: nothing to misplace (it needs the first and last stages on different devices)"
             )),
             _ => None,
