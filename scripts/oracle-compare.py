@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compare a gate receipt's reference top-k with an HF oracle file (../shared/oracle/*.json).
+"""Compare a gate receipt's reference top-k with an HF oracle file (tests/data/oracle/*.json).
 
 usage: oracle-compare.py [--tol T] RECEIPT.json ORACLE.json
 The receipt must come from a gate run on the oracle's own tape (--tape ORACLE.json) with

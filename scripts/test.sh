@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The test command (README.md and .ci/run call this): every unit and integration test,
-# release-optimised (the tests run real 30-layer models and soak loops), then the CPU gate
-# battery (some of its models written by scripts/synth-models.sh) diffed against the committed
-# golden receipts.
+# The test command (README.md and .ci/run call this), the whole set-up on a fresh clone:
+# fetches the two real models when they are missing (scripts/fetch-models.sh is idempotent
+# and checks their sha256 either way), then runs every unit and integration test,
+# release-optimised (the tests run real 30-layer models and soak loops), compiles every
+# CUDA kernel module with NVRTC (scripts/nvrtc-check.py; no GPU needed), then the CPU gate
+# battery (some of its models written by scripts/synth-models.sh) diffed against the
+# committed golden receipts. Everything else a test reads is in the repository (tests/data/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ] && [ -f models/gemma-3-270m-q4_k_m.gguf ] || {
-  echo "test.sh: models missing: run scripts/fetch-models.sh first" >&2
-  exit 2
-}
+scripts/fetch-models.sh
 cargo build --release --locked
 cargo test --release --locked
+python3 scripts/nvrtc-check.py
 scripts/synth-models.sh target/release/ppn-gate target/synth
 target/release/ppn-gate battery gates/cpu.json --out receipts/runs/battery-cpu --golden receipts/golden

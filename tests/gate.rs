@@ -13,14 +13,15 @@ fn bin() -> Command {
     c
 }
 
-/// Runs the binary. Gate-running commands get `--backend cpu` unless they name a backend:
+/// Runs the binary. Gate-running commands get `--backend cpu` unless they name a backend
+/// (a battery's gates name theirs in its file):
 /// these tests pin the CPU backend's behaviour (on a GPU machine `auto` would pick CUDA).
 fn run(args: &[&str]) -> Output {
     let mut c = bin();
     c.args(args);
     let gate_flags = !matches!(
         args.first(),
-        Some(&"diff") | Some(&"synth") | Some(&"inspect")
+        Some(&"diff") | Some(&"synth") | Some(&"inspect") | Some(&"battery")
     );
     if gate_flags && !args.contains(&"--backend") {
         c.args(["--backend", "cpu"]);
@@ -250,6 +251,7 @@ fn residency_is_recorded_and_a_misplaced_cache_fails_the_gate() {
         text(&o)
     );
 
+    // On one device the fault has nothing to misplace: refused before any work (exit 2).
     let same = d.path().join("same.json");
     let o = run(&[
         "--stages",
@@ -261,12 +263,9 @@ fn residency_is_recorded_and_a_misplaced_cache_fails_the_gate() {
         "--receipt",
         same.to_str().unwrap(),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "one device: nothing to misplace\n{}",
-        text(&o)
-    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("nothing to misplace"), "{}", text(&o));
+    assert!(!same.exists(), "a refused gate writes no receipt");
 }
 
 #[test]
@@ -350,6 +349,94 @@ fn fault_no_reverse_publish_fails() {
     );
 }
 
+/// `ppn-gate selftest` on the CPU: every fault that can open here runs in its placement and
+/// is caught, every clean control passes, the one that cannot open (no-load-barrier: the
+/// CPU engines load no weights) is listed with its reason; receipts and selftest.json are
+/// written. One run per row keeps it fast (the CLI's default is 5).
+#[test]
+fn selftest_catches_every_fault_that_opens_on_the_cpu() {
+    let d = tmp();
+    let out = d.path().join("st");
+    let o = run(&["selftest", "--runs", "1", "--out", out.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("selftest PASS: 8 fault(s) caught in every run, 0 missed; 7 clean control(s) passed every run, 0 failed; 0 error(s); 1 fault(s) cannot open here"), "{t}");
+    let s = receipt(&out.join("selftest.json"));
+    assert_eq!(s["schema"], "ppn-gate.selftest/1");
+    assert_eq!(s["backend"], "cpu");
+    assert_eq!(s["verdict"], "PASS");
+    let rows = s["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 16);
+    for r in rows {
+        let id = r["id"].as_str().unwrap();
+        let want = match (id, r["fault"].is_null()) {
+            ("no-load-barrier", _) => "cannot-open",
+            (_, true) => "passed",
+            (_, false) => "caught",
+        };
+        assert_eq!(r["status"], want, "{r}");
+        if want == "cannot-open" {
+            assert!(
+                r["reason"].as_str().unwrap().contains("no load to race"),
+                "{r}"
+            );
+            assert!(
+                !out.join(id).exists(),
+                "a fault that cannot open is not run"
+            );
+            continue;
+        }
+        // Every run's receipt is on disk and says what the row claims.
+        let rec = receipt(&out.join(id).join("run-001.json"));
+        let verdict = if want == "caught" { "FAIL" } else { "PASS" };
+        assert_eq!(rec["verdict"], verdict, "{id}");
+        let faults = if want == "caught" {
+            serde_json::json!([id])
+        } else {
+            serde_json::json!([])
+        };
+        assert_eq!(rec["config"]["faults"], faults, "{id}");
+        assert_eq!(receipt(&out.join(id).join("summary.json"))["runs_done"], 1);
+    }
+    // A table line per row: fault, law, placement, result.
+    assert!(
+        t.lines().any(|l| l.contains("shared-scratch")
+            && l.contains("every stage has its own engine scratch")
+            && l.contains("--stages 4 --arms pipelined --jitter-us 200")
+            && l.ends_with("caught 1/1")),
+        "{t}"
+    );
+}
+
+/// With one CPU device misplaced-cache cannot open either: listed with the reason, not run,
+/// and the selftest still passes on what can open.
+#[test]
+fn selftest_lists_misplaced_cache_as_unopenable_on_one_device() {
+    let d = tmp();
+    let out = d.path().join("st");
+    let o = run(&[
+        "selftest",
+        "--runs",
+        "1",
+        "--cpu-devices",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(
+        t.lines().any(|l| l.contains("misplaced-cache")
+            && l.ends_with(
+                "cannot open here: one device, nothing to misplace (this backend has 1)"
+            )),
+        "{t}"
+    );
+    assert!(t.contains("7 fault(s) caught in every run"), "{t}");
+    assert!(t.contains("2 fault(s) cannot open here"), "{t}");
+    assert!(!out.join("misplaced-cache").exists());
+}
+
 /// Bad input: exit 2, the offending value named, nothing silently replaced.
 #[test]
 fn bad_flags_exit_2_naming_the_value() {
@@ -383,6 +470,12 @@ fn bad_flags_exit_2_naming_the_value() {
             &["--fault", "no-load-barrier"],
             "the cpu backend loads none",
         ),
+        (&["selftest", "--runs", "0"], "--runs 0"),
+        (
+            &["selftest", "--model", "/nonexistent/m.gguf"],
+            "/nonexistent/m.gguf",
+        ),
+        (&["selftest", "--backend", "tpu"], "\"tpu\""),
         (&["--stages"], "--stages"),
         (&["--pdl", "maybe"], "--pdl \"maybe\""),
         (
@@ -426,6 +519,145 @@ fn bad_flags_exit_2_naming_the_value() {
             "{args:?} panicked:\n{}",
             text(&o)
         );
+    }
+}
+
+/// A fault whose window cannot open in the gate's placement is refused before any work
+/// (exit 2, no receipt), saying why and which placement opens it.
+#[test]
+fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--fault", "shared-scratch", "--devices", "0,1"],
+            &[
+                "--fault shared-scratch: cannot open on --stages 2 --devices 0,1",
+                "two or more stages all on one device (stage 1 is on device 1)",
+                "it opens with --stages 4 --arms pipelined --jitter-us 200",
+            ],
+        ),
+        (
+            &["--fault", "shared-scratch", "--stages", "3", "--devices", "0,0,2"],
+            &["(stage 2 is on device 2)"],
+        ),
+        (
+            &["--fault", "misplaced-cache", "--stages", "3", "--devices", "1,0,1"],
+            &["both are device 1: nothing to misplace", "it opens with --stages 2 --devices 0,1"],
+        ),
+        (
+            &["--fault", "misplaced-cache", "--stages", "2", "--cpu-devices", "1"],
+            &["no placement opens it on this backend: one device, nothing to misplace (this backend has 1)"],
+        ),
+        (
+            &["--fault", "rx-no-wait"],
+            &["cannot open on --stages 1 --devices 0", "one stage has no boundary", "it opens with --stages 2"],
+        ),
+        (
+            &["--fault", "slot-first-use", "--stages", "1"],
+            &["one stage has no boundary"],
+        ),
+        (
+            &["--fault", "no-war-guard", "--stages", "2", "--arms", "eager"],
+            &["needs 3 steps in flight, and these arms keep at most 1", "--window 8 --arms pipelined"],
+        ),
+        (
+            &["--fault", "no-war-guard", "--stages", "2", "--window", "2"],
+            &["needs 3 steps in flight, and these arms keep at most 2"],
+        ),
+        (
+            &["--fault", "single-slot", "--stages", "2", "--window", "1"],
+            &["needs 2 steps in flight, and these arms keep at most 1"],
+        ),
+        // The refusal comes before the model loads: a missing model is never reached.
+        (
+            &["--fault", "rx-no-wait", "--model", "/nonexistent/m.gguf"],
+            &["one stage has no boundary"],
+        ),
+        // soak and bench check the same way (bench refuses every fault).
+        (
+            &["soak", "--runs", "2", "--fault", "single-slot", "--stages", "2", "--arms", "eager"],
+            &["--fault single-slot: cannot open"],
+        ),
+    ];
+    for (args, wants) in cases {
+        let mut a = args.to_vec();
+        if a[0] != "soak" {
+            a.extend(["--receipt", rp.to_str().unwrap()]);
+        }
+        let o = run(&a);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?} must exit 2:\n{}",
+            text(&o)
+        );
+        for want in *wants {
+            assert!(
+                text(&o).contains(want),
+                "{args:?}: should say {want:?}:\n{}",
+                text(&o)
+            );
+        }
+        assert!(!text(&o).contains("panicked"), "{}", text(&o));
+        assert!(!rp.exists(), "{args:?}: a refused gate writes no receipt");
+    }
+    // Where the window can open, the same faults are accepted (and FAIL: the tests above).
+    // (Whether a run loses the race is timing; the gate runs it and records the fault.)
+    let o = run(&[
+        "--fault",
+        "no-exit-publish",
+        "--gen-len",
+        "2",
+        "--receipt",
+        rp.to_str().unwrap(),
+    ]);
+    assert_ne!(
+        o.status.code(),
+        Some(2),
+        "one stage opens no-exit-publish:\n{}",
+        text(&o)
+    );
+    assert_eq!(
+        receipt(&rp)["config"]["faults"],
+        serde_json::json!(["no-exit-publish"])
+    );
+}
+
+/// --help names every fault with the law it breaks and where it can open.
+#[test]
+fn help_lists_every_fault_with_its_law() {
+    let o = run(&["--help"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let t = text(&o);
+    for (name, law) in [
+        ("rx-no-wait", "boundary RX waits for the slot's TX event"),
+        (
+            "no-war-guard",
+            "boundary TX waits for the slot's previous RX",
+        ),
+        (
+            "single-slot",
+            "the two slots of a boundary are distinct buffers",
+        ),
+        ("shared-scratch", "every stage has its own engine scratch"),
+        ("slot-first-use", "zero-fill is ordered before TX writes it"),
+        ("no-exit-publish", "waits for the producing stages"),
+        (
+            "no-reverse-publish",
+            "stage 0 waits for the caller's input upload",
+        ),
+        ("no-load-barrier", "loads are ordered before the stages"),
+        (
+            "misplaced-cache",
+            "every stage's memory lives on its stage's device",
+        ),
+    ] {
+        let line = t
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("--help lists no {name}:\n{t}"));
+        assert!(line.contains(law), "{name}: {line}");
     }
 }
 
@@ -887,5 +1119,207 @@ fn a_tensor_or_key_the_forward_pass_ignores_exits_2_naming_it_and_the_arch() {
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
         assert!(text(&o).contains(want), "{want}:\n{}", text(&o));
         assert!(!text(&o).contains("panicked"), "{}", text(&o));
+    }
+}
+
+/// Writes a battery file of `gates` (each: name, args, needs_devices) into `dir`.
+fn battery_file(dir: &Path, gates: &[(&str, &[&str], Option<u64>)]) -> PathBuf {
+    let gates: Vec<Value> = gates
+        .iter()
+        .map(|(name, args, needs)| {
+            let mut g = serde_json::json!({"name": name, "args": args});
+            if let Some(k) = needs {
+                g["needs_devices"] = serde_json::json!(k);
+            }
+            g
+        })
+        .collect();
+    let p = dir.join("battery.json");
+    write_json(&p, &serde_json::json!({"name": "t", "gates": gates}));
+    p
+}
+
+/// `ppn-gate battery FILE --out OUT`: the exit code and the output.
+fn run_battery(b: &Path, out: &Path) -> (Option<i32>, String) {
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    (o.status.code(), text(&o))
+}
+
+/// A gate that needs more devices than its backend has is skipped with the reason, never
+/// run and never counted as a PASS; a battery that skipped any exits 3, not 0.
+#[test]
+fn battery_skips_gates_that_need_more_devices_than_present() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "runs",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--devices",
+                    "0,1",
+                    "--gen-len",
+                    "4",
+                ],
+                Some(2),
+            ),
+            (
+                "needs-99",
+                &["--backend", "cpu", "--stages", "2", "--devices", "0,1"],
+                Some(99),
+            ),
+            (
+                "needs-4-of-2",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--cpu-devices",
+                    "2",
+                    "--stages",
+                    "4",
+                    "--devices",
+                    "0,1,2,3",
+                ],
+                Some(4),
+            ),
+        ],
+    );
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(3), "{t}");
+    let line = |name: &str| {
+        t.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{t}"))
+            .to_string()
+    };
+    assert!(line("runs").contains(" PASS "), "{t}");
+    assert!(
+        line("needs-99").contains("SKIP  needs 99 cpu device(s), this machine has 8"),
+        "{t}"
+    );
+    assert!(
+        line("needs-4-of-2").contains("SKIP  needs 4 cpu device(s), this machine has 2"),
+        "{t}"
+    );
+    assert!(
+        t.contains("battery t: 1 PASS, 0 FAIL, 2 SKIP (of 3 gates)"),
+        "{t}"
+    );
+    assert_eq!(receipt(&out.join("runs.json"))["verdict"], "PASS");
+    assert!(!out.join("needs-99.json").exists() && !out.join("needs-4-of-2.json").exists());
+
+    // Every gate skipped: still exit 3, nothing passes.
+    let b = battery_file(d.path(), &[("needs-9", &["--backend", "cpu"], Some(9))]);
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(3), "{t}");
+    assert!(t.contains("0 PASS, 0 FAIL, 1 SKIP"), "{t}");
+
+    // A FAIL next to a skip is a FAIL (exit 1).
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "fails",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--gen-len",
+                    "4",
+                    "--fault",
+                    "rx-no-wait",
+                ],
+                Some(1),
+            ),
+            ("needs-9", &["--backend", "cpu"], Some(9)),
+        ],
+    );
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(1), "{t}");
+    assert!(t.contains("0 PASS, 1 FAIL, 1 SKIP"), "{t}");
+}
+
+/// Every gate's flags, devices and faults are checked before the first gate runs: a bad
+/// gate anywhere in the file is exit 2 naming it, and no gate has run.
+#[test]
+fn battery_checks_every_gate_before_the_first_runs() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let first: (&str, &[&str], Option<u64>) =
+        ("first", &["--backend", "cpu", "--stages", "2"], None);
+    let cases: &[((&str, &[&str], Option<u64>), &str)] = &[
+        (
+            (
+                "bad-fault",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--fault",
+                    "shared-scratch",
+                    "--devices",
+                    "0,1",
+                ],
+                None,
+            ),
+            "battery gate \"bad-fault\": --fault shared-scratch: cannot open",
+        ),
+        (
+            (
+                "bad-device",
+                &["--backend", "cpu", "--devices", "0,9"],
+                None,
+            ),
+            "device 9 does not exist",
+        ),
+        (
+            (
+                "needs-less",
+                &["--backend", "cpu", "--stages", "2", "--devices", "0,3"],
+                Some(2),
+            ),
+            "battery gate \"needs-less\": needs_devices 2 but --devices 0,3 names device 3",
+        ),
+        (
+            ("needs-0", &["--backend", "cpu"], Some(0)),
+            "needs_devices 0",
+        ),
+        (
+            (
+                "peer-on-cpu",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--devices",
+                    "0,1",
+                    "--transport",
+                    "peer",
+                ],
+                Some(2),
+            ),
+            "boundary 0 (device 0 -> device 1) has no peer access",
+        ),
+    ];
+    for (bad, want) in cases {
+        let b = battery_file(d.path(), &[first, *bad]);
+        let (code, t) = run_battery(&b, &out);
+        assert_eq!(code, Some(2), "{want}:\n{t}");
+        assert!(t.contains(want), "{want}:\n{t}");
+        assert!(
+            !out.join("first.json").exists(),
+            "{want}: a gate ran before the check"
+        );
     }
 }

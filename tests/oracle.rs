@@ -1,5 +1,5 @@
 //! The CPU reference against HF transformers' float32 logits for the two real models
-//! (oracle files in ../shared/oracle, see its README). Teacher-forces each tape through
+//! (oracle files in tests/data/oracle, see its README). Teacher-forces each tape through
 //! `HostSession`: at every step our top-1 id must equal the oracle's (unless the oracle's own
 //! top-2 margin is under 1e-3, where another summation order may legitimately flip it), and
 //! for the oracle's top-20 ids our logits must be within 1e-2.
@@ -38,10 +38,7 @@ fn root() -> PathBuf {
 }
 
 fn oracle_dir() -> PathBuf {
-    // The override lets a git worktree (whose ../shared is elsewhere) point at the files.
-    std::env::var_os("PPN_ORACLE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("../shared/oracle"))
+    root().join("tests/data/oracle")
 }
 
 fn load_tape(path: &Path) -> Tape {

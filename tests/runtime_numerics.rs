@@ -25,7 +25,7 @@ fn model(name: &str) -> Arc<Model> {
 
 fn tape(name: &str) -> Vec<u32> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/oracle")
+        .join("tests/data/oracle")
         .join(name);
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&p).expect("oracle tape")).unwrap();

@@ -23,7 +23,8 @@ use crate::receipt::{
     self, BackendInfo, ConfigInfo, DevBytes, ModelInfo, ModuleStats, PlacementInfo, Receipt,
     StageResident, Timings, Tool,
 };
-use crate::runtime::placement::parse_list;
+use crate::runtime::fault::Site;
+use crate::runtime::placement::{boundary_transports, join, parse_list, stage_devices};
 use crate::runtime::{Fault, Placement, TransportChoice};
 
 /// The backend a gate runs on (enum dispatch keeps the runtime generic and monomorphic).
@@ -34,10 +35,16 @@ pub enum AnyBackend {
 }
 
 impl AnyBackend {
-    fn device_count(&self) -> usize {
+    pub fn device_count(&self) -> usize {
         match self {
             AnyBackend::Cpu(b) => b.device_count(),
             AnyBackend::Cuda(b) => b.device_count(),
+        }
+    }
+    fn shares_host_weights(&self) -> bool {
+        match self {
+            AnyBackend::Cpu(b) => b.shares_host_weights(),
+            AnyBackend::Cuda(b) => b.shares_host_weights(),
         }
     }
     fn peer_ok(&self, a: usize, b: usize) -> bool {
@@ -46,7 +53,7 @@ impl AnyBackend {
             AnyBackend::Cuda(be) => be.peer_ok(a, b),
         }
     }
-    fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> &'static str {
         match self {
             AnyBackend::Cpu(b) => b.kind(),
             AnyBackend::Cuda(b) => b.kind(),
@@ -153,14 +160,16 @@ pub fn load_model(path: Option<&Path>) -> Result<(Arc<Model>, String)> {
             let m = Model::open(p).with_context(|| format!("--model {}", p.display()))?;
             Ok((Arc::new(m), p.display().to_string()))
         }
-        None => {
-            let spec = builtin_spec();
-            let bytes = synth_gguf(&spec).context("building the built-in model")?;
-            let f = GgufFile::parse(bytes).context("parsing the built-in model")?;
-            let m = Model::load(&f).context("loading the built-in model")?;
-            Ok((Arc::new(m), format!("builtin:{}", spec_flags(&spec))))
-        }
+        None => synth_model(&builtin_spec(), "the built-in model"),
     }
+}
+
+/// A synthetic model built in memory (no file), named `builtin:<its synth flags>` in receipts.
+pub fn synth_model(spec: &SynthSpec, what: &str) -> Result<(Arc<Model>, String)> {
+    let bytes = synth_gguf(spec).with_context(|| format!("building {what}"))?;
+    let f = GgufFile::parse(bytes).with_context(|| format!("parsing {what}"))?;
+    let m = Model::load(&f).with_context(|| format!("loading {what}"))?;
+    Ok((Arc::new(m), format!("builtin:{}", spec_flags(spec))))
 }
 
 fn spec_flags(s: &SynthSpec) -> String {
@@ -200,33 +209,35 @@ pub fn load_tape(path: &Path, vocab: usize) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-pub fn prepare(args: &GateArgs) -> Result<Prepared> {
-    let be = open_backend(args)?;
-    let t0 = Instant::now();
-    let (model, file) = load_model(args.model.as_deref())?;
-    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let cfg = &model.cfg;
-    let splits = args
-        .splits
-        .as_deref()
-        .map(|s| parse_list("--splits", s))
-        .transpose()?;
-    let devices = args
-        .devices
-        .as_deref()
-        .map(|s| parse_list("--devices", s))
-        .transpose()?;
-    let transport = TransportChoice::parse(&args.transport)?;
-    let be2 = be.clone();
-    let placement = Placement::from_flags(
-        cfg.n_layers,
+/// A gate's flags checked against its backend before any model loads: the stages' devices,
+/// the arms, and every fault's window (a fault that cannot open in this placement is
+/// refused, naming why and the placement that opens it). A battery checks every gate this
+/// way before the first one runs; a refused fault costs no model load.
+pub struct Checked {
+    pub be: AnyBackend,
+    /// Each stage's device.
+    pub devices: Vec<usize>,
+    pub splits: Option<Vec<usize>>,
+    pub transport: TransportChoice,
+    pub arms: Vec<ArmKind>,
+    pub faults: Vec<Fault>,
+}
+
+pub fn check(args: &GateArgs) -> Result<Checked> {
+    check_on(args, open_backend(args)?)
+}
+
+/// `check` on a backend already opened from the same flags.
+pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
+    let splits = list_flag("--splits", &args.splits)?;
+    let devices = stage_devices(
         args.stages,
         splits.as_deref(),
-        devices.as_deref(),
-        transport,
+        list_flag("--devices", &args.devices)?.as_deref(),
         be.device_count(),
-        &move |a, b| be2.peer_ok(a, b),
     )?;
+    let transport = TransportChoice::parse(&args.transport)?;
+    boundary_transports(&devices, transport, &|a, b| be.peer_ok(a, b))?;
     let mut arms = Vec::new();
     for a in args.arms.split(',') {
         let k = ArmKind::parse(a.trim()).ok_or_else(|| {
@@ -241,20 +252,70 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
         }
         arms.push(k);
     }
+    let site = Site {
+        devices: &devices,
+        in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
+            args.window
+        } else {
+            1
+        },
+        uploads_weights: !be.shares_host_weights(),
+    };
     let mut faults = Vec::new();
     for f in &args.faults {
         let f = Fault::parse(f)?;
-        if f == Fault::NoLoadBarrier && matches!(be, AnyBackend::Cpu(_)) {
-            // The CPU engine uploads no weights (it reads the model's host bytes), so its
-            // "load" is a few zero-fills and the race window is microseconds: the flag could
-            // not make the gate FAIL reliably, and a negative control that cannot fail is
-            // refused rather than offered.
-            bail!("--fault no-load-barrier: needs a backend whose engines upload weights (cuda); the cpu backend loads none");
+        if let Some(why) = f.cannot_open(&site) {
+            bail!(
+                "--fault {f}: cannot open on --stages {} --devices {}: {why}; {}",
+                devices.len(),
+                join(&devices),
+                super::selftest::where_it_opens(f, &be)
+            );
         }
         if !faults.contains(&f) {
             faults.push(f);
         }
     }
+    Ok(Checked {
+        be,
+        devices,
+        splits,
+        transport,
+        arms,
+        faults,
+    })
+}
+
+fn list_flag(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
+    Ok(v.as_deref().map(|s| parse_list(flag, s)).transpose()?)
+}
+
+pub fn prepare(args: &GateArgs) -> Result<Prepared> {
+    prepare_model(args, None)
+}
+
+/// `prepare` with the model already loaded (`model`: the model and its receipt name), or
+/// loaded here from `--model` (None).
+pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Result<Prepared> {
+    let c = check(args)?;
+    let be = c.be;
+    let t0 = Instant::now();
+    let (model, file) = match model {
+        Some(m) => m,
+        None => load_model(args.model.as_deref())?,
+    };
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let cfg = &model.cfg;
+    let be2 = be.clone();
+    let placement = Placement::from_flags(
+        cfg.n_layers,
+        Some(c.devices.len()),
+        c.splits.as_deref(),
+        Some(&c.devices),
+        c.transport,
+        be.device_count(),
+        &move |a, b| be2.peer_ok(a, b),
+    )?;
     if args.topk == 0 || args.topk > cfg.vocab {
         bail!("--topk {}: must be in 1..={}", args.topk, cfg.vocab);
     }
@@ -265,7 +326,7 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
         .transpose()?;
     let spec = GateSpec {
         placement,
-        arms,
+        arms: c.arms,
         window: args.window,
         batch: args.batch,
         prompt_len: args.prompt_len,
@@ -273,7 +334,7 @@ pub fn prepare(args: &GateArgs) -> Result<Prepared> {
         seed: args.seed,
         topk: args.topk,
         tape,
-        faults,
+        faults: c.faults,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
     let model_info = ModelInfo {

@@ -2,9 +2,10 @@
 //!
 //! Exit codes: 0 every arm PASS (or the subcommand succeeded), 1 a gate FAIL (or `diff`
 //! found a difference), 2 a harness error (bad flags, bad files, backend errors) — with a
-//! message naming the offending value. Configuration comes from flags only, never from
-//! environment variables (one location follows them: the default of `--cache-dir`, where the
-//! XDG convention puts a user's caches).
+//! message naming the offending value; `battery` only: 3 nothing failed but a gate was
+//! skipped (it needs more devices than this machine has). Configuration comes from flags
+//! only, never from environment variables (one location follows them: the default of
+//! `--cache-dir`, where the XDG convention puts a user's caches).
 
 /// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
 /// and the command goes on, so its receipts are still written and its exit code still says
@@ -17,6 +18,7 @@ macro_rules! outln {
 }
 
 pub mod gate;
+pub mod selftest;
 mod soak_cmd;
 
 use std::path::PathBuf;
@@ -27,6 +29,8 @@ use clap::{Args, Parser, Subcommand};
 pub const EXIT_PASS: i32 = 0;
 pub const EXIT_FAIL: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
+/// `battery`: no gate failed, but some were skipped, so the battery proved less than it lists.
+pub const EXIT_SKIPPED: i32 = 3;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,10 +62,17 @@ pub enum Cmd {
     /// Compare the deterministic parts of two receipts step by step.
     Diff { a: PathBuf, b: PathBuf },
     /// Run a battery of gates (a JSON list of gate configs); optionally diff against goldens.
+    /// A gate whose `needs_devices` this machine lacks is skipped with the reason: exit 0
+    /// every gate ran and passed, 1 a FAIL, 2 an error, 3 no FAIL but a gate skipped.
     Battery(BatteryArgs),
     /// Decode tokens/s of the reference, eager, pipelined and batched paths (--arms picks
     /// which of pipelined and batched run; eager, the base of every ratio, always does).
     Bench(BenchArgs),
+    /// Prove the gate can fail here: every --fault in the placement that opens its window on
+    /// this backend and device count, R runs each, plus clean controls of those placements.
+    /// Exit 0 only when every fault that can open here FAILs every run and every control
+    /// PASSes every run; a fault that cannot open here is listed with the reason, not counted.
+    Selftest(SelftestArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -107,8 +118,9 @@ pub struct GateArgs {
     /// Top-k logits recorded per reference step.
     #[arg(long, default_value_t = 8)]
     pub topk: usize,
-    /// Break one ordering law on purpose (negative control); repeatable.
-    #[arg(long = "fault")]
+    /// Break one law on purpose (negative control); repeatable. A fault whose window cannot
+    /// open in the gate's placement is refused (exit 2). --help lists each with its law.
+    #[arg(long = "fault", value_name = "NAME", long_help = fault_help())]
     pub faults: Vec<String>,
     /// Receipt path (default: a new file under receipts/runs/).
     #[arg(long)]
@@ -197,7 +209,8 @@ pub struct SoakArgs {
 
 #[derive(Args, Debug)]
 pub struct BatteryArgs {
-    /// Battery file: JSON `{"name": .., "gates": [{"name": .., "args": [..]}, ..]}`.
+    /// Battery file: JSON `{"name": .., "gates": [{"name": .., "args": [..],
+    /// "needs_devices": N (optional: skip the gate where its backend has fewer devices)}, ..]}`.
     pub file: PathBuf,
     /// Directory for the receipts (default: receipts/runs/battery-<name>).
     #[arg(long)]
@@ -205,6 +218,39 @@ pub struct BatteryArgs {
     /// Diff every receipt against `<DIR>/<gate name>.json`.
     #[arg(long)]
     pub golden: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SelftestArgs {
+    /// Runs per fault and per clean control.
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Directory for every run's receipt, each row's summary.json and selftest.json
+    /// (default: receipts/runs/selftest-<time>-<pid>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Backend: auto (CUDA when a GPU is present, else CPU), cpu, cuda.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// GGUF model for every row (default: the built-in synthetic model; on CUDA the rows
+    /// whose window needs a GPU-bound stage then run on a 2.5 GB synthetic llama built in
+    /// memory).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// CPU backend: number of CPU "devices" (domains).
+    #[arg(long, default_value_t = 8)]
+    pub cpu_devices: usize,
+}
+
+/// `--fault`'s long help: every fault, the law it breaks and where its window can open.
+fn fault_help() -> String {
+    let mut s = String::from(
+        "Break one law on purpose (negative control): the gate must then FAIL. Repeatable. A fault whose window cannot open in the gate's placement is refused before any work (exit 2), naming why and a placement that opens it. NAME, the law it breaks [where it can open]:",
+    );
+    for f in crate::runtime::Fault::ALL {
+        s.push_str(&format!("\n  {:<19} {} [{}]", f.name(), f.law(), f.needs()));
+    }
+    s
 }
 
 #[derive(Args, Debug)]
@@ -234,6 +280,7 @@ pub fn main() -> i32 {
         Some(Cmd::Diff { a, b }) => soak_cmd::diff(&a, &b),
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
+        Some(Cmd::Selftest(a)) => selftest::selftest(&a),
     };
     match r {
         Ok(code) => code,

@@ -10,12 +10,17 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
-use super::gate::{prepare, run_prepared, verdict_lines, AnyBackend};
-use super::{BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use super::gate::{
+    check, check_on, open_backend, prepare, run_prepared, verdict_lines, AnyBackend,
+};
+use super::{
+    BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, EXIT_SKIPPED,
+};
 use crate::backend::Backend;
 use crate::receipt::bench::{BenchConfig, BenchReceipt, BenchTimings, PathRates, BENCH_SCHEMA};
 use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
 use crate::receipt::Receipt;
+use crate::runtime::placement::parse_list;
 use crate::runtime::{Placement, Runtime, RuntimeConfig};
 use crate::soak::{RunRecord, Summary};
 
@@ -161,6 +166,62 @@ struct BatteryFile {
 struct BatteryGate {
     name: String,
     args: Vec<String>,
+    /// Devices the gate's backend must have: on a machine with fewer (or, for `--backend
+    /// cuda`, none) the gate is skipped with the reason, never run and never a PASS. Without
+    /// it a missing device is an error, as on the command line.
+    #[serde(default)]
+    needs_devices: Option<usize>,
+}
+
+/// What the battery does with a gate, decided before the first gate runs.
+enum Plan {
+    Run(Cli),
+    Skip(String),
+}
+
+/// A gate's `needs_devices` against this machine: run it, or skip it saying why. Its flags
+/// are checked like every other gate's when it runs here.
+fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
+    let ctx = || format!("battery gate {:?}", g.name);
+    let Some(k) = g.needs_devices else {
+        check(&cli.gate).with_context(ctx)?;
+        return Ok(Plan::Run(cli));
+    };
+    if k == 0 {
+        bail!(
+            "battery gate {:?}: needs_devices 0: a gate needs at least one device",
+            g.name
+        );
+    }
+    // The gate's own --devices must fit what it claims to need, or a machine with exactly
+    // `k` devices would fail it as a bad flag instead of running it.
+    if let Some(d) = &cli.gate.devices {
+        let list = parse_list("--devices", d).with_context(ctx)?;
+        if let Some(&bad) = list.iter().find(|&&x| x >= k) {
+            bail!(
+                "battery gate {:?}: needs_devices {k} but --devices {d} names device {bad}",
+                g.name
+            );
+        }
+    }
+    let be = match open_backend(&cli.gate) {
+        Ok(be) => be,
+        // A backend that is absent here (no driver, no GPU) is what needs_devices is for;
+        // any other backend error is a bad flag.
+        Err(e) if cli.gate.backend == "cuda" => {
+            return Ok(Plan::Skip(format!("needs {k} cuda device(s); {e:#}")))
+        }
+        Err(e) => return Err(e).with_context(ctx),
+    };
+    let have = be.device_count();
+    if have < k {
+        return Ok(Plan::Skip(format!(
+            "needs {k} {} device(s), this machine has {have}",
+            be.kind()
+        )));
+    }
+    check_on(&cli.gate, be).with_context(ctx)?;
+    Ok(Plan::Run(cli))
 }
 
 pub fn battery(a: &BatteryArgs) -> Result<i32> {
@@ -168,8 +229,9 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         .with_context(|| format!("battery {}", a.file.display()))?;
     let bf: BatteryFile = serde_json::from_str(&text)
         .with_context(|| format!("battery {}: not a battery file", a.file.display()))?;
-    // Every name and every gate's flags are checked before the first gate runs: a bad gate
-    // five must not cost the four before it. Names become file names, so plain ones only.
+    // Every name and every gate's flags are checked before the first gate runs (backend,
+    // devices, arms, faults: everything but the model): a bad gate five must not cost the
+    // four before it. Names become file names, so plain ones only.
     let plain = |n: &str| !(n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.'));
     if !plain(&bf.name) {
         bail!(
@@ -181,7 +243,7 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
     if bf.gates.is_empty() {
         bail!("battery {}: no gates", a.file.display());
     }
-    let mut gates: Vec<(&BatteryGate, Cli)> = Vec::with_capacity(bf.gates.len());
+    let mut gates: Vec<(&BatteryGate, Plan)> = Vec::with_capacity(bf.gates.len());
     for g in &bf.gates {
         if !plain(&g.name) {
             bail!(
@@ -214,14 +276,23 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
                 g.name
             );
         }
-        gates.push((g, cli));
+        gates.push((g, plan_gate(g, cli)?));
     }
     let out = a
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
     let mut worst = EXIT_PASS;
-    for (g, cli) in &gates {
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for (g, plan) in &gates {
+        let cli = match plan {
+            Plan::Run(cli) => cli,
+            Plan::Skip(why) => {
+                outln!("{:<28} SKIP  {why}", g.name);
+                skipped += 1;
+                continue;
+            }
+        };
         let t0 = Instant::now();
         let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
         let r =
@@ -237,7 +308,10 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         for l in verdict_lines(&r) {
             outln!("    {l}");
         }
-        if r.verdict != "PASS" {
+        if r.verdict == "PASS" {
+            passed += 1;
+        } else {
+            failed += 1;
             worst = worst.max(EXIT_FAIL);
         }
         if let Some(gd) = &a.golden {
@@ -260,7 +334,16 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
             }
         }
     }
+    outln!(
+        "battery {}: {passed} PASS, {failed} FAIL, {skipped} SKIP (of {} gates)",
+        bf.name,
+        gates.len()
+    );
     outln!("receipts: {}", out.display());
+    // A skipped gate proved nothing here: a battery that skipped any is not a pass.
+    if worst == EXIT_PASS && skipped > 0 {
+        worst = EXIT_SKIPPED;
+    }
     Ok(worst)
 }
 

@@ -4,6 +4,19 @@
 
 use super::placement::PlanError;
 
+/// What a gate gives a fault to open in, known from its flags before any model loads.
+#[derive(Clone, Copy, Debug)]
+pub struct Site<'a> {
+    /// Each stage's device.
+    pub devices: &'a [usize],
+    /// The most steps any of the gate's arms keeps in flight: eager reads every step back
+    /// before issuing the next (1); pipelined and batched keep `--window`.
+    pub in_flight: usize,
+    /// Whether the backend's engines upload weights (cuda) rather than reading the model's
+    /// one host copy (cpu).
+    pub uploads_weights: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Fault {
     /// Boundary RX does not wait for the slot's TX event (read-after-write).
@@ -58,6 +71,98 @@ impl Fault {
             Fault::NoReversePublish => "no-reverse-publish",
             Fault::NoLoadBarrier => "no-load-barrier",
             Fault::MisplacedCache => "misplaced-cache",
+        }
+    }
+
+    /// The law the fault breaks, in one line (`--help`, the selftest table).
+    pub fn law(self) -> &'static str {
+        match self {
+            Fault::RxNoWait => "boundary RX waits for the slot's TX event (read after write)",
+            Fault::NoWarGuard => "boundary TX waits for the slot's previous RX (write after read)",
+            Fault::SingleSlot => "the two slots of a boundary are distinct buffers",
+            Fault::SharedScratch => "every stage has its own engine scratch, even on one device",
+            Fault::SlotFirstUse => "a grown slot's zero-fill is ordered before TX writes it",
+            Fault::NoExitPublish => "the reader of a step's logits waits for the producing stages",
+            Fault::NoReversePublish => "stage 0 waits for the caller's input upload",
+            Fault::NoLoadBarrier => {
+                "loads are ordered before the stages (own stream or load barrier)"
+            }
+            Fault::MisplacedCache => "every stage's memory lives on its stage's device",
+        }
+    }
+
+    /// Where the fault's window can open at all, in words (`--help`); `cannot_open` is the
+    /// check itself.
+    pub fn needs(self) -> &'static str {
+        match self {
+            Fault::RxNoWait | Fault::SlotFirstUse => "2+ stages",
+            Fault::NoWarGuard => {
+                "2+ stages and 3+ steps in flight (pipelined or batched arm, --window 3+)"
+            }
+            Fault::SingleSlot => {
+                "2+ stages and 2+ steps in flight (pipelined or batched arm, --window 2+)"
+            }
+            Fault::SharedScratch => "2+ stages, all on one device",
+            Fault::NoExitPublish | Fault::NoReversePublish => "any placement",
+            Fault::NoLoadBarrier => {
+                "the cuda backend (where it is a never-fails finding, see README)"
+            }
+            Fault::MisplacedCache => "the first and last stages on different devices",
+        }
+    }
+
+    /// Why the fault's window cannot open at `site` (the gate refuses it: a negative
+    /// control that cannot fail proves nothing), or None where it can. Structural only:
+    /// where a window can open, whether a run loses the race is timing.
+    pub fn cannot_open(self, site: &Site) -> Option<String> {
+        let n = site.devices.len();
+        let (Some(&d0), Some(&d_last)) = (site.devices.first(), site.devices.last()) else {
+            return Some("there are no stages".into());
+        };
+        let boundary = matches!(
+            self,
+            Fault::RxNoWait | Fault::NoWarGuard | Fault::SingleSlot | Fault::SlotFirstUse
+        );
+        if boundary && n < 2 {
+            return Some(
+                "it breaks a law of the boundary between two stages, and one stage has no boundary"
+                    .into(),
+            );
+        }
+        let window = |need: usize, hazard: &str| {
+            (site.in_flight < need).then(|| {
+                format!(
+                    "{hazard}, so it needs {need} steps in flight, and these arms keep at most {} (eager reads every step back before the next; pipelined and batched keep --window)",
+                    site.in_flight
+                )
+            })
+        };
+        match self {
+            Fault::NoWarGuard => window(
+                3,
+                "a slot is written again two steps after its last read",
+            ),
+            Fault::SingleSlot => window(2, "the one shared buffer is overwritten by the next step"),
+            Fault::SharedScratch if n < 2 => {
+                Some("it makes every stage drive stage 0's engine, and one stage already does".into())
+            }
+            Fault::SharedScratch => site.devices.iter().position(|&d| d != d0).map(|s| {
+                format!(
+                    "every stage drives stage 0's engine, whose scratch is on device {d0}, so it needs two or more stages all on one device (stage {s} is on device {})",
+                    site.devices[s]
+                )
+            }),
+            // The CPU engine uploads no weights (it reads the model's host bytes), so its
+            // "load" is a few zero-fills and the race window is microseconds: the flag could
+            // not make the gate FAIL reliably.
+            Fault::NoLoadBarrier if !site.uploads_weights => Some(
+                "it needs a backend whose engines upload weights (cuda), and the cpu backend loads none"
+                    .into(),
+            ),
+            Fault::MisplacedCache if d_last == d0 => Some(format!(
+                "it births the last stage's KV cache on stage 0's device, and both are device {d0}: nothing to misplace (it needs the first and last stages on different devices)"
+            )),
+            _ => None,
         }
     }
 

@@ -83,6 +83,70 @@ pub fn parse_list(flag: &str, s: &str) -> Result<Vec<usize>, PlanError> {
         .collect()
 }
 
+/// The device of each stage, from the flags alone (no model needed: a fault's window and a
+/// battery's device needs are judged on it before any model loads). The stage count is
+/// `--stages`, else the length of `--devices`, else one more than the cuts; every stage is on
+/// device 0 unless `--devices` says otherwise, and every named device must exist.
+pub fn stage_devices(
+    stages: Option<usize>,
+    splits: Option<&[usize]>,
+    devices: Option<&[usize]>,
+    device_count: usize,
+) -> Result<Vec<usize>, PlanError> {
+    let n = match (stages, devices) {
+        (Some(n), Some(d)) if n != d.len() => {
+            return Err(PlanError(format!(
+                "--stages {n} but --devices lists {} device(s) ({}): they must agree",
+                d.len(),
+                join(d)
+            )))
+        }
+        (Some(n), _) => n,
+        (None, Some(d)) => d.len(),
+        (None, None) => splits.map(|c| c.len() + 1).unwrap_or(1),
+    };
+    if n == 0 {
+        return Err(PlanError("--stages 0: need at least one stage".into()));
+    }
+    let devices: Vec<usize> = devices.map(|d| d.to_vec()).unwrap_or_else(|| vec![0; n]);
+    if let Some(&bad) = devices.iter().find(|&&d| d >= device_count) {
+        return Err(PlanError(format!(
+            "--devices {}: device {bad} does not exist ({device_count} device(s): 0..{})",
+            join(&devices),
+            device_count.saturating_sub(1)
+        )));
+    }
+    Ok(devices)
+}
+
+/// The transport of each boundary between consecutive stages on `devices` (no model needed:
+/// a gate whose `--transport peer` cannot be honoured is refused before any model loads).
+pub fn boundary_transports(
+    devices: &[usize],
+    transport: TransportChoice,
+    peer_ok: &dyn Fn(usize, usize) -> bool,
+) -> Result<Vec<Transport>, PlanError> {
+    devices
+        .windows(2)
+        .enumerate()
+        .map(|(b, w)| {
+            let (a, c) = (w[0], w[1]);
+            Ok(match transport {
+                TransportChoice::Host => Transport::Host,
+                _ if a == c => Transport::Dtod,
+                TransportChoice::Peer if !peer_ok(a, c) => {
+                    return Err(PlanError(format!(
+                        "--transport peer: boundary {b} (device {a} -> device {c}) has no peer access; use --transport host or auto"
+                    )))
+                }
+                TransportChoice::Peer => Transport::Peer,
+                TransportChoice::Auto if peer_ok(a, c) => Transport::Peer,
+                TransportChoice::Auto => Transport::Host,
+            })
+        })
+        .collect()
+}
+
 impl Placement {
     /// Validate flags into a placement. `device_count` is the backend's; `peer_ok(a, b)`
     /// says whether a boundary between devices a and b can copy directly.
@@ -95,21 +159,8 @@ impl Placement {
         device_count: usize,
         peer_ok: &dyn Fn(usize, usize) -> bool,
     ) -> Result<Placement, PlanError> {
-        let n = match (stages, devices) {
-            (Some(n), Some(d)) if n != d.len() => {
-                return Err(PlanError(format!(
-                    "--stages {n} but --devices lists {} device(s) ({}): they must agree",
-                    d.len(),
-                    join(d)
-                )))
-            }
-            (Some(n), _) => n,
-            (None, Some(d)) => d.len(),
-            (None, None) => splits.map(|c| c.len() + 1).unwrap_or(1),
-        };
-        if n == 0 {
-            return Err(PlanError("--stages 0: need at least one stage".into()));
-        }
+        let devices = stage_devices(stages, splits, devices, device_count)?;
+        let n = devices.len();
         if n > n_layers {
             return Err(PlanError(format!(
                 "--stages {n} exceeds the model's {n_layers} layers"
@@ -142,30 +193,7 @@ impl Placement {
                 )));
             }
         }
-        let devices: Vec<usize> = devices.map(|d| d.to_vec()).unwrap_or_else(|| vec![0; n]);
-        if let Some(&bad) = devices.iter().find(|&&d| d >= device_count) {
-            return Err(PlanError(format!(
-                "--devices {}: device {bad} does not exist ({device_count} device(s): 0..{})",
-                join(&devices),
-                device_count.saturating_sub(1)
-            )));
-        }
-        let mut transports = Vec::with_capacity(n - 1);
-        for b in 0..n - 1 {
-            let (a, c) = (devices[b], devices[b + 1]);
-            transports.push(match transport {
-                TransportChoice::Host => Transport::Host,
-                _ if a == c => Transport::Dtod,
-                TransportChoice::Peer if !peer_ok(a, c) => {
-                    return Err(PlanError(format!(
-                        "--transport peer: boundary {b} (device {a} -> device {c}) has no peer access; use --transport host or auto"
-                    )))
-                }
-                TransportChoice::Peer => Transport::Peer,
-                TransportChoice::Auto if peer_ok(a, c) => Transport::Peer,
-                TransportChoice::Auto => Transport::Host,
-            });
-        }
+        let transports = boundary_transports(&devices, transport, peer_ok)?;
         Ok(Placement {
             fence,
             devices,
@@ -229,7 +257,8 @@ impl Placement {
     }
 }
 
-fn join(v: &[usize]) -> String {
+/// `0,1,2`: a list as its flag spells it.
+pub fn join(v: &[usize]) -> String {
     v.iter()
         .map(|x| x.to_string())
         .collect::<Vec<_>>()
