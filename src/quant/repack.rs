@@ -168,9 +168,11 @@ pub fn repack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<
     Ok(out)
 }
 
-/// Host mirror of the kernel's decode of unit `u` (32 elements) of a repacked row: the
-/// (element index, value) pairs, values computed with the kernel's operations (the quant
-/// as f32, then one fused multiply-add with the run's scale and offset). Tests only.
+/// Host mirror of the kernel's decode of unit `u` (32 elements) of a repacked row: which
+/// elements the unit covers and, for each, the value its (scale A, offset B, quant q) stand
+/// for, A * q + B in one fused multiply-add. (The kernel never forms that value: it takes
+/// A * sum(q * x) + B * sum(x) per run; the mirror checks the layout and the decode of A, B
+/// and q it relies on.) Tests only.
 #[cfg(test)]
 pub(crate) fn unit_values(ty: GgmlType, row: &[u8], cols: usize, u: usize) -> Vec<(usize, f32)> {
     let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
