@@ -169,3 +169,44 @@ fn module_cache_flags_are_refused_where_no_kernels_are_compiled() {
         assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
     }
 }
+
+#[test]
+fn a_preset_names_its_architecture_and_arch_overrides_it() {
+    let d = tempfile::tempdir().expect("temp dir");
+    // qwen7b is a qwen2 model (q/k/v biases) unless --arch says otherwise; small widths so
+    // the test stays quick (explicit shape flags override the preset's).
+    let shape = [
+        "--layers",
+        "1",
+        "--embd",
+        "256",
+        "--heads",
+        "2",
+        "--kv-heads",
+        "1",
+        "--ff",
+        "512",
+        "--vocab",
+        "300",
+        "--quant",
+        "q8_0",
+    ];
+    for (arch, want, bias) in [
+        (None, "architecture: qwen2", true),
+        (Some("llama"), "architecture: llama", false),
+    ] {
+        let f = d.path().join(format!("{want}.gguf").replace(": ", "-"));
+        let mut args = vec!["synth", "--preset", "qwen7b"];
+        if let Some(a) = arch {
+            args.extend(["--arch", a]);
+        }
+        args.extend(shape);
+        args.extend(["-o", f.to_str().unwrap()]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let o = run(&["inspect", f.to_str().unwrap(), "--tensors"]);
+        let out = text(&o);
+        assert!(out.contains(want), "{out}");
+        assert_eq!(out.contains("blk.0.attn_q.bias"), bias, "{out}");
+    }
+}

@@ -606,13 +606,15 @@ fn short_value(v: &crate::gguf::Value) -> String {
 }
 
 pub fn synth(a: &SynthArgs) -> Result<i32> {
-    let arch = Arch::from_name(&a.arch).ok_or_else(|| {
-        anyhow!(
-            "--arch {:?}: expected one of {}",
-            a.arch,
-            Arch::ALL.map(|a| a.name()).join(", ")
-        )
-    })?;
+    let arch = match a.arch.as_deref() {
+        None => None,
+        Some(name) => Some(Arch::from_name(name).ok_or_else(|| {
+            anyhow!(
+                "--arch {name:?}: expected one of {}",
+                Arch::ALL.map(|a| a.name()).join(", ")
+            )
+        })?),
+    };
     let quant = SynthQuant::from_name(&a.quant).ok_or_else(|| {
         anyhow!(
             "--quant {:?}: unknown type (one of {})",
@@ -634,7 +636,7 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
         flag.or(p.as_ref().map(of_preset)).unwrap_or(builtin)
     };
     let spec = SynthSpec {
-        arch,
+        arch: arch.or(p.map(|p| p.arch)).unwrap_or(Arch::Llama),
         layers: pick(a.layers, |p| p.layers, base.layers),
         embd: pick(a.embd, |p| p.embd, base.embd),
         heads: pick(a.heads, |p| p.heads, base.heads),

@@ -157,11 +157,12 @@ pub struct GateArgs {
 #[derive(Args, Debug)]
 pub struct SynthArgs {
     /// llama, gemma3, qwen2 (q/k/v biases), qwen3 (q/k head norms, key_length written).
-    #[arg(long, default_value = "llama")]
-    pub arch: String,
+    /// Default: the preset's architecture, else llama.
+    #[arg(long)]
+    pub arch: Option<String>,
     /// A named shape: llama8b (4096, 32/8 heads, ff 14336), llama70b (8192, 64/8, ff 28672),
-    /// qwen7b (3584, 28/4, ff 18944), each with vocab 32000 and its full depth as the default
-    /// --layers; any shape flag given overrides the preset's value.
+    /// qwen7b (qwen2: 3584, 28/4, ff 18944), each with vocab 32000 and its full depth as the
+    /// default --layers; any shape or --arch flag given overrides the preset's value.
     #[arg(long)]
     pub preset: Option<String>,
     #[arg(long)]

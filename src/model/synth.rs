@@ -155,6 +155,8 @@ impl std::fmt::Display for SynthQuant {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Preset {
     pub name: &'static str,
+    /// The architecture the preset's model has (`--arch` overrides it).
+    pub arch: Arch,
     pub embd: usize,
     pub heads: usize,
     pub kv_heads: usize,
@@ -169,6 +171,7 @@ pub struct Preset {
 pub const PRESETS: [Preset; 3] = [
     Preset {
         name: "llama8b",
+        arch: Arch::Llama,
         embd: 4096,
         heads: 32,
         kv_heads: 8,
@@ -178,6 +181,7 @@ pub const PRESETS: [Preset; 3] = [
     },
     Preset {
         name: "llama70b",
+        arch: Arch::Llama,
         embd: 8192,
         heads: 64,
         kv_heads: 8,
@@ -185,9 +189,11 @@ pub const PRESETS: [Preset; 3] = [
         vocab: 32000,
         layers: 80,
     },
-    // Qwen2.5-7B's widths; with `--arch llama` a llama model of that shape (no q/k/v biases).
+    // Qwen2.5-7B: qwen2 (q/k/v biases, untied head); with `--arch llama` a llama model of
+    // that shape.
     Preset {
         name: "qwen7b",
+        arch: Arch::Qwen2,
         embd: 3584,
         heads: 28,
         kv_heads: 4,
