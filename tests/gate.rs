@@ -1122,6 +1122,9 @@ fn a_tensor_or_key_the_forward_pass_ignores_exits_2_naming_it_and_the_arch() {
     }
 }
 
+/// One gate of a test battery: name, args, needs_devices.
+type BatteryEntry<'a> = (&'a str, &'a [&'a str], Option<u64>);
+
 /// Writes a battery file of `gates` (each: name, args, needs_devices) into `dir`.
 fn battery_file(dir: &Path, gates: &[(&str, &[&str], Option<u64>)]) -> PathBuf {
     let gates: Vec<Value> = gates
@@ -1256,9 +1259,8 @@ fn battery_skips_gates_that_need_more_devices_than_present() {
 fn battery_checks_every_gate_before_the_first_runs() {
     let d = tmp();
     let out = d.path().join("out");
-    let first: (&str, &[&str], Option<u64>) =
-        ("first", &["--backend", "cpu", "--stages", "2"], None);
-    let cases: &[((&str, &[&str], Option<u64>), &str)] = &[
+    let first: BatteryEntry = ("first", &["--backend", "cpu", "--stages", "2"], None);
+    let cases: &[(BatteryEntry, &str)] = &[
         (
             (
                 "bad-fault",

@@ -175,7 +175,8 @@ struct BatteryGate {
 
 /// What the battery does with a gate, decided before the first gate runs.
 enum Plan {
-    Run(Cli),
+    // Boxed: a Cli is large and most battery entries hold one (clippy's large_enum_variant).
+    Run(Box<Cli>),
     Skip(String),
 }
 
@@ -185,7 +186,7 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
     let ctx = || format!("battery gate {:?}", g.name);
     let Some(k) = g.needs_devices else {
         check(&cli.gate).with_context(ctx)?;
-        return Ok(Plan::Run(cli));
+        return Ok(Plan::Run(Box::new(cli)));
     };
     if k == 0 {
         bail!(
@@ -221,7 +222,7 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
         )));
     }
     check_on(&cli.gate, be).with_context(ctx)?;
-    Ok(Plan::Run(cli))
+    Ok(Plan::Run(Box::new(cli)))
 }
 
 pub fn battery(a: &BatteryArgs) -> Result<i32> {
@@ -286,7 +287,7 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for (g, plan) in &gates {
         let cli = match plan {
-            Plan::Run(cli) => cli,
+            Plan::Run(cli) => cli.as_ref(),
             Plan::Skip(why) => {
                 outln!("{:<28} SKIP  {why}", g.name);
                 skipped += 1;

@@ -163,7 +163,7 @@ fn opening_without_a_driver_is_an_error_naming_it_never_a_panic() {
 
 #[test]
 fn a_launch_of_one_format_gets_that_formats_module_and_a_mix_the_generic_one() {
-    let mut seen = vec![false; MV_KINDS];
+    let mut seen = [false; MV_KINDS];
     for ty in GgmlType::ALL {
         let k = mv_kind([(ty, false); 3].into_iter());
         assert_eq!(k, fmt_of(ty) as usize);
