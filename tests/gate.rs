@@ -1323,3 +1323,293 @@ fn battery_checks_every_gate_before_the_first_runs() {
         );
     }
 }
+
+/// One parsed `<testcase>`: name, the outcome element (`failure`, `skipped`, `error`, or
+/// "pass" when it has none), the outcome's message, and its `receipt` property.
+#[derive(Debug)]
+struct JCase {
+    name: String,
+    outcome: String,
+    message: String,
+    receipt: Option<String>,
+}
+
+/// Parses a `--junit` file with a strict XML parser: the suite's counters and its cases.
+fn junit(p: &Path) -> (Vec<(String, String)>, Vec<JCase>) {
+    let xml = std::fs::read_to_string(p).expect("junit written");
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}:\n{xml}"));
+    let suite = doc.root_element();
+    assert_eq!(suite.tag_name().name(), "testsuite", "{xml}");
+    let attrs = suite
+        .attributes()
+        .map(|a| (a.name().to_string(), a.value().to_string()))
+        .collect();
+    let cases = suite
+        .children()
+        .filter(|n| n.is_element())
+        .map(|c| {
+            assert_eq!(c.tag_name().name(), "testcase", "{xml}");
+            let out = c
+                .children()
+                .find(|n| ["failure", "skipped", "error"].contains(&n.tag_name().name()));
+            let receipt = c
+                .descendants()
+                .find(|n| n.has_tag_name("property") && n.attribute("name") == Some("receipt"))
+                .and_then(|n| n.attribute("value"))
+                .map(str::to_string);
+            JCase {
+                name: c.attribute("name").unwrap().to_string(),
+                outcome: out.map_or("pass".into(), |n| n.tag_name().name().to_string()),
+                message: out
+                    .and_then(|n| n.attribute("message"))
+                    .unwrap_or("")
+                    .to_string(),
+                receipt,
+            }
+        })
+        .collect();
+    (attrs, cases)
+}
+
+fn attr<'a>(attrs: &'a [(String, String)], k: &str) -> &'a str {
+    &attrs.iter().find(|(n, _)| n == k).expect(k).1
+}
+
+/// `battery --junit`: one testcase per gate in battery order; the planted FAIL (rx-no-wait
+/// on two stages, which the CPU catches every run) is a <failure> whose message is its first
+/// divergence line, a gate lacking devices is <skipped> with the reason, and each gate that
+/// ran names its receipt.
+#[test]
+fn battery_junit_reports_each_gate_with_its_outcome() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let xml = d.path().join("reports").join("battery.xml");
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "passes",
+                &["--backend", "cpu", "--stages", "2", "--gen-len", "4"],
+                None,
+            ),
+            (
+                "planted-fail",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--gen-len",
+                    "4",
+                    "--arms",
+                    "eager",
+                    "--fault",
+                    "rx-no-wait",
+                ],
+                None,
+            ),
+            ("needs-99", &["--backend", "cpu"], Some(99)),
+        ],
+    );
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let (attrs, cases) = junit(&xml);
+    assert_eq!(attr(&attrs, "name"), "t");
+    assert_eq!(attr(&attrs, "tests"), "3");
+    assert_eq!(attr(&attrs, "failures"), "1");
+    assert_eq!(attr(&attrs, "skipped"), "1");
+    assert_eq!(attr(&attrs, "errors"), "0");
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["passes", "planted-fail", "needs-99"]);
+    assert_eq!(cases[0].outcome, "pass");
+    assert_eq!(cases[1].outcome, "failure");
+    // The message is the gate's own first divergence line, as printed.
+    assert!(
+        cases[1]
+            .message
+            .starts_with("eager      FAIL  first divergence at step"),
+        "{cases:?}"
+    );
+    assert!(
+        text(&o).contains(&cases[1].message),
+        "{cases:?}\n{}",
+        text(&o)
+    );
+    assert_eq!(cases[2].outcome, "skipped");
+    assert_eq!(
+        cases[2].message,
+        "needs 99 cpu device(s), this machine has 8"
+    );
+    for (c, want) in cases[..2].iter().zip(["passes.json", "planted-fail.json"]) {
+        let rp = out.join(want);
+        assert_eq!(c.receipt.as_deref(), Some(rp.to_str().unwrap()));
+        assert!(rp.exists());
+    }
+    assert_eq!(cases[2].receipt, None);
+    assert_eq!(receipt(&out.join("planted-fail.json"))["verdict"], "FAIL");
+}
+
+/// A harness error is an <error>, not a failure: a gate whose model file is missing stops the
+/// battery (exit 2) and the gates after it are listed as not run; an error before any gate
+/// runs (a fault that cannot open) is one <error> named after the battery. A --junit path
+/// that is a directory is refused before anything runs.
+#[test]
+fn battery_junit_reports_harness_errors() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let xml = d.path().join("j.xml");
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "ok",
+                &["--backend", "cpu", "--stages", "2", "--gen-len", "4"],
+                None,
+            ),
+            (
+                "no-model",
+                &["--backend", "cpu", "--model", "/nonexistent/m<&>.gguf"],
+                None,
+            ),
+            ("after", &["--backend", "cpu"], None),
+        ],
+    );
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let (attrs, cases) = junit(&xml);
+    assert_eq!(attr(&attrs, "tests"), "3");
+    assert_eq!(attr(&attrs, "errors"), "1");
+    assert_eq!(attr(&attrs, "failures"), "0");
+    let got: Vec<(&str, &str)> = cases
+        .iter()
+        .map(|c| (c.name.as_str(), c.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [("ok", "pass"), ("no-model", "error"), ("after", "skipped")]
+    );
+    // The error names the file (its `<&>` escaped in the XML and read back intact).
+    assert!(
+        cases[1].message.contains("/nonexistent/m<&>.gguf"),
+        "{cases:?}"
+    );
+    assert!(cases[2].message.contains("not run"), "{cases:?}");
+
+    let b = battery_file(
+        d.path(),
+        &[(
+            "bad-fault",
+            &["--backend", "cpu", "--fault", "shared-scratch"],
+            None,
+        )],
+    );
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let (_, cases) = junit(&xml);
+    assert_eq!(cases.len(), 1, "{cases:?}");
+    assert_eq!(
+        (cases[0].name.as_str(), cases[0].outcome.as_str()),
+        ("battery", "error")
+    );
+    assert!(
+        cases[0].message.contains("--fault shared-scratch"),
+        "{cases:?}"
+    );
+
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--junit",
+        d.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("--junit {}: is a directory", d.path().display())),
+        "{}",
+        text(&o)
+    );
+}
+
+/// `soak --junit`: one testcase per run, each a <failure> with its first divergence under a
+/// fault the CPU catches every run, each naming its run's receipt.
+#[test]
+fn soak_junit_has_a_testcase_per_run() {
+    let d = tmp();
+    let out = d.path().join("soak");
+    let xml = d.path().join("soak.xml");
+    let o = run(&[
+        "soak",
+        "--runs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--fault",
+        "rx-no-wait",
+        "--gen-len",
+        "4",
+        "--arms",
+        "eager",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let (attrs, cases) = junit(&xml);
+    assert_eq!(attr(&attrs, "tests"), "2");
+    assert_eq!(attr(&attrs, "failures"), "2");
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["run-001", "run-002"]);
+    for (i, c) in cases.iter().enumerate() {
+        assert_eq!(c.outcome, "failure");
+        assert!(
+            c.message
+                .starts_with("eager      FAIL  first divergence at step"),
+            "{c:?}"
+        );
+        let rp = out.join(format!("run-{:03}.json", i + 1));
+        assert_eq!(c.receipt.as_deref(), Some(rp.to_str().unwrap()));
+        assert_eq!(receipt(&rp)["verdict"], "FAIL");
+    }
+
+    // A clean soak: every run a plain testcase.
+    let o = run(&[
+        "soak",
+        "--runs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--gen-len",
+        "4",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (attrs, cases) = junit(&xml);
+    assert_eq!(attr(&attrs, "failures"), "0");
+    assert_eq!(cases.len(), 2);
+    assert!(cases.iter().all(|c| c.outcome == "pass"), "{cases:?}");
+}

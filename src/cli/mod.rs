@@ -203,6 +203,10 @@ pub struct SoakArgs {
     /// Directory for the run receipts and summary.json (default: receipts/runs/soak-<time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also write JUnit XML: one testcase per run (a FAIL a <failure> with its first
+    /// divergence, a harness error an <error>), rewritten after every run.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub gate: GateArgs,
 }
@@ -218,6 +222,10 @@ pub struct BatteryArgs {
     /// Diff every receipt against `<DIR>/<gate name>.json`.
     #[arg(long)]
     pub golden: Option<PathBuf>,
+    /// Also write JUnit XML: one testcase per gate (a FAIL or golden difference a
+    /// <failure>, a gate skipped for lack of devices <skipped>, a harness error an <error>).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

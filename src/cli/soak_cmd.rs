@@ -19,6 +19,7 @@ use super::{
 use crate::backend::Backend;
 use crate::receipt::bench::{BenchConfig, BenchReceipt, BenchTimings, PathRates, BENCH_SCHEMA};
 use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
+use crate::receipt::junit;
 use crate::receipt::Receipt;
 use crate::runtime::placement::parse_list;
 use crate::runtime::{Placement, Runtime, RuntimeConfig};
@@ -66,6 +67,10 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
     });
     std::fs::create_dir_all(&dir).with_context(|| format!("--out {}", dir.display()))?;
+    if let Some(j) = &a.junit {
+        junit::check_path(j)?;
+    }
+    let mut report = junit::Suite::new("soak");
     install_interrupt_handler();
     let mut summary = Summary::new(gate_flags(), a.runs);
     let summary_path = dir.join("summary.json");
@@ -82,9 +87,33 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         if INTERRUPTS.load(Ordering::SeqCst) > 0 {
             break;
         }
-        let r = run_prepared(&p, &mut |_| {})?;
         let path = dir.join(format!("run-{run:03}.json"));
-        r.write(&path)?;
+        let t0 = Instant::now();
+        let r = match run_prepared(&p, &mut |_| {})
+            .and_then(|r| r.write(&path).map(|_| r).map_err(Into::into))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                // The runs before this one keep their testcases; this one is the error.
+                report.cases.push(error_case(
+                    &format!("run-{run:03}"),
+                    "soak",
+                    t0.elapsed().as_secs_f64(),
+                    &e,
+                ));
+                write_junit(a.junit.as_deref(), &report, Some(&e))?;
+                return Err(e);
+            }
+        };
+        report.cases.push(receipt_case(
+            &format!("run-{run:03}"),
+            "soak",
+            t0.elapsed().as_secs_f64(),
+            &r,
+            &path,
+        ));
+        // Rewritten after every run, like the summary: an interrupted soak keeps it.
+        write_junit(a.junit.as_deref(), &report, None)?;
         let rec = RunRecord::from_receipt(run, &r, path.display().to_string());
         if r.verdict != "PASS" {
             bar.println(format!(
@@ -110,11 +139,26 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     if INTERRUPTS.load(Ordering::SeqCst) > 0 {
         summary.interrupted = true;
         summary.write(&summary_path)?;
+        // The runs never started are listed, so the XML does not read as a shorter soak
+        // that passed.
+        for run in summary.runs_done + 1..=a.runs {
+            report.cases.push(junit::Case::new(
+                format!("run-{run:03}"),
+                "soak",
+                junit::Outcome::Skipped {
+                    message: format!("not run: interrupted after run {}", summary.runs_done),
+                },
+            ));
+        }
+        write_junit(a.junit.as_deref(), &report, None)?;
     }
     for l in summary.lines() {
         outln!("{l}");
     }
     outln!("summary: {}", summary_path.display());
+    if let Some(j) = &a.junit {
+        outln!("junit: {}", j.display());
+    }
     Ok(if summary.failed() > 0 {
         EXIT_FAIL
     } else if summary.runs_done < a.runs {
@@ -122,6 +166,61 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     } else {
         EXIT_PASS
     })
+}
+
+/// The testcase of a gate that ran: PASS, or a `<failure>` whose message is the first FAIL
+/// line (the first divergence, or a misplaced allocation) and whose body is every verdict
+/// line; the receipt path as a property.
+fn receipt_case(name: &str, class: &str, time_s: f64, r: &Receipt, path: &Path) -> junit::Case {
+    let lines = verdict_lines(r);
+    let outcome = if r.verdict == "PASS" {
+        junit::Outcome::Pass
+    } else {
+        junit::Outcome::Failure {
+            message: lines
+                .iter()
+                .find(|l| l.contains("FAIL"))
+                .cloned()
+                .unwrap_or_else(|| format!("verdict {}", r.verdict)),
+            detail: lines.join("\n"),
+        }
+    };
+    let mut c = junit::Case::new(name, class, outcome);
+    c.time_s = time_s;
+    c.properties
+        .push(("receipt".into(), path.display().to_string()));
+    c
+}
+
+fn error_case(name: &str, class: &str, time_s: f64, e: &anyhow::Error) -> junit::Case {
+    let mut c = junit::Case::new(
+        name,
+        class,
+        junit::Outcome::Error {
+            message: format!("{e:#}"),
+        },
+    );
+    c.time_s = time_s;
+    c
+}
+
+/// Writes the report where `--junit` asks (nothing without it). `pending`: the error the
+/// command is about to return; a failed write then only warns, so the error the user needs
+/// is the one reported.
+fn write_junit(
+    path: Option<&Path>,
+    report: &junit::Suite,
+    pending: Option<&anyhow::Error>,
+) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    match report.write(path) {
+        Ok(()) => Ok(()),
+        Err(e) if pending.is_some() => {
+            eprintln!("ppn-gate: {e}");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 pub fn diff(a: &Path, b: &Path) -> Result<i32> {
@@ -225,6 +324,28 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
 }
 
 pub fn battery(a: &BatteryArgs) -> Result<i32> {
+    if let Some(j) = &a.junit {
+        junit::check_path(j)?;
+    }
+    let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let mut report = junit::Suite::new(stem.unwrap_or_else(|| "battery".into()));
+    let r = battery_run(a, &mut report);
+    if let Err(e) = &r {
+        // An error before any gate ran (the file, a gate's flags) has no gate testcase to
+        // carry it: one testcase named after the battery does, so CI shows why.
+        if !report.has_error() {
+            let class = report.name.clone();
+            report.cases.push(error_case("battery", &class, 0.0, e));
+        }
+    }
+    write_junit(a.junit.as_deref(), &report, r.as_ref().err())?;
+    if let (Some(j), Ok(_)) = (&a.junit, &r) {
+        outln!("junit: {}", j.display());
+    }
+    r
+}
+
+fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("battery {}", a.file.display()))?;
     let bf: BatteryFile = serde_json::from_str(&text)
@@ -240,6 +361,7 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
             bf.name
         );
     }
+    report.name = bf.name.clone();
     if bf.gates.is_empty() {
         bail!("battery {}: no gates", a.file.display());
     }
@@ -284,53 +406,53 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
     let mut worst = EXIT_PASS;
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    for (g, plan) in &gates {
+    for (i, (g, plan)) in gates.iter().enumerate() {
         let cli = match plan {
             Plan::Run(cli) => cli,
             Plan::Skip(why) => {
                 outln!("{:<28} SKIP  {why}", g.name);
+                report.cases.push(junit::Case::new(
+                    &g.name,
+                    &bf.name,
+                    junit::Outcome::Skipped {
+                        message: why.clone(),
+                    },
+                ));
                 skipped += 1;
                 continue;
             }
         };
         let t0 = Instant::now();
-        let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
-        let r =
-            run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
-        let path = out.join(format!("{}.json", g.name));
-        r.write(&path)?;
-        outln!(
-            "{:<28} {}  ({:.1} s)",
-            g.name,
-            r.verdict,
-            t0.elapsed().as_secs_f64()
-        );
-        for l in verdict_lines(&r) {
-            outln!("    {l}");
-        }
-        if r.verdict == "PASS" {
-            passed += 1;
-        } else {
-            failed += 1;
-            worst = worst.max(EXIT_FAIL);
-        }
-        if let Some(gd) = &a.golden {
-            let gp = gd.join(format!("{}.json", g.name));
-            let golden = Receipt::load(&gp)
-                .with_context(|| format!("golden receipt for gate {:?}", g.name))?;
-            match diff_receipts(&golden, &r) {
-                DiffOutcome::Same => outln!("    golden: same as {}", gp.display()),
-                DiffOutcome::Different(lines) => {
-                    outln!("    golden: DIFFERENT from {}", gp.display());
-                    for l in lines {
-                        outln!("      {l}");
-                    }
+        match run_battery_gate(a, g, cli, &out, &mut worst) {
+            Ok((mut case, r)) => {
+                case.time_s = t0.elapsed().as_secs_f64();
+                case.classname = bf.name.clone();
+                if r.verdict == "PASS" {
+                    passed += 1;
+                } else {
+                    failed += 1;
                     worst = worst.max(EXIT_FAIL);
                 }
-                DiffOutcome::NotComparable(why) => {
-                    outln!("    golden: NOT COMPARABLE with {}: {why}", gp.display());
-                    worst = EXIT_ERROR;
+                report.cases.push(case);
+            }
+            Err(e) => {
+                // The battery stops at a harness error, as it always has; the gates after
+                // this one are listed as not run rather than left out.
+                let secs = t0.elapsed().as_secs_f64();
+                report.cases.push(error_case(&g.name, &bf.name, secs, &e));
+                for (h, _) in &gates[i + 1..] {
+                    report.cases.push(junit::Case::new(
+                        &h.name,
+                        &bf.name,
+                        junit::Outcome::Skipped {
+                            message: format!(
+                                "not run: the battery stopped at gate {:?}'s error",
+                                g.name
+                            ),
+                        },
+                    ));
                 }
+                return Err(e);
             }
         }
     }
@@ -345,6 +467,72 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         worst = EXIT_SKIPPED;
     }
     Ok(worst)
+}
+
+/// Runs one battery gate, prints its lines, writes its receipt and diffs it against the
+/// golden: its testcase (a golden difference is a `<failure>`, a golden that is not
+/// comparable an `<error>`) and its receipt. `worst` takes the golden's exit code.
+fn run_battery_gate(
+    a: &BatteryArgs,
+    g: &BatteryGate,
+    cli: &Cli,
+    out: &Path,
+    worst: &mut i32,
+) -> Result<(junit::Case, Receipt)> {
+    let t0 = Instant::now();
+    let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
+    let r = run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
+    let path = out.join(format!("{}.json", g.name));
+    r.write(&path)?;
+    outln!(
+        "{:<28} {}  ({:.1} s)",
+        g.name,
+        r.verdict,
+        t0.elapsed().as_secs_f64()
+    );
+    for l in verdict_lines(&r) {
+        outln!("    {l}");
+    }
+    let mut case = receipt_case(&g.name, "", 0.0, &r, &path);
+    let Some(gd) = &a.golden else {
+        return Ok((case, r));
+    };
+    let gp = gd.join(format!("{}.json", g.name));
+    case.properties
+        .push(("golden".into(), gp.display().to_string()));
+    let golden =
+        Receipt::load(&gp).with_context(|| format!("golden receipt for gate {:?}", g.name))?;
+    match diff_receipts(&golden, &r) {
+        DiffOutcome::Same => outln!("    golden: same as {}", gp.display()),
+        DiffOutcome::Different(lines) => {
+            outln!("    golden: DIFFERENT from {}", gp.display());
+            for l in &lines {
+                outln!("      {l}");
+            }
+            *worst = (*worst).max(EXIT_FAIL);
+            let head = format!("golden: DIFFERENT from {}", gp.display());
+            // A gate that FAILed keeps its divergence as the message; the golden lines join
+            // the body either way.
+            case.outcome = match case.outcome {
+                junit::Outcome::Failure { message, detail } => junit::Outcome::Failure {
+                    message,
+                    detail: format!("{detail}\n{head}\n{}", lines.join("\n")),
+                },
+                _ => junit::Outcome::Failure {
+                    message: format!("{head}: {}", lines.first().map_or("", |l| l.as_str())),
+                    detail: lines.join("\n"),
+                },
+            };
+        }
+        DiffOutcome::NotComparable(why) => {
+            outln!("    golden: NOT COMPARABLE with {}: {why}", gp.display());
+            *worst = EXIT_ERROR;
+            case.outcome = junit::Outcome::Error {
+                message: format!("golden: NOT COMPARABLE with {}: {why}", gp.display()),
+            };
+        }
+    }
+    Ok((case, r))
 }
 
 /// Decode throughput of the single-stage reference path and the N-stage eager, pipelined

@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod diff;
+pub mod junit;
 
 use std::path::Path;
 
