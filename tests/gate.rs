@@ -1613,3 +1613,103 @@ fn soak_junit_has_a_testcase_per_run() {
     assert_eq!(cases.len(), 2);
     assert!(cases.iter().all(|c| c.outcome == "pass"), "{cases:?}");
 }
+
+/// `diff --json`: stdout is one JSON document (`ppn-gate.diff/1`) for every outcome, with the
+/// exit codes of the text form; per arm it names the first divergent step and row planted.
+#[test]
+fn diff_json_names_each_arms_first_divergent_step() {
+    let d = tmp();
+    let a = d.path().join("a.json");
+    let o = run(&[
+        "--stages",
+        "2",
+        "--gen-len",
+        "8",
+        "--receipt",
+        a.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let orig = receipt(&a);
+    let b = d.path().join("b.json");
+    let diff_json = |b_val: Option<&Value>| -> (i32, Value) {
+        if let Some(v) = b_val {
+            write_json(&b, v);
+        }
+        let o = run(&["diff", "--json", a.to_str().unwrap(), b.to_str().unwrap()]);
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("stdout is JSON ({e}):\n{}", text(&o)));
+        assert_eq!(v["schema"], "ppn-gate.diff/1");
+        assert_eq!(v["exit_code"], o.status.code().unwrap());
+        (o.status.code().unwrap(), v)
+    };
+    let arm = |v: &Value, name: &str| -> Value {
+        v["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap_or_else(|| panic!("no arm {name}: {v}"))
+            .clone()
+    };
+
+    let (code, v) = diff_json(Some(&orig));
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("same")));
+    assert_eq!(v["arms"].as_array().unwrap().len(), 3);
+    for name in ["eager", "pipelined", "batched"] {
+        assert!(arm(&v, name)["first_divergent_step"].is_null(), "{v}");
+    }
+
+    // Plant: pipelined entry 5 and batched entry 7 (a (step, row) pair read from the receipt).
+    let mut planted = orig.clone();
+    for (k, i) in [(1, 5), (2, 7)] {
+        planted["arms"][k]["steps"][i]["logits_blake3"] = Value::String("00".repeat(32));
+    }
+    let (code, v) = diff_json(Some(&planted));
+    assert_eq!((code, v["verdict"].as_str()), (1, Some("different")));
+    assert!(arm(&v, "eager")["first_divergent_step"].is_null(), "{v}");
+    for (k, i, name) in [(1, 5, "pipelined"), (2, 7, "batched")] {
+        let x = arm(&v, name);
+        let s = &orig["arms"][k]["steps"][i];
+        assert_eq!(x["first_divergent_step"], s["step"], "{v}");
+        assert_eq!(x["first_divergent_row"], s["row"], "{v}");
+        assert_eq!(x["differing"], 1, "{v}");
+        assert_eq!(x["verdict_a"], "PASS");
+    }
+    assert!(v["references"][0]["first_divergent_step"].is_null(), "{v}");
+    assert!(
+        v["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "arm pipelined: first divergent step 5 row 0 (1 of 16 step rows differ)"),
+        "{v}"
+    );
+
+    // An arm missing from the second receipt: its verdict there is null.
+    let mut fewer = orig.clone();
+    fewer["arms"].as_array_mut().unwrap().remove(0);
+    let (code, v) = diff_json(Some(&fewer));
+    assert_eq!(code, 1, "{v}");
+    let x = arm(&v, "eager");
+    assert!(x["verdict_b"].is_null() && x["verdict_a"] == "PASS", "{v}");
+    assert_eq!(x["steps_b"], 0);
+
+    // Not comparable: another model, and a file that is not JSON, still JSON on stdout.
+    let mut other = orig.clone();
+    other["model"]["blake3"] = Value::String("ff".repeat(32));
+    let (code, v) = diff_json(Some(&other));
+    assert_eq!((code, v["verdict"].as_str()), (2, Some("not-comparable")));
+    assert!(
+        v["reason"].as_str().unwrap().contains("different models"),
+        "{v}"
+    );
+    std::fs::write(&b, "{ not json").unwrap();
+    let (code, v) = diff_json(None);
+    assert_eq!((code, v["verdict"].as_str()), (2, Some("not-comparable")));
+    let why = v["reason"].as_str().unwrap();
+    assert!(
+        why.contains("not valid JSON") && why.contains(b.to_str().unwrap()),
+        "{v}"
+    );
+}

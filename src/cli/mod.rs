@@ -60,7 +60,14 @@ pub enum Cmd {
     /// Repeat a gate N times; classify failures as deterministic or timing-dependent.
     Soak(SoakArgs),
     /// Compare the deterministic parts of two receipts step by step.
-    Diff { a: PathBuf, b: PathBuf },
+    Diff {
+        a: PathBuf,
+        b: PathBuf,
+        /// Print the result as JSON (`ppn-gate.diff/1`: verdict, every difference, and per
+        /// reference and arm the first divergent step) on stdout; same exit codes.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a battery of gates (a JSON list of gate configs); optionally diff against goldens.
     /// A gate whose `needs_devices` this machine lacks is skipped with the reason: exit 0
     /// every gate ran and passed, 1 a FAIL, 2 an error, 3 no FAIL but a gate skipped.
@@ -285,7 +292,7 @@ pub fn main() -> i32 {
         Some(Cmd::Inspect { file, tensors }) => gate::inspect(&file, tensors),
         Some(Cmd::Synth(a)) => gate::synth(&a),
         Some(Cmd::Soak(a)) => soak_cmd::soak(&a),
-        Some(Cmd::Diff { a, b }) => soak_cmd::diff(&a, &b),
+        Some(Cmd::Diff { a, b, json }) => soak_cmd::diff(&a, &b, json),
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),

@@ -18,7 +18,7 @@ use super::{
 };
 use crate::backend::Backend;
 use crate::receipt::bench::{BenchConfig, BenchReceipt, BenchTimings, PathRates, BENCH_SCHEMA};
-use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
+use crate::receipt::diff::{diff as diff_receipts, diff_detail, DiffOutcome};
 use crate::receipt::junit;
 use crate::receipt::Receipt;
 use crate::runtime::placement::parse_list;
@@ -223,7 +223,10 @@ fn write_junit(
     }
 }
 
-pub fn diff(a: &Path, b: &Path) -> Result<i32> {
+pub fn diff(a: &Path, b: &Path, json: bool) -> Result<i32> {
+    if json {
+        return diff_json(a, b);
+    }
     let ra = Receipt::load(a)?;
     let rb = Receipt::load(b)?;
     Ok(match diff_receipts(&ra, &rb) {
@@ -251,6 +254,32 @@ pub fn diff(a: &Path, b: &Path) -> Result<i32> {
             EXIT_ERROR
         }
     })
+}
+
+/// `diff --json`: a consumer reads stdout, so every outcome is a JSON document there,
+/// including a receipt that cannot be read (verdict `not-comparable`, the reason naming the
+/// file); the message also goes to stderr for a human.
+fn diff_json(a: &Path, b: &Path) -> Result<i32> {
+    let (sa, sb) = (a.display().to_string(), b.display().to_string());
+    let detail = match (Receipt::load(a), Receipt::load(b)) {
+        (Ok(ra), Ok(rb)) => diff_detail(&ra, &rb),
+        (Err(e), _) | (_, Err(e)) => crate::receipt::diff::DiffDetail {
+            outcome: DiffOutcome::NotComparable(e.to_string()),
+            references: Vec::new(),
+            arms: Vec::new(),
+        },
+    };
+    let code = match &detail.outcome {
+        DiffOutcome::Same => EXIT_PASS,
+        DiffOutcome::Different(_) => EXIT_FAIL,
+        DiffOutcome::NotComparable(why) => {
+            eprintln!("ppn-gate: not comparable: {sa} vs {sb}: {why}");
+            EXIT_ERROR
+        }
+    };
+    let text = serde_json::to_string_pretty(&detail.to_json(&sa, &sb))?;
+    outln!("{text}");
+    Ok(code)
 }
 
 #[derive(Deserialize)]
