@@ -1375,6 +1375,31 @@ fn attr<'a>(attrs: &'a [(String, String)], k: &str) -> &'a str {
     &attrs.iter().find(|(n, _)| n == k).expect(k).1
 }
 
+/// The suite's tests, failures, errors and skipped counters.
+fn counts(attrs: &[(String, String)]) -> [&str; 4] {
+    ["tests", "failures", "errors", "skipped"].map(|k| attr(attrs, k))
+}
+
+/// `ppn-gate battery B --out OUT --junit XML`, its exit code asserted, and the parsed XML.
+fn battery_junit(
+    b: &Path,
+    out: &Path,
+    xml: &Path,
+    code: i32,
+) -> (Output, Vec<(String, String)>, Vec<JCase>) {
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+    let (attrs, cases) = junit(xml);
+    (o, attrs, cases)
+}
+
 /// `battery --junit`: one testcase per gate in battery order; the planted FAIL (rx-no-wait
 /// on two stages, which the CPU catches every run) is a <failure> whose message is its first
 /// divergence line, a gate lacking devices is <skipped> with the reason, and each gate that
@@ -1411,21 +1436,9 @@ fn battery_junit_reports_each_gate_with_its_outcome() {
             ("needs-99", &["--backend", "cpu"], Some(99)),
         ],
     );
-    let o = run(&[
-        "battery",
-        b.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--junit",
-        xml.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    let (attrs, cases) = junit(&xml);
+    let (o, attrs, cases) = battery_junit(&b, &out, &xml, 1);
     assert_eq!(attr(&attrs, "name"), "t");
-    assert_eq!(attr(&attrs, "tests"), "3");
-    assert_eq!(attr(&attrs, "failures"), "1");
-    assert_eq!(attr(&attrs, "skipped"), "1");
-    assert_eq!(attr(&attrs, "errors"), "0");
+    assert_eq!(counts(&attrs), ["3", "1", "0", "1"]);
     let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["passes", "planted-fail", "needs-99"]);
     assert_eq!(cases[0].outcome, "pass");
@@ -1481,19 +1494,8 @@ fn battery_junit_reports_harness_errors() {
             ("after", &["--backend", "cpu"], None),
         ],
     );
-    let o = run(&[
-        "battery",
-        b.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--junit",
-        xml.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    let (attrs, cases) = junit(&xml);
-    assert_eq!(attr(&attrs, "tests"), "3");
-    assert_eq!(attr(&attrs, "errors"), "1");
-    assert_eq!(attr(&attrs, "failures"), "0");
+    let (_, attrs, cases) = battery_junit(&b, &out, &xml, 2);
+    assert_eq!(counts(&attrs), ["3", "0", "1", "1"]);
     let got: Vec<(&str, &str)> = cases
         .iter()
         .map(|c| (c.name.as_str(), c.outcome.as_str()))
