@@ -1715,3 +1715,161 @@ fn diff_json_names_each_arms_first_divergent_step() {
         "{v}"
     );
 }
+
+/// `--trace` changes no logit bit: the same gate with and without it gives receipts whose
+/// deterministic parts diff as same; the traced one records each arm's busy overlap.
+#[test]
+fn trace_changes_no_logit_bit() {
+    let d = tmp();
+    let (a, b, t) = (
+        d.path().join("a.json"),
+        d.path().join("b.json"),
+        d.path().join("t.json"),
+    );
+    let base = ["--stages", "4", "--devices", "0,1,2,3", "-q", "--receipt"];
+    let o = run(&[&base[..], &[a.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&[
+        &base[..],
+        &[b.to_str().unwrap(), "--trace", t.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ov = receipt(&b)["timings"]["busy_overlap"].clone();
+    let ov = ov.as_array().expect("busy_overlap per arm");
+    assert_eq!(ov.len(), 3);
+    for f in ov {
+        let f = f.as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&f), "{ov:?}");
+    }
+    assert!(receipt(&a)["timings"].get("busy_overlap").is_none());
+}
+
+/// The trace of a pipelined N=4 gate: a track per stream (each stage's, the caller's, the
+/// readback's), every stage stream a slice for every step, one stream's slices never
+/// overlapping, flows between streams, and the pipeline visible: some stage s starts step
+/// k+1's work before stage s+1 has finished step k. Bad uses are refused naming the value.
+#[test]
+fn trace_shows_every_stream_and_the_pipeline_overlap() {
+    let d = tmp();
+    let t = d.path().join("t.json");
+    let o = run(&[
+        "--stages",
+        "4",
+        "--devices",
+        "0,1,2,3",
+        // Eager first: the pipelined arm's steps are still named 0..24 after it, and eager,
+        // whose host waits for every stage before the next step, shows no overlap.
+        "--arms",
+        "eager,pipelined",
+        "-q",
+        "--receipt",
+        d.path().join("r.json").to_str().unwrap(),
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().expect("traceEvents");
+    let track = |name: &str| -> u64 {
+        ev.iter()
+            .find(|e| e["ph"] == "M" && e["args"]["name"] == name)
+            .unwrap_or_else(|| panic!("no track {name}"))["tid"]
+            .as_u64()
+            .unwrap()
+    };
+    track("runtime/caller@cpu0");
+    track("runtime/readback@cpu3");
+    let slices = |tid: u64| -> Vec<&Value> {
+        let mut v: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == tid)
+            .collect();
+        v.sort_by(|a, b| {
+            a["ts"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["ts"].as_f64().unwrap())
+        });
+        v
+    };
+    let end = |e: &Value| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
+    let steps = 24;
+    // Per arm and stage: (first work start, last end) of each step.
+    let spans = |arm: &str| {
+        let mut span = vec![vec![(f64::MAX, f64::MIN); steps]; 4];
+        for (s, sp) in span.iter_mut().enumerate() {
+            let sl = slices(track(&format!("runtime/stage{s}@cpu{s}")));
+            for w in sl.windows(2) {
+                assert!(
+                    w[1]["ts"].as_f64().unwrap() >= end(w[0]) - 1e-3,
+                    "stage {s}: overlapping slices {} and {}",
+                    w[0],
+                    w[1]
+                );
+            }
+            for e in sl.iter().filter(|e| e["args"]["phase"] == arm) {
+                let k = e["args"]["step"].as_u64().expect("a step's op") as usize;
+                let x = &mut sp[k];
+                if e["name"] != "event wait" {
+                    x.0 = x.0.min(e["ts"].as_f64().unwrap());
+                }
+                x.1 = x.1.max(end(e));
+            }
+            for (k, x) in sp.iter().enumerate() {
+                assert!(
+                    x.0 < f64::MAX,
+                    "{arm}: stage {s} has no work slice for step {k}"
+                );
+            }
+        }
+        span
+    };
+    let overlapped = |arm: &str| {
+        let span = spans(arm);
+        (0..3)
+            .flat_map(|s| (0..steps - 1).map(move |k| (s, k)))
+            .filter(|&(s, k)| span[s][k + 1].0 < span[s + 1][k].1)
+            .count()
+    };
+    assert!(
+        overlapped("pipelined") > 0,
+        "no stage ran ahead of the next one"
+    );
+    assert_eq!(overlapped("eager"), 0);
+    // Flows: each start has its finish, and some cross between two streams.
+    let flows: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "s").collect();
+    assert!(!flows.is_empty());
+    let cross = flows.iter().filter(|s| {
+        let f = ev
+            .iter()
+            .find(|e| e["ph"] == "f" && e["id"] == s["id"])
+            .expect("flow finish");
+        f["tid"] != s["tid"]
+    });
+    assert!(cross.count() > 0);
+
+    for (args, want) in [
+        (
+            vec!["soak", "--runs", "2", "--trace", t.to_str().unwrap()],
+            format!("--trace {}: soak runs the gate many times", t.display()),
+        ),
+        (
+            vec!["bench", "--trace", t.to_str().unwrap()],
+            format!(
+                "--trace {}: bench measures the untraced runtime",
+                t.display()
+            ),
+        ),
+        (
+            vec!["--trace", d.path().to_str().unwrap()],
+            format!("--trace {}: is a directory", d.path().display()),
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&want), "{want}:\n{}", text(&o));
+    }
+}

@@ -154,6 +154,12 @@ pub struct GateArgs {
     /// it at load (the behaviour before the cache).
     #[arg(long)]
     pub no_cache: bool,
+    /// CPU backend: write a Chrome/Perfetto trace (JSON `traceEvents`) of the run: a track
+    /// per stream, a slice per op timed by the worker that ran it, a flow per event wait;
+    /// the receipt then records, per arm, the fraction of wall time two or more stages were
+    /// busy (`timings.busy_overlap`). Changes no logit bit.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Print only the verdict lines.
     #[arg(long, short)]
     pub quiet: bool,

@@ -58,6 +58,12 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             r.display()
         );
     }
+    if let Some(t) = &a.gate.trace {
+        bail!(
+            "--trace {}: soak runs the gate many times into one file; trace a single gate run",
+            t.display()
+        );
+    }
     let p = prepare(&a.gate)?;
     let dir = a.out.clone().unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
@@ -580,6 +586,12 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     }
     if let Some(f) = a.gate.faults.first() {
         bail!("--fault {f}: bench measures the fault-free runtime");
+    }
+    if let Some(t) = &a.gate.trace {
+        bail!(
+            "--trace {}: bench measures the untraced runtime (tracing times every op)",
+            t.display()
+        );
     }
     let p = prepare(&a.gate)?;
     let modules0 = p.be.module_stats();
