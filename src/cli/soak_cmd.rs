@@ -16,8 +16,11 @@ use super::gate::{
 use super::{
     BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, EXIT_SKIPPED,
 };
+use crate::backend::cpu::CpuBackend;
 use crate::backend::Backend;
-use crate::receipt::bench::{BenchConfig, BenchReceipt, BenchTimings, PathRates, BENCH_SCHEMA};
+use crate::receipt::bench::{
+    BenchConfig, BenchReceipt, BenchTimings, BusyOverlap, PathRates, BENCH_SCHEMA,
+};
 use crate::receipt::diff::{diff as diff_receipts, diff_detail, DiffOutcome};
 use crate::receipt::junit;
 use crate::receipt::Receipt;
@@ -599,6 +602,9 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
         AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps)?,
         AnyBackend::Cuda(be) => bench_on(be.clone(), &p, a.steps)?,
     };
+    if matches!(p.be, AnyBackend::Cpu(_)) {
+        r.busy_overlap = Some(bench_overlap(a, &p)?);
+    }
     r.modules =
         p.be.module_stats()
             .zip(modules0)
@@ -637,33 +643,9 @@ fn bench_on<B: Backend>(
         )?;
         Ok::<_, anyhow::Error>((rt, t0.elapsed().as_secs_f64() * 1e3))
     };
-    // Wall time of an eager walk, and the part of it the host spent enqueueing (issue).
-    let time_eager_split = |rt: &Runtime<B>| -> Result<(f64, f64)> {
-        let mut w = rt.walk()?;
-        let mut enq = 0.0;
-        let t0 = Instant::now();
-        for (i, &t) in tokens.iter().enumerate() {
-            let ti = Instant::now();
-            let pd = w.issue(&[t], &[i])?;
-            enq += ti.elapsed().as_secs_f64();
-            w.read_eager(pd)?;
-        }
-        Ok((t0.elapsed().as_secs_f64(), enq))
-    };
+    let time_eager_split = |rt: &Runtime<B>| walk_eager(rt, &tokens);
     let time_eager = |rt: &Runtime<B>| -> Result<f64> { Ok(time_eager_split(rt)?.0) };
-    let time_pipe = |rt: &Runtime<B>, rows: usize| -> Result<f64> {
-        let mut w = rt.walk()?;
-        let t0 = Instant::now();
-        crate::arms::drive_windowed(
-            &mut w,
-            steps,
-            spec.window,
-            |i, t| t.resize(rows, tokens[i]),
-            |_, _| Ok::<(), anyhow::Error>(()),
-            |i, e| anyhow!("bench step {i}: {e}"),
-        )?;
-        Ok(t0.elapsed().as_secs_f64())
-    };
+    let time_pipe = |rt: &Runtime<B>, rows: usize| walk_windowed(rt, &tokens, rows, spec.window);
     let (rt1, reference_build_ms) = mk(single, 1)?;
     time_eager(&rt1)?; // warm-up (page cache, thread pools)
     let l0 = be.launches();
@@ -721,7 +703,84 @@ fn bench_on<B: Backend>(
             reference_build_ms,
             build_ms,
         },
+        busy_overlap: None,
         modules: None,
+    })
+}
+
+/// Wall time of an eager walk over `tokens`, and the part of it the host spent enqueueing
+/// (issue).
+fn walk_eager<B: Backend>(rt: &Runtime<B>, tokens: &[u32]) -> Result<(f64, f64)> {
+    let mut w = rt.walk()?;
+    let mut enq = 0.0;
+    let t0 = Instant::now();
+    for (i, &t) in tokens.iter().enumerate() {
+        let ti = Instant::now();
+        let pd = w.issue(&[t], &[i])?;
+        enq += ti.elapsed().as_secs_f64();
+        w.read_eager(pd)?;
+    }
+    Ok((t0.elapsed().as_secs_f64(), enq))
+}
+
+/// Wall time of a walk over `tokens` with `window` steps in flight, `rows` rows a step.
+fn walk_windowed<B: Backend>(
+    rt: &Runtime<B>,
+    tokens: &[u32],
+    rows: usize,
+    window: usize,
+) -> Result<f64> {
+    let mut w = rt.walk()?;
+    let t0 = Instant::now();
+    crate::arms::drive_windowed(
+        &mut w,
+        tokens.len(),
+        window,
+        |i, t| t.resize(rows, tokens[i]),
+        |_, _| Ok::<(), anyhow::Error>(()),
+        |i, e| anyhow!("bench step {i}: {e}"),
+    )?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// The busy overlap of each path bench measured, from one more walk of each on a traced
+/// CPU backend of the same flags: the timed walks stay untraced.
+fn bench_overlap(a: &BenchArgs, p: &super::gate::Prepared) -> Result<BusyOverlap> {
+    let g = &a.gate;
+    let be = Arc::new(CpuBackend::new(g.cpu_devices, g.jitter_us, g.seed).with_trace());
+    let spec = &p.spec;
+    let tokens = crate::arms::seeded_prompt(&p.model, spec.seed, 0, a.steps);
+    let rt = Runtime::build(
+        be.clone(),
+        p.model.clone(),
+        RuntimeConfig {
+            placement: spec.placement.clone(),
+            max_rows: spec.batch,
+            ctx: a.steps,
+            window: spec.window,
+            faults: vec![],
+        },
+    )?;
+    let tr = be
+        .tracer()
+        .ok_or_else(|| anyhow!("bench: the traced backend has no tracer"))?;
+    let phase = |name: &str| be.trace_phase(name);
+    phase("eager");
+    walk_eager(&rt, &tokens)?;
+    let windowed = |kind: crate::arms::ArmKind, rows: usize| -> Result<Option<f64>> {
+        if !spec.arms.contains(&kind) {
+            return Ok(None);
+        }
+        phase(kind.name());
+        walk_windowed(&rt, &tokens, rows, spec.window)?;
+        Ok(Some(tr.overlap(kind.name()).unwrap_or(0.0)))
+    };
+    let pipelined = windowed(crate::arms::ArmKind::Pipelined, 1)?;
+    let batched = windowed(crate::arms::ArmKind::Batched, spec.batch)?;
+    Ok(BusyOverlap {
+        eager: tr.overlap("eager").unwrap_or(0.0),
+        pipelined,
+        batched,
     })
 }
 
@@ -766,6 +825,15 @@ fn print_bench(r: &BenchReceipt) {
         c.stages,
         r.timings.build_ms
     );
+    if let Some(o) = &r.busy_overlap {
+        let pct = |v: Option<f64>| v.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
+        outln!(
+            "  wall time with 2+ stages busy (one more, traced walk): eager {}, pipelined {}, batched {}",
+            pct(Some(o.eager)),
+            pct(o.pipelined),
+            pct(o.batched)
+        );
+    }
     outln!("  reference (1 stage, eager)   {:>9.1} tok/s", t.reference);
     outln!(
         "  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)",

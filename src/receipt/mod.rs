@@ -218,7 +218,7 @@ pub struct Timings {
     pub arm_ms: Vec<f64>,
     pub total_ms: f64,
     /// `--trace` only: per arm, in `arms` order, the fraction of the arm's wall time in
-    /// which two or more stage streams were running work (event waits are not work).
+    /// which two or more stage streams were running work (event waits and records are not).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_overlap: Option<Vec<f64>>,
     /// CUDA: the kernel modules this run compiled or took from the module cache (the first

@@ -40,9 +40,10 @@ struct Data {
     flows: Vec<Flow>,
 }
 
-/// The ops that are not work: a stream blocked on an event, or a host sync marker.
+/// The ops that are not work: a stream blocked on an event, publishing one (a counter
+/// bump), or a host sync marker.
 fn is_idle(name: &str) -> bool {
-    matches!(name, "event wait" | "synchronize")
+    matches!(name, "event wait" | "event record" | "synchronize")
 }
 
 pub struct Tracer {
@@ -125,7 +126,8 @@ impl Tracer {
     }
 
     /// The fraction of phase `name`'s wall time (first op start to last op end, any stream)
-    /// in which two or more stage streams were running work (an event wait is not work).
+    /// in which two or more stage streams were running work (event waits and records are
+    /// not work).
     /// None when the phase ran nothing.
     pub fn overlap(&self, name: &str) -> Option<f64> {
         let d = self.data();
