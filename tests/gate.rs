@@ -715,12 +715,9 @@ fn write_json(p: &PathBuf, v: &Value) {
     std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
 }
 
-/// diff: a receipt with one logits hash changed is caught and its step named; a different
-/// model or a bad file is "not comparable" (2).
-#[test]
-fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
-    let d = tmp();
-    let a = d.path().join("a.json");
+/// A passing two-stage gate's receipt `<dir>/a.json` (16 steps): the base the diff tests edit.
+fn two_stage_receipt(dir: &Path) -> (PathBuf, Value) {
+    let a = dir.join("a.json");
     let o = run(&[
         "--stages",
         "2",
@@ -731,7 +728,16 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
         "-q",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let orig = receipt(&a);
+    let r = receipt(&a);
+    (a, r)
+}
+
+/// diff: a receipt with one logits hash changed is caught and its step named; a different
+/// model or a bad file is "not comparable" (2).
+#[test]
+fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
+    let d = tmp();
+    let (a, orig) = two_stage_receipt(d.path());
 
     // Each case: an edit of the receipt, the exit code diff must give, and what it must say.
     let b = d.path().join("b.json");
@@ -1621,18 +1627,7 @@ fn soak_junit_has_a_testcase_per_run() {
 #[test]
 fn diff_json_names_each_arms_first_divergent_step() {
     let d = tmp();
-    let a = d.path().join("a.json");
-    let o = run(&[
-        "--stages",
-        "2",
-        "--gen-len",
-        "8",
-        "--receipt",
-        a.to_str().unwrap(),
-        "-q",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let orig = receipt(&a);
+    let (a, orig) = two_stage_receipt(d.path());
     let b = d.path().join("b.json");
     let diff_json = |b_val: Option<&Value>| -> (i32, Value) {
         if let Some(v) = b_val {

@@ -312,7 +312,8 @@ struct BatteryGate {
 
 /// What the battery does with a gate, decided before the first gate runs.
 enum Plan {
-    Run(Cli),
+    /// Boxed: the parsed flags are large next to a skip reason.
+    Run(Box<Cli>),
     Skip(String),
 }
 
@@ -322,7 +323,7 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
     let ctx = || format!("battery gate {:?}", g.name);
     let Some(k) = g.needs_devices else {
         check(&cli.gate).with_context(ctx)?;
-        return Ok(Plan::Run(cli));
+        return Ok(Plan::Run(Box::new(cli)));
     };
     if k == 0 {
         bail!(
@@ -358,7 +359,7 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
         )));
     }
     check_on(&cli.gate, be).with_context(ctx)?;
-    Ok(Plan::Run(cli))
+    Ok(Plan::Run(Box::new(cli)))
 }
 
 pub fn battery(a: &BatteryArgs) -> Result<i32> {
