@@ -66,6 +66,25 @@ fn bench_receipt_holds_the_figures_it_printed() {
         r["bandwidth_gbs"].is_null() && r["floor_tok_s"].is_null(),
         "{r}"
     );
+    // Busy overlap (a traced walk per path after the timed ones): batched, two stages with
+    // steps in flight, keeps both busy at once some of the time; eager, whose host waits for
+    // every stage each step, hardly ever (a lazily grown slot's zero-fill at most).
+    let ov = &r["busy_overlap"];
+    assert!(ov["pipelined"].is_null(), "{r}");
+    let (e, b) = (
+        ov["eager"].as_f64().unwrap(),
+        ov["batched"].as_f64().unwrap(),
+    );
+    assert!((0.0..=1.0).contains(&e) && (0.0..=1.0).contains(&b), "{ov}");
+    assert!(b > e, "{ov}");
+    assert!(
+        out.contains(&format!(
+            "eager {:.0}%, pipelined -, batched {:.0}%",
+            e * 100.0,
+            b * 100.0
+        )),
+        "{out}"
+    );
     assert!(r["model"]["weight_bytes"].as_u64().unwrap() > 0);
     assert!(r["model"]["file"].as_str().unwrap().starts_with("builtin:"));
     assert!(!r["tool"]["git_commit"].as_str().unwrap().is_empty());

@@ -715,12 +715,9 @@ fn write_json(p: &PathBuf, v: &Value) {
     std::fs::write(p, serde_json::to_string_pretty(v).unwrap()).unwrap();
 }
 
-/// diff: a receipt with one logits hash changed is caught and its step named; a different
-/// model or a bad file is "not comparable" (2).
-#[test]
-fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
-    let d = tmp();
-    let a = d.path().join("a.json");
+/// A passing two-stage gate's receipt `<dir>/a.json` (16 steps): the base the diff tests edit.
+fn two_stage_receipt(dir: &Path) -> (PathBuf, Value) {
+    let a = dir.join("a.json");
     let o = run(&[
         "--stages",
         "2",
@@ -731,7 +728,16 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
         "-q",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let orig = receipt(&a);
+    let r = receipt(&a);
+    (a, r)
+}
+
+/// diff: a receipt with one logits hash changed is caught and its step named; a different
+/// model or a bad file is "not comparable" (2).
+#[test]
+fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
+    let d = tmp();
+    let (a, orig) = two_stage_receipt(d.path());
 
     // Each case: an edit of the receipt, the exit code diff must give, and what it must say.
     let b = d.path().join("b.json");
@@ -1323,5 +1329,544 @@ fn battery_checks_every_gate_before_the_first_runs() {
             !out.join("first.json").exists(),
             "{want}: a gate ran before the check"
         );
+    }
+}
+
+/// One parsed `<testcase>`: name, the outcome element (`failure`, `skipped`, `error`, or
+/// "pass" when it has none), the outcome's message, and its `receipt` property.
+#[derive(Debug)]
+struct JCase {
+    name: String,
+    outcome: String,
+    message: String,
+    receipt: Option<String>,
+}
+
+/// Parses a `--junit` file with a strict XML parser: the suite's counters and its cases.
+fn junit(p: &Path) -> (Vec<(String, String)>, Vec<JCase>) {
+    let xml = std::fs::read_to_string(p).expect("junit written");
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}:\n{xml}"));
+    let suite = doc.root_element();
+    assert_eq!(suite.tag_name().name(), "testsuite", "{xml}");
+    let attrs = suite
+        .attributes()
+        .map(|a| (a.name().to_string(), a.value().to_string()))
+        .collect();
+    let cases = suite
+        .children()
+        .filter(|n| n.is_element())
+        .map(|c| {
+            assert_eq!(c.tag_name().name(), "testcase", "{xml}");
+            let out = c
+                .children()
+                .find(|n| ["failure", "skipped", "error"].contains(&n.tag_name().name()));
+            let receipt = c
+                .descendants()
+                .find(|n| n.has_tag_name("property") && n.attribute("name") == Some("receipt"))
+                .and_then(|n| n.attribute("value"))
+                .map(str::to_string);
+            JCase {
+                name: c.attribute("name").unwrap().to_string(),
+                outcome: out.map_or("pass".into(), |n| n.tag_name().name().to_string()),
+                message: out
+                    .and_then(|n| n.attribute("message"))
+                    .unwrap_or("")
+                    .to_string(),
+                receipt,
+            }
+        })
+        .collect();
+    (attrs, cases)
+}
+
+fn attr<'a>(attrs: &'a [(String, String)], k: &str) -> &'a str {
+    &attrs.iter().find(|(n, _)| n == k).expect(k).1
+}
+
+/// The suite's tests, failures, errors and skipped counters.
+fn counts(attrs: &[(String, String)]) -> [&str; 4] {
+    ["tests", "failures", "errors", "skipped"].map(|k| attr(attrs, k))
+}
+
+/// `ppn-gate battery B --out OUT --junit XML`, its exit code asserted, and the parsed XML.
+fn battery_junit(
+    b: &Path,
+    out: &Path,
+    xml: &Path,
+    code: i32,
+) -> (Output, Vec<(String, String)>, Vec<JCase>) {
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+    let (attrs, cases) = junit(xml);
+    (o, attrs, cases)
+}
+
+/// `battery --junit`: one testcase per gate in battery order; the planted FAIL (rx-no-wait
+/// on two stages, which the CPU catches every run) is a <failure> whose message is its first
+/// divergence line, a gate lacking devices is <skipped> with the reason, and each gate that
+/// ran names its receipt.
+#[test]
+fn battery_junit_reports_each_gate_with_its_outcome() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let xml = d.path().join("reports").join("battery.xml");
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "passes",
+                &["--backend", "cpu", "--stages", "2", "--gen-len", "4"],
+                None,
+            ),
+            (
+                "planted-fail",
+                &[
+                    "--backend",
+                    "cpu",
+                    "--stages",
+                    "2",
+                    "--gen-len",
+                    "4",
+                    "--arms",
+                    "eager",
+                    "--fault",
+                    "rx-no-wait",
+                ],
+                None,
+            ),
+            ("needs-99", &["--backend", "cpu"], Some(99)),
+        ],
+    );
+    let (o, attrs, cases) = battery_junit(&b, &out, &xml, 1);
+    assert_eq!(attr(&attrs, "name"), "t");
+    assert_eq!(counts(&attrs), ["3", "1", "0", "1"]);
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["passes", "planted-fail", "needs-99"]);
+    assert_eq!(cases[0].outcome, "pass");
+    assert_eq!(cases[1].outcome, "failure");
+    // The message is the gate's own first divergence line, as printed.
+    assert!(
+        cases[1]
+            .message
+            .starts_with("eager      FAIL  first divergence at step"),
+        "{cases:?}"
+    );
+    assert!(
+        text(&o).contains(&cases[1].message),
+        "{cases:?}\n{}",
+        text(&o)
+    );
+    assert_eq!(cases[2].outcome, "skipped");
+    assert_eq!(
+        cases[2].message,
+        "needs 99 cpu device(s), this machine has 8"
+    );
+    for (c, want) in cases[..2].iter().zip(["passes.json", "planted-fail.json"]) {
+        let rp = out.join(want);
+        assert_eq!(c.receipt.as_deref(), Some(rp.to_str().unwrap()));
+        assert!(rp.exists());
+    }
+    assert_eq!(cases[2].receipt, None);
+    assert_eq!(receipt(&out.join("planted-fail.json"))["verdict"], "FAIL");
+}
+
+/// A harness error is an <error>, not a failure: a gate whose model file is missing stops the
+/// battery (exit 2) and the gates after it are listed as not run; an error before any gate
+/// runs (a fault that cannot open) is one <error> named after the battery. A --junit path
+/// that is a directory is refused before anything runs.
+#[test]
+fn battery_junit_reports_harness_errors() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let xml = d.path().join("j.xml");
+    let b = battery_file(
+        d.path(),
+        &[
+            (
+                "ok",
+                &["--backend", "cpu", "--stages", "2", "--gen-len", "4"],
+                None,
+            ),
+            (
+                "no-model",
+                &["--backend", "cpu", "--model", "/nonexistent/m<&>.gguf"],
+                None,
+            ),
+            ("after", &["--backend", "cpu"], None),
+        ],
+    );
+    let (_, attrs, cases) = battery_junit(&b, &out, &xml, 2);
+    assert_eq!(counts(&attrs), ["3", "0", "1", "1"]);
+    let got: Vec<(&str, &str)> = cases
+        .iter()
+        .map(|c| (c.name.as_str(), c.outcome.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [("ok", "pass"), ("no-model", "error"), ("after", "skipped")]
+    );
+    // The error names the file (its `<&>` escaped in the XML and read back intact).
+    assert!(
+        cases[1].message.contains("/nonexistent/m<&>.gguf"),
+        "{cases:?}"
+    );
+    assert!(cases[2].message.contains("not run"), "{cases:?}");
+
+    let b = battery_file(
+        d.path(),
+        &[(
+            "bad-fault",
+            &["--backend", "cpu", "--fault", "shared-scratch"],
+            None,
+        )],
+    );
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let (_, cases) = junit(&xml);
+    assert_eq!(cases.len(), 1, "{cases:?}");
+    assert_eq!(
+        (cases[0].name.as_str(), cases[0].outcome.as_str()),
+        ("battery", "error")
+    );
+    assert!(
+        cases[0].message.contains("--fault shared-scratch"),
+        "{cases:?}"
+    );
+
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--junit",
+        d.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!("--junit {}: is a directory", d.path().display())),
+        "{}",
+        text(&o)
+    );
+}
+
+/// `soak --junit`: one testcase per run, each a <failure> with its first divergence under a
+/// fault the CPU catches every run, each naming its run's receipt.
+#[test]
+fn soak_junit_has_a_testcase_per_run() {
+    let d = tmp();
+    let out = d.path().join("soak");
+    let xml = d.path().join("soak.xml");
+    let o = run(&[
+        "soak",
+        "--runs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--fault",
+        "rx-no-wait",
+        "--gen-len",
+        "4",
+        "--arms",
+        "eager",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let (attrs, cases) = junit(&xml);
+    assert_eq!(attr(&attrs, "tests"), "2");
+    assert_eq!(attr(&attrs, "failures"), "2");
+    let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["run-001", "run-002"]);
+    for (i, c) in cases.iter().enumerate() {
+        assert_eq!(c.outcome, "failure");
+        assert!(
+            c.message
+                .starts_with("eager      FAIL  first divergence at step"),
+            "{c:?}"
+        );
+        let rp = out.join(format!("run-{:03}.json", i + 1));
+        assert_eq!(c.receipt.as_deref(), Some(rp.to_str().unwrap()));
+        assert_eq!(receipt(&rp)["verdict"], "FAIL");
+    }
+
+    // A clean soak: every run a plain testcase.
+    let o = run(&[
+        "soak",
+        "--runs",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        xml.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--gen-len",
+        "4",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (attrs, cases) = junit(&xml);
+    assert_eq!(attr(&attrs, "failures"), "0");
+    assert_eq!(cases.len(), 2);
+    assert!(cases.iter().all(|c| c.outcome == "pass"), "{cases:?}");
+}
+
+/// `diff --json`: stdout is one JSON document (`ppn-gate.diff/1`) for every outcome, with the
+/// exit codes of the text form; per arm it names the first divergent step and row planted.
+#[test]
+fn diff_json_names_each_arms_first_divergent_step() {
+    let d = tmp();
+    let (a, orig) = two_stage_receipt(d.path());
+    let b = d.path().join("b.json");
+    let diff_json = |b_val: Option<&Value>| -> (i32, Value) {
+        if let Some(v) = b_val {
+            write_json(&b, v);
+        }
+        let o = run(&["diff", "--json", a.to_str().unwrap(), b.to_str().unwrap()]);
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("stdout is JSON ({e}):\n{}", text(&o)));
+        assert_eq!(v["schema"], "ppn-gate.diff/1");
+        assert_eq!(v["exit_code"], o.status.code().unwrap());
+        (o.status.code().unwrap(), v)
+    };
+    let arm = |v: &Value, name: &str| -> Value {
+        v["arms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap_or_else(|| panic!("no arm {name}: {v}"))
+            .clone()
+    };
+
+    let (code, v) = diff_json(Some(&orig));
+    assert_eq!((code, v["verdict"].as_str()), (0, Some("same")));
+    assert_eq!(v["arms"].as_array().unwrap().len(), 3);
+    for name in ["eager", "pipelined", "batched"] {
+        assert!(arm(&v, name)["first_divergent_step"].is_null(), "{v}");
+    }
+
+    // Plant: pipelined entry 5 and batched entry 7 (a (step, row) pair read from the receipt).
+    let mut planted = orig.clone();
+    for (k, i) in [(1, 5), (2, 7)] {
+        planted["arms"][k]["steps"][i]["logits_blake3"] = Value::String("00".repeat(32));
+    }
+    let (code, v) = diff_json(Some(&planted));
+    assert_eq!((code, v["verdict"].as_str()), (1, Some("different")));
+    assert!(arm(&v, "eager")["first_divergent_step"].is_null(), "{v}");
+    for (k, i, name) in [(1, 5, "pipelined"), (2, 7, "batched")] {
+        let x = arm(&v, name);
+        let s = &orig["arms"][k]["steps"][i];
+        assert_eq!(x["first_divergent_step"], s["step"], "{v}");
+        assert_eq!(x["first_divergent_row"], s["row"], "{v}");
+        assert_eq!(x["differing"], 1, "{v}");
+        assert_eq!(x["verdict_a"], "PASS");
+    }
+    assert!(v["references"][0]["first_divergent_step"].is_null(), "{v}");
+    assert!(
+        v["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l == "arm pipelined: first divergent step 5 row 0 (1 of 16 step rows differ)"),
+        "{v}"
+    );
+
+    // An arm missing from the second receipt: its verdict there is null.
+    let mut fewer = orig.clone();
+    fewer["arms"].as_array_mut().unwrap().remove(0);
+    let (code, v) = diff_json(Some(&fewer));
+    assert_eq!(code, 1, "{v}");
+    let x = arm(&v, "eager");
+    assert!(x["verdict_b"].is_null() && x["verdict_a"] == "PASS", "{v}");
+    assert_eq!(x["steps_b"], 0);
+
+    // Not comparable: another model, and a file that is not JSON, still JSON on stdout.
+    let mut other = orig.clone();
+    other["model"]["blake3"] = Value::String("ff".repeat(32));
+    let (code, v) = diff_json(Some(&other));
+    assert_eq!((code, v["verdict"].as_str()), (2, Some("not-comparable")));
+    assert!(
+        v["reason"].as_str().unwrap().contains("different models"),
+        "{v}"
+    );
+    std::fs::write(&b, "{ not json").unwrap();
+    let (code, v) = diff_json(None);
+    assert_eq!((code, v["verdict"].as_str()), (2, Some("not-comparable")));
+    let why = v["reason"].as_str().unwrap();
+    assert!(
+        why.contains("not valid JSON") && why.contains(b.to_str().unwrap()),
+        "{v}"
+    );
+}
+
+/// `--trace` changes no logit bit: the same gate with and without it gives receipts whose
+/// deterministic parts diff as same; the traced one records each arm's busy overlap.
+#[test]
+fn trace_changes_no_logit_bit() {
+    let d = tmp();
+    let (a, b, t) = (
+        d.path().join("a.json"),
+        d.path().join("b.json"),
+        d.path().join("t.json"),
+    );
+    let base = ["--stages", "4", "--devices", "0,1,2,3", "-q", "--receipt"];
+    let o = run(&[&base[..], &[a.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&[
+        &base[..],
+        &[b.to_str().unwrap(), "--trace", t.to_str().unwrap()],
+    ]
+    .concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let ov = receipt(&b)["timings"]["busy_overlap"].clone();
+    let ov = ov.as_array().expect("busy_overlap per arm");
+    assert_eq!(ov.len(), 3);
+    for f in ov {
+        let f = f.as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&f), "{ov:?}");
+    }
+    assert!(receipt(&a)["timings"].get("busy_overlap").is_none());
+}
+
+/// The trace of a pipelined N=4 gate: a track per stream (each stage's, the caller's, the
+/// readback's), every stage stream a slice for every step, one stream's slices never
+/// overlapping, flows between streams, and the pipeline visible: some stage s starts step
+/// k+1's work before stage s+1 has finished step k. Bad uses are refused naming the value.
+#[test]
+fn trace_shows_every_stream_and_the_pipeline_overlap() {
+    let d = tmp();
+    let t = d.path().join("t.json");
+    let o = run(&[
+        "--stages",
+        "4",
+        "--devices",
+        "0,1,2,3",
+        // Eager first: the pipelined arm's steps are still named 0..24 after it, and eager,
+        // whose host waits for every stage before the next step, shows no overlap.
+        "--arms",
+        "eager,pipelined",
+        "-q",
+        "--receipt",
+        d.path().join("r.json").to_str().unwrap(),
+        "--trace",
+        t.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&t).unwrap()).unwrap();
+    let ev = v["traceEvents"].as_array().expect("traceEvents");
+    let track = |name: &str| -> u64 {
+        ev.iter()
+            .find(|e| e["ph"] == "M" && e["args"]["name"] == name)
+            .unwrap_or_else(|| panic!("no track {name}"))["tid"]
+            .as_u64()
+            .unwrap()
+    };
+    track("runtime/caller@cpu0");
+    track("runtime/readback@cpu3");
+    let slices = |tid: u64| -> Vec<&Value> {
+        let mut v: Vec<&Value> = ev
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["tid"] == tid)
+            .collect();
+        v.sort_by(|a, b| {
+            a["ts"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["ts"].as_f64().unwrap())
+        });
+        v
+    };
+    let end = |e: &Value| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
+    let steps = 24;
+    // Per arm and stage: (first work start, last end) of each step.
+    let spans = |arm: &str| {
+        let mut span = vec![vec![(f64::MAX, f64::MIN); steps]; 4];
+        for (s, sp) in span.iter_mut().enumerate() {
+            let sl = slices(track(&format!("runtime/stage{s}@cpu{s}")));
+            for w in sl.windows(2) {
+                assert!(
+                    w[1]["ts"].as_f64().unwrap() >= end(w[0]) - 1e-3,
+                    "stage {s}: overlapping slices {} and {}",
+                    w[0],
+                    w[1]
+                );
+            }
+            for e in sl.iter().filter(|e| e["args"]["phase"] == arm) {
+                let k = e["args"]["step"].as_u64().expect("a step's op") as usize;
+                let x = &mut sp[k];
+                if e["name"] != "event wait" {
+                    x.0 = x.0.min(e["ts"].as_f64().unwrap());
+                }
+                x.1 = x.1.max(end(e));
+            }
+            for (k, x) in sp.iter().enumerate() {
+                assert!(
+                    x.0 < f64::MAX,
+                    "{arm}: stage {s} has no work slice for step {k}"
+                );
+            }
+        }
+        span
+    };
+    let overlapped = |arm: &str| {
+        let span = spans(arm);
+        (0..3)
+            .flat_map(|s| (0..steps - 1).map(move |k| (s, k)))
+            .filter(|&(s, k)| span[s][k + 1].0 < span[s + 1][k].1)
+            .count()
+    };
+    assert!(
+        overlapped("pipelined") > 0,
+        "no stage ran ahead of the next one"
+    );
+    assert_eq!(overlapped("eager"), 0);
+    // Flows: each start has its finish, and some cross between two streams.
+    let flows: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "s").collect();
+    assert!(!flows.is_empty());
+    let cross = flows.iter().filter(|s| {
+        let f = ev
+            .iter()
+            .find(|e| e["ph"] == "f" && e["id"] == s["id"])
+            .expect("flow finish");
+        f["tid"] != s["tid"]
+    });
+    assert!(cross.count() > 0);
+
+    for (args, want) in [
+        (
+            vec!["soak", "--runs", "2", "--trace", t.to_str().unwrap()],
+            format!("--trace {}: soak runs the gate many times", t.display()),
+        ),
+        (
+            vec!["bench", "--trace", t.to_str().unwrap()],
+            format!(
+                "--trace {}: bench measures the untraced runtime",
+                t.display()
+            ),
+        ),
+        (
+            vec!["--trace", d.path().to_str().unwrap()],
+            format!("--trace {}: is a directory", d.path().display()),
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains(&want), "{want}:\n{}", text(&o));
     }
 }

@@ -274,6 +274,7 @@ pub fn run_gate<B: Backend>(
     // Reference: single stage on the placement's first device, fault-free.
     let t0 = Instant::now();
     let single = Placement::single(model.cfg.n_layers, spec.placement.devices[0]);
+    be.trace_phase("reference");
     let ref_rt = Runtime::build(
         be.clone(),
         model.clone(),
@@ -300,8 +301,9 @@ pub fn run_gate<B: Backend>(
 
     let t1 = Instant::now();
     let host_weights_ok = be.shares_host_weights();
+    be.trace_phase("runtime");
     let rt = Runtime::build(
-        be,
+        be.clone(),
         model.clone(),
         RuntimeConfig {
             placement: spec.placement.clone(),
@@ -331,6 +333,7 @@ pub fn run_gate<B: Backend>(
     };
     for &kind in kinds {
         let ta = Instant::now();
+        be.trace_phase(kind.name());
         let arm = match kind {
             ArmKind::Eager => eager(&rt, &refs[..1], steps)?,
             ArmKind::Pipelined => pipelined(&rt, &refs[..1], steps, spec.window, "pipelined")?,

@@ -184,6 +184,13 @@ pub trait Backend: Send + Sync + Sized + 'static {
         Ok(None)
     }
 
+    /// Tracing (`--trace`, CPU only): ops enqueued on `s` from now on are walk step `step`'s.
+    /// Changes nothing the ops compute.
+    fn trace_step(&self, _s: &Self::Stream, _step: Option<u64>) {}
+
+    /// Tracing: ops enqueued from now on belong to phase `name` (the reference, an arm).
+    fn trace_phase(&self, _name: &str) {}
+
     /// Kernels launched so far on all devices (0 where the backend does not count them).
     fn launches(&self) -> u64 {
         0

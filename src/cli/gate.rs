@@ -107,16 +107,27 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         if args.no_cache {
             bail!("--no-cache: the cpu backend compiles no kernels (the module cache is a CUDA setting)");
         }
-        Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
-            args.cpu_devices,
-            args.jitter_us,
-            args.seed,
-        ))))
+        let be = CpuBackend::new(args.cpu_devices, args.jitter_us, args.seed);
+        Ok(AnyBackend::Cpu(Arc::new(match &args.trace {
+            Some(_) => be.with_trace(),
+            None => be,
+        })))
     };
     if let (Some(d), true) = (&args.cache_dir, args.no_cache) {
         bail!("--cache-dir {} with --no-cache: pick one", d.display());
     }
+    if let Some(t) = &args.trace {
+        if t.is_dir() || t.file_name().is_none() {
+            bail!("--trace {}: is a directory, need a file path", t.display());
+        }
+    }
     let cuda = |be: CudaBackend| -> Result<AnyBackend> {
+        if let Some(t) = &args.trace {
+            bail!(
+                "--trace {}: only the cpu backend traces its streams (use --backend cpu)",
+                t.display()
+            );
+        }
         let cache = if args.no_cache {
             None
         } else {
@@ -369,6 +380,7 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
         AnyBackend::Cuda(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
     };
     let total_ms = t0.elapsed().as_secs_f64() * 1e3 + p.load_ms;
+    let busy_overlap = write_trace(p, &res.arms)?;
     let pl = &p.spec.placement;
     let m = &p.model;
     let n = pl.n_stages();
@@ -431,6 +443,7 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
             reference_ms: res.reference_ms,
             arm_ms: res.arm_ms,
             total_ms,
+            busy_overlap,
             modules: p
                 .be
                 .module_stats()
@@ -438,6 +451,23 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
                 .map(|(now, before)| now.since(&before)),
         },
     })
+}
+
+/// `--trace FILE`: writes the trace (atomically) and returns each arm's busy overlap.
+fn write_trace(p: &Prepared, arms: &[receipt::Arm]) -> Result<Option<Vec<f64>>> {
+    let (Some(path), AnyBackend::Cpu(be)) = (&p.args.trace, &p.be) else {
+        return Ok(None);
+    };
+    let Some(tr) = be.tracer() else {
+        return Ok(None);
+    };
+    receipt::write_atomic(path, tr.to_json().as_bytes())
+        .with_context(|| format!("--trace {}", path.display()))?;
+    Ok(Some(
+        arms.iter()
+            .map(|a| tr.overlap(&a.name).unwrap_or(0.0))
+            .collect(),
+    ))
 }
 
 /// This binary, as receipts name it.
@@ -518,6 +548,19 @@ pub fn run_cli(args: &GateArgs) -> Result<i32> {
         outln!("{l}");
     }
     outln!("receipt: {}", path.display());
+    if let (Some(t), Some(o)) = (&args.trace, &r.timings.busy_overlap) {
+        let per_arm: Vec<String> = r
+            .arms
+            .iter()
+            .zip(o)
+            .map(|(a, f)| format!("{} {:.0}%", a.name, f * 100.0))
+            .collect();
+        outln!(
+            "trace: {} (wall time with 2+ stages busy: {})",
+            t.display(),
+            per_arm.join(", ")
+        );
+    }
     Ok(if r.verdict == "PASS" {
         EXIT_PASS
     } else {

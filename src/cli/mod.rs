@@ -60,7 +60,14 @@ pub enum Cmd {
     /// Repeat a gate N times; classify failures as deterministic or timing-dependent.
     Soak(SoakArgs),
     /// Compare the deterministic parts of two receipts step by step.
-    Diff { a: PathBuf, b: PathBuf },
+    Diff {
+        a: PathBuf,
+        b: PathBuf,
+        /// Print the result as JSON (`ppn-gate.diff/1`: verdict, every difference, and per
+        /// reference and arm the first divergent step) on stdout; same exit codes.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a battery of gates (a JSON list of gate configs); optionally diff against goldens.
     /// A gate whose `needs_devices` this machine lacks is skipped with the reason: exit 0
     /// every gate ran and passed, 1 a FAIL, 2 an error, 3 no FAIL but a gate skipped.
@@ -147,6 +154,12 @@ pub struct GateArgs {
     /// it at load (the behaviour before the cache).
     #[arg(long)]
     pub no_cache: bool,
+    /// CPU backend: write a Chrome/Perfetto trace (JSON `traceEvents`) of the run: a track
+    /// per stream, a slice per op timed by the worker that ran it, a flow per event wait;
+    /// the receipt then records, per arm, the fraction of wall time two or more stages were
+    /// busy (`timings.busy_overlap`). Changes no logit bit.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
     /// Print only the verdict lines.
     #[arg(long, short)]
     pub quiet: bool,
@@ -204,6 +217,10 @@ pub struct SoakArgs {
     /// Directory for the run receipts and summary.json (default: receipts/runs/soak-<time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also write JUnit XML: one testcase per run (a FAIL a <failure> with its first
+    /// divergence, a harness error an <error>), rewritten after every run.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     #[command(flatten)]
     pub gate: GateArgs,
 }
@@ -219,6 +236,10 @@ pub struct BatteryArgs {
     /// Diff every receipt against `<DIR>/<gate name>.json`.
     #[arg(long)]
     pub golden: Option<PathBuf>,
+    /// Also write JUnit XML: one testcase per gate (a FAIL or golden difference a
+    /// <failure>, a gate skipped for lack of devices <skipped>, a harness error an <error>).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -278,7 +299,7 @@ pub fn main() -> i32 {
         Some(Cmd::Inspect { file, tensors }) => gate::inspect(&file, tensors),
         Some(Cmd::Synth(a)) => gate::synth(&a),
         Some(Cmd::Soak(a)) => soak_cmd::soak(&a),
-        Some(Cmd::Diff { a, b }) => soak_cmd::diff(&a, &b),
+        Some(Cmd::Diff { a, b, json }) => soak_cmd::diff(&a, &b, json),
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),

@@ -16,9 +16,13 @@ use super::gate::{
 use super::{
     BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, EXIT_SKIPPED,
 };
+use crate::backend::cpu::CpuBackend;
 use crate::backend::Backend;
-use crate::receipt::bench::{BenchConfig, BenchReceipt, BenchTimings, PathRates, BENCH_SCHEMA};
-use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
+use crate::receipt::bench::{
+    BenchConfig, BenchReceipt, BenchTimings, BusyOverlap, PathRates, BENCH_SCHEMA,
+};
+use crate::receipt::diff::{diff as diff_receipts, diff_detail, DiffOutcome};
+use crate::receipt::junit;
 use crate::receipt::Receipt;
 use crate::runtime::placement::parse_list;
 use crate::runtime::{Placement, Runtime, RuntimeConfig};
@@ -57,6 +61,12 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             r.display()
         );
     }
+    if let Some(t) = &a.gate.trace {
+        bail!(
+            "--trace {}: soak runs the gate many times into one file; trace a single gate run",
+            t.display()
+        );
+    }
     let p = prepare(&a.gate)?;
     let dir = a.out.clone().unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
@@ -66,6 +76,10 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
     });
     std::fs::create_dir_all(&dir).with_context(|| format!("--out {}", dir.display()))?;
+    if let Some(j) = &a.junit {
+        junit::check_path(j)?;
+    }
+    let mut report = junit::Suite::new("soak");
     install_interrupt_handler();
     let mut summary = Summary::new(gate_flags(), a.runs);
     let summary_path = dir.join("summary.json");
@@ -82,9 +96,33 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         if INTERRUPTS.load(Ordering::SeqCst) > 0 {
             break;
         }
-        let r = run_prepared(&p, &mut |_| {})?;
         let path = dir.join(format!("run-{run:03}.json"));
-        r.write(&path)?;
+        let t0 = Instant::now();
+        let r = match run_prepared(&p, &mut |_| {})
+            .and_then(|r| r.write(&path).map(|_| r).map_err(Into::into))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                // The runs before this one keep their testcases; this one is the error.
+                report.cases.push(error_case(
+                    &format!("run-{run:03}"),
+                    "soak",
+                    t0.elapsed().as_secs_f64(),
+                    &e,
+                ));
+                write_junit(a.junit.as_deref(), &report, Some(&e))?;
+                return Err(e);
+            }
+        };
+        report.cases.push(receipt_case(
+            &format!("run-{run:03}"),
+            "soak",
+            t0.elapsed().as_secs_f64(),
+            &r,
+            &path,
+        ));
+        // Rewritten after every run, like the summary: an interrupted soak keeps it.
+        write_junit(a.junit.as_deref(), &report, None)?;
         let rec = RunRecord::from_receipt(run, &r, path.display().to_string());
         if r.verdict != "PASS" {
             bar.println(format!(
@@ -110,11 +148,26 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     if INTERRUPTS.load(Ordering::SeqCst) > 0 {
         summary.interrupted = true;
         summary.write(&summary_path)?;
+        // The runs never started are listed, so the XML does not read as a shorter soak
+        // that passed.
+        for run in summary.runs_done + 1..=a.runs {
+            report.cases.push(junit::Case::new(
+                format!("run-{run:03}"),
+                "soak",
+                junit::Outcome::Skipped {
+                    message: format!("not run: interrupted after run {}", summary.runs_done),
+                },
+            ));
+        }
+        write_junit(a.junit.as_deref(), &report, None)?;
     }
     for l in summary.lines() {
         outln!("{l}");
     }
     outln!("summary: {}", summary_path.display());
+    if let Some(j) = &a.junit {
+        outln!("junit: {}", j.display());
+    }
     Ok(if summary.failed() > 0 {
         EXIT_FAIL
     } else if summary.runs_done < a.runs {
@@ -124,7 +177,65 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     })
 }
 
-pub fn diff(a: &Path, b: &Path) -> Result<i32> {
+/// The testcase of a gate that ran: PASS, or a `<failure>` whose message is the first FAIL
+/// line (the first divergence, or a misplaced allocation) and whose body is every verdict
+/// line; the receipt path as a property.
+fn receipt_case(name: &str, class: &str, time_s: f64, r: &Receipt, path: &Path) -> junit::Case {
+    let lines = verdict_lines(r);
+    let outcome = if r.verdict == "PASS" {
+        junit::Outcome::Pass
+    } else {
+        junit::Outcome::Failure {
+            message: lines
+                .iter()
+                .find(|l| l.contains("FAIL"))
+                .cloned()
+                .unwrap_or_else(|| format!("verdict {}", r.verdict)),
+            detail: lines.join("\n"),
+        }
+    };
+    let mut c = junit::Case::new(name, class, outcome);
+    c.time_s = time_s;
+    c.properties
+        .push(("receipt".into(), path.display().to_string()));
+    c
+}
+
+fn error_case(name: &str, class: &str, time_s: f64, e: &anyhow::Error) -> junit::Case {
+    let mut c = junit::Case::new(
+        name,
+        class,
+        junit::Outcome::Error {
+            message: format!("{e:#}"),
+        },
+    );
+    c.time_s = time_s;
+    c
+}
+
+/// Writes the report where `--junit` asks (nothing without it). `pending`: the error the
+/// command is about to return; a failed write then only warns, so the error the user needs
+/// is the one reported.
+fn write_junit(
+    path: Option<&Path>,
+    report: &junit::Suite,
+    pending: Option<&anyhow::Error>,
+) -> Result<()> {
+    let Some(path) = path else { return Ok(()) };
+    match report.write(path) {
+        Ok(()) => Ok(()),
+        Err(e) if pending.is_some() => {
+            eprintln!("ppn-gate: {e}");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn diff(a: &Path, b: &Path, json: bool) -> Result<i32> {
+    if json {
+        return diff_json(a, b);
+    }
     let ra = Receipt::load(a)?;
     let rb = Receipt::load(b)?;
     Ok(match diff_receipts(&ra, &rb) {
@@ -154,6 +265,32 @@ pub fn diff(a: &Path, b: &Path) -> Result<i32> {
     })
 }
 
+/// `diff --json`: a consumer reads stdout, so every outcome is a JSON document there,
+/// including a receipt that cannot be read (verdict `not-comparable`, the reason naming the
+/// file); the message also goes to stderr for a human.
+fn diff_json(a: &Path, b: &Path) -> Result<i32> {
+    let (sa, sb) = (a.display().to_string(), b.display().to_string());
+    let detail = match (Receipt::load(a), Receipt::load(b)) {
+        (Ok(ra), Ok(rb)) => diff_detail(&ra, &rb),
+        (Err(e), _) | (_, Err(e)) => crate::receipt::diff::DiffDetail {
+            outcome: DiffOutcome::NotComparable(e.to_string()),
+            references: Vec::new(),
+            arms: Vec::new(),
+        },
+    };
+    let code = match &detail.outcome {
+        DiffOutcome::Same => EXIT_PASS,
+        DiffOutcome::Different(_) => EXIT_FAIL,
+        DiffOutcome::NotComparable(why) => {
+            eprintln!("ppn-gate: not comparable: {sa} vs {sb}: {why}");
+            EXIT_ERROR
+        }
+    };
+    let text = serde_json::to_string_pretty(&detail.to_json(&sa, &sb))?;
+    outln!("{text}");
+    Ok(code)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatteryFile {
@@ -175,7 +312,7 @@ struct BatteryGate {
 
 /// What the battery does with a gate, decided before the first gate runs.
 enum Plan {
-    // Boxed: a Cli is large and most battery entries hold one (clippy's large_enum_variant).
+    /// Boxed: the parsed flags are large next to a skip reason.
     Run(Box<Cli>),
     Skip(String),
 }
@@ -226,6 +363,28 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
 }
 
 pub fn battery(a: &BatteryArgs) -> Result<i32> {
+    if let Some(j) = &a.junit {
+        junit::check_path(j)?;
+    }
+    let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned());
+    let mut report = junit::Suite::new(stem.unwrap_or_else(|| "battery".into()));
+    let r = battery_run(a, &mut report);
+    if let Err(e) = &r {
+        // An error before any gate ran (the file, a gate's flags) has no gate testcase to
+        // carry it: one testcase named after the battery does, so CI shows why.
+        if !report.has_error() {
+            let class = report.name.clone();
+            report.cases.push(error_case("battery", &class, 0.0, e));
+        }
+    }
+    write_junit(a.junit.as_deref(), &report, r.as_ref().err())?;
+    if let (Some(j), Ok(_)) = (&a.junit, &r) {
+        outln!("junit: {}", j.display());
+    }
+    r
+}
+
+fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("battery {}", a.file.display()))?;
     let bf: BatteryFile = serde_json::from_str(&text)
@@ -241,6 +400,7 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
             bf.name
         );
     }
+    report.name = bf.name.clone();
     if bf.gates.is_empty() {
         bail!("battery {}: no gates", a.file.display());
     }
@@ -285,53 +445,53 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
     let mut worst = EXIT_PASS;
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    for (g, plan) in &gates {
+    for (i, (g, plan)) in gates.iter().enumerate() {
         let cli = match plan {
             Plan::Run(cli) => cli.as_ref(),
             Plan::Skip(why) => {
                 outln!("{:<28} SKIP  {why}", g.name);
+                report.cases.push(junit::Case::new(
+                    &g.name,
+                    &bf.name,
+                    junit::Outcome::Skipped {
+                        message: why.clone(),
+                    },
+                ));
                 skipped += 1;
                 continue;
             }
         };
         let t0 = Instant::now();
-        let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
-        let r =
-            run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
-        let path = out.join(format!("{}.json", g.name));
-        r.write(&path)?;
-        outln!(
-            "{:<28} {}  ({:.1} s)",
-            g.name,
-            r.verdict,
-            t0.elapsed().as_secs_f64()
-        );
-        for l in verdict_lines(&r) {
-            outln!("    {l}");
-        }
-        if r.verdict == "PASS" {
-            passed += 1;
-        } else {
-            failed += 1;
-            worst = worst.max(EXIT_FAIL);
-        }
-        if let Some(gd) = &a.golden {
-            let gp = gd.join(format!("{}.json", g.name));
-            let golden = Receipt::load(&gp)
-                .with_context(|| format!("golden receipt for gate {:?}", g.name))?;
-            match diff_receipts(&golden, &r) {
-                DiffOutcome::Same => outln!("    golden: same as {}", gp.display()),
-                DiffOutcome::Different(lines) => {
-                    outln!("    golden: DIFFERENT from {}", gp.display());
-                    for l in lines {
-                        outln!("      {l}");
-                    }
+        match run_battery_gate(a, g, cli, &out, &mut worst) {
+            Ok((mut case, r)) => {
+                case.time_s = t0.elapsed().as_secs_f64();
+                case.classname = bf.name.clone();
+                if r.verdict == "PASS" {
+                    passed += 1;
+                } else {
+                    failed += 1;
                     worst = worst.max(EXIT_FAIL);
                 }
-                DiffOutcome::NotComparable(why) => {
-                    outln!("    golden: NOT COMPARABLE with {}: {why}", gp.display());
-                    worst = EXIT_ERROR;
+                report.cases.push(case);
+            }
+            Err(e) => {
+                // The battery stops at a harness error, as it always has; the gates after
+                // this one are listed as not run rather than left out.
+                let secs = t0.elapsed().as_secs_f64();
+                report.cases.push(error_case(&g.name, &bf.name, secs, &e));
+                for (h, _) in &gates[i + 1..] {
+                    report.cases.push(junit::Case::new(
+                        &h.name,
+                        &bf.name,
+                        junit::Outcome::Skipped {
+                            message: format!(
+                                "not run: the battery stopped at gate {:?}'s error",
+                                g.name
+                            ),
+                        },
+                    ));
                 }
+                return Err(e);
             }
         }
     }
@@ -346,6 +506,72 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
         worst = EXIT_SKIPPED;
     }
     Ok(worst)
+}
+
+/// Runs one battery gate, prints its lines, writes its receipt and diffs it against the
+/// golden: its testcase (a golden difference is a `<failure>`, a golden that is not
+/// comparable an `<error>`) and its receipt. `worst` takes the golden's exit code.
+fn run_battery_gate(
+    a: &BatteryArgs,
+    g: &BatteryGate,
+    cli: &Cli,
+    out: &Path,
+    worst: &mut i32,
+) -> Result<(junit::Case, Receipt)> {
+    let t0 = Instant::now();
+    let p = prepare(&cli.gate).with_context(|| format!("battery gate {:?}", g.name))?;
+    let r = run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
+    let path = out.join(format!("{}.json", g.name));
+    r.write(&path)?;
+    outln!(
+        "{:<28} {}  ({:.1} s)",
+        g.name,
+        r.verdict,
+        t0.elapsed().as_secs_f64()
+    );
+    for l in verdict_lines(&r) {
+        outln!("    {l}");
+    }
+    let mut case = receipt_case(&g.name, "", 0.0, &r, &path);
+    let Some(gd) = &a.golden else {
+        return Ok((case, r));
+    };
+    let gp = gd.join(format!("{}.json", g.name));
+    case.properties
+        .push(("golden".into(), gp.display().to_string()));
+    let golden =
+        Receipt::load(&gp).with_context(|| format!("golden receipt for gate {:?}", g.name))?;
+    match diff_receipts(&golden, &r) {
+        DiffOutcome::Same => outln!("    golden: same as {}", gp.display()),
+        DiffOutcome::Different(lines) => {
+            outln!("    golden: DIFFERENT from {}", gp.display());
+            for l in &lines {
+                outln!("      {l}");
+            }
+            *worst = (*worst).max(EXIT_FAIL);
+            let head = format!("golden: DIFFERENT from {}", gp.display());
+            // A gate that FAILed keeps its divergence as the message; the golden lines join
+            // the body either way.
+            case.outcome = match case.outcome {
+                junit::Outcome::Failure { message, detail } => junit::Outcome::Failure {
+                    message,
+                    detail: format!("{detail}\n{head}\n{}", lines.join("\n")),
+                },
+                _ => junit::Outcome::Failure {
+                    message: format!("{head}: {}", lines.first().map_or("", |l| l.as_str())),
+                    detail: lines.join("\n"),
+                },
+            };
+        }
+        DiffOutcome::NotComparable(why) => {
+            outln!("    golden: NOT COMPARABLE with {}: {why}", gp.display());
+            *worst = EXIT_ERROR;
+            case.outcome = junit::Outcome::Error {
+                message: format!("golden: NOT COMPARABLE with {}: {why}", gp.display()),
+            };
+        }
+    }
+    Ok((case, r))
 }
 
 /// Decode throughput of the single-stage reference path and the N-stage eager, pipelined
@@ -365,12 +591,21 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     if let Some(f) = a.gate.faults.first() {
         bail!("--fault {f}: bench measures the fault-free runtime");
     }
+    if let Some(t) = &a.gate.trace {
+        bail!(
+            "--trace {}: bench measures the untraced runtime (tracing times every op)",
+            t.display()
+        );
+    }
     let p = prepare(&a.gate)?;
     let modules0 = p.be.module_stats();
     let mut r = match &p.be {
         AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps)?,
         AnyBackend::Cuda(be) => bench_on(be.clone(), &p, a.steps)?,
     };
+    if matches!(p.be, AnyBackend::Cpu(_)) {
+        r.busy_overlap = Some(bench_overlap(a, &p)?);
+    }
     r.modules =
         p.be.module_stats()
             .zip(modules0)
@@ -409,33 +644,9 @@ fn bench_on<B: Backend>(
         )?;
         Ok::<_, anyhow::Error>((rt, t0.elapsed().as_secs_f64() * 1e3))
     };
-    // Wall time of an eager walk, and the part of it the host spent enqueueing (issue).
-    let time_eager_split = |rt: &Runtime<B>| -> Result<(f64, f64)> {
-        let mut w = rt.walk()?;
-        let mut enq = 0.0;
-        let t0 = Instant::now();
-        for (i, &t) in tokens.iter().enumerate() {
-            let ti = Instant::now();
-            let pd = w.issue(&[t], &[i])?;
-            enq += ti.elapsed().as_secs_f64();
-            w.read_eager(pd)?;
-        }
-        Ok((t0.elapsed().as_secs_f64(), enq))
-    };
+    let time_eager_split = |rt: &Runtime<B>| walk_eager(rt, &tokens);
     let time_eager = |rt: &Runtime<B>| -> Result<f64> { Ok(time_eager_split(rt)?.0) };
-    let time_pipe = |rt: &Runtime<B>, rows: usize| -> Result<f64> {
-        let mut w = rt.walk()?;
-        let t0 = Instant::now();
-        crate::arms::drive_windowed(
-            &mut w,
-            steps,
-            spec.window,
-            |i, t| t.resize(rows, tokens[i]),
-            |_, _| Ok::<(), anyhow::Error>(()),
-            |i, e| anyhow!("bench step {i}: {e}"),
-        )?;
-        Ok(t0.elapsed().as_secs_f64())
-    };
+    let time_pipe = |rt: &Runtime<B>, rows: usize| walk_windowed(rt, &tokens, rows, spec.window);
     let (rt1, reference_build_ms) = mk(single, 1)?;
     time_eager(&rt1)?; // warm-up (page cache, thread pools)
     let l0 = be.launches();
@@ -493,7 +704,84 @@ fn bench_on<B: Backend>(
             reference_build_ms,
             build_ms,
         },
+        busy_overlap: None,
         modules: None,
+    })
+}
+
+/// Wall time of an eager walk over `tokens`, and the part of it the host spent enqueueing
+/// (issue).
+fn walk_eager<B: Backend>(rt: &Runtime<B>, tokens: &[u32]) -> Result<(f64, f64)> {
+    let mut w = rt.walk()?;
+    let mut enq = 0.0;
+    let t0 = Instant::now();
+    for (i, &t) in tokens.iter().enumerate() {
+        let ti = Instant::now();
+        let pd = w.issue(&[t], &[i])?;
+        enq += ti.elapsed().as_secs_f64();
+        w.read_eager(pd)?;
+    }
+    Ok((t0.elapsed().as_secs_f64(), enq))
+}
+
+/// Wall time of a walk over `tokens` with `window` steps in flight, `rows` rows a step.
+fn walk_windowed<B: Backend>(
+    rt: &Runtime<B>,
+    tokens: &[u32],
+    rows: usize,
+    window: usize,
+) -> Result<f64> {
+    let mut w = rt.walk()?;
+    let t0 = Instant::now();
+    crate::arms::drive_windowed(
+        &mut w,
+        tokens.len(),
+        window,
+        |i, t| t.resize(rows, tokens[i]),
+        |_, _| Ok::<(), anyhow::Error>(()),
+        |i, e| anyhow!("bench step {i}: {e}"),
+    )?;
+    Ok(t0.elapsed().as_secs_f64())
+}
+
+/// The busy overlap of each path bench measured, from one more walk of each on a traced
+/// CPU backend of the same flags: the timed walks stay untraced.
+fn bench_overlap(a: &BenchArgs, p: &super::gate::Prepared) -> Result<BusyOverlap> {
+    let g = &a.gate;
+    let be = Arc::new(CpuBackend::new(g.cpu_devices, g.jitter_us, g.seed).with_trace());
+    let spec = &p.spec;
+    let tokens = crate::arms::seeded_prompt(&p.model, spec.seed, 0, a.steps);
+    let rt = Runtime::build(
+        be.clone(),
+        p.model.clone(),
+        RuntimeConfig {
+            placement: spec.placement.clone(),
+            max_rows: spec.batch,
+            ctx: a.steps,
+            window: spec.window,
+            faults: vec![],
+        },
+    )?;
+    let tr = be
+        .tracer()
+        .ok_or_else(|| anyhow!("bench: the traced backend has no tracer"))?;
+    let phase = |name: &str| be.trace_phase(name);
+    phase("eager");
+    walk_eager(&rt, &tokens)?;
+    let windowed = |kind: crate::arms::ArmKind, rows: usize| -> Result<Option<f64>> {
+        if !spec.arms.contains(&kind) {
+            return Ok(None);
+        }
+        phase(kind.name());
+        walk_windowed(&rt, &tokens, rows, spec.window)?;
+        Ok(Some(tr.overlap(kind.name()).unwrap_or(0.0)))
+    };
+    let pipelined = windowed(crate::arms::ArmKind::Pipelined, 1)?;
+    let batched = windowed(crate::arms::ArmKind::Batched, spec.batch)?;
+    Ok(BusyOverlap {
+        eager: tr.overlap("eager").unwrap_or(0.0),
+        pipelined,
+        batched,
     })
 }
 
@@ -538,6 +826,15 @@ fn print_bench(r: &BenchReceipt) {
         c.stages,
         r.timings.build_ms
     );
+    if let Some(o) = &r.busy_overlap {
+        let pct = |v: Option<f64>| v.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
+        outln!(
+            "  wall time with 2+ stages busy (one more, traced walk): eager {}, pipelined {}, batched {}",
+            pct(Some(o.eager)),
+            pct(o.pipelined),
+            pct(o.batched)
+        );
+    }
     outln!("  reference (1 stage, eager)   {:>9.1} tok/s", t.reference);
     outln!(
         "  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)",

@@ -30,6 +30,11 @@ pub struct BenchReceipt {
     pub host_enqueue_us_per_token: f64,
     pub tok_s: PathRates,
     pub timings: BenchTimings,
+    /// CPU backend: per path, the fraction of its wall time with two or more stage streams
+    /// running work, from one more traced walk of each path after the timed ones (tracing
+    /// never touches the timed walks). Absent on CUDA and from older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_overlap: Option<BusyOverlap>,
     /// CUDA: the modules the run compiled or took from the module cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<ModuleStats>,
@@ -56,6 +61,14 @@ pub struct PathRates {
     /// One stage, eager (the gate's reference).
     pub reference: f64,
     /// The placement, eager.
+    pub eager: f64,
+    pub pipelined: Option<f64>,
+    pub batched: Option<f64>,
+}
+
+/// `BenchReceipt::busy_overlap`: null where `--arms` left the path out.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BusyOverlap {
     pub eager: f64,
     pub pipelined: Option<f64>,
     pub batched: Option<f64>,

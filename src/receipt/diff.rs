@@ -4,13 +4,47 @@
 //! that differs), NotComparable (exit 2: different model or tokens, so a step-by-step
 //! comparison would mean nothing).
 
+use serde::Serialize;
+
 use super::{Arm, Receipt, Reference};
+
+/// Schema of `diff --json`.
+pub const DIFF_SCHEMA: &str = "ppn-gate.diff/1";
 
 #[derive(Debug, PartialEq)]
 pub enum DiffOutcome {
     Same,
     Different(Vec<String>),
     NotComparable(String),
+}
+
+/// One step list compared (a reference or an arm), for `diff --json`.
+#[derive(Debug, PartialEq, Serialize)]
+pub struct PartDiff {
+    /// "reference", "batch reference row R", or the arm's name.
+    pub name: String,
+    /// Arms only: each receipt's verdict (null: the arm is missing from that receipt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict_a: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict_b: Option<Option<String>>,
+    pub steps_a: usize,
+    pub steps_b: usize,
+    /// The first step (and row) whose logits hash differs; where the shorter list agrees
+    /// with the longer one's start, the longer one's first extra step. Null: no difference.
+    pub first_divergent_step: Option<usize>,
+    pub first_divergent_row: Option<usize>,
+    /// Entries of the common length that differ.
+    pub differing: usize,
+}
+
+/// Everything `diff` found: the outcome (text lines and exit code) and, for `--json`, each
+/// compared step list.
+#[derive(Debug, PartialEq)]
+pub struct DiffDetail {
+    pub outcome: DiffOutcome,
+    pub references: Vec<PartDiff>,
+    pub arms: Vec<PartDiff>,
 }
 
 /// Compares two step lists element-wise: a length mismatch line, then the indices that
@@ -24,7 +58,31 @@ fn divergent<T: PartialEq>(what: &str, a: &[T], b: &[T], out: &mut Vec<String>) 
         .collect()
 }
 
-fn cmp_reference(what: &str, a: &Reference, b: &Reference, out: &mut Vec<String>) {
+/// The structured record of one compared list; `at(i)` is the (step, row) of entry i.
+fn part(
+    name: String,
+    (la, lb): (usize, usize),
+    diffs: &[usize],
+    at: impl Fn(usize) -> (usize, usize),
+) -> PartDiff {
+    let first = diffs
+        .first()
+        .copied()
+        .or((la != lb).then_some(la.min(lb)))
+        .map(at);
+    PartDiff {
+        name,
+        verdict_a: None,
+        verdict_b: None,
+        steps_a: la,
+        steps_b: lb,
+        first_divergent_step: first.map(|f| f.0),
+        first_divergent_row: first.map(|f| f.1),
+        differing: diffs.len(),
+    }
+}
+
+fn cmp_reference(what: &str, a: &Reference, b: &Reference, out: &mut Vec<String>) -> PartDiff {
     let diffs = divergent(what, &a.steps, &b.steps, out);
     if let Some(&first) = diffs.first() {
         let n = a.steps.len().min(b.steps.len());
@@ -34,9 +92,16 @@ fn cmp_reference(what: &str, a: &Reference, b: &Reference, out: &mut Vec<String>
             diffs.len()
         ));
     }
+    let longer = if a.steps.len() >= b.steps.len() { a } else { b };
+    part(
+        what.to_string(),
+        (a.steps.len(), b.steps.len()),
+        &diffs,
+        |i| (longer.steps[i].step, a.row),
+    )
 }
 
-fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) {
+fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) -> PartDiff {
     let what = format!("arm {}", a.name);
     if a.verdict != b.verdict {
         out.push(format!("{what}: verdict {} vs {}", a.verdict, b.verdict));
@@ -54,11 +119,70 @@ fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) {
     } else if a.first_divergence != b.first_divergence || a.mismatched_steps != b.mismatched_steps {
         out.push(format!("{what}: divergence record differs"));
     }
+    let longer = if a.steps.len() >= b.steps.len() { a } else { b };
+    let mut p = part(
+        a.name.clone(),
+        (a.steps.len(), b.steps.len()),
+        &diffs,
+        |i| (longer.steps[i].step, longer.steps[i].row),
+    );
+    p.verdict_a = Some(Some(a.verdict.clone()));
+    p.verdict_b = Some(Some(b.verdict.clone()));
+    p
+}
+
+/// An arm present in only one receipt: every one of its steps is a difference.
+fn lone_arm(x: &Arm, in_a: bool) -> PartDiff {
+    let n = x.steps.len();
+    let first = x.steps.first();
+    let v = Some(Some(x.verdict.clone()));
+    PartDiff {
+        name: x.name.clone(),
+        verdict_a: if in_a { v.clone() } else { Some(None) },
+        verdict_b: if in_a { Some(None) } else { v },
+        steps_a: if in_a { n } else { 0 },
+        steps_b: if in_a { 0 } else { n },
+        first_divergent_step: first.map(|s| s.step),
+        first_divergent_row: first.map(|s| s.row),
+        differing: 0,
+    }
+}
+
+impl DiffDetail {
+    /// The `diff --json` document. `a`, `b`: the paths as given.
+    pub fn to_json(&self, a: &str, b: &str) -> serde_json::Value {
+        let (verdict, exit, reason, lines) = match &self.outcome {
+            DiffOutcome::Same => ("same", 0, None, &[][..]),
+            DiffOutcome::Different(l) => ("different", 1, None, &l[..]),
+            DiffOutcome::NotComparable(why) => ("not-comparable", 2, Some(why), &[][..]),
+        };
+        serde_json::json!({
+            "schema": DIFF_SCHEMA,
+            "a": a,
+            "b": b,
+            "verdict": verdict,
+            "exit_code": exit,
+            "reason": reason,
+            "differences": lines,
+            "references": self.references,
+            "arms": self.arms,
+        })
+    }
 }
 
 pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
+    diff_detail(a, b).outcome
+}
+
+/// `diff`, with each compared step list recorded.
+pub fn diff_detail(a: &Receipt, b: &Receipt) -> DiffDetail {
+    let not_comparable = |why: String| DiffDetail {
+        outcome: DiffOutcome::NotComparable(why),
+        references: Vec::new(),
+        arms: Vec::new(),
+    };
     if a.model.blake3 != b.model.blake3 {
-        return DiffOutcome::NotComparable(format!(
+        return not_comparable(format!(
             "different models: blake3 {} vs {}",
             a.model.blake3, b.model.blake3
         ));
@@ -70,7 +194,7 @@ pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
             .iter()
             .zip(&b.reference.tokens)
             .position(|(x, y)| x != y);
-        return DiffOutcome::NotComparable(match i {
+        return not_comparable(match i {
             Some(i) => format!(
                 "different tokens: first at position {i} ({} vs {})",
                 a.reference.tokens[i], b.reference.tokens[i]
@@ -100,7 +224,12 @@ pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
     if a.config != b.config {
         out.push("config differs".to_string());
     }
-    cmp_reference("reference", &a.reference, &b.reference, &mut out);
+    let mut references = vec![cmp_reference(
+        "reference",
+        &a.reference,
+        &b.reference,
+        &mut out,
+    )];
     if a.batch_references.len() != b.batch_references.len() {
         out.push(format!(
             "batch references: {} rows vs {}",
@@ -112,26 +241,36 @@ pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
         if x.tokens != y.tokens {
             out.push(format!("batch reference row {}: different tokens", x.row));
         } else {
-            cmp_reference(&format!("batch reference row {}", x.row), x, y, &mut out);
+            let what = format!("batch reference row {}", x.row);
+            references.push(cmp_reference(&what, x, y, &mut out));
         }
     }
+    let mut arms = Vec::new();
     for arm in &a.arms {
         match b.arms.iter().find(|y| y.name == arm.name) {
-            Some(y) => cmp_arm(arm, y, &mut out),
-            None => out.push(format!("arm {}: missing from the second receipt", arm.name)),
+            Some(y) => arms.push(cmp_arm(arm, y, &mut out)),
+            None => {
+                out.push(format!("arm {}: missing from the second receipt", arm.name));
+                arms.push(lone_arm(arm, true));
+            }
         }
     }
     for y in &b.arms {
         if !a.arms.iter().any(|x| x.name == y.name) {
             out.push(format!("arm {}: missing from the first receipt", y.name));
+            arms.push(lone_arm(y, false));
         }
     }
     if a.verdict != b.verdict {
         out.push(format!("verdict {} vs {}", a.verdict, b.verdict));
     }
-    if out.is_empty() {
-        DiffOutcome::Same
-    } else {
-        DiffOutcome::Different(out)
+    DiffDetail {
+        outcome: if out.is_empty() {
+            DiffOutcome::Same
+        } else {
+            DiffOutcome::Different(out)
+        },
+        references,
+        arms,
     }
 }

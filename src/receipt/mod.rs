@@ -8,6 +8,7 @@
 
 pub mod bench;
 pub mod diff;
+pub mod junit;
 
 use std::path::Path;
 
@@ -216,6 +217,10 @@ pub struct Timings {
     /// Per arm, in `arms` order.
     pub arm_ms: Vec<f64>,
     pub total_ms: f64,
+    /// `--trace` only: per arm, in `arms` order, the fraction of the arm's wall time in
+    /// which two or more stage streams were running work (event waits and records are not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_overlap: Option<Vec<f64>>,
     /// CUDA: the kernel modules this run compiled or took from the module cache (the first
     /// runtime built on a device pays for them: usually the reference's, inside
     /// `reference_ms`). Absent on the CPU backend and from older receipts.

@@ -144,6 +144,8 @@ pub struct Pending {
     pub step: u64,
     slot: usize,
     rows: usize,
+    /// Row 0's position: the decode step of the arm that issued it, as traces name it.
+    pos0: u64,
 }
 
 impl<B: Backend> Runtime<B> {
@@ -415,6 +417,14 @@ impl<'a, B: Backend> Walk<'a, B> {
             )));
         }
         self.st.step += 1;
+        // Tracing only: everything this call enqueues is this decode step's work. The trace
+        // names it by row 0's position (the arm's step), not the walk counter `t`, which
+        // runs on across the arms sharing this runtime.
+        let pos0 = pos[0] as u64;
+        be.trace_step(&rt.caller, Some(pos0));
+        for stg in &rt.stages {
+            be.trace_step(&stg.stream, Some(pos0));
+        }
         // Input ring slot and boundary slot of this step (both double-buffered).
         let k = (t % 2) as usize;
 
@@ -477,6 +487,7 @@ impl<'a, B: Backend> Walk<'a, B> {
             step: t,
             slot: j,
             rows,
+            pos0: pos[0] as u64,
         })
     }
 
@@ -599,6 +610,7 @@ impl<'a, B: Backend> Walk<'a, B> {
         let rt = self.rt;
         let be = &*rt.be;
         let c = || format!("eager read on the caller stream, step {}", p.step);
+        be.trace_step(&rt.caller, Some(p.pos0));
         if !rt.has(Fault::NoExitPublish) {
             for st in &rt.stages {
                 at(be.wait(&rt.caller, &st.exit), c)?;
@@ -622,6 +634,7 @@ impl<'a, B: Backend> Walk<'a, B> {
         let rt = self.rt;
         let be = &*rt.be;
         let c = || format!("deferred read on the readback stream, step {}", p.step);
+        be.trace_step(&rt.readback, Some(p.pos0));
         let out = &mut self.st.outputs[p.slot];
         if !rt.has(Fault::NoExitPublish) {
             at(be.wait(&rt.readback, &out.done), c)?;
@@ -641,6 +654,14 @@ impl<B: Backend> Drop for Walk<'_, B> {
         // A walk abandoned with steps in flight (an error mid-walk) drains every stream so
         // the next walk starts from a quiet runtime, and releases the unread output slots.
         // Retired slot buffers are freed only behind the same barrier.
+        let (rt, be) = (self.rt, &*self.rt.be);
+        // Tracing: what is enqueued after the walk is no step's work.
+        for s in [&rt.caller, &rt.readback]
+            .into_iter()
+            .chain(rt.stages.iter().map(|st| &st.stream))
+        {
+            be.trace_step(s, None);
+        }
         if self.st.outputs.iter().any(|o| o.unread.is_some()) || !self.st.retired.is_empty() {
             let _ = self.rt.barrier("walk drop");
             for o in self.st.outputs.iter_mut() {

@@ -19,6 +19,7 @@
 mod engine;
 mod mem;
 mod stream;
+pub mod trace;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +37,8 @@ pub struct CpuBackend {
     jitter_us: u64,
     seed: u64,
     next_stream: AtomicU64,
+    /// `--trace`: every stream made from now on records what it runs.
+    tracer: Option<Arc<trace::Tracer>>,
 }
 
 impl CpuBackend {
@@ -47,7 +50,18 @@ impl CpuBackend {
             jitter_us,
             seed,
             next_stream: AtomicU64::new(0),
+            tracer: None,
         }
+    }
+
+    /// A backend whose streams record every op they run (see `trace`).
+    pub fn with_trace(mut self) -> CpuBackend {
+        self.tracer = Some(Arc::new(trace::Tracer::new()));
+        self
+    }
+
+    pub fn tracer(&self) -> Option<&Arc<trace::Tracer>> {
+        self.tracer.as_ref()
     }
 
     fn check_dev(&self, dev: usize) -> BResult<()> {
@@ -101,6 +115,7 @@ impl Backend for CpuBackend {
             format!("{label}@cpu{dev}"),
             self.jitter_us,
             self.seed ^ (id.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            self.tracer.clone(),
         )
     }
 
@@ -112,8 +127,9 @@ impl Backend for CpuBackend {
     fn record(&self, ev: &CpuEvent, s: &CpuStream) -> BResult<()> {
         let gen = ev.next_generation();
         let ev = ev.clone();
+        let tr = s.trace().cloned();
         s.enqueue("event record", move || {
-            ev.complete(gen);
+            ev.complete(gen, tr.as_ref());
             Ok(())
         })
     }
@@ -125,7 +141,24 @@ impl Backend for CpuBackend {
         }
         let ev = ev.clone();
         let label = s.label_arc();
-        s.enqueue("event wait", move || ev.block_until(gen, &label))
+        let tr = s.trace().cloned();
+        s.enqueue("event wait", move || {
+            ev.block_until(gen, &label)?;
+            if let Some(t) = &tr {
+                ev.trace_flow(gen, t);
+            }
+            Ok(())
+        })
+    }
+
+    fn trace_step(&self, s: &CpuStream, step: Option<u64>) {
+        s.set_step(step);
+    }
+
+    fn trace_phase(&self, name: &str) {
+        if let Some(t) = &self.tracer {
+            t.set_phase(name);
+        }
     }
 
     fn synchronize(&self, s: &CpuStream) -> BResult<()> {

@@ -4,6 +4,7 @@
 //! operation enqueued on that stream before it, and after the event generations it waits
 //! for; nothing else orders it. The event's mutex is the only cross-thread edge.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -13,9 +14,26 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::op_err;
+use super::trace::{Flow, Slice, Tracer};
 use crate::backend::BResult;
 
 type Op = Box<dyn FnOnce() -> Result<(), String> + Send>;
+
+/// What the worker needs to trace an op: its name, and the phase and step it was enqueued
+/// under.
+struct Queued {
+    what: &'static str,
+    op: Op,
+    phase: usize,
+    step: Option<u64>,
+}
+
+/// A traced stream's tracer and track.
+#[derive(Clone)]
+pub(super) struct TraceHandle {
+    pub tracer: Arc<Tracer>,
+    pub track: usize,
+}
 
 /// How long a stream waits on an event before declaring the walk deadlocked (an event that
 /// can never complete is a runtime bug; hanging CI for 90 minutes would hide it).
@@ -29,14 +47,27 @@ struct Shared {
 pub struct CpuStream {
     /// Shared so per-op closures (event waits, every step) carry it without a copy.
     label: Arc<str>,
-    tx: Mutex<Option<Sender<(&'static str, Op)>>>,
+    tx: Mutex<Option<Sender<Queued>>>,
     shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    trace: Option<TraceHandle>,
+    /// The walk step the host is enqueueing for, plus one (0: none), stamped on each op.
+    step_tag: AtomicU64,
 }
 
 impl CpuStream {
-    pub(super) fn spawn(label: String, jitter_us: u64, seed: u64) -> BResult<CpuStream> {
-        let (tx, rx) = channel::<(&'static str, Op)>();
+    pub(super) fn spawn(
+        label: String,
+        jitter_us: u64,
+        seed: u64,
+        tracer: Option<Arc<Tracer>>,
+    ) -> BResult<CpuStream> {
+        let (tx, rx) = channel::<Queued>();
+        let trace = tracer.map(|tracer| TraceHandle {
+            track: tracer.add_track(&label),
+            tracer,
+        });
+        let tr = trace.clone();
         let shared = Arc::new(Shared {
             error: Mutex::new(None),
         });
@@ -46,7 +77,13 @@ impl CpuStream {
             .name(label.clone())
             .spawn(move || {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                while let Ok((what, op)) = rx.recv() {
+                while let Ok(Queued {
+                    what,
+                    op,
+                    phase,
+                    step,
+                }) = rx.recv()
+                {
                     if jitter_us > 0 {
                         std::thread::sleep(Duration::from_micros(rng.gen_range(0..=jitter_us)));
                     }
@@ -55,7 +92,21 @@ impl CpuStream {
                     if sh.error.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
                         continue;
                     }
-                    if let Err(e) = op() {
+                    // Stamped here, on the worker, around the op itself: after the jitter
+                    // delay, which is not work.
+                    let start_us = tr.as_ref().map(|t| t.tracer.now_us());
+                    let r = op();
+                    if let (Some(t), Some(start_us)) = (&tr, start_us) {
+                        t.tracer.push_slice(Slice {
+                            track: t.track,
+                            name: what,
+                            phase,
+                            step,
+                            start_us,
+                            end_us: t.tracer.now_us(),
+                        });
+                    }
+                    if let Err(e) = r {
                         *sh.error.lock().unwrap_or_else(|p| p.into_inner()) =
                             Some(format!("{what} on stream {name}: {e}"));
                     }
@@ -67,7 +118,19 @@ impl CpuStream {
             tx: Mutex::new(Some(tx)),
             shared,
             worker: Mutex::new(Some(worker)),
+            trace,
+            step_tag: AtomicU64::new(0),
         })
+    }
+
+    pub(super) fn trace(&self) -> Option<&TraceHandle> {
+        self.trace.as_ref()
+    }
+
+    /// Ops enqueued from now on belong to walk step `step` (None: not a step's work).
+    pub(super) fn set_step(&self, step: Option<u64>) {
+        self.step_tag
+            .store(step.map_or(0, |s| s + 1), Ordering::Relaxed);
     }
 
     pub fn label(&self) -> &str {
@@ -87,7 +150,12 @@ impl CpuStream {
         let guard = self.tx.lock().unwrap_or_else(|p| p.into_inner());
         match guard.as_ref() {
             Some(tx) => tx
-                .send((what, Box::new(op)))
+                .send(Queued {
+                    what,
+                    op: Box::new(op),
+                    phase: self.trace.as_ref().map_or(0, |t| t.tracer.phase()),
+                    step: self.step_tag.load(Ordering::Relaxed).checked_sub(1),
+                })
                 .map_err(|_| op_err(format!("{what}: stream {} has stopped", self.label))),
             None => Err(op_err(format!("{what}: stream {} has stopped", self.label))),
         }
@@ -131,7 +199,14 @@ struct EvState {
     recorded: u64,
     /// Highest generation a stream has reached.
     completed: u64,
+    /// Traced runs only: the last few completions as (generation, track, µs), so a wait can
+    /// draw its flow from the record that released it.
+    traced: Vec<(u64, usize, f64)>,
 }
+
+/// Completions kept for flows: a wait snapshots a generation at most a window of steps
+/// behind the newest record, far fewer than this.
+const TRACED_COMPLETIONS: usize = 64;
 
 #[derive(Clone, Default)]
 pub struct CpuEvent {
@@ -157,10 +232,33 @@ impl CpuEvent {
             .recorded
     }
 
-    pub(super) fn complete(&self, gen: u64) {
+    pub(super) fn complete(&self, gen: u64, trace: Option<&TraceHandle>) {
         let mut st = self.inner.0.lock().unwrap_or_else(|p| p.into_inner());
         st.completed = st.completed.max(gen);
+        if let Some(t) = trace {
+            if st.traced.len() == TRACED_COMPLETIONS {
+                st.traced.remove(0);
+            }
+            st.traced.push((gen, t.track, t.tracer.now_us()));
+        }
         self.inner.1.notify_all();
+    }
+
+    /// Traced: after `block_until(gen)` returned, the flow from the record of `gen` to now on
+    /// `trace`'s track (none when that record is no longer kept).
+    pub(super) fn trace_flow(&self, gen: u64, trace: &TraceHandle) {
+        let src = {
+            let st = self.inner.0.lock().unwrap_or_else(|p| p.into_inner());
+            st.traced.iter().find(|c| c.0 == gen).copied()
+        };
+        if let Some((_, src_track, src_us)) = src {
+            trace.tracer.push_flow(Flow {
+                src_track,
+                src_us,
+                dst_track: trace.track,
+                dst_us: trace.tracer.now_us(),
+            });
+        }
     }
 
     pub(super) fn block_until(&self, gen: u64, waiter: &str) -> Result<(), String> {

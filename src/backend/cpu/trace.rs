@@ -1,0 +1,227 @@
+//! `--trace`: what every CPU stream ran and when, as a Chrome/Perfetto trace.
+//!
+//! Timestamps are taken by the stream's worker thread around the op it runs (never at
+//! enqueue, which says when the host asked, not when the work happened). Each op carries
+//! the phase (reference, an arm) and the walk step the host tagged its stream with when it
+//! enqueued it. An event wait that unblocks adds a flow from the record that released it.
+//! Tracing touches no value the ops compute: only timing.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One op a stream ran: `[start_us, end_us]` from the tracer's start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Slice {
+    pub track: usize,
+    pub name: &'static str,
+    pub phase: usize,
+    pub step: Option<u64>,
+    pub start_us: f64,
+    pub end_us: f64,
+}
+
+/// A cross-stream edge: the record at (`src_track`, `src_us`) released the wait at
+/// (`dst_track`, `dst_us`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flow {
+    pub src_track: usize,
+    pub src_us: f64,
+    pub dst_track: usize,
+    pub dst_us: f64,
+}
+
+#[derive(Default)]
+struct Data {
+    phases: Vec<String>,
+    /// Track names: "<phase when the stream was made>/<stream label>".
+    tracks: Vec<String>,
+    slices: Vec<Slice>,
+    flows: Vec<Flow>,
+}
+
+/// The ops that are not work: a stream blocked on an event, publishing one (a counter
+/// bump), or a host sync marker.
+fn is_idle(name: &str) -> bool {
+    matches!(name, "event wait" | "event record" | "synchronize")
+}
+
+pub struct Tracer {
+    t0: Instant,
+    phase: AtomicUsize,
+    data: Mutex<Data>,
+}
+
+impl Default for Tracer {
+    fn default() -> Tracer {
+        Tracer::new()
+    }
+}
+
+impl Tracer {
+    pub fn new() -> Tracer {
+        let data = Data {
+            phases: vec!["build".into()],
+            ..Data::default()
+        };
+        Tracer {
+            t0: Instant::now(),
+            phase: AtomicUsize::new(0),
+            data: Mutex::new(data),
+        }
+    }
+
+    fn data(&self) -> std::sync::MutexGuard<'_, Data> {
+        self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn now_us(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64() * 1e6
+    }
+
+    /// Ops enqueued from now on belong to phase `name` (the host runs phases one after the
+    /// other and each ends with its reads, so the enqueue-time phase is the op's phase).
+    pub fn set_phase(&self, name: &str) {
+        let mut d = self.data();
+        let i = match d.phases.iter().position(|p| p == name) {
+            Some(i) => i,
+            None => {
+                d.phases.push(name.to_string());
+                d.phases.len() - 1
+            }
+        };
+        self.phase.store(i, Ordering::Relaxed);
+    }
+
+    pub fn phase(&self) -> usize {
+        self.phase.load(Ordering::Relaxed)
+    }
+
+    /// A new stream's track, named after the phase it was made in and its label.
+    pub fn add_track(&self, label: &str) -> usize {
+        let mut d = self.data();
+        let name = format!("{}/{label}", d.phases[self.phase()]);
+        d.tracks.push(name);
+        d.tracks.len() - 1
+    }
+
+    pub fn push_slice(&self, s: Slice) {
+        self.data().slices.push(s);
+    }
+
+    pub fn push_flow(&self, f: Flow) {
+        self.data().flows.push(f);
+    }
+
+    pub fn tracks(&self) -> Vec<String> {
+        self.data().tracks.clone()
+    }
+
+    pub fn slices(&self) -> Vec<Slice> {
+        self.data().slices.clone()
+    }
+
+    pub fn phase_index(&self, name: &str) -> Option<usize> {
+        self.data().phases.iter().position(|p| p == name)
+    }
+
+    /// The fraction of phase `name`'s wall time (first op start to last op end, any stream)
+    /// in which two or more stage streams were running work (event waits and records are
+    /// not work).
+    /// None when the phase ran nothing.
+    pub fn overlap(&self, name: &str) -> Option<f64> {
+        let d = self.data();
+        let ph = d.phases.iter().position(|p| p == name)?;
+        let stage = |t: usize| {
+            d.tracks[t]
+                .rsplit('/')
+                .next()
+                .is_some_and(|l| l.starts_with("stage"))
+        };
+        let of_phase: Vec<&Slice> = d.slices.iter().filter(|s| s.phase == ph).collect();
+        let t0 = of_phase.iter().map(|s| s.start_us).reduce(f64::min)?;
+        let t1 = of_phase.iter().map(|s| s.end_us).reduce(f64::max)?;
+        // Sweep over busy-slice edges: one stream's slices never overlap, so the count of
+        // open slices is the count of busy stages.
+        let mut edges: Vec<(f64, i32)> = of_phase
+            .iter()
+            .filter(|s| stage(s.track) && !is_idle(s.name))
+            .flat_map(|s| [(s.start_us, 1), (s.end_us, -1)])
+            .collect();
+        edges.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (mut busy, mut open, mut last) = (0.0, 0, t0);
+        for (t, delta) in edges {
+            if open >= 2 {
+                busy += t - last;
+            }
+            open += delta;
+            last = t;
+        }
+        Some(if t1 > t0 { busy / (t1 - t0) } else { 0.0 })
+    }
+
+    /// The Chrome trace-event JSON (`traceEvents`): a named thread per track, a complete
+    /// event ("X") per op with its phase and step, and a flow ("s"/"f") per event wait.
+    pub fn to_json(&self) -> String {
+        let d = self.data();
+        let mut ev = Vec::with_capacity(d.tracks.len() + d.slices.len() + 2 * d.flows.len());
+        for (tid, name) in d.tracks.iter().enumerate() {
+            ev.push(serde_json::json!({
+                "ph": "M", "name": "thread_name", "pid": 1, "tid": tid,
+                "args": {"name": name},
+            }));
+        }
+        for s in &d.slices {
+            ev.push(serde_json::json!({
+                "ph": "X", "name": s.name, "cat": d.phases[s.phase], "pid": 1, "tid": s.track,
+                "ts": s.start_us, "dur": s.end_us - s.start_us,
+                "args": {"phase": d.phases[s.phase], "step": s.step},
+            }));
+        }
+        for (id, f) in d.flows.iter().enumerate() {
+            ev.push(serde_json::json!({
+                "ph": "s", "id": id, "name": "event", "cat": "event", "pid": 1,
+                "tid": f.src_track, "ts": f.src_us,
+            }));
+            ev.push(serde_json::json!({
+                "ph": "f", "bp": "e", "id": id, "name": "event", "cat": "event", "pid": 1,
+                "tid": f.dst_track, "ts": f.dst_us,
+            }));
+        }
+        let doc = serde_json::json!({"traceEvents": ev, "displayTimeUnit": "ms"});
+        doc.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(track: usize, name: &'static str, a: f64, b: f64) -> Slice {
+        Slice {
+            track,
+            name,
+            phase: 1,
+            step: Some(0),
+            start_us: a,
+            end_us: b,
+        }
+    }
+
+    /// Two stage tracks busy together over [2, 4] of a [0, 10] phase: 0.2. A wait on a third
+    /// stage and the caller's work do not count as stage work.
+    #[test]
+    fn overlap_counts_only_time_with_two_busy_stages() {
+        let t = Tracer::new();
+        t.set_phase("pipelined");
+        for l in ["stage0@cpu0", "stage1@cpu0", "stage2@cpu0", "caller@cpu0"] {
+            t.add_track(l);
+        }
+        t.push_slice(slice(0, "layer", 0.0, 4.0));
+        t.push_slice(slice(1, "layer", 2.0, 6.0));
+        t.push_slice(slice(2, "event wait", 0.0, 10.0));
+        t.push_slice(slice(3, "upload", 1.0, 9.0));
+        assert_eq!(t.overlap("pipelined"), Some(0.2));
+        assert_eq!(t.overlap("eager"), None);
+    }
+}
