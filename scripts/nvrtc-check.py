@@ -44,7 +44,8 @@ def find_lib():
     if lib is None:
         print(f"nvrtc-check: installing {WHEEL} into {CACHE}", flush=True)
         r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                            "--disable-pip-version-check", "--target", CACHE, WHEEL])
+                            "--disable-pip-version-check", "--root-user-action=ignore", "--target", CACHE,
+                            WHEEL])
         lib = search() if r.returncode == 0 else None
     if lib is None:
         sys.exit(f"nvrtc-check: libnvrtc not found and {WHEEL} could not be installed")
