@@ -3,7 +3,10 @@
 # GPU machine: scripts/gpu-mvq.sh OLD_BIN NEW_BIN OUT [SECTIONS]
 #  cmp:   every vectorized format on a 1024-wide synthetic llama: CUDA vs CPU top-20 on a tape
 #         (new build), and a 3-stage gate with batch 5 (bit-identity over splits and rows)
+#  b8:    gates of every vectorized format at B = 8 (N=2, batched) and B = 6 (N=3, all arms)
+#  small: the two real models' shapes (synthetic): bench of both builds, a gate
 #  bench: the 8B/70B-shaped synthetic models, `bench` of both builds in the same call
+#  ncu:   Nsight Compute sections of 4 vectorized launches (8B q4_k, eager)
 #  prof:  per-launch GPU times (PPN_CUDA_PROF) of the new build on the 8B Q4_K model
 set -u
 OLD=$1 NEW=$2 OUT=$3
@@ -60,16 +63,6 @@ if want b8; then
         row "gate $q N=2 B=8 batched / N=3 B=6 all arms" "exit $r1 / $?"
     done
 fi
-if want ncu; then
-    synth8b() { :; }
-    m="$M/llama8b-l8-q4_k.gguf"
-    [ -f "$m" ] || "$NEW" synth --arch llama --layers 8 --embd 4096 --heads 32 --kv-heads 8 --ff 14336 --vocab 32000 --quant q4_k -o "$m" >>"$LOG" 2>&1
-    S="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis"
-    timeout 240 ncu --clock-control none $S -k regex:mvq --launch-skip 200 --launch-count 4 \
-        "$NEW" bench --backend cuda --model "$m" --stages 1 --arms eager --steps 8 >"$OUT/ncu.txt" 2>&1
-    row "ncu mvq x4" "exit $?"
-    unset -f synth8b
-fi
 synth8b() { # NAME LAYERS QUANT [70b]
     local f="$M/$1.gguf"
     [ -f "$f" ] && return
@@ -79,6 +72,13 @@ synth8b() { # NAME LAYERS QUANT [70b]
         "$NEW" synth --arch llama --layers $2 --embd 4096 --heads 32 --kv-heads 8 --ff 14336 --vocab 32000 --quant $3 -o "$f" >>"$LOG" 2>&1
     fi
 }
+if want ncu; then
+    synth8b llama8b-l8-q4_k 8 q4_k
+    S="--section SpeedOfLight --section Occupancy --section SchedulerStats --section WarpStateStats --section MemoryWorkloadAnalysis"
+    timeout 240 ncu --clock-control none $S -k regex:mvq --launch-skip 200 --launch-count 4 \
+        "$NEW" bench --backend cuda --model "$M/llama8b-l8-q4_k.gguf" --stages 1 --arms eager --steps 8 >"$OUT/ncu.txt" 2>&1
+    row "ncu mvq x4" "exit $?"
+fi
 if want bench || want prof; then
     t0=$(date +%s)
     synth8b llama8b-l8-q4_k 8 q4_k &

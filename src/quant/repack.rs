@@ -33,6 +33,15 @@ pub fn is_fast(ty: GgmlType) -> bool {
     )
 }
 
+/// Whether the format's runs carry an offset (A * q + B with B != 0: a min), so a dot needs
+/// each run's sum of x (the vectorized matvec keeps those sums in shared memory).
+pub fn has_offsets(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q4_1 | GgmlType::Q5_1
+    )
+}
+
 /// Bytes of block plane and of scale plane per GGUF block, for every vectorized format.
 fn planes(ty: GgmlType) -> Option<(usize, usize)> {
     Some(match ty {
@@ -97,8 +106,14 @@ pub fn row_bytes(ty: GgmlType, cols: usize) -> Option<usize> {
 }
 
 /// The repacked bytes of `rows` rows of `cols` elements given as GGUF blocks (`src` holds
-/// rows * row_bytes of the file layout). Errors name the mismatch.
-pub fn repack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, String> {
+/// rows * row_bytes of the file layout), and their row stride (`row_bytes`). Errors name
+/// the mismatch.
+pub fn repack(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    src: &[u8],
+) -> Result<(Vec<u8>, usize), String> {
     let out_row = row_bytes(ty, cols).ok_or_else(|| {
         format!(
             "{} is not a vectorized matvec format for width {cols}",
@@ -165,7 +180,7 @@ pub fn repack(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<
             }
         }
     }
-    Ok(out)
+    Ok((out, out_row))
 }
 
 /// Host mirror of the kernel's decode of unit `u` (32 elements) of a repacked row: which
@@ -185,11 +200,7 @@ pub(crate) fn unit_values(ty: GgmlType, row: &[u8], cols: usize, u: usize) -> Ve
             let qs = &row[u * qb..(u + 1) * qb];
             let s = &row[nb * qb + u * sb..nb * qb + (u + 1) * sb];
             let d = h16(s, 0);
-            let m = if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1) {
-                h16(s, 2)
-            } else {
-                0.0
-            };
+            let m = if has_offsets(ty) { h16(s, 2) } else { 0.0 };
             let qh = if sb == 8 {
                 u32::from_le_bytes([s[4], s[5], s[6], s[7]])
             } else {
@@ -294,8 +305,8 @@ mod tests {
                 .map(|_| rng.gen_range(-2.0f32..2.0))
                 .collect();
             let src = quantize(ty, &v).unwrap();
-            let packed = repack(ty, rows, cols, &src).unwrap();
-            let rb = row_bytes(ty, cols).unwrap();
+            let (packed, rb) = repack(ty, rows, cols, &src).unwrap();
+            assert_eq!(Some(rb), row_bytes(ty, cols));
             assert_eq!(rb % 16, 0, "{}", ty.name());
             assert_eq!(packed.len(), rows * rb);
             let in_row = src.len() / rows;

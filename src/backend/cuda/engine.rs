@@ -16,8 +16,8 @@
 //! before a vectorized matvec whose input tile is too large to stage in shared memory
 //! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
-//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. Every launch goes through `DevCtx::launch` (programmatic
-//! dependent launch on sm_90+, see there).
+//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. Every
+//! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -168,14 +168,27 @@ pub(super) fn mvq_rows_per_warp(features: usize, gate_up: bool, tile: usize) -> 
     }
 }
 
+/// Blocks of a vectorized kernel that stay resident per SM: its launch bounds
+/// (`MVQ_MIN_BLOCKS` in kernels/mvq.cu), which size the launch's grid.
+pub(super) fn mvq_blocks_per_sm(nw: usize, tile: usize) -> usize {
+    if nw == 4 {
+        1
+    } else if tile <= 2 {
+        3
+    } else {
+        2
+    }
+}
+
 /// Dynamic shared memory (bytes) of a vectorized launch: the staged tile when `staged`,
 /// the run sums of x for a format with offsets, and the tile's norm factors.
 pub(super) fn mvq_smem(ty: GgmlType, tile: usize, n_in: usize, staged: bool) -> usize {
-    let offsets = matches!(
-        ty,
-        GgmlType::Q4K | GgmlType::Q5K | GgmlType::Q4_1 | GgmlType::Q5_1
-    );
-    4 * (if staged { tile * n_in } else { 0 } + if offsets { tile * n_in / 16 } else { 0 } + tile)
+    let sums = if repack::has_offsets(ty) {
+        tile * n_in / 16
+    } else {
+        0
+    };
+    4 * (if staged { tile * n_in } else { 0 } + sums + tile)
 }
 
 /// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
@@ -270,9 +283,8 @@ impl DevWeight {
     fn upload(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream, pack: bool) -> BResult<DevWeight> {
         let name = format!("weight {}", w.name);
         let (bytes, row_bytes): (std::borrow::Cow<[u8]>, usize) = if pack {
-            let b = repack::repack(w.ty, w.rows, w.cols, w.bytes())
+            let (b, rb) = repack::repack(w.ty, w.rows, w.cols, w.bytes())
                 .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
-            let rb = repack::row_bytes(w.ty, w.cols).unwrap_or(0);
             (b.into(), rb)
         } else {
             (w.bytes().into(), w.row_bytes())
@@ -287,6 +299,11 @@ impl DevWeight {
             row_bytes,
             packed: pack,
         })
+    }
+
+    /// The matrix as launch planning sees it (format, packed).
+    fn kind(&self) -> MatKind {
+        (self.ty, self.packed)
     }
 
     /// Uploads a matrix that only matvecs read, packed when its format and shape take the
@@ -540,7 +557,7 @@ impl CudaEngine {
         let mut kinds: Vec<usize> = Vec::new();
         let mut need = |tys: &[&DevWeight], mode: i32| {
             kinds.extend(
-                launch_groups(tys.iter().map(|w| (w.ty, w.packed)), mode)
+                launch_groups(tys.iter().map(|w| w.kind()), mode)
                     .into_iter()
                     .map(|g| g.1),
             );
@@ -564,6 +581,8 @@ impl CudaEngine {
         dx.prepare_mv(&need)
             .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
         let r = spec.max_rows;
+        // stage_rows lays out the input of any matvec: x (n_embd), att (q_dim) or h (n_ff).
+        let xn_width = c.n_embd.max(c.n_ff).max(c.q_dim());
         let mk = |n: usize| -> BResult<GpuBuf> {
             let len = r
                 .checked_mul(n)
@@ -584,8 +603,8 @@ impl CudaEngine {
             att: mk(c.q_dim())?,
             o: mk(c.n_embd)?,
             h: mk(c.n_ff)?,
-            xn: mk(c.n_embd.max(c.n_ff).max(c.q_dim()))?,
-            xn_width: c.n_embd.max(c.n_ff).max(c.q_dim()),
+            xn: mk(xn_width)?,
+            xn_width,
             prof: std::env::var_os("PPN_CUDA_PROF").map(|_| Mutex::new(Vec::new())),
             spec,
         })
@@ -678,16 +697,16 @@ impl CudaEngine {
         let wpf = warps_per_feature(features);
         // One launch (the decode path: every op of a one-format model) without building the
         // groups; exactly the cases where `launch_groups` gives one.
-        let k0 = (mats[0].0.ty, mats[0].0.packed);
-        if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| (w.ty, w.packed) == k0) {
+        let k0 = mats[0].0.kind();
+        if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| w.kind() == k0) {
             return self.mv_launch(s, mats, x, norm, rows, mode, wpf, op);
         }
         // Mixed kinds side by side (q|k|v): one launch per kind, each with the op's split,
         // so every feature's bits are those of a fused launch.
-        for (_, kind) in launch_groups(mats.iter().map(|(w, _)| (w.ty, w.packed)), mode) {
+        for (_, kind) in launch_groups(mats.iter().map(|(w, _)| w.kind()), mode) {
             let part: Vec<(&DevWeight, u64)> = mats
                 .iter()
-                .filter(|(w, _)| kind_of((w.ty, w.packed)) == kind)
+                .filter(|(w, _)| kind_of(w.kind()) == kind)
                 .copied()
                 .collect();
             self.mv_launch(s, &part, x, norm, rows, mode, wpf, op)?;
@@ -751,7 +770,7 @@ impl CudaEngine {
                 features += w.rows;
             }
         }
-        let kind = mv_kind(mats.iter().map(|(w, _)| (w.ty, w.packed)));
+        let kind = mv_kind(mats.iter().map(|(w, _)| w.kind()));
         // Two dots per pass: gate and up of one feature when they share a format, or two
         // adjacent features of a lone matrix whose features each get one warp (the head).
         // Neither changes any dot's order (kernels/matvec.cu: warp_dots).
@@ -841,7 +860,9 @@ impl CudaEngine {
     ) -> BResult<()> {
         let n_in = mats[0].0.cols;
         let ty = mats[0].0.ty;
-        if kind < MVQ_BASE || mats.iter().any(|(w, _)| !w.packed || w.ty != ty) {
+        // mv_kind gives a vectorized kind only when every matrix is packed and of one format
+        // (a mix is the generic, byte-wise kind).
+        if kind < MVQ_BASE {
             return Err(self.err(&op(), "a vectorized launch over unpacked or mixed matrices"));
         }
         let gate_up = a.mode == MODE_GATE_UP;
@@ -876,17 +897,10 @@ impl CudaEngine {
             // as many blocks as the launch bounds keep resident, extra groups loop inside
             // the warps.
             let per_group = if gate_up { nw / 2 } else { nw };
-            let per_sm = if nw == 4 {
-                1
-            } else if tile <= 2 {
-                3
-            } else {
-                2
-            };
             let blocks = features
                 .div_ceil(per_group)
                 .div_ceil(MV_WARPS)
-                .min(per_sm * self.dx.sms)
+                .min(mvq_blocks_per_sm(nw, tile) * self.dx.sms)
                 .max(1);
             let smem = mvq_smem(ty, tile, n_in, staged);
             if smem > self.dx.smem_max {

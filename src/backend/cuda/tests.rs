@@ -2,14 +2,23 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
 use super::engine::{
-    fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_rows_per_warp, mvq_smem,
-    row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature, MVQ_MIN_IN,
+    fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm, mvq_rows_per_warp,
+    mvq_smem, row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature, MVQ_MIN_IN,
 };
 use super::{
     CudaBackend, KERNELS, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE,
-    SOURCES,
+    MV_SOURCES, SOURCES,
 };
 use crate::quant::GgmlType;
+
+/// The text of kernel source file `name` (one of SOURCES).
+fn source(name: &str) -> &'static str {
+    SOURCES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, s)| *s)
+        .unwrap_or_else(|| panic!("{name} is a source"))
+}
 
 /// Names of every `extern "C" __global__` kernel in the sources.
 fn kernels_in_sources() -> Vec<String> {
@@ -50,11 +59,7 @@ fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
 
 #[test]
 fn every_ggml_type_has_a_format_id_that_the_matvec_dispatch_handles() {
-    let matvec = SOURCES
-        .iter()
-        .find(|(n, _)| *n == "matvec.cu")
-        .map(|(_, s)| *s)
-        .expect("matvec.cu is a source");
+    let matvec = source("matvec.cu");
     let mut ids = Vec::new();
     for ty in GgmlType::ALL {
         let id = fmt_of(ty);
@@ -256,21 +261,13 @@ fn matvec_row_tiles_cover_every_row_once_in_whole_tiles_an_engine_has_compiled()
 fn the_kernel_takes_every_row_tile_the_host_may_compile() {
     // kernels/matvec.cu refuses an MV_RT outside 1..8 at compile time; the host's range must
     // be the same.
-    let matvec = SOURCES
-        .iter()
-        .find(|(n, _)| *n == "matvec.cu")
-        .map(|(_, s)| *s)
-        .expect("matvec.cu is a source");
+    let matvec = source("matvec.cu");
     assert!(matvec.contains(&format!("MV_RT < 1 || MV_RT > {MV_MAX_TILE}")));
 }
 
 #[test]
 fn the_vectorized_kernels_are_the_ones_the_source_instantiates() {
-    let mvq = SOURCES
-        .iter()
-        .find(|(n, _)| *n == "mvq.cu")
-        .map(|(_, s)| *s)
-        .expect("mvq.cu is a source");
+    let mvq = source("mvq.cu");
     for (i, name) in MVQ_KERNELS.iter().enumerate() {
         // Variant i carries 2^i weight rows per warp (mvq_launch picks it from nw).
         assert!(
@@ -316,4 +313,48 @@ fn only_wide_rows_of_the_repacked_formats_are_vectorized() {
     // Rows that are not whole super-blocks stay byte-wise.
     assert!(!vectorized(Q4K, 4096 + 32));
     assert!(vectorized(Q8_0, 4096 + 32));
+}
+
+#[test]
+fn the_grid_sizing_mirrors_the_vectorized_launch_bounds() {
+    // mvq_launch sizes its grid by the blocks the launch bounds keep resident per SM; the
+    // kernel's MVQ_MIN_BLOCKS must say the same.
+    let mvq = source("mvq.cu");
+    assert!(mvq.contains("#define MVQ_MIN_BLOCKS(NW) ((NW) == 4 ? 1 : MV_RT <= 2 ? 3 : 2)"));
+    for tile in 1..=MV_MAX_TILE {
+        assert_eq!(mvq_blocks_per_sm(4, tile), 1);
+        for nw in [1, 2] {
+            assert_eq!(mvq_blocks_per_sm(nw, tile), if tile <= 2 { 3 } else { 2 });
+        }
+    }
+}
+
+#[test]
+fn the_nvrtc_check_assembles_the_modules_as_the_backend_does() {
+    // scripts/nvrtc-check.py mirrors the module assembly of mod.rs in Python; a source or a
+    // vectorized format added here and not there would go unchecked by CI.
+    let py = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/nvrtc-check.py"),
+    )
+    .expect("scripts/nvrtc-check.py");
+    let names: Vec<String> = SOURCES.iter().map(|(n, _)| format!("{n:?}")).collect();
+    assert!(
+        py.contains(&format!("SOURCES = [{}]", names.join(", "))),
+        "SOURCES"
+    );
+    let mv: Vec<String> = MV_SOURCES.iter().map(|n| format!("{n:?}")).collect();
+    assert!(
+        py.contains(&format!("MV_SOURCES = [{}]", mv.join(", "))),
+        "MV_SOURCES"
+    );
+    let fast: Vec<String> = GgmlType::ALL
+        .into_iter()
+        .filter(|&t| crate::quant::repack::is_fast(t))
+        .map(|t| fmt_of(t).to_string())
+        .collect();
+    assert!(
+        py.contains(&format!("VECTORIZED = [{}]", fast.join(", "))),
+        "VECTORIZED"
+    );
+    assert!(py.contains(&format!("FORMATS = {}", GgmlType::ALL.len())));
 }
