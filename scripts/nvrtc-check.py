@@ -7,11 +7,13 @@ module: every source in order; a matvec module: a #define head, then common.cu, 
 matvec.cu, and mvq.cu for a vectorized kind) and compiled with the engine's options
 (compile_options: no FMA contraction, no flush-to-zero, IEEE division and square root).
 
-Usage: scripts/nvrtc-check.py [--all] [LIBNVRTC]
+Usage: scripts/nvrtc-check.py [--all] [--cubin DIR] [LIBNVRTC]
 Default: the main module, every vectorized module at row tiles 1 and 8 and every byte-wise
 module at tile 1 (what scripts/test.sh runs); --all: every module at tiles 1, 3 and 8.
 LIBNVRTC: default libnvrtc.so.13 from the nvidia-cuda-nvrtc wheel, found in site-packages or
 in .cache/nvrtc (installed there with pip when absent). Exit 0 when every module compiles.
+--cubin DIR (with NVRTC_ARCH=sm_90): each module's CUBIN into DIR, to read its SASS with
+cuobjdump -sass (the nvidia-cuda-cuobjdump wheel) without a GPU.
 """
 import ctypes, glob, os, subprocess, sys, site
 
@@ -24,6 +26,11 @@ VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0.
 ARCH = os.environ.get("NVRTC_ARCH", "compute_90")
 
 
+CUBIN = None  # --cubin DIR: also write each module's sm_XX CUBIN there (for cuobjdump -sass)
+if "--cubin" in sys.argv[1:]:
+    i = sys.argv.index("--cubin")
+    CUBIN = sys.argv[i + 1]
+    del sys.argv[i:i + 2]
 ARGS = [a for a in sys.argv[1:] if a != "--all"]
 ALL = "--all" in sys.argv[1:]
 CACHE = os.path.join(ROOT, ".cache", "nvrtc")
@@ -70,6 +77,14 @@ def compile_module(lib, what, text):
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
     log = ctypes.create_string_buffer(size.value)
     lib.nvrtcGetProgramLog(prog, log)
+    if r == 0 and CUBIN:
+        n = ctypes.c_size_t()
+        lib.nvrtcGetCUBINSize(prog, ctypes.byref(n))
+        buf = ctypes.create_string_buffer(n.value)
+        lib.nvrtcGetCUBIN(prog, buf)
+        os.makedirs(CUBIN, exist_ok=True)
+        with open(os.path.join(CUBIN, what.replace(" ", "_") + ".cubin"), "wb") as f:
+            f.write(buf.raw)
     lib.nvrtcDestroyProgram(ctypes.byref(prog))
     text_log = log.value.decode(errors="replace").strip()
     if r != 0:
