@@ -50,12 +50,32 @@ __device__ __forceinline__ u32 comp(const uint4& v, int g) {
     return g == 0 ? v.x : g == 1 ? v.y : g == 2 ? v.z : v.w;
 }
 
-// 2^23 + byte j of w, exactly (the byte becomes the low mantissa bits): with the format's
-// offset subtracted, the integer quant as an f32, exactly.
-template <int J>
-__device__ __forceinline__ float qbyte(u32 w) {
-    return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7540 + J));
+// The quants of one word, as f32 values scaled by 2^-24, exactly: w holds 4 bytes b_j, each
+// the quant plus the format's BIAS (0 <= b_j < 2 * BIAS, or < 64 without one). Bytes 0 and 2
+// masked in place, and bytes 1 and 3 moved down, are f16 pairs whose bits are the subnormals
+// b_j * 2^-24 (every b_j < 1024 is one); an f16x2 subtraction of BIAS * 2^-24 gives
+// (b_j - BIAS) * 2^-24, exact (a subnormal difference of subnormals); the widening to f32 is
+// exact. Why: the previous decode (byte into an f32 mantissa, then an f32 subtraction) spent
+// two instructions per element, one of them on the integer pipe the rest of the kernel loads;
+// here a word costs one LOP3 and one PRMT, plus f16 conversions that run on the FMA pipe.
+// mvq_close multiplies the run's scale by 2^24 back: a product of powers of two, so every sum
+// is the previous kernel's exactly scaled by 2^-24 and fmaf(A * 2^24, s, acc) rounds as
+// fmaf(A, s', acc) did (same bits) while partial sums stay above 2^-102 in magnitude.
+template <int BIAS>
+__device__ __forceinline__ void unpack4(u32 w, float& q0, float& q1, float& q2, float& q3) {
+    u32 even = w & 0x00FF00FFu;
+    u32 odd = __byte_perm(w, 0u, 0x4341);
+    if (BIAS) {
+        const u32 b = (u32)BIAS * 0x00010001u;  // BIAS * 2^-24 in both f16 halves
+        asm("sub.rn.f16x2 %0, %0, %1;" : "+r"(even) : "r"(b));
+        asm("sub.rn.f16x2 %0, %0, %1;" : "+r"(odd) : "r"(b));
+    }
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}"
+        : "=f"(q0), "=f"(q2) : "r"(even));
+    asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}"
+        : "=f"(q1), "=f"(q3) : "r"(odd));
 }
+#define MVQ_UNSCALE 16777216.0f  // 2^24: what unpack4's values are scaled by
 
 // Bits 0..3 of x to bit 4 of bytes 0..3.
 __device__ __forceinline__ u32 spread4(u32 x) {
@@ -64,9 +84,22 @@ __device__ __forceinline__ u32 spread4(u32 x) {
 
 // One unit of one weight row: its raw registers, loaded by `load`, decoded by `ab` (the
 // runs' scale A and offset B) and `word` (the 4 quant bytes of run r, group g, each plus the
-// format's bias, so that qbyte - OFS is the signed quant). e0: the unit's first element;
+// format's BIAS, so that b - BIAS is the signed quant). e0: the unit's first element;
 // run 1 starts GAP elements after run 0.
 template <int FMT> struct Unit;
+
+// Where one lane's units of one weight row are: set once per row (init: the lane's unit of
+// round 0, u = lane) so that round `it` (unit it * 32 + lane) is the same addresses plus
+// it times a per-format stride (32 units are whole blocks / super-blocks of every format).
+// Why: recomputing a unit's addresses from u on every round (64-bit multiplies, shifts) cost
+// about as many integer instructions as the decode, on the pipe the decode needs.
+struct Cur {
+    const u8* a;
+    const u8* b;
+    const u8* c;
+    const u8* d;
+    int lane;
+};
 
 // Q4_K repacked: per super-block qs 128 | scales 16 (for unit pair p: scale 2p, scale 2p+1,
 // min 2p, min 2p+1, unpacked), then a plane of (d, dmin) per super-block. Unit u: super-block
@@ -75,19 +108,28 @@ template <int FMT> struct Unit;
 template <int FIVE>
 struct UnitK4 {
     static constexpr int GAP = 32;
-    static constexpr float OFS = 8388608.0f;
+    static constexpr int BIAS = 0;
     static constexpr int SB = FIVE ? 176 : 144;
     uint4 q, qh;
     u32 sc, dd;
     int c;
-    __device__ __forceinline__ void load(const u8* row, int u, int nu) {
-        int sb = u >> 3;
+    __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
+        const int sb = lane >> 3, c = lane & 7;
         const u8* b = row + (size_t)sb * SB;
-        c = u & 7;
-        q = ldw16(b + (FIVE ? 32 : 0) + 16 * c);
-        if (FIVE) qh = ldw16(b + 16 * (c & 1));
-        sc = ldw4(b + SB - 16 + 4 * (c >> 1));
-        dd = ldw4(row + (size_t)(nu >> 3) * SB + 4 * sb);
+        k.a = b + (FIVE ? 32 : 0) + 16 * c;
+        k.b = b + SB - 16 + 4 * (c >> 1);
+        k.c = row + (size_t)(nu >> 3) * SB + 4 * sb;
+        k.d = b + 16 * (c & 1);
+        k.lane = lane;
+    }
+    // Round it: super-blocks 4 it + lane / 8, the same chunk c = lane % 8.
+    __device__ __forceinline__ void load(const Cur& k, int it) {
+        const size_t o = (size_t)it * (4 * SB);
+        c = k.lane & 7;
+        q = ldw16(k.a + o);
+        if (FIVE) qh = ldw16(k.d + o);
+        sc = ldw4(k.b + o);
+        dd = ldw4(k.c + 16 * it);
     }
     __device__ __forceinline__ static int e0(int u) {
         return (u >> 3) * 256 + ((u & 7) >> 1) * 64 + (u & 1) * 16;
@@ -111,21 +153,27 @@ template <> struct Unit<FMT_Q5K> : UnitK4<1> {};
 // hh*128 + s*32 + (t%2)*16 + i.
 template <> struct Unit<FMT_Q6K> {
     static constexpr int GAP = 64;
-    static constexpr float OFS = 8388608.0f + 32.0f;
+    static constexpr int BIAS = 32;
     uint4 ql, qh;
     u32 sc;
     float d;
     int c;
-    __device__ __forceinline__ void load(const u8* row, int u, int nu) {
-        int sb = u >> 3;
-        c = u & 7;
-        int hh = c >> 2, t = c & 3;
+    __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
+        const int sb = lane >> 3, c = lane & 7, hh = c >> 2, t = c & 3;
         const u8* b = row + (size_t)sb * 208;
-        ql = ldw16(b + hh * 64 + 16 * t);
-        qh = ldw16(b + 128 + hh * 32 + 16 * (t & 1));
-        // This unit's two scales (the repack put them side by side).
-        sc = __ldg((const unsigned short*)(b + 192 + 2 * c));
-        d = h2f(__ldg((const unsigned short*)(row + (size_t)(nu >> 3) * 208 + 2 * sb)));
+        k.a = b + hh * 64 + 16 * t;
+        k.b = b + 128 + hh * 32 + 16 * (t & 1);
+        k.c = b + 192 + 2 * c;  // this unit's two scales (the repack put them side by side)
+        k.d = row + (size_t)(nu >> 3) * 208 + 2 * sb;
+        k.lane = lane;
+    }
+    __device__ __forceinline__ void load(const Cur& k, int it) {
+        const size_t o = (size_t)it * (4 * 208);
+        c = k.lane & 7;
+        ql = ldw16(k.a + o);
+        qh = ldw16(k.b + o);
+        sc = __ldg((const unsigned short*)(k.c + o));
+        d = h2f(__ldg((const unsigned short*)(k.d + 8 * it)));
     }
     __device__ __forceinline__ static int e0(int u) {
         int c = u & 7, t = c & 3;
@@ -145,13 +193,20 @@ template <> struct Unit<FMT_Q6K> {
 // Q8_0 repacked: 32 quant bytes per block, then the d's. Elements 32u + j.
 template <> struct Unit<FMT_Q8_0> {
     static constexpr int GAP = 16;
-    static constexpr float OFS = 8388608.0f + 128.0f;
+    static constexpr int BIAS = 128;
     uint4 q0, q1;
     float d;
-    __device__ __forceinline__ void load(const u8* row, int u, int nu) {
-        q0 = ldw16(row + 32 * (size_t)u);
-        q1 = ldw16(row + 32 * (size_t)u + 16);
-        d = h2f(__ldg((const unsigned short*)(row + 32 * (size_t)nu + 2 * u)));
+    __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
+        k.a = row + 32 * (size_t)lane;
+        k.b = row + 32 * (size_t)nu + 2 * lane;
+        k.c = k.d = row;
+        k.lane = lane;
+    }
+    __device__ __forceinline__ void load(const Cur& k, int it) {
+        const size_t o = (size_t)it * 1024;
+        q0 = ldw16(k.a + o);
+        q1 = ldw16(k.a + o + 16);
+        d = h2f(__ldg((const unsigned short*)(k.b + 64 * it)));
     }
     __device__ __forceinline__ static int e0(int u) { return 32 * u; }
     __device__ __forceinline__ void ab(int r, float* A, float* B) const {
@@ -171,22 +226,28 @@ template <int FMT> struct UnitNib {
     static constexpr bool MIN = FMT == FMT_Q4_1 || FMT == FMT_Q5_1;
     static constexpr bool FIVE = FMT == FMT_Q5_0 || FMT == FMT_Q5_1;
     static constexpr int GAP = 16;
-    static constexpr float OFS =
-        8388608.0f + (FMT == FMT_Q4_0 ? 8.0f : FMT == FMT_Q5_0 ? 16.0f : 0.0f);
+    static constexpr int BIAS = FMT == FMT_Q4_0 ? 8 : FMT == FMT_Q5_0 ? 16 : 0;
+    static constexpr int SZ = FIVE ? 8 : MIN ? 4 : 2;  // scale bytes per block
     uint4 q;
     u32 s, qh;
-    __device__ __forceinline__ void load(const u8* row, int u, int nu) {
-        q = ldw16(row + 16 * (size_t)u);
-        const u8* m = row + 16 * (size_t)nu;
+    __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
+        k.a = row + 16 * (size_t)lane;
+        k.b = row + 16 * (size_t)nu + SZ * lane;
+        k.c = k.d = row;
+        k.lane = lane;
+    }
+    __device__ __forceinline__ void load(const Cur& k, int it) {
+        q = ldw16(k.a + (size_t)it * 512);
+        const u8* m = k.b + (size_t)it * (32 * SZ);
         if (FIVE) {
-            uint2 v = ldw8(m + 8 * (size_t)u);
+            uint2 v = ldw8(m);
             s = v.x;
             qh = v.y;
         } else if (MIN) {
-            s = ldw4(m + 4 * (size_t)u);
+            s = ldw4(m);
             qh = 0;
         } else {
-            s = __ldg((const unsigned short*)(m + 2 * (size_t)u));
+            s = __ldg((const unsigned short*)m);
             qh = 0;
         }
     }
@@ -225,9 +286,8 @@ __device__ __forceinline__ void mvq_group(const Unit<FMT> (&w)[NW], int v, int r
     for (int b = 0; b < RT; b++) xv[b] = ((const float4*)(X + (size_t)b * n))[swz(v)];
 #pragma unroll
     for (int i = 0; i < NW; i++) {
-        u32 q = w[i].word(r, g);
-        float q0 = qbyte<0>(q) - U::OFS, q1 = qbyte<1>(q) - U::OFS;
-        float q2 = qbyte<2>(q) - U::OFS, q3 = qbyte<3>(q) - U::OFS;
+        float q0, q1, q2, q3;  // the quants * 2^-24 (unpack4)
+        unpack4<U::BIAS>(w[i].word(r, g), q0, q1, q2, q3);
 #pragma unroll
         for (int b = 0; b < RT; b++) {
             float t = s[i][b];
@@ -250,6 +310,7 @@ __device__ __forceinline__ void mvq_close(const Unit<FMT> (&w)[NW], int k, int r
     for (int i = 0; i < NW; i++) {
         float A, B;
         w[i].ab(r, &A, &B);
+        A = A * MVQ_UNSCALE;  // s is the run's sum * 2^-24 (unpack4): the same product
 #pragma unroll
         for (int b = 0; b < RT; b++) {
             acc[i][b] = fmaf(A, s[i][b], acc[i][b]);
@@ -298,6 +359,62 @@ __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const 
     }
 }
 
+// One item of a warp's walk: the next item's units load into `nxt` (its group's cursors set
+// first when it starts a group), then the current one's (in `cur`) are multiplied in, and a
+// finished group is reduced (tree32) and written. Returns whether an item is left.
+template <int FMT, int RT, int NW, typename RowOf>
+__device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int groups, int nf,
+                                         bool gu, int all_warps, int rounds, int nu, int lane,
+                                         int r0, RowOf& row_of, Cur (&k)[NW],
+                                         Unit<FMT> (&cur)[NW], Unit<FMT> (&nxt)[NW], int& grp,
+                                         int& it, const float* X, int n, const float* xsum,
+                                         float (&acc)[NW][RT]) {
+    int ngrp = grp, nit = it + 1;
+    if (nit == rounds) {
+        // The current item's units are loaded already: its cursors may move on.
+        nit = 0;
+        ngrp = grp + all_warps;
+        if (ngrp < groups) {
+#pragma unroll
+            for (int i = 0; i < NW; i++) Unit<FMT>::init(k[i], row_of(ngrp, i), lane, nu);
+        }
+    }
+    if (ngrp < groups && nit * 32 + lane < nu) {
+#pragma unroll
+        for (int i = 0; i < NW; i++) nxt[i].load(k[i], nit);
+    }
+    const int u = it * 32 + lane;
+    if (u < nu) mvq_unit<FMT, RT, NW>(cur, u, X, n, xsum, acc);
+    if (it == rounds - 1) {
+        // The group is done: every lane reaches the shuffles (the branch is uniform).
+#pragma unroll
+        for (int i = 0; i < NW; i++)
+#pragma unroll
+            for (int b = 0; b < RT; b++) acc[i][b] = tree32(acc[i][b]);
+        // Lane j finishes (feature slot j / RT, batch row j % RT).
+        float sv = 0.0f, tv = 0.0f;
+#pragma unroll
+        for (int i = 0; i < NW; i++)
+#pragma unroll
+            for (int b = 0; b < RT; b++) {
+                if (gu && i >= nf) {
+                    if (lane == (i - nf) * RT + b) tv = acc[i][b];
+                } else if (lane == i * RT + b) {
+                    sv = acc[i][b];
+                }
+                acc[i][b] = 0.0f;
+            }
+        if (lane < nf * RT) {
+            int o, f = grp * nf + lane / RT;
+            int mi = mv_locate(a, features, f, &o);
+            if (mi >= 0) mv_finish(a, mi, o, r0 + lane % RT, sv, tv);
+        }
+    }
+    grp = ngrp;
+    it = nit;
+    return grp < groups;
+}
+
 // Grid (blocks, rows / RT), block 32 * MV_WARPS, dynamic shared memory: the staged x tile
 // (stage_x: RT * n floats, normalized, swizzled) then, for a format with offsets, the run
 // sums (RT * n / 16 floats). Warp w of the launch takes groups w, w + all warps, ...; group
@@ -309,7 +426,7 @@ __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const 
 // and, for a norm launch, normalized with the same expressions), so a row's bits never
 // depend on the staging.
 template <int FMT, int RT, int NW, bool XS>
-__device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem) {
+__device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem, float* red) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n = a.n_in, nu = n >> 5, rounds = (nu + 31) >> 5;
     const int r0 = blockIdx.y * RT;
@@ -327,22 +444,24 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         return MV_FIELD(a, m, w) + (size_t)o * MV_FIELD(a, m, row_bytes);
     };
     int grp = blockIdx.x * MV_WARPS + warp, it = 0;
-    const u8* row[NW];
-    Unit<FMT> cur[NW];
+    Cur k[NW];  // this warp's current group's rows (lane cursors)
+    Unit<FMT> ua[NW], ub[NW];
 #pragma unroll
-    for (int i = 0; i < NW; i++) row[i] = row_of(grp < groups ? grp : 0, i);
+    for (int i = 0; i < NW; i++) Unit<FMT>::init(k[i], row_of(grp < groups ? grp : 0, i), lane, nu);
     // The first item's weights load before the wait: they are read-only.
     if (grp < groups && lane < nu) {
 #pragma unroll
-        for (int i = 0; i < NW; i++) cur[i].load(row[i], lane, nu);
+        for (int i = 0; i < NW; i++) ua[i].load(k[i], 0);
     }
     pdl_wait();
     const float* X = a.x + (size_t)r0 * n;
     float* xsum = smem + (XS ? RT * n : 0);
     float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
     if (XS && a.norm) {
-        // Only a staged launch normalizes (the host pre-normalizes the others): the
-        // expressions of crate::math::rms_norm, sumsq32 over the global row.
+        // Only a staged launch normalizes (stage_rows lays out the others, with the same
+        // expressions): sumsq256 over the global row (the whole block, row by row), then
+        // crate::math::rms_norm's inv = 1 / sqrt(ss / n + eps). `inv` is written by every
+        // thread with the same bits (no race on the value; the barrier orders it).
         for (int r = warp; r < RT; r += MV_WARPS) {
             float ss = sumsq32(X + (size_t)r * n, n);
             if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
@@ -404,69 +523,26 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     for (int i = 0; i < NW; i++)
 #pragma unroll
         for (int b = 0; b < RT; b++) acc[i][b] = 0.0f;
+    // Items (group, round) in order; the current item's units are in one of ua / ub and the
+    // next item's load into the other before the current one computes, so loads stay in
+    // flight across rounds and groups. Two items per trip, the buffers' roles swapped, so no
+    // unit is copied between registers.
     while (grp < groups) {  // uniform over the warp
-        // The next item: the next round of this group, or round 0 of the warp's next group.
-        int ngrp = grp, nit = it + 1;
-        const u8* nrow[NW];
-#pragma unroll
-        for (int i = 0; i < NW; i++) nrow[i] = row[i];
-        if (nit == rounds) {
-            nit = 0;
-            ngrp = grp + all_warps;
-            if (ngrp < groups) {
-#pragma unroll
-                for (int i = 0; i < NW; i++) nrow[i] = row_of(ngrp, i);
-            }
-        }
-        Unit<FMT> nxt[NW];
-        const int un = nit * 32 + lane;
-        if (ngrp < groups && un < nu) {
-#pragma unroll
-            for (int i = 0; i < NW; i++) nxt[i].load(nrow[i], un, nu);
-        }
-        const int u = it * 32 + lane;
-        if (u < nu) mvq_unit<FMT, RT, NW>(cur, u, X, n, xsum, acc);
-        if (it == rounds - 1) {
-            // The group is done: every lane reaches the shuffles (the branch is uniform).
-#pragma unroll
-            for (int i = 0; i < NW; i++)
-#pragma unroll
-                for (int b = 0; b < RT; b++) acc[i][b] = tree32(acc[i][b]);
-            // Lane j finishes (feature slot j / RT, batch row j % RT).
-            float sv = 0.0f, tv = 0.0f;
-#pragma unroll
-            for (int i = 0; i < NW; i++)
-#pragma unroll
-                for (int b = 0; b < RT; b++) {
-                    if (gu && i >= nf) {
-                        if (lane == (i - nf) * RT + b) tv = acc[i][b];
-                    } else if (lane == i * RT + b) {
-                        sv = acc[i][b];
-                    }
-                    acc[i][b] = 0.0f;
-                }
-            if (lane < nf * RT) {
-                int o, f = grp * nf + lane / RT;
-                int mi = mv_locate(a, features, f, &o);
-                if (mi >= 0) mv_finish(a, mi, o, r0 + lane % RT, sv, tv);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < NW; i++) {
-            cur[i] = nxt[i];
-            row[i] = nrow[i];
-        }
-        grp = ngrp;
-        it = nit;
+        if (!mvq_item<FMT, RT, NW>(a, features, groups, nf, gu, all_warps, rounds, nu, lane, r0,
+                                   row_of, k, ua, ub, grp, it, X, n, xsum, acc))
+            break;
+        mvq_item<FMT, RT, NW>(a, features, groups, nf, gu, all_warps, rounds, nu, lane, r0, row_of,
+                              k, ub, ua, grp, it, X, n, xsum, acc);
     }
 }
 
 template <int FMT, int RT, int NW>
 __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stage_x) {
     extern __shared__ float4 mvq_smem4[];
+    __shared__ float red[8];  // sumsq256's warp sums
     pdl_trigger();
-    if (stage_x) mvq_run<FMT, RT, NW, true>(a, features, (float*)mvq_smem4);
-    else mvq_run<FMT, RT, NW, false>(a, features, (float*)mvq_smem4);
+    if (stage_x) mvq_run<FMT, RT, NW, true>(a, features, (float*)mvq_smem4, red);
+    else mvq_run<FMT, RT, NW, false>(a, features, (float*)mvq_smem4, red);
 }
 
 // Launch bounds: up to 2-row tiles keep 3 blocks (24 warps) per SM resident (<= 85
