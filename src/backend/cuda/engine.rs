@@ -963,8 +963,9 @@ impl CudaEngine {
             self.model.cfg.rms_eps,
         );
         let cfg = LaunchConfig {
-            grid_dim: (to_u32(rows.div_ceil(4), "stage blocks")?, 1, 1),
-            block_dim: (128, 1, 1),
+            // One block of 256 threads per row (sumsq256 in kernels/common.cu).
+            grid_dim: (to_u32(rows, "stage blocks")?, 1, 1),
+            block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         let f = self.dx.func("stage_rows")?;

@@ -93,6 +93,39 @@ __device__ __forceinline__ float sumsq32(const float* x, int n) {
     return tree32(acc);
 }
 
+// sum of x[i] * x[i] over i < n (n a multiple of 4, x 16-byte aligned) by a whole block of
+// 256 threads (8 warps; every thread must call it, `red` is 8 floats of shared memory):
+// thread t takes float4s v = t, t + 256, ... in order (x, y, z, w of each in order), then
+// tree32 in each warp, then the 8 warp sums as ((w0 + w1) + (w2 + w3)) + ((w4 + w5) +
+// (w6 + w7)). Every thread returns the same bits, fixed by n alone. The vectorized matvec's
+// norm (its staged prologue and stage_rows) uses it: a warp-per-row sum walks a 4096-wide row
+// in 16 dependent rounds of loads (about 5 us), 256 threads in one or two.
+__device__ __forceinline__ float sumsq256(const float* x, int n, float* red) {
+    const float4* x4 = (const float4*)x;
+    const int n4 = n >> 2, t = threadIdx.x;
+    float acc = 0.0f;
+    for (int v0 = t; v0 < n4; v0 += 4 * 256) {
+        float4 q[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (v0 + 256 * k < n4) q[k] = x4[v0 + 256 * k];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (v0 + 256 * k < n4) {
+                acc = acc + q[k].x * q[k].x;
+                acc = acc + q[k].y * q[k].y;
+                acc = acc + q[k].z * q[k].z;
+                acc = acc + q[k].w * q[k].w;
+            }
+    }
+    acc = tree32(acc);
+    if ((t & 31) == 0) red[t >> 5] = acc;
+    __syncthreads();
+    float s = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
+    __syncthreads();  // red is reused by the next call
+    return s;
+}
+
 // Physical float4 slot of float4 v of an x row as the vectorized matvec reads it (staged in
 // shared memory, or laid out by stage_rows in global memory): v's low three bits XORed with
 // bits 3..5, so that the 8 lanes of a quarter-warp, which read the same (run, group) of 8

@@ -462,9 +462,9 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         // expressions): sumsq256 over the global row (the whole block, row by row), then
         // crate::math::rms_norm's inv = 1 / sqrt(ss / n + eps). `inv` is written by every
         // thread with the same bits (no race on the value; the barrier orders it).
-        for (int r = warp; r < RT; r += MV_WARPS) {
-            float ss = sumsq32(X + (size_t)r * n, n);
-            if (lane == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
+        for (int r = 0; r < RT; r++) {
+            float ss = sumsq256(X + (size_t)r * n, n, red);
+            if (threadIdx.x == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
         }
         __syncthreads();
     }

@@ -21,21 +21,23 @@ extern "C" __global__ void add_residual(float* x, const float* o, const float* w
     }
 }
 
-// out[r] = x[r], normalized (has_norm: rms_norm(x[r]) * w with the matvec prologue's
-// expressions: sumsq32 over the row, inv = 1 / sqrt(ss / n + eps), (x * inv) * w), in the
-// vectorized matvec's swizzled layout (swz: float4 v of the row at slot swz(v)). One warp per
-// row. For a vectorized matvec whose input tile is too large to stage in shared memory: the
-// values are the bits the staged path computes, so a row never depends on the staging.
+// out[r] = x[r], normalized (has_norm: rms_norm(x[r]) * w with the vectorized matvec
+// prologue's expressions: sumsq256 over the row, inv = 1 / sqrt(ss / n + eps), (x * inv) * w),
+// in the vectorized matvec's swizzled layout (swz: float4 v of the row at slot swz(v)). One
+// block of 256 threads per row. For a vectorized matvec whose input tile is too large to stage
+// in shared memory: the values are the bits the staged path computes, so a row never depends
+// on the staging.
 extern "C" __global__ void stage_rows(const float* x, const float* w, float* out, int rows,
                                       int n, float eps, int has_norm) {
+    __shared__ float red[8];
     pdl_trigger();
     pdl_wait();
-    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r >= rows) return;
+    int r = blockIdx.x;
+    if (r >= rows) return;  // uniform over the block
     const float4* xr = (const float4*)(x + (size_t)r * n);
     float4* orow = (float4*)(out + (size_t)r * n);
-    float inv = has_norm ? 1.0f / sqrtf(sumsq32(x + (size_t)r * n, n) / (float)n + eps) : 0.0f;
-    for (int v = threadIdx.x & 31; v < (n >> 2); v += 32) {
+    float inv = has_norm ? 1.0f / sqrtf(sumsq256(x + (size_t)r * n, n, red) / (float)n + eps) : 0.0f;
+    for (int v = threadIdx.x; v < (n >> 2); v += blockDim.x) {
         float4 t = xr[v];
         if (has_norm) {
             float4 g = ((const float4*)w)[v];
