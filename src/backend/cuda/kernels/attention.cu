@@ -19,6 +19,11 @@
 // out[d] = sum over t in position order of (p_t * inv) * v_t[d], starting from 0. Scores
 // live in dynamic shared memory (n_pos floats; the host checks the window fits).
 #define ATT_MAX_HD 512
+// Loads each thread keeps in flight in the score and output loops. Why 32: at a few hundred
+// positions these loops are chains of dependent round trips to L2 (8 loads each, 16 trips
+// for gemma3's 256-wide heads at 128 positions); 32 cuts the chain by 4 and changes no sum's
+// order (each thread still adds in element, then position, order).
+#define ATT_DEPTH 32
 
 extern "C" __global__ void attention(const float* q, const float* k, const float* v,
                                      const float* bq, const float* bk, const float* bv,
@@ -112,12 +117,14 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         float acc = 0.0f;
         if (t < n_pos) {
             const float* kt = t == last ? ks : Kr + (size_t)t * kvd;
-            for (int i0 = l; i0 < hd; i0 += 64) {
-                float kv[8];  // 8 loads in flight, then the adds in element order
+            // ATT_DEPTH loads in flight (a whole head of up to 8 * ATT_DEPTH values in one
+            // round trip), then the adds in element order: l, l + 8, l + 16, ...
+            for (int i0 = l; i0 < hd; i0 += 8 * ATT_DEPTH) {
+                float kv[ATT_DEPTH];
 #pragma unroll
-                for (int u = 0; u < 8; u++) kv[u] = i0 + 8 * u < hd ? kt[i0 + 8 * u] : 0.0f;
+                for (int u = 0; u < ATT_DEPTH; u++) kv[u] = i0 + 8 * u < hd ? kt[i0 + 8 * u] : 0.0f;
 #pragma unroll
-                for (int u = 0; u < 8; u++)
+                for (int u = 0; u < ATT_DEPTH; u++)
                     if (i0 + 8 * u < hd) acc = acc + qs[i0 + 8 * u] * kv[u];
             }
         }
@@ -160,12 +167,14 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         float o = 0.0f;
         if (d < hd && g < G) {
             int t1 = (g + 1) * chunk < last ? (g + 1) * chunk : last;
-            for (int t0 = g * chunk; t0 < t1; t0 += 8) {
-                float vv[8];
+            // ATT_DEPTH cached V values in flight per trip, then the adds in position order.
+            for (int t0 = g * chunk; t0 < t1; t0 += ATT_DEPTH) {
+                float vv[ATT_DEPTH];
 #pragma unroll
-                for (int u = 0; u < 8; u++) vv[u] = t0 + u < t1 ? Vr[(size_t)(t0 + u) * kvd + d] : 0.0f;
+                for (int u = 0; u < ATT_DEPTH; u++)
+                    vv[u] = t0 + u < t1 ? Vr[(size_t)(t0 + u) * kvd + d] : 0.0f;
 #pragma unroll
-                for (int u = 0; u < 8; u++)
+                for (int u = 0; u < ATT_DEPTH; u++)
                     if (t0 + u < t1) o = o + (sc[t0 + u] * inv) * vv[u];
             }
             part[g * hd + d - d0] = o;
