@@ -85,6 +85,18 @@ fn bench_receipt_holds_the_figures_it_printed() {
         )),
         "{out}"
     );
+    // The tracing cost: the traced walks' rates beside the untraced ones, printed as a share.
+    let tt = &r["traced_tok_s"];
+    assert!(tt["pipelined"].is_null(), "{r}");
+    let te = tt["eager"].as_f64().unwrap();
+    assert!(te > 0.0 && tt["batched"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(
+        out.contains(&format!(
+            "tracing cost (the traced walks): eager {te:.1} tok/s ({:.0}% of untraced)",
+            100.0 * te / r["tok_s"]["eager"].as_f64().unwrap()
+        )),
+        "{out}"
+    );
     assert!(r["model"]["weight_bytes"].as_u64().unwrap() > 0);
     assert!(r["model"]["file"].as_str().unwrap().starts_with("builtin:"));
     assert!(!r["tool"]["git_commit"].as_str().unwrap().is_empty());

@@ -21,13 +21,23 @@ fn run(args: &[&str]) -> Output {
     c.args(args);
     let gate_flags = !matches!(
         args.first(),
-        Some(&"diff") | Some(&"synth") | Some(&"inspect") | Some(&"battery")
+        Some(&"diff") | Some(&"synth") | Some(&"inspect") | Some(&"battery") | Some(&"trace-check")
     );
     if gate_flags && !args.contains(&"--backend") {
         c.args(["--backend", "cpu"]);
     }
     c.output().expect("ppn-gate runs")
 }
+
+/// A gate whose last stage's cache is planted on another device: FAILs every run, at build.
+const MISPLACED: [&str; 6] = [
+    "--stages",
+    "3",
+    "--devices",
+    "2,0,1",
+    "--fault",
+    "misplaced-cache",
+];
 
 fn text(o: &Output) -> String {
     format!(
@@ -219,16 +229,7 @@ fn residency_is_recorded_and_a_misplaced_cache_fails_the_gate() {
     assert_eq!(r["placement"]["misplaced"], serde_json::json!([]));
 
     let bad = d.path().join("bad.json");
-    let o = run(&[
-        "--stages",
-        "3",
-        "--devices",
-        "2,0,1",
-        "--fault",
-        "misplaced-cache",
-        "--receipt",
-        bad.to_str().unwrap(),
-    ]);
+    let o = run(&[&MISPLACED[..], &["--receipt", bad.to_str().unwrap()]].concat());
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let r = receipt(&bad);
     assert_eq!(r["verdict"], "FAIL");
@@ -1779,63 +1780,34 @@ fn trace_shows_every_stream_and_the_pipeline_overlap() {
     };
     track("runtime/caller@cpu0");
     track("runtime/readback@cpu3");
-    let slices = |tid: u64| -> Vec<&Value> {
-        let mut v: Vec<&Value> = ev
-            .iter()
-            .filter(|e| e["ph"] == "X" && e["tid"] == tid)
-            .collect();
-        v.sort_by(|a, b| {
-            a["ts"]
-                .as_f64()
-                .unwrap()
-                .total_cmp(&b["ts"].as_f64().unwrap())
-        });
-        v
+    // The bars, checked by the same subcommand the GPU script runs on CUDA traces: every
+    // stage stream has work in every step, no stream's slices overlap, and some stage runs
+    // ahead of the next in pipelined; eager, whose host waits for every stage before the
+    // next step, shows no overlap (the check's negative control on a real trace).
+    for (phase, code, want) in [
+        ("pipelined", 0, "has work in each of 24 steps of pipelined"),
+        ("eager", 1, "FAIL  no overlap in eager"),
+    ] {
+        let o = run(&["trace-check", t.to_str().unwrap(), "--phase", phase]);
+        assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+        assert!(text(&o).contains(want), "{want}:\n{}", text(&o));
+    }
+    // The pieces of a step: each slice names its piece; TX and RX their slot, both slots used.
+    let piece_slots = |piece: &str| -> std::collections::BTreeSet<u64> {
+        ev.iter()
+            .filter(|e| e["ph"] == "X" && e["args"]["piece"] == piece)
+            .map(|e| e["args"]["slot"].as_u64().expect("a slot"))
+            .collect()
     };
-    let end = |e: &Value| e["ts"].as_f64().unwrap() + e["dur"].as_f64().unwrap();
-    let steps = 24;
-    // Per arm and stage: (first work start, last end) of each step.
-    let spans = |arm: &str| {
-        let mut span = vec![vec![(f64::MAX, f64::MIN); steps]; 4];
-        for (s, sp) in span.iter_mut().enumerate() {
-            let sl = slices(track(&format!("runtime/stage{s}@cpu{s}")));
-            for w in sl.windows(2) {
-                assert!(
-                    w[1]["ts"].as_f64().unwrap() >= end(w[0]) - 1e-3,
-                    "stage {s}: overlapping slices {} and {}",
-                    w[0],
-                    w[1]
-                );
-            }
-            for e in sl.iter().filter(|e| e["args"]["phase"] == arm) {
-                let k = e["args"]["step"].as_u64().expect("a step's op") as usize;
-                let x = &mut sp[k];
-                if e["name"] != "event wait" {
-                    x.0 = x.0.min(e["ts"].as_f64().unwrap());
-                }
-                x.1 = x.1.max(end(e));
-            }
-            for (k, x) in sp.iter().enumerate() {
-                assert!(
-                    x.0 < f64::MAX,
-                    "{arm}: stage {s} has no work slice for step {k}"
-                );
-            }
-        }
-        span
-    };
-    let overlapped = |arm: &str| {
-        let span = spans(arm);
-        (0..3)
-            .flat_map(|s| (0..steps - 1).map(move |k| (s, k)))
-            .filter(|&(s, k)| span[s][k + 1].0 < span[s + 1][k].1)
-            .count()
-    };
-    assert!(
-        overlapped("pipelined") > 0,
-        "no stage ran ahead of the next one"
-    );
-    assert_eq!(overlapped("eager"), 0);
+    assert_eq!(piece_slots("tx"), [0, 1].into());
+    assert_eq!(piece_slots("rx"), [0, 1].into());
+    for piece in ["input", "embed", "layers", "head", "readback"] {
+        assert!(
+            ev.iter()
+                .any(|e| e["ph"] == "X" && e["args"]["piece"] == piece),
+            "no {piece} slice"
+        );
+    }
     // Flows: each start has its finish, and some cross between two streams.
     let flows: Vec<&Value> = ev.iter().filter(|e| e["ph"] == "s").collect();
     assert!(!flows.is_empty());
@@ -1850,15 +1822,12 @@ fn trace_shows_every_stream_and_the_pipeline_overlap() {
 
     for (args, want) in [
         (
-            vec!["soak", "--runs", "2", "--trace", t.to_str().unwrap()],
-            format!("--trace {}: soak runs the gate many times", t.display()),
+            vec!["soak", "--runs", "2", "--trace-failing"],
+            "--trace-failing: needs --trace FILE".to_string(),
         ),
         (
-            vec!["bench", "--trace", t.to_str().unwrap()],
-            format!(
-                "--trace {}: bench measures the untraced runtime",
-                t.display()
-            ),
+            vec!["trace-check", d.path().join("r.json").to_str().unwrap()],
+            "no traceEvents array".to_string(),
         ),
         (
             vec!["--trace", d.path().to_str().unwrap()],
@@ -1869,4 +1838,65 @@ fn trace_shows_every_stream_and_the_pipeline_overlap() {
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
         assert!(text(&o).contains(&want), "{want}:\n{}", text(&o));
     }
+}
+
+/// `soak --trace FILE`: every run traced, its trace beside FILE named after FILE's stem and
+/// the run (as the run's receipt), named by the summary and the JUnit testcase; with
+/// `--trace-failing` only failing runs' traces are written (every run is traced either way).
+#[test]
+fn soak_writes_a_trace_per_run_or_only_the_failing_ones() {
+    let d = tmp();
+    let p = |n: &str| d.path().join(n).to_str().unwrap().to_string();
+    let gate = ["--gen-len", "4", "--prompt-len", "2", "-q"];
+    let soak = |extra: &[&str]| {
+        let mut a = vec!["soak", "--runs", "2"];
+        a.extend_from_slice(&gate);
+        a.extend_from_slice(extra);
+        if !extra.contains(&"--stages") {
+            a.extend_from_slice(&["--stages", "2"]);
+        }
+        run(&a)
+    };
+    let (t, j) = (p("tr/t.json"), p("j.xml"));
+    let o = soak(&["--out", &p("s1"), "--trace", &t, "--junit", &j]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let sum = receipt(&d.path().join("s1/summary.json"));
+    for run in 1..=2 {
+        let tp = p(&format!("tr/t-run-{run:03}.json"));
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&tp).unwrap()).unwrap();
+        assert!(!v["traceEvents"].as_array().unwrap().is_empty());
+        assert_eq!(sum["runs"][run - 1]["trace"], tp.as_str());
+        let o = run_tc(&tp);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    }
+    assert!(std::fs::read_to_string(&j).unwrap().contains(&format!(
+        "<property name=\"trace\" value=\"{}\"/>",
+        p("tr/t-run-001.json")
+    )));
+
+    // Clean runs with --trace-failing: no file, no summary entry.
+    let o = soak(&[
+        "--out",
+        &p("s2"),
+        "--trace",
+        &p("u.json"),
+        "--trace-failing",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!d.path().join("u-run-001.json").exists());
+    assert!(receipt(&d.path().join("s2/summary.json"))["runs"][0]
+        .get("trace")
+        .is_none());
+    // Failing runs (a planted misplacement, FAIL every run): each one's trace is written.
+    let (out, f) = (p("s3"), p("f.json"));
+    let flags = ["--out", &out, "--trace", &f, "--trace-failing"];
+    let o = soak(&[&flags[..], &MISPLACED[..]].concat());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    for run in 1..=2 {
+        assert!(d.path().join(format!("f-run-{run:03}.json")).exists());
+    }
+}
+
+fn run_tc(trace: &str) -> Output {
+    run(&["trace-check", trace])
 }

@@ -14,6 +14,7 @@
 //!   next `synchronize`/`download` on it.
 
 pub mod cpu;
+pub mod trace;
 // The only module where `unsafe` is allowed (driver FFI); every block carries a SAFETY line.
 #[allow(unsafe_code)]
 pub mod cuda;
@@ -184,12 +185,33 @@ pub trait Backend: Send + Sync + Sized + 'static {
         Ok(None)
     }
 
-    /// Tracing (`--trace`, CPU only): ops enqueued on `s` from now on are walk step `step`'s.
-    /// Changes nothing the ops compute.
+    /// Tracing (`--trace`): a fresh tracer that every stream made from now on records into
+    /// (streams made before keep the tracer they had, or none). Changes nothing the ops
+    /// compute: the ordering events and the ops stay as they are; tracing only adds clock
+    /// reads (CPU) or timing events recorded on the streams (CUDA). None: no tracing here.
+    fn start_trace(&self) -> Option<Arc<trace::Tracer>> {
+        None
+    }
+
+    /// The current tracer with every traced op's times filled in (CUDA reads its timing
+    /// events here, blocking until the streams reached them): call after the traced walks.
+    fn trace(&self) -> BResult<Option<Arc<trace::Tracer>>> {
+        Ok(None)
+    }
+
+    /// Tracing: ops enqueued on `s` from now on are walk step `step`'s.
     fn trace_step(&self, _s: &Self::Stream, _step: Option<u64>) {}
 
     /// Tracing: ops enqueued from now on belong to phase `name` (the reference, an arm).
     fn trace_phase(&self, _name: &str) {}
+
+    /// Tracing: ops enqueued on `s` from now until `trace_end` (or the host blocking in a
+    /// `download` or `synchronize` on `s`, whose wake-up is not the piece's work) are one
+    /// piece of the step.
+    fn trace_begin(&self, _s: &Self::Stream, _piece: trace::Piece) {}
+
+    /// Tracing: the piece begun on `s` ends here.
+    fn trace_end(&self, _s: &Self::Stream) {}
 
     /// Kernels launched so far on all devices (0 where the backend does not count them).
     fn launches(&self) -> u64 {

@@ -13,6 +13,7 @@ use crate::arms::{self, ArmKind, GateSpec};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::modcache::ModuleCache;
 use crate::backend::cuda::CudaBackend;
+use crate::backend::trace::Tracer;
 use crate::backend::Backend;
 use crate::gguf::GgufFile;
 use crate::model::synth::{
@@ -65,6 +66,21 @@ impl AnyBackend {
             AnyBackend::Cuda(b) => b.device_name(d),
         }
     }
+    /// Tracing: streams made from now on record into a fresh trace.
+    pub fn start_trace(&self) {
+        match self {
+            AnyBackend::Cpu(b) => b.start_trace(),
+            AnyBackend::Cuda(b) => b.start_trace(),
+        };
+    }
+    /// The current trace, its times read (after the traced walks).
+    pub fn trace(&self) -> Result<Option<Arc<Tracer>>> {
+        match self {
+            AnyBackend::Cpu(b) => b.trace(),
+            AnyBackend::Cuda(b) => b.trace(),
+        }
+        .context("reading the trace")
+    }
     /// The kernel-module counters so far (None: the backend compiles no kernels).
     pub fn module_stats(&self) -> Option<ModuleStats> {
         match self {
@@ -107,11 +123,11 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         if args.no_cache {
             bail!("--no-cache: the cpu backend compiles no kernels (the module cache is a CUDA setting)");
         }
-        let be = CpuBackend::new(args.cpu_devices, args.jitter_us, args.seed);
-        Ok(AnyBackend::Cpu(Arc::new(match &args.trace {
-            Some(_) => be.with_trace(),
-            None => be,
-        })))
+        Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
+            args.cpu_devices,
+            args.jitter_us,
+            args.seed,
+        ))))
     };
     if let (Some(d), true) = (&args.cache_dir, args.no_cache) {
         bail!("--cache-dir {} with --no-cache: pick one", d.display());
@@ -122,12 +138,6 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         }
     }
     let cuda = |be: CudaBackend| -> Result<AnyBackend> {
-        if let Some(t) = &args.trace {
-            bail!(
-                "--trace {}: only the cpu backend traces its streams (use --backend cpu)",
-                t.display()
-            );
-        }
         let cache = if args.no_cache {
             None
         } else {
@@ -372,7 +382,34 @@ pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Re
 }
 
 /// Run one gate and build its receipt. `progress` sees "reference", then each arm name.
+/// With `--trace`, the trace goes to its path.
 pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Receipt> {
+    let out = p.args.trace.as_deref().map(|path| TraceOut {
+        path,
+        only_if_fail: false,
+    });
+    Ok(run_traced(p, out, progress)?.0)
+}
+
+/// Where a traced gate run writes its trace.
+#[derive(Clone, Copy)]
+pub struct TraceOut<'a> {
+    pub path: &'a Path,
+    /// Write the file only when the gate FAILs (the run is traced either way, so every run
+    /// has the same timing).
+    pub only_if_fail: bool,
+}
+
+/// `run_prepared` tracing into `trace` (None: untraced), a fresh trace per call (a soak
+/// writes one per run); also says whether the trace file was written.
+pub fn run_traced(
+    p: &Prepared,
+    trace: Option<TraceOut>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Receipt, bool)> {
+    if trace.is_some() {
+        p.be.start_trace();
+    }
     let t0 = Instant::now();
     let modules0 = p.be.module_stats();
     let res = match &p.be {
@@ -380,7 +417,13 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
         AnyBackend::Cuda(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
     };
     let total_ms = t0.elapsed().as_secs_f64() * 1e3 + p.load_ms;
-    let busy_overlap = write_trace(p, &res.arms)?;
+    let (busy_overlap, wrote) = match trace {
+        Some(out) => {
+            let write = !out.only_if_fail || !res.pass();
+            (Some(write_trace(p, out.path, write, &res.arms)?), write)
+        }
+        None => (None, false),
+    };
     let pl = &p.spec.placement;
     let m = &p.model;
     let n = pl.n_stages();
@@ -388,7 +431,7 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
         .map(|s| m.stage_weight_bytes(pl.layers(s), s == 0, s == n - 1))
         .collect();
     let pass = res.pass();
-    Ok(Receipt {
+    let r = Receipt {
         schema: receipt::SCHEMA.to_string(),
         tool: tool_info(),
         backend: backend_info(p),
@@ -450,24 +493,24 @@ pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Rece
                 .zip(modules0)
                 .map(|(now, before)| now.since(&before)),
         },
-    })
+    };
+    Ok((r, wrote))
 }
 
-/// `--trace FILE`: writes the trace (atomically) and returns each arm's busy overlap.
-fn write_trace(p: &Prepared, arms: &[receipt::Arm]) -> Result<Option<Vec<f64>>> {
-    let (Some(path), AnyBackend::Cpu(be)) = (&p.args.trace, &p.be) else {
-        return Ok(None);
-    };
-    let Some(tr) = be.tracer() else {
-        return Ok(None);
-    };
-    receipt::write_atomic(path, tr.to_json().as_bytes())
-        .with_context(|| format!("--trace {}", path.display()))?;
-    Ok(Some(
-        arms.iter()
-            .map(|a| tr.overlap(&a.name).unwrap_or(0.0))
-            .collect(),
-    ))
+/// `--trace FILE`: writes the trace (atomically, when `write`) and returns each arm's busy
+/// overlap.
+fn write_trace(p: &Prepared, path: &Path, write: bool, arms: &[receipt::Arm]) -> Result<Vec<f64>> {
+    let tr =
+        p.be.trace()?
+            .ok_or_else(|| anyhow!("--trace {}: the backend kept no trace", path.display()))?;
+    if write {
+        receipt::write_atomic(path, tr.to_json().as_bytes())
+            .with_context(|| format!("--trace {}", path.display()))?;
+    }
+    Ok(arms
+        .iter()
+        .map(|a| tr.overlap(&a.name).unwrap_or(0.0))
+        .collect())
 }
 
 /// This binary, as receipts name it.

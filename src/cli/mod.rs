@@ -80,6 +80,16 @@ pub enum Cmd {
     /// Exit 0 only when every fault that can open here FAILs every run and every control
     /// PASSes every run; a fault that cannot open here is listed with the reason, not counted.
     Selftest(SelftestArgs),
+    /// Check a trace file (`--trace`, either backend) against the pipeline bars for one
+    /// phase: every stage stream has work in every step, no two slices of one stream
+    /// overlap, and some stage s starts step k+1 before stage s+1 finished step k. Exit 0
+    /// all hold, 1 one fails, 2 the file is not such a trace.
+    TraceCheck {
+        file: PathBuf,
+        /// The arm whose steps are checked.
+        #[arg(long, default_value = "pipelined")]
+        phase: String,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -154,10 +164,12 @@ pub struct GateArgs {
     /// it at load (the behaviour before the cache).
     #[arg(long)]
     pub no_cache: bool,
-    /// CPU backend: write a Chrome/Perfetto trace (JSON `traceEvents`) of the run: a track
-    /// per stream, a slice per op timed by the worker that ran it, a flow per event wait;
-    /// the receipt then records, per arm, the fraction of wall time two or more stages were
-    /// busy (`timings.busy_overlap`). Changes no logit bit.
+    /// Write a Chrome/Perfetto trace (JSON `traceEvents`) of the run: a track per stream,
+    /// a slice per op (CPU: timed by the worker that ran it) or per piece of work (CUDA:
+    /// timed by timing events on the stream), a flow per event wait; the receipt then
+    /// records, per arm, the fraction of wall time two or more stages were busy
+    /// (`timings.busy_overlap`). Changes no logit bit. soak: one file per run,
+    /// FILE's stem + `-run-NNN`; bench: the trace of its traced walks.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
     /// Print only the verdict lines.
@@ -221,6 +233,10 @@ pub struct SoakArgs {
     /// divergence, a harness error an <error>), rewritten after every run.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// With --trace: every run is traced (so every run has the same timing), but a run's
+    /// trace is written only when it FAILs.
+    #[arg(long)]
+    pub trace_failing: bool,
     #[command(flatten)]
     pub gate: GateArgs,
 }
@@ -303,6 +319,7 @@ pub fn main() -> i32 {
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),
+        Some(Cmd::TraceCheck { file, phase }) => soak_cmd::trace_check(&file, &phase),
     };
     match r {
         Ok(code) => code,

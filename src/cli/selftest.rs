@@ -615,6 +615,7 @@ mod tests {
             },
             receipt: String::new(),
             ms: 0.0,
+            trace: None,
         }
     }
 

@@ -11,15 +11,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
 use super::gate::{
-    check, check_on, open_backend, prepare, run_prepared, verdict_lines, AnyBackend,
+    check, check_on, open_backend, prepare, run_prepared, run_traced, verdict_lines, AnyBackend,
+    TraceOut,
 };
 use super::{
     BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, EXIT_SKIPPED,
 };
-use crate::backend::cpu::CpuBackend;
 use crate::backend::Backend;
 use crate::receipt::bench::{
-    BenchConfig, BenchReceipt, BenchTimings, BusyOverlap, PathRates, BENCH_SCHEMA,
+    BenchConfig, BenchReceipt, BenchTimings, BusyOverlap, NStagePaths, PathRates, BENCH_SCHEMA,
 };
 use crate::receipt::diff::{diff as diff_receipts, diff_detail, DiffOutcome};
 use crate::receipt::junit;
@@ -61,11 +61,8 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             r.display()
         );
     }
-    if let Some(t) = &a.gate.trace {
-        bail!(
-            "--trace {}: soak runs the gate many times into one file; trace a single gate run",
-            t.display()
-        );
+    if a.trace_failing && a.gate.trace.is_none() {
+        bail!("--trace-failing: needs --trace FILE (where the failing runs' traces go)");
     }
     let p = prepare(&a.gate)?;
     let dir = a.out.clone().unwrap_or_else(|| {
@@ -97,9 +94,14 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             break;
         }
         let path = dir.join(format!("run-{run:03}.json"));
+        let trace_path = a.gate.trace.as_deref().map(|t| run_trace_path(t, run));
+        let out = trace_path.as_deref().map(|path| TraceOut {
+            path,
+            only_if_fail: a.trace_failing,
+        });
         let t0 = Instant::now();
-        let r = match run_prepared(&p, &mut |_| {})
-            .and_then(|r| r.write(&path).map(|_| r).map_err(Into::into))
+        let (r, traced) = match run_traced(&p, out, &mut |_| {})
+            .and_then(|(r, w)| r.write(&path).map(|_| (r, w)).map_err(Into::into))
         {
             Ok(r) => r,
             Err(e) => {
@@ -114,16 +116,24 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
                 return Err(e);
             }
         };
-        report.cases.push(receipt_case(
+        let trace = trace_path
+            .filter(|_| traced)
+            .map(|t| t.display().to_string());
+        let mut case = receipt_case(
             &format!("run-{run:03}"),
             "soak",
             t0.elapsed().as_secs_f64(),
             &r,
             &path,
-        ));
+        );
+        if let Some(t) = &trace {
+            case.properties.push(("trace".into(), t.clone()));
+        }
+        report.cases.push(case);
         // Rewritten after every run, like the summary: an interrupted soak keeps it.
         write_junit(a.junit.as_deref(), &report, None)?;
-        let rec = RunRecord::from_receipt(run, &r, path.display().to_string());
+        let mut rec = RunRecord::from_receipt(run, &r, path.display().to_string());
+        rec.trace = trace;
         if r.verdict != "PASS" {
             bar.println(format!(
                 "run {run:>3} FAIL: {}",
@@ -175,6 +185,32 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     } else {
         EXIT_PASS
     })
+}
+
+/// `soak --trace FILE`: run `run`'s trace, `<FILE's stem>-run-NNN<.FILE's extension>` beside
+/// FILE (the same NNN as the run's receipt).
+fn run_trace_path(file: &Path, run: usize) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+    let ext = file
+        .extension()
+        .map_or(String::new(), |e| format!(".{}", e.to_string_lossy()));
+    file.with_file_name(format!("{stem}-run-{run:03}{ext}"))
+}
+
+/// `ppn-gate trace-check FILE --phase ARM` (see `backend::trace::check`).
+pub fn trace_check(file: &Path, phase: &str) -> Result<i32> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("trace-check {}", file.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("trace-check {}: not valid JSON", file.display()))?;
+    let r = crate::backend::trace::check::check(&doc, phase)
+        .map_err(|e| anyhow!("trace-check {}: {e}", file.display()))?;
+    for l in &r.lines {
+        outln!("{l}");
+    }
+    Ok(if r.pass { EXIT_PASS } else { EXIT_FAIL })
 }
 
 /// The testcase of a gate that ran: PASS, or a `<failure>` whose message is the first FAIL
@@ -591,21 +627,12 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     if let Some(f) = a.gate.faults.first() {
         bail!("--fault {f}: bench measures the fault-free runtime");
     }
-    if let Some(t) = &a.gate.trace {
-        bail!(
-            "--trace {}: bench measures the untraced runtime (tracing times every op)",
-            t.display()
-        );
-    }
     let p = prepare(&a.gate)?;
     let modules0 = p.be.module_stats();
     let mut r = match &p.be {
         AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps)?,
         AnyBackend::Cuda(be) => bench_on(be.clone(), &p, a.steps)?,
     };
-    if matches!(p.be, AnyBackend::Cpu(_)) {
-        r.busy_overlap = Some(bench_overlap(a, &p)?);
-    }
     r.modules =
         p.be.module_stats()
             .zip(modules0)
@@ -615,6 +642,14 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
         crate::receipt::write_atomic(path, r.to_json().as_bytes())
             .with_context(|| format!("--receipt {}", path.display()))?;
         outln!("receipt: {}", path.display());
+    }
+    if let Some(t) = &a.gate.trace {
+        let tr =
+            p.be.trace()?
+                .ok_or_else(|| anyhow!("bench: no trace was kept"))?;
+        crate::receipt::write_atomic(t, tr.to_json().as_bytes())
+            .with_context(|| format!("--trace {}", t.display()))?;
+        outln!("trace: {} (the traced walks)", t.display());
     }
     Ok(EXIT_PASS)
 }
@@ -665,7 +700,48 @@ fn bench_on<B: Backend>(
     let t_batch = want(crate::arms::ArmKind::Batched)
         .then(|| time_pipe(&rtn, rows))
         .transpose()?;
+    drop(rtn);
     let tps = |t: f64, r: usize| (steps * r) as f64 / t;
+    // The tracing cost and each path's busy overlap: one more walk of each path, on a fresh
+    // runtime whose streams are traced (the timed walks above stay untraced). Each walk's
+    // wall time includes tracing's host work (clock reads, or timing events recorded);
+    // reading CUDA's timing events happens after each walk (at the next phase), outside it.
+    let traced = match be.start_trace() {
+        None => None,
+        Some(_) => {
+            be.trace_phase("runtime");
+            let (rtt, _) = mk(spec.placement.clone(), rows)?;
+            be.trace_phase("eager");
+            let e = time_eager(&rtt)?;
+            let walk = |k: crate::arms::ArmKind, rows: usize| -> Result<Option<f64>> {
+                if !want(k) {
+                    return Ok(None);
+                }
+                be.trace_phase(k.name());
+                Ok(Some(time_pipe(&rtt, rows)?))
+            };
+            let pi = walk(crate::arms::ArmKind::Pipelined, 1)?;
+            let ba = walk(crate::arms::ArmKind::Batched, rows)?;
+            let tr = be
+                .trace()?
+                .ok_or_else(|| anyhow!("bench: the traced backend kept no trace"))?;
+            let ov = |k: crate::arms::ArmKind, t: Option<f64>| {
+                t.map(|_| tr.overlap(k.name()).unwrap_or(0.0))
+            };
+            Some((
+                BusyOverlap {
+                    eager: tr.overlap("eager").unwrap_or(0.0),
+                    pipelined: ov(crate::arms::ArmKind::Pipelined, pi),
+                    batched: ov(crate::arms::ArmKind::Batched, ba),
+                },
+                NStagePaths {
+                    eager: tps(e, 1),
+                    pipelined: pi.map(|t| tps(t, 1)),
+                    batched: ba.map(|t| tps(t, rows)),
+                },
+            ))
+        }
+    };
     let pl = &spec.placement;
     Ok(BenchReceipt {
         schema: BENCH_SCHEMA.into(),
@@ -704,7 +780,8 @@ fn bench_on<B: Backend>(
             reference_build_ms,
             build_ms,
         },
-        busy_overlap: None,
+        busy_overlap: traced.as_ref().map(|t| t.0.clone()),
+        traced_tok_s: traced.map(|t| t.1),
         modules: None,
     })
 }
@@ -742,47 +819,6 @@ fn walk_windowed<B: Backend>(
         |i, e| anyhow!("bench step {i}: {e}"),
     )?;
     Ok(t0.elapsed().as_secs_f64())
-}
-
-/// The busy overlap of each path bench measured, from one more walk of each on a traced
-/// CPU backend of the same flags: the timed walks stay untraced.
-fn bench_overlap(a: &BenchArgs, p: &super::gate::Prepared) -> Result<BusyOverlap> {
-    let g = &a.gate;
-    let be = Arc::new(CpuBackend::new(g.cpu_devices, g.jitter_us, g.seed).with_trace());
-    let spec = &p.spec;
-    let tokens = crate::arms::seeded_prompt(&p.model, spec.seed, 0, a.steps);
-    let rt = Runtime::build(
-        be.clone(),
-        p.model.clone(),
-        RuntimeConfig {
-            placement: spec.placement.clone(),
-            max_rows: spec.batch,
-            ctx: a.steps,
-            window: spec.window,
-            faults: vec![],
-        },
-    )?;
-    let tr = be
-        .tracer()
-        .ok_or_else(|| anyhow!("bench: the traced backend has no tracer"))?;
-    let phase = |name: &str| be.trace_phase(name);
-    phase("eager");
-    walk_eager(&rt, &tokens)?;
-    let windowed = |kind: crate::arms::ArmKind, rows: usize| -> Result<Option<f64>> {
-        if !spec.arms.contains(&kind) {
-            return Ok(None);
-        }
-        phase(kind.name());
-        walk_windowed(&rt, &tokens, rows, spec.window)?;
-        Ok(Some(tr.overlap(kind.name()).unwrap_or(0.0)))
-    };
-    let pipelined = windowed(crate::arms::ArmKind::Pipelined, 1)?;
-    let batched = windowed(crate::arms::ArmKind::Batched, spec.batch)?;
-    Ok(BusyOverlap {
-        eager: tr.overlap("eager").unwrap_or(0.0),
-        pipelined,
-        batched,
-    })
 }
 
 fn print_bench(r: &BenchReceipt) {
@@ -833,6 +869,18 @@ fn print_bench(r: &BenchReceipt) {
             pct(Some(o.eager)),
             pct(o.pipelined),
             pct(o.batched)
+        );
+    }
+    if let Some(tt) = &r.traced_tok_s {
+        let rel = |v: Option<f64>, base: Option<f64>| match (v, base) {
+            (Some(v), Some(b)) => format!("{v:.1} tok/s ({:.0}% of untraced)", 100.0 * v / b),
+            _ => "-".to_string(),
+        };
+        outln!(
+            "  tracing cost (the traced walks): eager {}, pipelined {}, batched {}",
+            rel(Some(tt.eager), Some(t.eager)),
+            rel(tt.pipelined, t.pipelined),
+            rel(tt.batched, t.batched)
         );
     }
     outln!("  reference (1 stage, eager)   {:>9.1} tok/s", t.reference);

@@ -30,11 +30,15 @@ pub struct BenchReceipt {
     pub host_enqueue_us_per_token: f64,
     pub tok_s: PathRates,
     pub timings: BenchTimings,
-    /// CPU backend: per path, the fraction of its wall time with two or more stage streams
-    /// running work, from one more traced walk of each path after the timed ones (tracing
-    /// never touches the timed walks). Absent on CUDA and from older receipts.
+    /// Per path, the fraction of its wall time with two or more stage streams running
+    /// work, from one more traced walk of each path after the timed ones (tracing never
+    /// touches the timed walks). Absent from older receipts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_overlap: Option<BusyOverlap>,
+    /// The tracing cost: tokens per second of those traced walks (beside `tok_s`, which
+    /// is untraced). Absent from older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traced_tok_s: Option<NStagePaths>,
     /// CUDA: the modules the run compiled or took from the module cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<ModuleStats>,
@@ -66,13 +70,16 @@ pub struct PathRates {
     pub batched: Option<f64>,
 }
 
-/// `BenchReceipt::busy_overlap`: null where `--arms` left the path out.
+/// One figure per N-stage path (`busy_overlap`, `traced_tok_s`): null where `--arms` left
+/// the path out.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct BusyOverlap {
+pub struct NStagePaths {
     pub eager: f64,
     pub pipelined: Option<f64>,
     pub batched: Option<f64>,
 }
+
+pub type BusyOverlap = NStagePaths;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct BenchTimings {

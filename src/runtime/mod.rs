@@ -39,6 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 pub use fault::Fault;
 pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
+use crate::backend::trace::Piece;
 use crate::backend::{Backend, BackendError, Engine, EngineSpec, Residency};
 use crate::model::Model;
 
@@ -433,6 +434,9 @@ impl<'a, B: Backend> Walk<'a, B> {
             let inp = &self.st.inputs[k];
             let c = || format!("caller stream, step {t}");
             at(be.wait(&rt.caller, &inp.consumed), c)?;
+            // Tracing only (here and at every trace_begin/trace_end below): names the piece
+            // of the step the ops between them are; no op or event changes.
+            be.trace_begin(&rt.caller, Piece::Input);
             at(
                 be.upload(
                     &rt.caller,
@@ -442,6 +446,7 @@ impl<'a, B: Backend> Walk<'a, B> {
                 ),
                 c,
             )?;
+            be.trace_end(&rt.caller);
             at(be.record(&inp.ready, &rt.caller), c)?;
         }
 
@@ -459,16 +464,20 @@ impl<'a, B: Backend> Walk<'a, B> {
                 if !rt.has(Fault::NoReversePublish) {
                     at(be.wait(&stg.stream, &inp.ready), c("input wait"))?;
                 }
+                be.trace_begin(&stg.stream, Piece::Embed);
                 at(eng.embed(&stg.stream, &inp.buf, rows), c("embed"))?;
+                be.trace_end(&stg.stream);
                 at(be.record(&inp.consumed, &stg.stream), c("embed"))?;
             } else {
                 self.rx(s - 1, k, rows, t)?;
             }
+            be.trace_begin(&stg.stream, Piece::Layers);
             for il in p.layers(s) {
                 at(eng.layer(&stg.stream, il, rows, pos, &stg.cache), || {
                     format!("stage {s} (device {}) layer {il}, step {t}", stg.dev)
                 })?;
             }
+            be.trace_end(&stg.stream);
             if s + 1 < n {
                 self.tx(s, k, rows, t)?;
             } else {
@@ -476,7 +485,9 @@ impl<'a, B: Backend> Walk<'a, B> {
                 // WAR on the output slot: the previous reader of slot j has finished.
                 at(be.wait(&stg.stream, &out.read_caller), c("head"))?;
                 at(be.wait(&stg.stream, &out.read_rb), c("head"))?;
+                be.trace_begin(&stg.stream, Piece::Head);
                 at(eng.head(&stg.stream, rows, &out.buf), c("head"))?;
+                be.trace_end(&stg.stream);
                 at(be.record(&out.done, &stg.stream), c("head"))?;
             }
             at(be.record(&stg.exit, &stg.stream), c("exit record"))?;
@@ -533,6 +544,7 @@ impl<'a, B: Backend> Walk<'a, B> {
         }
         let x = rt.engine(b).x();
         let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
+        be.trace_begin(&tx_s.stream, Piece::Tx(idx));
         match transport {
             Transport::Dtod | Transport::Peer => {
                 at(be.copy(&tx_s.stream, x, 0, dst, 0, n_vals), c)?
@@ -553,6 +565,7 @@ impl<'a, B: Backend> Walk<'a, B> {
                 at(be.copy(&tx_s.stream, h, 0, dst, 0, n_vals), c)?;
             }
         }
+        be.trace_end(&tx_s.stream);
         at(
             be.record(&self.st.bounds[b].slots[idx].ev_tx, &tx_s.stream),
             c,
@@ -583,10 +596,12 @@ impl<'a, B: Backend> Walk<'a, B> {
             .buf
             .as_ref()
             .ok_or_else(|| RtError::Misuse(format!("boundary {b} RX before any TX, step {t}")))?;
+        be.trace_begin(&rx_s.stream, Piece::Rx(idx));
         at(
             be.copy(&rx_s.stream, src, 0, rt.engine(b + 1).x(), 0, n_vals),
             c,
         )?;
+        be.trace_end(&rx_s.stream);
         at(be.record(&sl.ev_rx, &rx_s.stream), c)
     }
 
@@ -617,10 +632,12 @@ impl<'a, B: Backend> Walk<'a, B> {
             }
         }
         let out = &mut self.st.outputs[p.slot];
+        be.trace_begin(&rt.caller, Piece::Readback);
         let v = at(
             be.download(&rt.caller, &out.buf, 0, p.rows * rt.model.cfg.vocab),
             c,
         )?;
+        be.trace_end(&rt.caller);
         at(be.record(&out.read_caller, &rt.caller), c)?;
         out.unread = None;
         Ok(v)
@@ -639,10 +656,12 @@ impl<'a, B: Backend> Walk<'a, B> {
         if !rt.has(Fault::NoExitPublish) {
             at(be.wait(&rt.readback, &out.done), c)?;
         }
+        be.trace_begin(&rt.readback, Piece::Readback);
         let v = at(
             be.download(&rt.readback, &out.buf, 0, p.rows * rt.model.cfg.vocab),
             c,
         )?;
+        be.trace_end(&rt.readback);
         at(be.record(&out.read_rb, &rt.readback), c)?;
         out.unread = None;
         Ok(v)

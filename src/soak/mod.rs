@@ -16,6 +16,9 @@ pub struct RunRecord {
     pub divergences: Vec<(String, usize)>,
     pub receipt: String,
     pub ms: f64,
+    /// `soak --trace`: the run's trace file, where one was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl RunRecord {
@@ -34,6 +37,7 @@ impl RunRecord {
                 .collect(),
             receipt: path,
             ms: r.timings.total_ms,
+            trace: None,
         }
     }
 
@@ -166,6 +170,7 @@ mod tests {
             divergences: div.iter().map(|(a, s)| (a.to_string(), *s)).collect(),
             receipt: String::new(),
             ms: 0.0,
+            trace: None,
         }
     }
 

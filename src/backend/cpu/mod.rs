@@ -19,16 +19,16 @@
 mod engine;
 mod mem;
 mod stream;
-pub mod trace;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use engine::{CpuCache, CpuEngine};
 pub use mem::DevMem;
 pub use stream::{CpuEvent, CpuStream};
 
+use super::trace::{Piece, Tracer};
 use super::{BResult, Backend, BackendError, Engine, EngineSpec, Residency};
 use crate::model::Model;
 
@@ -37,8 +37,8 @@ pub struct CpuBackend {
     jitter_us: u64,
     seed: u64,
     next_stream: AtomicU64,
-    /// `--trace`: every stream made from now on records what it runs.
-    tracer: Option<Arc<trace::Tracer>>,
+    /// `--trace`: every stream made while this is set records what it runs.
+    tracer: Mutex<Option<Arc<Tracer>>>,
 }
 
 impl CpuBackend {
@@ -50,18 +50,15 @@ impl CpuBackend {
             jitter_us,
             seed,
             next_stream: AtomicU64::new(0),
-            tracer: None,
+            tracer: Mutex::new(None),
         }
     }
 
-    /// A backend whose streams record every op they run (see `trace`).
-    pub fn with_trace(mut self) -> CpuBackend {
-        self.tracer = Some(Arc::new(trace::Tracer::new()));
-        self
-    }
-
-    pub fn tracer(&self) -> Option<&Arc<trace::Tracer>> {
-        self.tracer.as_ref()
+    fn tracer(&self) -> Option<Arc<Tracer>> {
+        self.tracer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn check_dev(&self, dev: usize) -> BResult<()> {
@@ -115,7 +112,7 @@ impl Backend for CpuBackend {
             format!("{label}@cpu{dev}"),
             self.jitter_us,
             self.seed ^ (id.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            self.tracer.clone(),
+            self.tracer(),
         )
     }
 
@@ -151,14 +148,33 @@ impl Backend for CpuBackend {
         })
     }
 
+    fn start_trace(&self) -> Option<Arc<Tracer>> {
+        let t = Arc::new(Tracer::new());
+        *self.tracer.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone());
+        Some(t)
+    }
+
+    fn trace(&self) -> BResult<Option<Arc<Tracer>>> {
+        // Every slice is pushed by the worker as its op finishes: nothing to read back.
+        Ok(self.tracer())
+    }
+
     fn trace_step(&self, s: &CpuStream, step: Option<u64>) {
         s.set_step(step);
     }
 
     fn trace_phase(&self, name: &str) {
-        if let Some(t) = &self.tracer {
+        if let Some(t) = self.tracer() {
             t.set_phase(name);
         }
+    }
+
+    fn trace_begin(&self, s: &CpuStream, piece: Piece) {
+        s.set_piece(Some(piece));
+    }
+
+    fn trace_end(&self, s: &CpuStream) {
+        s.set_piece(None);
     }
 
     fn synchronize(&self, s: &CpuStream) -> BResult<()> {

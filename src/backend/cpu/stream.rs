@@ -14,18 +14,19 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::op_err;
-use super::trace::{Flow, Slice, Tracer};
+use crate::backend::trace::{Flow, Piece, Slice, Tracer};
 use crate::backend::BResult;
 
 type Op = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
-/// What the worker needs to trace an op: its name, and the phase and step it was enqueued
-/// under.
+/// What the worker needs to trace an op: its name, and the phase, step and piece it was
+/// enqueued under.
 struct Queued {
     what: &'static str,
     op: Op,
     phase: usize,
     step: Option<u64>,
+    piece: Option<Piece>,
 }
 
 /// A traced stream's tracer and track.
@@ -53,6 +54,8 @@ pub struct CpuStream {
     trace: Option<TraceHandle>,
     /// The walk step the host is enqueueing for, plus one (0: none), stamped on each op.
     step_tag: AtomicU64,
+    /// The piece of the step the host is enqueueing (traced streams only).
+    piece: Mutex<Option<Piece>>,
 }
 
 impl CpuStream {
@@ -82,6 +85,7 @@ impl CpuStream {
                     op,
                     phase,
                     step,
+                    piece,
                 }) = rx.recv()
                 {
                     if jitter_us > 0 {
@@ -102,6 +106,7 @@ impl CpuStream {
                             name: what,
                             phase,
                             step,
+                            piece,
                             start_us,
                             end_us: t.tracer.now_us(),
                         });
@@ -120,6 +125,7 @@ impl CpuStream {
             worker: Mutex::new(Some(worker)),
             trace,
             step_tag: AtomicU64::new(0),
+            piece: Mutex::new(None),
         })
     }
 
@@ -131,6 +137,13 @@ impl CpuStream {
     pub(super) fn set_step(&self, step: Option<u64>) {
         self.step_tag
             .store(step.map_or(0, |s| s + 1), Ordering::Relaxed);
+    }
+
+    /// Ops enqueued from now on belong to `piece` (None: to no piece).
+    pub(super) fn set_piece(&self, piece: Option<Piece>) {
+        if self.trace.is_some() {
+            *self.piece.lock().unwrap_or_else(|p| p.into_inner()) = piece;
+        }
     }
 
     pub fn label(&self) -> &str {
@@ -155,6 +168,10 @@ impl CpuStream {
                     op: Box::new(op),
                     phase: self.trace.as_ref().map_or(0, |t| t.tracer.phase()),
                     step: self.step_tag.load(Ordering::Relaxed).checked_sub(1),
+                    piece: match &self.trace {
+                        Some(_) => *self.piece.lock().unwrap_or_else(|p| p.into_inner()),
+                        None => None,
+                    },
                 })
                 .map_err(|_| op_err(format!("{what}: stream {} has stopped", self.label))),
             None => Err(op_err(format!("{what}: stream {} has stopped", self.label))),

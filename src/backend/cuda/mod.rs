@@ -19,6 +19,7 @@
 mod engine;
 mod mem;
 pub mod modcache;
+mod tracing;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -35,6 +36,7 @@ pub use engine::{CudaCache, CudaEngine};
 pub use mem::GpuBuf;
 use modcache::{ImageKind, Key, KeyParts, ModuleCache, Outcome};
 
+use super::trace::{Piece, Tracer};
 use super::{BResult, Backend, BackendError, EngineSpec, Residency};
 use crate::model::Model;
 
@@ -359,6 +361,8 @@ pub struct GpuStream {
     /// it through its own buffer in pieces. Used only inside `download`, which holds the
     /// lock from the copy's enqueue until after the stream synchronize that ends it.
     readback: Mutex<Option<mem::Raw>>,
+    /// `--trace`: this stream's track in the trace that was current when it was made.
+    trace: Option<tracing::StreamTrace>,
 }
 
 impl GpuStream {
@@ -402,6 +406,9 @@ impl GpuStream {
 pub struct GpuEvent {
     ev: cudarc::driver::CudaEvent,
     dev: usize,
+    /// Traced runs only: the track and timing stamp of this event's last record (where a
+    /// wait's flow starts). Never consulted for ordering.
+    last: Mutex<Option<(usize, tracing::Stamp)>>,
 }
 
 pub struct CudaBackend {
@@ -412,6 +419,8 @@ pub struct CudaBackend {
     pdl: bool,
     next_stream: AtomicU64,
     modules: Arc<Modules>,
+    /// `--trace`: the trace streams made from now on record into.
+    trace: Mutex<Option<Arc<tracing::CudaTrace>>>,
 }
 
 /// How a backend obtains its kernel modules, and what that cost so far.
@@ -522,6 +531,7 @@ impl CudaBackend {
             pdl: true,
             next_stream: AtomicU64::new(0),
             modules: Arc::new(Modules::new(None)),
+            trace: Mutex::new(None),
         })
     }
 
@@ -552,6 +562,10 @@ impl CudaBackend {
     pub fn with_pdl(mut self, on: bool) -> CudaBackend {
         self.pdl = on;
         self
+    }
+
+    fn current_trace(&self) -> Option<Arc<tracing::CudaTrace>> {
+        self.trace.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn check_dev(&self, dev: usize) -> BResult<()> {
@@ -897,12 +911,18 @@ impl Backend for CudaBackend {
                 ChaCha8Rng::seed_from_u64(self.seed ^ id.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             ))
         });
+        let label = format!("{label}@cuda{dev}");
+        let trace = match self.current_trace() {
+            Some(t) => Some(t.attach(&dx, &s, &label)?),
+            None => None,
+        };
         Ok(GpuStream {
             s,
             dx,
-            label: format!("{label}@cuda{dev}"),
+            label,
             jitter,
             readback: Mutex::new(None),
+            trace,
         })
     }
 
@@ -911,24 +931,83 @@ impl Backend for CudaBackend {
         let ev = drv(dx.ctx.new_event(None), || {
             format!("device {dev}: creating an event")
         })?;
-        Ok(GpuEvent { ev, dev })
+        Ok(GpuEvent {
+            ev,
+            dev,
+            last: Mutex::new(None),
+        })
     }
 
     fn record(&self, ev: &GpuEvent, s: &GpuStream) -> BResult<()> {
         s.jitter()?;
         drv(ev.ev.record(&s.s), || {
             format!("record event (device {}) on stream {}", ev.dev, s.label())
-        })
+        })?;
+        // Traced: a separate timing event right behind the ordering record (which stays as
+        // it is), where the flows of the waits this record releases start.
+        match &s.trace {
+            Some(t) => t.recorded(s, ev),
+            None => Ok(()),
+        }
     }
 
     fn wait(&self, s: &GpuStream, ev: &GpuEvent) -> BResult<()> {
         // cuStreamWaitEvent on a never-recorded event is a no-op, as the trait requires.
-        drv(s.s.wait(&ev.ev), || {
-            format!("stream {} wait on event (device {})", s.label(), ev.dev)
-        })
+        let wait = || {
+            drv(s.s.wait(&ev.ev), || {
+                format!("stream {} wait on event (device {})", s.label(), ev.dev)
+            })
+        };
+        match &s.trace {
+            Some(t) => t.wait(s, ev, wait),
+            None => wait(),
+        }
+    }
+
+    fn start_trace(&self) -> Option<Arc<Tracer>> {
+        let t = Arc::new(tracing::CudaTrace::new(self.n_devices));
+        let tracer = t.tracer.clone();
+        *self.trace.lock().unwrap_or_else(|p| p.into_inner()) = Some(t);
+        Some(tracer)
+    }
+
+    fn trace(&self) -> BResult<Option<Arc<Tracer>>> {
+        match self.current_trace() {
+            Some(t) => {
+                t.finish()?;
+                Ok(Some(t.tracer.clone()))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn trace_step(&self, s: &GpuStream, step: Option<u64>) {
+        if let Some(t) = &s.trace {
+            t.set_step(step);
+        }
+    }
+
+    fn trace_phase(&self, name: &str) {
+        if let Some(t) = self.current_trace() {
+            t.phase(name);
+        }
+    }
+
+    fn trace_begin(&self, s: &GpuStream, piece: Piece) {
+        if let Some(t) = &s.trace {
+            t.begin(s, piece);
+        }
+    }
+
+    fn trace_end(&self, s: &GpuStream) {
+        if let Some(t) = &s.trace {
+            t.end(s);
+        }
     }
 
     fn synchronize(&self, s: &GpuStream) -> BResult<()> {
+        // A piece open on `s` ends before the host blocks (its wake-up is not the work).
+        self.trace_end(s);
         drv(s.s.synchronize(), || {
             format!("synchronize stream {} (device {})", s.label(), s.device())
         })

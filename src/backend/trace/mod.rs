@@ -1,22 +1,70 @@
-//! `--trace`: what every CPU stream ran and when, as a Chrome/Perfetto trace.
+//! `--trace`: what every stream ran and when, as a Chrome/Perfetto trace. Both backends
+//! fill one `Tracer` (tracks, slices, flows) and share its JSON writer and busy-overlap sum.
 //!
-//! Timestamps are taken by the stream's worker thread around the op it runs (never at
-//! enqueue, which says when the host asked, not when the work happened). Each op carries
-//! the phase (reference, an arm) and the walk step the host tagged its stream with when it
-//! enqueued it. An event wait that unblocks adds a flow from the record that released it.
-//! Tracing touches no value the ops compute: only timing.
+//! Timestamps come from where the work ran, never from the enqueue (which says when the host
+//! asked, not when the work happened): the CPU backend's stream worker reads the clock around
+//! each op it runs; the CUDA backend records timing events on the stream around each piece
+//! of work and reads them after the phase (`cuda::tracing`). Each slice carries the phase
+//! (reference, an arm), the walk step and the piece of work (embed, layers, TX/RX with its
+//! slot, head, readback) the host tagged its stream with when it enqueued it. An event wait
+//! adds a flow from the record that released it. Tracing touches no value the ops compute:
+//! only timing.
+
+pub mod check;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
-/// One op a stream ran: `[start_us, end_us]` from the tracer's start.
+/// The pieces of one decode step the runtime names (`Backend::trace_begin`): a stream's ops
+/// from a `trace_begin` to its `trace_end` belong to that piece.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// The caller's upload of the step's tokens.
+    Input,
+    Embed,
+    /// A stage's layers for the step.
+    Layers,
+    /// A boundary's TX copy into its double-buffered slot (the slot index).
+    Tx(usize),
+    /// A boundary's RX copy out of its slot.
+    Rx(usize),
+    Head,
+    /// The logits' download (caller stream in eager, readback stream in pipelined arms).
+    Readback,
+}
+
+impl Piece {
+    pub fn name(self) -> &'static str {
+        match self {
+            Piece::Input => "input",
+            Piece::Embed => "embed",
+            Piece::Layers => "layers",
+            Piece::Tx(_) => "tx",
+            Piece::Rx(_) => "rx",
+            Piece::Head => "head",
+            Piece::Readback => "readback",
+        }
+    }
+
+    pub fn slot(self) -> Option<usize> {
+        match self {
+            Piece::Tx(k) | Piece::Rx(k) => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// One op (CPU) or piece of work (CUDA) a stream ran: `[start_us, end_us]` from the
+/// tracer's start.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Slice {
     pub track: usize,
     pub name: &'static str,
     pub phase: usize,
     pub step: Option<u64>,
+    /// The piece of the step the op belongs to (None: outside any, e.g. a build's fill).
+    pub piece: Option<Piece>,
     pub start_us: f64,
     pub end_us: f64,
 }
@@ -42,7 +90,7 @@ struct Data {
 
 /// The ops that are not work: a stream blocked on an event, publishing one (a counter
 /// bump), or a host sync marker.
-fn is_idle(name: &str) -> bool {
+pub fn is_idle(name: &str) -> bool {
     matches!(name, "event wait" | "event record" | "synchronize")
 }
 
@@ -175,7 +223,10 @@ impl Tracer {
             ev.push(serde_json::json!({
                 "ph": "X", "name": s.name, "cat": d.phases[s.phase], "pid": 1, "tid": s.track,
                 "ts": s.start_us, "dur": s.end_us - s.start_us,
-                "args": {"phase": d.phases[s.phase], "step": s.step},
+                "args": {
+                    "phase": d.phases[s.phase], "step": s.step,
+                    "piece": s.piece.map(Piece::name), "slot": s.piece.and_then(Piece::slot),
+                },
             }));
         }
         for (id, f) in d.flows.iter().enumerate() {
@@ -203,6 +254,7 @@ mod tests {
             name,
             phase: 1,
             step: Some(0),
+            piece: None,
             start_us: a,
             end_us: b,
         }

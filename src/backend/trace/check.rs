@@ -1,0 +1,296 @@
+//! `ppn-gate trace-check`: the pipeline bars on any trace file this tool wrote (either
+//! backend), read back from its JSON:
+//! 1. every stage stream of the N-stage runtime has a work slice (not an event wait or
+//!    record) for every step of the phase;
+//! 2. the slices of one stream never overlap (a stream runs one thing at a time);
+//! 3. the overlap is visible: for some stage s and step k, stage s starts step k+1's work
+//!    before stage s+1 has finished step k's.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::is_idle;
+
+/// Slack for the float round trip of `ts`/`dur` (µs): far below any clock's resolution.
+const EPS_US: f64 = 1e-3;
+
+/// What the check found: one line per bar, and whether all of them held.
+#[derive(Debug)]
+pub struct Report {
+    pub lines: Vec<String>,
+    pub pass: bool,
+}
+
+struct Sl {
+    name: String,
+    phase: Option<String>,
+    step: Option<u64>,
+    ts: f64,
+    end: f64,
+}
+
+/// The bars for phase `phase` (an arm's name) of trace `doc`. Err: not a trace this tool
+/// wrote (no stage tracks, a malformed event), naming what is missing.
+pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
+    let ev = doc
+        .get("traceEvents")
+        .and_then(Value::as_array)
+        .ok_or("no traceEvents array")?;
+    let mut tracks: BTreeMap<u64, String> = BTreeMap::new();
+    let mut slices: BTreeMap<u64, Vec<Sl>> = BTreeMap::new();
+    for (i, e) in ev.iter().enumerate() {
+        let tid = || {
+            e["tid"]
+                .as_u64()
+                .ok_or_else(|| format!("traceEvents[{i}]: no tid"))
+        };
+        match e["ph"].as_str() {
+            Some("M") if e["name"] == "thread_name" => {
+                let name = e["args"]["name"]
+                    .as_str()
+                    .ok_or_else(|| format!("traceEvents[{i}]: thread_name without a name"))?;
+                tracks.insert(tid()?, name.to_string());
+            }
+            Some("X") => {
+                let num = |k: &str| {
+                    e[k].as_f64()
+                        .ok_or_else(|| format!("traceEvents[{i}]: slice without a numeric {k}"))
+                };
+                let (ts, dur) = (num("ts")?, num("dur")?);
+                slices.entry(tid()?).or_default().push(Sl {
+                    name: e["name"].as_str().unwrap_or("").to_string(),
+                    phase: e["args"]["phase"].as_str().map(str::to_string),
+                    step: e["args"]["step"].as_u64(),
+                    ts,
+                    end: ts + dur,
+                });
+            }
+            _ => {}
+        }
+    }
+    // The N-stage runtime's stage streams: "runtime/stage<s>@<device>".
+    let mut stages: BTreeMap<usize, u64> = BTreeMap::new();
+    for (&tid, name) in &tracks {
+        let s = name
+            .strip_prefix("runtime/stage")
+            .and_then(|r| r.split('@').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        if let Some(s) = s {
+            if stages.insert(s, tid).is_some() {
+                return Err(format!("two tracks for stage {s} (one runtime per trace)"));
+            }
+        }
+    }
+    let n = stages.len();
+    if n == 0 || stages.keys().copied().ne(0..n) {
+        return Err(format!(
+            "no runtime/stage0..N tracks (found stages {:?})",
+            stages.keys().collect::<Vec<_>>()
+        ));
+    }
+    let steps: BTreeSet<u64> = slices
+        .values()
+        .flatten()
+        .filter(|s| s.phase.as_deref() == Some(phase))
+        .filter_map(|s| s.step)
+        .collect();
+    if steps.is_empty() {
+        return Err(format!("phase {phase:?} has no step's slices"));
+    }
+    let mut lines: Vec<String> = Vec::new();
+    // One line per bar: PASS with what held, or FAIL with what broke it.
+    let mut bar = |ok: bool, held: String, broke: String| {
+        lines.push(if ok {
+            format!("PASS  {held}")
+        } else {
+            format!("FAIL  {broke}")
+        });
+    };
+
+    // 1. Every stage has work in every step: (first work start, last work end) per step.
+    let mut span: Vec<BTreeMap<u64, (f64, f64)>> = vec![BTreeMap::new(); n];
+    for (s, &tid) in &stages {
+        for sl in slices.get(&tid).into_iter().flatten() {
+            if sl.phase.as_deref() != Some(phase) || is_idle(&sl.name) {
+                continue;
+            }
+            if let Some(k) = sl.step {
+                let x = span[*s].entry(k).or_insert((f64::MAX, f64::MIN));
+                x.0 = x.0.min(sl.ts);
+                x.1 = x.1.max(sl.end);
+            }
+        }
+    }
+    let missing: Vec<String> = (0..n)
+        .flat_map(|s| {
+            let sp = &span[s];
+            steps
+                .iter()
+                .filter(move |k| !sp.contains_key(k))
+                .map(move |k| format!("stage {s} step {k}"))
+        })
+        .collect();
+    bar(
+        missing.is_empty(),
+        format!(
+            "every one of {n} stage streams has work in each of {} steps of {phase}",
+            steps.len()
+        ),
+        format!(
+            "{} (stage, step) pairs of {phase} without work: {}{}",
+            missing.len(),
+            missing[..missing.len().min(5)].join(", "),
+            if missing.len() > 5 { ", ..." } else { "" }
+        ),
+    );
+
+    // 2. No two slices of one stream overlap (every track, every phase).
+    let mut clashes = Vec::new();
+    for (tid, sl) in &slices {
+        let mut v: Vec<&Sl> = sl.iter().collect();
+        v.sort_by(|a, b| a.ts.total_cmp(&b.ts));
+        for w in v.windows(2) {
+            if w[1].ts < w[0].end - EPS_US {
+                clashes.push(format!(
+                    "{}: {} [{:.1}, {:.1}] and {} from {:.1}",
+                    tracks.get(tid).map_or("?", |t| t.as_str()),
+                    w[0].name,
+                    w[0].ts,
+                    w[0].end,
+                    w[1].name,
+                    w[1].ts
+                ));
+            }
+        }
+    }
+    bar(
+        clashes.is_empty(),
+        format!(
+            "no two slices of one stream overlap ({} tracks)",
+            slices.len()
+        ),
+        format!(
+            "{} overlapping slice pairs on one stream, first: {}",
+            clashes.len(),
+            clashes.first().map_or("", |c| c.as_str())
+        ),
+    );
+
+    // 3. Some stage runs ahead: stage s's step k+1 starts before stage s+1's step k ends.
+    let mut ahead = 0;
+    let mut pairs = 0;
+    for s in 0..n.saturating_sub(1) {
+        for &k in &steps {
+            if let (Some(a), Some(b)) = (span[s].get(&(k + 1)), span[s + 1].get(&k)) {
+                pairs += 1;
+                if a.0 < b.1 {
+                    ahead += 1;
+                }
+            }
+        }
+    }
+    bar(
+        ahead > 0,
+        format!(
+            "overlap visible in {phase}: in {ahead} of {pairs} (stage s, step k) pairs, \
+                 stage s started step k+1 before stage s+1 finished step k"
+        ),
+        format!(
+            "no overlap in {phase}: in none of {pairs} (stage s, step k) pairs did stage \
+                 s start step k+1 before stage s+1 finished step k"
+        ),
+    );
+    Ok(Report {
+        pass: lines.iter().all(|l| l.starts_with("PASS")),
+        lines,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A two-stage trace of `steps` steps; each stage's step k takes [10k + 5s, 10k + 5s + 8]
+    /// (so stage 0's step k+1 starts at 10k+10, before stage 1's step k ends at 10k+13).
+    fn doc(steps: u64) -> Value {
+        let mut ev = vec![
+            serde_json::json!({"ph": "M", "name": "thread_name", "tid": 0, "args": {"name": "runtime/stage0@cpu0"}}),
+            serde_json::json!({"ph": "M", "name": "thread_name", "tid": 1, "args": {"name": "runtime/stage1@cpu1"}}),
+        ];
+        for k in 0..steps {
+            for s in 0..2u64 {
+                ev.push(serde_json::json!({"ph": "X", "name": "layers", "tid": s,
+                    "ts": (10 * k + 5 * s) as f64, "dur": 8.0,
+                    "args": {"phase": "pipelined", "step": k}}));
+            }
+        }
+        serde_json::json!({ "traceEvents": ev })
+    }
+
+    #[test]
+    fn a_pipelined_trace_passes_every_bar() {
+        let r = check(&doc(4), "pipelined").unwrap();
+        assert!(r.pass, "{:?}", r.lines);
+        assert!(r.lines[2].contains("in 3 of 3"), "{:?}", r.lines);
+    }
+
+    /// Negative controls: each bar fails on a trace planted to break it.
+    #[test]
+    fn each_bar_fails_on_a_trace_that_breaks_it() {
+        // Serial: stage 0's next step starts only after stage 1 finished (shift by 20 µs).
+        let mut d = doc(3);
+        for e in d["traceEvents"].as_array_mut().unwrap() {
+            if e["ph"] == "X" {
+                let k = e["args"]["step"].as_f64().unwrap();
+                e["ts"] = (e["ts"].as_f64().unwrap() + 10.0 * k).into();
+            }
+        }
+        let r = check(&d, "pipelined").unwrap();
+        assert!(
+            !r.pass && r.lines[2].starts_with("FAIL  no overlap"),
+            "{:?}",
+            r.lines
+        );
+        assert!(r.lines[0].starts_with("PASS") && r.lines[1].starts_with("PASS"));
+
+        // Stage 1 misses step 2.
+        let mut d = doc(3);
+        d["traceEvents"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|e| !(e["tid"] == 1 && e["args"]["step"] == 2));
+        let r = check(&d, "pipelined").unwrap();
+        assert!(
+            r.lines[0].contains("FAIL  1 (stage, step) pairs"),
+            "{:?}",
+            r.lines
+        );
+        assert!(r.lines[0].contains("stage 1 step 2"), "{:?}", r.lines);
+
+        // Two slices of stage 0 overlap.
+        let mut d = doc(3);
+        d["traceEvents"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+            "ph": "X", "name": "tx", "tid": 0, "ts": 3.0, "dur": 1.0,
+            "args": {"phase": "pipelined", "step": 0}}));
+        let r = check(&d, "pipelined").unwrap();
+        assert!(
+            !r.pass && r.lines[1].starts_with("FAIL  1 overlapping"),
+            "{:?}",
+            r.lines
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_runtime_trace_is_an_error_naming_why() {
+        let e = check(&serde_json::json!({"x": 1}), "pipelined").unwrap_err();
+        assert!(e.contains("traceEvents"), "{e}");
+        let e = check(&serde_json::json!({"traceEvents": []}), "pipelined").unwrap_err();
+        assert!(e.contains("no runtime/stage0..N tracks"), "{e}");
+        let e = check(&doc(2), "batched").unwrap_err();
+        assert!(e.contains("phase \"batched\" has no step"), "{e}");
+    }
+}
