@@ -637,6 +637,7 @@ fn bench_on<B: Backend>(
             RuntimeConfig {
                 placement: pl,
                 max_rows: rows,
+                max_seqs: rows,
                 ctx,
                 window: spec.window,
                 faults: vec![],
@@ -757,6 +758,7 @@ fn bench_overlap(a: &BenchArgs, p: &super::gate::Prepared) -> Result<BusyOverlap
         RuntimeConfig {
             placement: spec.placement.clone(),
             max_rows: spec.batch,
+            max_seqs: spec.batch,
             ctx: a.steps,
             window: spec.window,
             faults: vec![],
