@@ -85,7 +85,7 @@ fn default_four_stage_gate_passes_every_arm_and_writes_a_receipt() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let r = receipt(&rp);
-    assert_eq!(r["schema"], "ppn-gate.receipt/1");
+    assert_eq!(r["schema"], "ppn-gate.receipt/2");
     assert_eq!(r["verdict"], "PASS");
     assert_eq!(
         arm_verdicts(&r),
@@ -361,13 +361,13 @@ fn selftest_catches_every_fault_that_opens_on_the_cpu() {
     let o = run(&["selftest", "--runs", "1", "--out", out.to_str().unwrap()]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("selftest PASS: 8 fault(s) caught in every run, 0 missed; 7 clean control(s) passed every run, 0 failed; 0 error(s); 1 fault(s) cannot open here"), "{t}");
+    assert!(t.contains("selftest PASS: 10 fault(s) caught in every run, 0 missed; 9 clean control(s) passed every run, 0 failed; 0 error(s); 1 fault(s) cannot open here"), "{t}");
     let s = receipt(&out.join("selftest.json"));
     assert_eq!(s["schema"], "ppn-gate.selftest/1");
     assert_eq!(s["backend"], "cpu");
     assert_eq!(s["verdict"], "PASS");
     let rows = s["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 16);
+    assert_eq!(rows.len(), 20);
     for r in rows {
         let id = r["id"].as_str().unwrap();
         let want = match (id, r["fault"].is_null()) {
@@ -433,7 +433,7 @@ fn selftest_lists_misplaced_cache_as_unopenable_on_one_device() {
             )),
         "{t}"
     );
-    assert!(t.contains("7 fault(s) caught in every run"), "{t}");
+    assert!(t.contains("9 fault(s) caught in every run"), "{t}");
     assert!(t.contains("2 fault(s) cannot open here"), "{t}");
     assert!(!out.join("misplaced-cache").exists());
 }
@@ -653,6 +653,11 @@ fn help_lists_every_fault_with_its_law() {
             "misplaced-cache",
             "every stage's memory lives on its stage's device",
         ),
+        (
+            "chunk-kv-order",
+            "stores every row's key/value before any row's attention reads",
+        ),
+        ("no-rollback", "rolls every stage's cache back"),
     ] {
         let line = t
             .lines()
@@ -1899,4 +1904,174 @@ fn soak_writes_a_trace_per_run_or_only_the_failing_ones() {
 
 fn run_tc(trace: &str) -> Output {
     run(&["trace-check", trace])
+}
+
+/// The CPU bar on the built-in model: `--arms prime,verify --stages 3 --devices 0,1,1
+/// --prompt-len 23 --gen-len 16` passes; every prime step is keyed by (repeat, chunk) and
+/// every verify step by its round; the rounds record drafts and acceptance, round 0 carries
+/// a wrong draft, and the acceptance is the reference's.
+#[test]
+fn prime_and_verify_pass_with_keyed_steps_and_recorded_rounds() {
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let o = run(&[
+        "--arms",
+        "prime,verify",
+        "--stages",
+        "3",
+        "--devices",
+        "0,1,1",
+        "--prompt-len",
+        "23",
+        "--gen-len",
+        "16",
+        "--receipt",
+        rp.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = receipt(&rp);
+    assert_eq!(r["config"]["chunks"], serde_json::json!([1, 8, 16, 23]));
+    assert_eq!(r["config"]["repeat"], 3);
+    assert_eq!(r["config"]["draft"], 4);
+    let prime = &r["arms"][0]["steps"];
+    // 4 chunk sizes x 3 repeats x 39 positions, each one keyed.
+    assert_eq!(prime.as_array().unwrap().len(), 4 * 3 * 39);
+    let ref_hash = |i: u64| r["reference"]["steps"][i as usize]["logits_blake3"].clone();
+    for st in prime.as_array().unwrap() {
+        assert!(st["repeat"].is_u64() && st["chunk"].is_u64(), "{st}");
+        assert_eq!(st["logits_blake3"], ref_hash(st["step"].as_u64().unwrap()));
+    }
+    let rounds = r["arms"][1]["rounds"].as_array().unwrap();
+    assert!(!rounds.is_empty());
+    assert!(rounds[0]["replaced"].is_u64(), "round 0 has a wrong draft");
+    assert!(rounds[0]["accepted"].as_u64() < Some(4));
+    let mut next = 23;
+    for rd in rounds {
+        assert_eq!(rd["start"], next);
+        assert_eq!(rd["accepted"], rd["expected"], "{rd}");
+        next = rd["start"].as_u64().unwrap() + rd["accepted"].as_u64().unwrap() + 1;
+    }
+    assert_eq!(next, 39, "the rounds reach the tape's end");
+    for st in r["arms"][1]["steps"].as_array().unwrap() {
+        assert!(st["round"].is_u64() || st["chunk"] == 23, "{st}");
+    }
+}
+
+#[test]
+fn fault_no_rollback_fails() {
+    assert_fault_fails("no-rollback", &["--stages", "2", "--arms", "verify"]);
+}
+
+#[test]
+fn fault_chunk_kv_order_fails() {
+    assert_fault_fails(
+        "chunk-kv-order",
+        &[
+            "--stages", "2", "--arms", "prime", "--chunk", "8", "--repeat", "1",
+        ],
+    );
+}
+
+/// The slot ladder grows mid-walk on a prime (1 row, then 8 while the 1-row primes drain):
+/// `slot-first-use` must FAIL there, at a chunk-8 step too, not only at slot 1's first use.
+#[test]
+fn fault_slot_first_use_fails_on_a_prime_s_slot_growth() {
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let o = run(&[
+        "--fault",
+        "slot-first-use",
+        "--stages",
+        "2",
+        "--splits",
+        "1",
+        "--arms",
+        "prime",
+        "--chunk",
+        "1,8",
+        "--receipt",
+        rp.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let r = receipt(&rp);
+    let bad_chunk8 = r["arms"][0]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|st| {
+            st["chunk"] == 8
+                && st["logits_blake3"]
+                    != r["reference"]["steps"][st["step"].as_u64().unwrap() as usize]
+                        ["logits_blake3"]
+        })
+        .count();
+    assert!(bad_chunk8 > 0, "the growth to 8 rows went uncaught");
+}
+
+/// The prime/verify flags refuse nonsense naming the value, and a fault refused where no
+/// arm opens it names the arm that does.
+#[test]
+fn prime_and_verify_flags_and_faults_are_checked() {
+    for (args, want) in [
+        (&["--arms", "prime", "--chunk", "8,0"][..], "--chunk 8,0"),
+        (&["--arms", "prime", "--repeat", "0"][..], "--repeat 0"),
+        (&["--arms", "verify", "--draft", "0"][..], "--draft 0"),
+        (&["--arms", "prime", "--chunk", "x"][..], "--chunk"),
+        (
+            &["--arms", "prime", "--fault", "no-rollback", "--stages", "2"][..],
+            "verify does",
+        ),
+        (
+            &["--arms", "eager", "--fault", "chunk-kv-order"][..],
+            "prime and verify do",
+        ),
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{args:?}: {}", text(&o));
+    }
+}
+
+/// `diff` names a prime step by (repeat, chunk) and a verify round by number; a version-1
+/// receipt is still read, a receipt of an unknown schema refused naming it.
+#[test]
+fn diff_names_prime_keys_and_reads_version_1_receipts() {
+    let d = tmp();
+    let a = d.path().join("a.json");
+    let o = run(&[
+        "--arms",
+        "prime,verify",
+        "--stages",
+        "2",
+        "--chunk",
+        "4",
+        "--repeat",
+        "2",
+        "--receipt",
+        a.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut v = receipt(&a);
+    v["arms"][0]["steps"][30]["logits_blake3"] = "00".into();
+    v["arms"][1]["rounds"][1]["accepted"] = 0.into();
+    let b = d.path().join("b.json");
+    write_json(&b, &v);
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("arm prime: first divergent step 6 (repeat 1, chunk 4) row 0"),
+        "{t}"
+    );
+    assert!(t.contains("arm verify: round 1 differs"), "{t}");
+    // Version 1 (the committed goldens are): read and diffed.
+    let g = "receipts/golden/builtin-n4-dev0123.json";
+    assert_eq!(receipt(Path::new(g))["schema"], "ppn-gate.receipt/1");
+    assert_eq!(run(&["diff", g, g]).status.code(), Some(0));
+    v["schema"] = "ppn-gate.receipt/9".into();
+    write_json(&b, &v);
+    let o = run(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("ppn-gate.receipt/9"), "{}", text(&o));
 }

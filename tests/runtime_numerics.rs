@@ -56,6 +56,7 @@ fn runtime_logits(
     let cfg = RuntimeConfig {
         placement,
         max_rows: 1,
+        max_seqs: 1,
         ctx: toks.len(),
         window: 1,
         faults: vec![],

@@ -22,7 +22,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::backend::{Backend, Residency};
 use crate::model::Model;
-use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference};
+use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference, Round, StepKey};
 use crate::runtime::{Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,16 +30,26 @@ pub enum ArmKind {
     Eager,
     Pipelined,
     Batched,
+    Prime,
+    Verify,
 }
 
 impl ArmKind {
-    pub const ALL: [ArmKind; 3] = [ArmKind::Eager, ArmKind::Pipelined, ArmKind::Batched];
+    pub const ALL: [ArmKind; 5] = [
+        ArmKind::Eager,
+        ArmKind::Pipelined,
+        ArmKind::Batched,
+        ArmKind::Prime,
+        ArmKind::Verify,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             ArmKind::Eager => "eager",
             ArmKind::Pipelined => "pipelined",
             ArmKind::Batched => "batched",
+            ArmKind::Prime => "prime",
+            ArmKind::Verify => "verify",
         }
     }
 
@@ -62,6 +72,12 @@ pub struct GateSpec {
     /// A fixed tape for row 0 (then prompt_len/gen_len do not apply to row 0).
     pub tape: Option<Vec<u32>>,
     pub faults: Vec<Fault>,
+    /// The prime arm's chunk sizes (None: 1, 8, 16 and the whole prompt).
+    pub chunks: Option<Vec<usize>>,
+    /// Primes per chunk size (the prime arm), each on a reset cache.
+    pub repeat: usize,
+    /// Drafts per speculative round (the verify arm).
+    pub draft: usize,
 }
 
 impl GateSpec {
@@ -82,7 +98,67 @@ impl GateSpec {
                 "the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into(),
             );
         }
+        if let Some(c) = &self.chunks {
+            if c.is_empty() || c.contains(&0) {
+                return Err(format!(
+                    "--chunk {}: every chunk size must be at least 1",
+                    c.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ));
+            }
+        }
+        if self.repeat == 0 {
+            return Err("--repeat 0: need at least one prime per chunk size".into());
+        }
+        if self.draft == 0 {
+            return Err("--draft 0: a verify round needs at least one draft".into());
+        }
         Ok(())
+    }
+
+    /// Prompt positions the prime and verify arms prime (the prompt, within the tape).
+    pub fn prime_len(&self) -> usize {
+        self.prompt_len.max(1).min(self.steps())
+    }
+
+    /// The prime arm's chunk sizes as run: as given (default 1, 8, 16 and the whole
+    /// prompt), each at most the prompt, duplicates of an earlier effective size dropped.
+    pub fn prime_chunks(&self) -> Vec<usize> {
+        let p = self.prime_len();
+        let given = self.chunks.clone().unwrap_or_else(|| vec![1, 8, 16, p]);
+        let mut out: Vec<usize> = Vec::new();
+        for c in given {
+            let c = c.min(p);
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// Most rows one step carries across the arms.
+    fn max_rows(&self) -> usize {
+        let mut m = self.batch_rows();
+        if self.arms.contains(&ArmKind::Prime) {
+            m = m.max(self.prime_chunks().into_iter().max().unwrap_or(1));
+        }
+        if self.arms.contains(&ArmKind::Verify) {
+            m = m.max(self.prime_len()).max(self.draft + 1);
+        }
+        m
+    }
+
+    /// Cache slots per sequence: the tape, and with the verify arm room for a stage that
+    /// kept every rejected draft (`--fault no-rollback` must FAIL on logits, not overflow).
+    fn ctx(&self) -> usize {
+        let steps = self.steps();
+        if self.arms.contains(&ArmKind::Verify) {
+            steps * (self.draft + 1) + 1
+        } else {
+            steps
+        }
     }
 
     /// Steps every row runs: the tape's length, or prompt + generated.
@@ -225,6 +301,11 @@ impl<'a> Judge<'a> {
     }
 
     fn check(&mut self, step: usize, row: usize, got: &[f32]) {
+        self.check_key(step, row, StepKey::default(), got)
+    }
+
+    /// `check` of a step that carries a (repeat, chunk) or round key.
+    fn check_key(&mut self, step: usize, row: usize, key: StepKey, got: &[f32]) {
         let h = receipt::hash_logits(got);
         let r = &self.refs[row];
         if h != r.reference.steps[step].logits_blake3 {
@@ -235,6 +316,7 @@ impl<'a> Judge<'a> {
                 self.first = Some(Divergence {
                     step,
                     row,
+                    key,
                     index,
                     reference,
                     got,
@@ -244,6 +326,7 @@ impl<'a> Judge<'a> {
         self.steps.push(ArmStep {
             step,
             row,
+            key,
             logits_blake3: h,
         });
     }
@@ -255,6 +338,7 @@ impl<'a> Judge<'a> {
             mismatched_steps: self.mismatched,
             first_divergence: self.first,
             steps: self.steps,
+            rounds: Vec::new(),
         }
     }
 }
@@ -281,6 +365,7 @@ pub fn run_gate<B: Backend>(
         RuntimeConfig {
             placement: single,
             max_rows: 1,
+            max_seqs: 1,
             ctx: steps,
             window: 1,
             faults: vec![],
@@ -307,8 +392,9 @@ pub fn run_gate<B: Backend>(
         model.clone(),
         RuntimeConfig {
             placement: spec.placement.clone(),
-            max_rows: rows,
-            ctx: steps,
+            max_rows: spec.max_rows(),
+            max_seqs: rows,
+            ctx: spec.ctx(),
             window: spec.window,
             faults: spec.faults.clone(),
         },
@@ -338,6 +424,8 @@ pub fn run_gate<B: Backend>(
             ArmKind::Eager => eager(&rt, &refs[..1], steps)?,
             ArmKind::Pipelined => pipelined(&rt, &refs[..1], steps, spec.window, "pipelined")?,
             ArmKind::Batched => pipelined(&rt, &refs, steps, spec.window, "batched")?,
+            ArmKind::Prime => prime(&rt, &refs[0], spec)?,
+            ArmKind::Verify => verify(&rt, &refs[0], spec)?,
         };
         arm_ms.push(ta.elapsed().as_secs_f64() * 1e3);
         progress(kind.name());
@@ -463,6 +551,186 @@ fn pipelined<B: Backend>(
         |i, e| rt_err(|| format!("{name} arm step {i}"))(e),
     )?;
     Ok(judge.finish())
+}
+
+/// One step of the prime arm: `tokens` at positions `pos0..`, as a chunk of one sequence
+/// (`chunk`) or a one-row decode step; `reset`: the caches are reset before it.
+struct PrimeStep {
+    pos0: usize,
+    len: usize,
+    chunk: bool,
+    key: StepKey,
+    reset: bool,
+}
+
+/// The prime arm's walk: for every chunk size C and repeat r, a reset cache, the prompt
+/// as chunks of C consecutive positions of one sequence, then one-token decode to the
+/// tape's end. One walk for all of it, `window` steps in flight (chunks of one prime
+/// overlap across the stages, and a prime's first chunk enters while the previous prime's
+/// decode is still draining: the boundary slots grow from 1 row to C then mid-walk).
+fn prime_plan(spec: &GateSpec) -> Vec<PrimeStep> {
+    let (p, steps) = (spec.prime_len(), spec.steps());
+    let mut plan = Vec::new();
+    for c in spec.prime_chunks() {
+        for r in 0..spec.repeat {
+            let key = StepKey {
+                repeat: Some(r),
+                chunk: Some(c),
+                round: None,
+            };
+            for a in (0..p).step_by(c) {
+                plan.push(PrimeStep {
+                    pos0: a,
+                    len: c.min(p - a),
+                    chunk: true,
+                    key,
+                    reset: a == 0,
+                });
+            }
+            for i in p..steps {
+                plan.push(PrimeStep {
+                    pos0: i,
+                    len: 1,
+                    chunk: false,
+                    key,
+                    reset: false,
+                });
+            }
+        }
+    }
+    plan
+}
+
+/// The prime arm: every position's logits of every prime equal the one-row reference's.
+fn prime<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
+    let vocab = rt.model().cfg.vocab;
+    let tape = &r0.reference.tokens;
+    let refs = std::slice::from_ref(r0);
+    let mut walk = rt.walk().map_err(rt_err(|| "prime arm".to_string()))?;
+    let mut judge = Judge::new("prime", refs);
+    let plan = prime_plan(spec);
+    let mut inflight: VecDeque<(usize, Pending)> = VecDeque::new();
+    let ctx = |i: usize| {
+        let st: &PrimeStep = &plan[i];
+        move || format!("prime arm position {}{}", st.pos0, st.key.describe())
+    };
+    let drain = |walk: &mut Walk<'_, B>,
+                 judge: &mut Judge,
+                 (i, p): (usize, Pending)|
+     -> Result<(), GateError> {
+        let st = &plan[i];
+        let l = walk.read_deferred(p).map_err(rt_err(ctx(i)))?;
+        for r in 0..st.len {
+            judge.check_key(st.pos0 + r, 0, st.key, &l[r * vocab..(r + 1) * vocab]);
+        }
+        Ok(())
+    };
+    for (i, st) in plan.iter().enumerate() {
+        if inflight.len() >= spec.window.max(1) {
+            let f = inflight.pop_front().expect("window is non-empty");
+            drain(&mut walk, &mut judge, f)?;
+        }
+        if st.reset {
+            walk.reset_caches().map_err(rt_err(ctx(i)))?;
+        }
+        let toks = &tape[st.pos0..st.pos0 + st.len];
+        let p = if st.chunk {
+            walk.issue_chunk(toks, st.pos0)
+        } else {
+            walk.issue(toks, &[st.pos0])
+        }
+        .map_err(rt_err(ctx(i)))?;
+        inflight.push_back((i, p));
+    }
+    while let Some(f) = inflight.pop_front() {
+        drain(&mut walk, &mut judge, f)?;
+    }
+    Ok(judge.finish())
+}
+
+/// The greedy token of a logits row (larger logit, then lower id: `receipt::topk`'s order).
+fn greedy(l: &[f32]) -> u32 {
+    receipt::topk(l, 1)[0].0
+}
+
+/// The verify arm: the prompt primed as one chunk, then speculative rounds to the tape's
+/// end. Round k at position `start` walks the input token and the next K tape tokens as
+/// drafts (one replaced by a seeded wrong token in round 0 and in a seeded half of the
+/// rounds after it) as ONE step of K+1 rows, accepts the longest draft prefix matching its
+/// own greedy choices, rolls every stage's cache back to the accepted length and goes on
+/// from the first rejected position. The accepted positions' logits must be the
+/// reference's, and each round's acceptance what the reference's greedy choices imply.
+fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
+    let vocab = rt.model().cfg.vocab;
+    let tape = &r0.reference.tokens;
+    let (p, steps, k) = (spec.prime_len(), spec.steps(), spec.draft);
+    let mut walk = rt.walk().map_err(rt_err(|| "verify arm".to_string()))?;
+    let mut judge = Judge::new("verify", std::slice::from_ref(r0));
+    walk.reset_caches()
+        .map_err(rt_err(|| "verify arm cache reset".to_string()))?;
+    let prompt_key = StepKey {
+        chunk: Some(p),
+        ..StepKey::default()
+    };
+    let pend = walk
+        .issue_chunk(&tape[..p], 0)
+        .map_err(rt_err(|| "verify arm prompt".to_string()))?;
+    let l = walk
+        .read_eager(pend)
+        .map_err(rt_err(|| "verify arm prompt".to_string()))?;
+    for r in 0..p {
+        judge.check_key(r, 0, prompt_key, &l[r * vocab..(r + 1) * vocab]);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5eed_d4af);
+    let mut rounds = Vec::new();
+    let mut start = p;
+    while start < steps {
+        let round = rounds.len();
+        let ke = k.min(steps - 1 - start);
+        let mut toks = tape[start..=start + ke].to_vec();
+        // Round 0 always carries a wrong draft (so a skipped rollback always has rejected
+        // positions to keep), later rounds in a seeded half.
+        let replaced = (ke > 0 && (round == 0 || rng.gen_bool(0.5))).then(|| {
+            let j = rng.gen_range(1..=ke);
+            let off = rng.gen_range(1..vocab.max(2) as u32);
+            toks[j] = (toks[j] + off) % vocab as u32;
+            j
+        });
+        let c = || format!("verify arm round {round} at position {start}");
+        let pend = walk.issue_chunk(&toks, start).map_err(rt_err(c))?;
+        let l = walk.read_eager(pend).map_err(rt_err(c))?;
+        let row = |r: usize| &l[r * vocab..(r + 1) * vocab];
+        // The arm's acceptance from its own logits; the reference's from the tape, whose
+        // token after a generated position is the reference's greedy choice there.
+        let accepted = (1..=ke)
+            .take_while(|&i| toks[i] == greedy(row(i - 1)))
+            .count();
+        let expected = (1..=ke).take_while(|&i| toks[i] == tape[start + i]).count();
+        let key = StepKey {
+            round: Some(round),
+            ..StepKey::default()
+        };
+        for r in 0..=accepted {
+            judge.check_key(start + r, 0, key, row(r));
+        }
+        // ROLLBACK: every stage's cache back to the accepted positions.
+        walk.truncate(0, start + accepted + 1).map_err(rt_err(c))?;
+        rounds.push(Round {
+            round,
+            start,
+            drafted: toks[1..].to_vec(),
+            replaced,
+            accepted,
+            expected,
+        });
+        start += accepted + 1;
+    }
+    let mut arm = judge.finish();
+    if rounds.iter().any(|r| r.accepted != r.expected) {
+        arm.verdict = "FAIL".into();
+    }
+    arm.rounds = rounds;
+    Ok(arm)
 }
 
 #[cfg(test)]

@@ -75,6 +75,42 @@ impl Residency {
     }
 }
 
+/// Where one row of a step sits: `pos` is its token position (RoPE), `seq` the sequence it
+/// belongs to (the cache row), `slot` the cache slot its key/value go to. Its attention
+/// reads its sequence's slots `[slot - (pos - window start), slot]`: the cache's length (the
+/// runtime's per-stage bookkeeping, `slot` is the length before the row) governs what a row
+/// reads, so a cache that was not rolled back reads the positions it should have dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowAt {
+    pub pos: usize,
+    pub seq: usize,
+    pub slot: usize,
+}
+
+impl RowAt {
+    /// The first slot row `self` attends to in layer `il` (`Config::attn_start` of its
+    /// position, moved by the slot's offset from the position).
+    pub fn from_slot(&self, model: &Model, il: usize) -> usize {
+        let span = self.pos - model.cfg.attn_start(il, self.pos);
+        self.slot.saturating_sub(span)
+    }
+}
+
+/// How the key/value stores of a step's rows are ordered against their attention reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvOrder {
+    /// Each row reads only slots written by earlier steps plus its own (decode steps, the
+    /// batched arm: every row its own sequence), so store and attention may be fused per row.
+    Fused,
+    /// Rows of ONE sequence at consecutive slots (a prime chunk, a verify round): row i
+    /// reads the slots of rows < i of the same step, so EVERY row's key/value is stored
+    /// before ANY row's attention reads the cache (the multi-row ordering law).
+    StoreFirst,
+    /// `--fault chunk-kv-order`: rows of one sequence with the stores fused into the
+    /// attention pass, so a row may read a sibling's slot before the sibling stored it.
+    Racy,
+}
+
 /// What one stage's engine owns: its layer range and whether it holds the embedding (stage
 /// 0) and the output norm + head (the last stage). `max_rows` sizes the engine's scratch.
 #[derive(Clone, Debug)]
@@ -161,6 +197,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
         ctx: usize,
         s: &Self::Stream,
     ) -> BResult<Self::Cache>;
+    /// Enqueue on `s` a zero-fill of every key/value of `cache` (a reset cache: what a
+    /// prime starts from; a row that reads a slot nobody stored since reads zeros).
+    fn clear_cache(&self, cache: &Self::Cache, s: &Self::Stream) -> BResult<()>;
     /// A stage's engine on `dev`: its weights (uploaded through it, on `s`) and its scratch.
     fn new_engine(
         &self,
@@ -231,13 +270,15 @@ pub trait Engine<B: Backend>: Send + Sync + 'static {
     fn x(&self) -> &B::Buf;
     /// `x[r] = embed(tokens[r])` for `rows` rows; token ids are read from `input[0..rows]`.
     fn embed(&self, s: &B::Stream, input: &B::Buf, rows: usize) -> BResult<()>;
-    /// Layer `il` on `x` in place; row r is at position `pos[r]`, its KV in `cache` row r.
+    /// Layer `il` on `x` in place for `rows.len()` rows, row r where `rows[r]` says (its
+    /// key/value stored at its slot of its sequence, `order` saying how the stores are
+    /// ordered against the attention reads).
     fn layer(
         &self,
         s: &B::Stream,
         il: usize,
-        rows: usize,
-        pos: &[usize],
+        rows: &[RowAt],
+        order: KvOrder,
         cache: &B::Cache,
     ) -> BResult<()>;
     /// Output norm + head of `x` into `logits[0..rows*vocab]`.

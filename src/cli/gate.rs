@@ -263,7 +263,7 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
     for a in args.arms.split(',') {
         let k = ArmKind::parse(a.trim()).ok_or_else(|| {
             anyhow!(
-                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched)",
+                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched, prime, verify)",
                 args.arms,
                 a.trim()
             )
@@ -281,6 +281,10 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
             1
         },
         uploads_weights: !be.shares_host_weights(),
+        multi_row: arms
+            .iter()
+            .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
+        rollback: arms.contains(&ArmKind::Verify),
     };
     let mut faults = Vec::new();
     for f in &args.faults {
@@ -356,6 +360,9 @@ pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Re
         topk: args.topk,
         tape,
         faults: c.faults,
+        chunks: list_flag("--chunk", &args.chunk)?,
+        repeat: args.repeat,
+        draft: args.draft,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
     let model_info = ModelInfo {
@@ -431,6 +438,7 @@ pub fn run_traced(
         .map(|s| m.stage_weight_bytes(pl.layers(s), s == 0, s == n - 1))
         .collect();
     let pass = res.pass();
+    let has = |k: ArmKind| p.spec.arms.contains(&k);
     let r = Receipt {
         schema: receipt::SCHEMA.to_string(),
         tool: tool_info(),
@@ -475,6 +483,9 @@ pub fn run_traced(
             topk: p.spec.topk,
             tape: p.args.tape.as_ref().map(|t| t.display().to_string()),
             faults: p.spec.faults.iter().map(|f| f.name().to_string()).collect(),
+            chunks: has(ArmKind::Prime).then(|| p.spec.prime_chunks()),
+            repeat: has(ArmKind::Prime).then_some(p.spec.repeat),
+            draft: has(ArmKind::Verify).then_some(p.spec.draft),
         },
         reference: res.reference,
         batch_references: res.batch_references,
@@ -547,11 +558,26 @@ pub fn verdict_lines(r: &Receipt) -> Vec<String> {
     placement
         .chain(r.arms.iter().map(|a| {
             let n = a.steps.len();
-            match &a.first_divergence {
-                None => format!("{:<10} {}  {n}/{n} steps bit-identical", a.name, a.verdict),
-                Some(d) => format!(
-                    "{:<10} {}  first divergence at step {} row {}: logit[{}] ref {:e} got {:e}; {}/{n} steps differ",
-                    a.name, a.verdict, d.step, d.row, d.index, d.reference, d.got, a.mismatched_steps
+            let rounds = if a.rounds.is_empty() {
+                String::new()
+            } else {
+                let acc: usize = a.rounds.iter().map(|r| r.accepted).sum();
+                let drafted: usize = a.rounds.iter().map(|r| r.drafted.len()).sum();
+                format!("; {} rounds, {acc}/{drafted} drafts accepted", a.rounds.len())
+            };
+            let lost = a.rounds.iter().find(|r| r.accepted != r.expected);
+            match (&a.first_divergence, lost) {
+                (None, None) => format!(
+                    "{:<10} {}  {n}/{n} steps bit-identical{rounds}",
+                    a.name, a.verdict
+                ),
+                (Some(d), _) => format!(
+                    "{:<10} {}  first divergence at step {}{} row {}: logit[{}] ref {:e} got {:e}; {}/{n} steps differ{rounds}",
+                    a.name, a.verdict, d.step, d.key.describe(), d.row, d.index, d.reference, d.got, a.mismatched_steps
+                ),
+                (None, Some(r)) => format!(
+                    "{:<10} {}  round {} at position {} accepted {} drafts, the reference implies {}{rounds}",
+                    a.name, a.verdict, r.round, r.start, r.accepted, r.expected
                 ),
             }
         }))

@@ -112,9 +112,19 @@ pub struct GateArgs {
     /// Boundary transport: auto, host (bounce every boundary through host), peer.
     #[arg(long, default_value = "auto")]
     pub transport: String,
-    /// Arms to run, comma-separated: eager, pipelined, batched.
+    /// Arms to run, comma-separated: eager, pipelined, batched, prime, verify.
     #[arg(long, default_value = "eager,pipelined,batched")]
     pub arms: String,
+    /// Prime arm: chunk sizes C[,C2..] (positions of the prompt per step; default 1, 8,
+    /// 16 and the whole prompt).
+    #[arg(long)]
+    pub chunk: Option<String>,
+    /// Prime arm: primes per chunk size in one process, each on a reset cache.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Verify arm: draft tokens per speculative round.
+    #[arg(long, default_value_t = 4)]
+    pub draft: usize,
     /// Steps in flight in the pipelined and batched arms.
     #[arg(long, default_value_t = 3)]
     pub window: usize,

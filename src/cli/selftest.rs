@@ -68,6 +68,17 @@ pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
             opens("--stages 2 --splits 1 --arms pipelined,batched", false)
         }
         (Fault::NoReversePublish, false) => opens("--stages 2 --jitter-us 400 --gen-len 24", false),
+        // Multi-row laws: a prime of 8-row chunks (the prompt's rows read their siblings'
+        // slots), and verify rounds whose rollback the fault skips. The same placements on
+        // CUDA, with 64-row chunks there so the one launch holds many racing rows.
+        (Fault::ChunkKvOrder, false) => {
+            opens("--stages 2 --arms prime --chunk 8 --repeat 1", false)
+        }
+        (Fault::ChunkKvOrder, true) => opens(
+            "--stages 2 --arms prime --chunk 64 --prompt-len 64 --gen-len 4 --repeat 2",
+            false,
+        ),
+        (Fault::NoRollback, _) => opens("--stages 2 --arms verify", false),
         (Fault::NoLoadBarrier, false) => Recipe::Closed(
             "the cpu backend's engines read the model's one host copy: there is no load to race".into(),
         ),
@@ -553,6 +564,8 @@ mod tests {
                                 devices: &devices,
                                 in_flight: if eager_only { 1 } else { a.window },
                                 uploads_weights: cuda,
+                                multi_row: a.arms.contains("prime") || a.arms.contains("verify"),
+                                rollback: a.arms.contains("verify"),
                             };
                             assert_eq!(f.cannot_open(&site), None, "{f} cuda={cuda} g={g}");
                         }
@@ -589,8 +602,9 @@ mod tests {
                 );
             }
         }
-        // CPU: rx-no-wait and no-exit-publish share --stages 2; 7 placements for 8 faults.
-        assert_eq!(controls.len(), 7);
+        // CPU: rx-no-wait and no-exit-publish share --stages 2; 9 placements for 10 faults
+        // (chunk-kv-order's prime and no-rollback's verify placements are their own).
+        assert_eq!(controls.len(), 9);
         assert_eq!(
             plan(false, 1)
                 .iter()

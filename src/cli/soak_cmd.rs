@@ -672,6 +672,7 @@ fn bench_on<B: Backend>(
             RuntimeConfig {
                 placement: pl,
                 max_rows: rows,
+                max_seqs: rows,
                 ctx,
                 window: spec.window,
                 faults: vec![],
@@ -701,6 +702,11 @@ fn bench_on<B: Backend>(
         .then(|| time_pipe(&rtn, rows))
         .transpose()?;
     drop(rtn);
+    let prefill = if want(crate::arms::ArmKind::Prime) {
+        bench_prefill(&be, p)?
+    } else {
+        Vec::new()
+    };
     let tps = |t: f64, r: usize| (steps * r) as f64 / t;
     // The tracing cost and each path's busy overlap: one more walk of each path, on a fresh
     // runtime whose streams are traced (the timed walks above stay untraced). Each walk's
@@ -783,7 +789,81 @@ fn bench_on<B: Backend>(
         busy_overlap: traced.as_ref().map(|t| t.0.clone()),
         traced_tok_s: traced.map(|t| t.1),
         modules: None,
+        prefill,
     })
+}
+
+/// `bench --arms prime`: prefill tok/s of a prime of the `--prompt-len` seeded prompt at
+/// every chunk size, on one stage (the placement's first device) and on the placement.
+/// Each figure is the better of two timed primes after a warm-up one.
+fn bench_prefill<B: Backend>(
+    be: &Arc<B>,
+    p: &super::gate::Prepared,
+) -> Result<Vec<crate::receipt::bench::PrefillRate>> {
+    let (m, spec) = (&p.model, &p.spec);
+    let n = spec.prime_len();
+    let tokens = crate::arms::seeded_prompt(m, spec.seed, 0, n);
+    let chunks = spec.prime_chunks();
+    let max_c = chunks.iter().copied().max().unwrap_or(1);
+    let single = Placement::single(m.cfg.n_layers, spec.placement.devices[0]);
+    let mut rates: Vec<crate::receipt::bench::PrefillRate> = chunks
+        .iter()
+        .map(|&c| crate::receipt::bench::PrefillRate {
+            chunk: c,
+            prompt: n,
+            one_stage_tok_s: 0.0,
+            staged_tok_s: 0.0,
+        })
+        .collect();
+    for (k, pl) in [single, spec.placement.clone()].into_iter().enumerate() {
+        let rt = Runtime::build(
+            be.clone(),
+            m.clone(),
+            RuntimeConfig {
+                placement: pl,
+                max_rows: max_c,
+                max_seqs: 1,
+                ctx: n,
+                window: spec.window,
+                faults: vec![],
+            },
+        )?;
+        for r in rates.iter_mut() {
+            walk_prime(&rt, &tokens, r.chunk, spec.window)?;
+            let t = walk_prime(&rt, &tokens, r.chunk, spec.window)?.min(walk_prime(
+                &rt,
+                &tokens,
+                r.chunk,
+                spec.window,
+            )?);
+            let v = n as f64 / t;
+            if k == 0 {
+                r.one_stage_tok_s = v;
+            } else {
+                r.staged_tok_s = v;
+            }
+        }
+    }
+    Ok(rates)
+}
+
+/// Wall time of one prime of `tokens` in chunks of `c` with `window` chunks in flight.
+fn walk_prime<B: Backend>(rt: &Runtime<B>, tokens: &[u32], c: usize, window: usize) -> Result<f64> {
+    let mut w = rt.walk()?;
+    w.reset_caches()?;
+    let t0 = Instant::now();
+    let mut inflight = std::collections::VecDeque::new();
+    for a in (0..tokens.len()).step_by(c) {
+        if inflight.len() >= window.max(1) {
+            w.read_deferred(inflight.pop_front().expect("non-empty"))?;
+        }
+        let b = (a + c).min(tokens.len());
+        inflight.push_back(w.issue_chunk(&tokens[a..b], a)?);
+    }
+    while let Some(pd) = inflight.pop_front() {
+        w.read_deferred(pd)?;
+    }
+    Ok(t0.elapsed().as_secs_f64())
 }
 
 /// Wall time of an eager walk over `tokens`, and the part of it the host spent enqueueing
@@ -904,6 +984,16 @@ fn print_bench(r: &BenchReceipt) {
             c.batch,
             v,
             v / t.eager
+        );
+    }
+    for f in &r.prefill {
+        outln!(
+            "  prefill   (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages",
+            f.chunk,
+            f.prompt,
+            f.one_stage_tok_s,
+            f.staged_tok_s,
+            c.stages
         );
     }
 }

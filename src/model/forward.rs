@@ -8,6 +8,7 @@
 //! stream between layers is the whole state a stage hands to the next.
 
 use super::{Activation, Model};
+use crate::backend::{KvOrder, RowAt};
 use crate::math::{self, AttnShape};
 
 /// The per-sequence key/value cache of ONE layer, as the layer reads and writes it.
@@ -38,12 +39,37 @@ pub fn embed(m: &Model, tokens: &[u32], out: &mut [f32]) {
 }
 
 /// One transformer block over a batch of rows, in place on the residual `x`
-/// (pos.len() × n_embd). Row r is at position `pos[r]`; its keys/values are appended to
-/// `kv` at that position and it attends to the cached positions its layer's window allows.
+/// (pos.len() × n_embd). Row r is sequence r at position `pos[r]`; its keys/values are
+/// appended to `kv` at that position and it attends to the cached positions its layer's
+/// window allows.
 pub fn layer(m: &Model, il: usize, x: &mut [f32], pos: &[usize], kv: &mut dyn KvAccess) {
+    let at: Vec<RowAt> = pos
+        .iter()
+        .enumerate()
+        .map(|(r, &p)| RowAt {
+            pos: p,
+            seq: r,
+            slot: p,
+        })
+        .collect();
+    layer_rows(m, il, x, &at, KvOrder::Fused, kv)
+}
+
+/// One transformer block over rows placed by `at` (see `RowAt`): row r's key/value go to
+/// slot `at[r].slot` of sequence `at[r].seq`, and it attends over that sequence's slots
+/// `[from_slot, slot]` in slot order. Every order gives a row the same arithmetic; what
+/// `order` changes is only WHEN the stores happen against the reads (see `KvOrder`).
+pub fn layer_rows(
+    m: &Model,
+    il: usize,
+    x: &mut [f32],
+    at: &[RowAt],
+    order: KvOrder,
+    kv: &mut dyn KvAccess,
+) {
     let c = &m.cfg;
     let lw = &m.layers[il];
-    let rows = pos.len();
+    let rows = at.len();
     let (n, qd, kvd, hd) = (c.n_embd, c.q_dim(), c.kv_dim(), c.head_dim);
     debug_assert_eq!(x.len(), rows * n);
 
@@ -85,24 +111,69 @@ pub fn layer(m: &Model, il: usize, x: &mut [f32], pos: &[usize], kv: &mut dyn Kv
     };
     let mut att = vec![0.0f32; rows * qd];
     let (mut kc, mut vc) = (Vec::new(), Vec::new());
-    for r in 0..rows {
-        let p = pos[r];
-        c.layer_rope_table(il, p, &mut cos, &mut sin);
-        let qr = &mut q[r * qd..(r + 1) * qd];
-        let kr = &mut k[r * kvd..(r + 1) * kvd];
-        math::rope_apply(qr, &cos, &sin, c.rope_style);
-        math::rope_apply(kr, &cos, &sin, c.rope_style);
-        kv.append(r, p, kr, &v[r * kvd..(r + 1) * kvd]);
-        let from = c.attn_start(il, p);
-        kv.read(r, from, p + 1, &mut kc, &mut vc);
+    for (r, a) in at.iter().enumerate() {
+        c.layer_rope_table(il, a.pos, &mut cos, &mut sin);
+        math::rope_apply(&mut q[r * qd..(r + 1) * qd], &cos, &sin, c.rope_style);
+        math::rope_apply(&mut k[r * kvd..(r + 1) * kvd], &cos, &sin, c.rope_style);
+    }
+    let store = |kv: &mut dyn KvAccess, r: usize| {
+        let a = &at[r];
+        kv.append(
+            a.seq,
+            a.slot,
+            &k[r * kvd..(r + 1) * kvd],
+            &v[r * kvd..(r + 1) * kvd],
+        );
+    };
+    // Row r's attention over its window, read from the cache; under `Racy` its own
+    // key/value come from this step's registers (as the fused GPU kernel's shared copy)
+    // and the rest is whatever the cache holds at the time of the read.
+    let mut attend = |kv: &dyn KvAccess, r: usize, own_from_regs: bool| {
+        let a = &at[r];
+        let from = a.from_slot(m, il);
+        kv.read(a.seq, from, a.slot + 1, &mut kc, &mut vc);
+        let n_pos = a.slot + 1 - from;
+        if own_from_regs {
+            let o = (n_pos - 1) * kvd;
+            kc[o..o + kvd].copy_from_slice(&k[r * kvd..(r + 1) * kvd]);
+            vc[o..o + kvd].copy_from_slice(&v[r * kvd..(r + 1) * kvd]);
+        }
         math::attention(
-            qr,
+            &q[r * qd..(r + 1) * qd],
             &kc,
             &vc,
-            p + 1 - from,
+            n_pos,
             shape,
             &mut att[r * qd..(r + 1) * qd],
         );
+    };
+    match order {
+        // Row r stores, then reads: its own slot and earlier steps' slots are written.
+        KvOrder::Fused => {
+            for r in 0..rows {
+                store(kv, r);
+                attend(kv, r, false);
+            }
+        }
+        // MULTI-ROW LAW: every row's key/value stored before any row reads the cache.
+        KvOrder::StoreFirst => {
+            for r in 0..rows {
+                store(kv, r);
+            }
+            for r in 0..rows {
+                attend(kv, r, false);
+            }
+        }
+        // The law broken: every row reads before any row of the step stored, so row r sees
+        // stale (reset: zero) slots where rows < r of its own sequence belong.
+        KvOrder::Racy => {
+            for r in 0..rows {
+                attend(kv, r, true);
+            }
+            for r in 0..rows {
+                store(kv, r);
+            }
+        }
     }
     let mut o = vec![0.0f32; rows * n];
     math::matmul(&lw.wo, &att, rows, &mut o);

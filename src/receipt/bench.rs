@@ -42,6 +42,20 @@ pub struct BenchReceipt {
     /// CUDA: the modules the run compiled or took from the module cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modules: Option<ModuleStats>,
+    /// `--arms prime`: prefill throughput of the prime arm's walk per chunk size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefill: Vec<PrefillRate>,
+}
+
+/// Prompt tokens per second of one prime (a reset cache, the prompt as chunks of `chunk`
+/// positions, `window` chunks in flight, every position's logits read back as the prime
+/// arm reads them), on one stage and on the bench's N stages.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PrefillRate {
+    pub chunk: usize,
+    pub prompt: usize,
+    pub one_stage_tok_s: f64,
+    pub staged_tok_s: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::{Arm, Receipt, Reference};
+use super::{Arm, Receipt, Reference, StepKey};
 
 /// Schema of `diff --json`.
 pub const DIFF_SCHEMA: &str = "ppn-gate.diff/1";
@@ -34,6 +34,9 @@ pub struct PartDiff {
     /// with the longer one's start, the longer one's first extra step. Null: no difference.
     pub first_divergent_step: Option<usize>,
     pub first_divergent_row: Option<usize>,
+    /// The prime/verify arms: the first divergent step's repeat and chunk, or round.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_divergent_key: Option<StepKey>,
     /// Entries of the common length that differ.
     pub differing: usize,
 }
@@ -78,6 +81,7 @@ fn part(
         steps_b: lb,
         first_divergent_step: first.map(|f| f.0),
         first_divergent_row: first.map(|f| f.1),
+        first_divergent_key: None,
         differing: diffs.len(),
     }
 }
@@ -111,8 +115,9 @@ fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) -> PartDiff {
         let s = &a.steps[first];
         let n = a.steps.len().min(b.steps.len());
         out.push(format!(
-            "{what}: first divergent step {} row {} ({} of {n} step rows differ)",
+            "{what}: first divergent step {}{} row {} ({} of {n} step rows differ)",
             s.step,
+            s.key.describe(),
             s.row,
             diffs.len()
         ));
@@ -128,6 +133,24 @@ fn cmp_arm(a: &Arm, b: &Arm, out: &mut Vec<String>) -> PartDiff {
     );
     p.verdict_a = Some(Some(a.verdict.clone()));
     p.verdict_b = Some(Some(b.verdict.clone()));
+    let first = diffs
+        .first()
+        .copied()
+        .or((a.steps.len() != b.steps.len()).then_some(a.steps.len().min(b.steps.len())));
+    p.first_divergent_key = first
+        .map(|i| longer.steps[i].key)
+        .filter(|k| *k != StepKey::default());
+    // The verify arm's rounds: where the acceptance sequences part.
+    if a.rounds != b.rounds {
+        let k = a.rounds.iter().zip(&b.rounds).position(|(x, y)| x != y);
+        out.push(match k {
+            Some(k) => format!(
+                "{what}: round {k} differs (start {} vs {}, accepted {} vs {})",
+                a.rounds[k].start, b.rounds[k].start, a.rounds[k].accepted, b.rounds[k].accepted
+            ),
+            None => format!("{what}: {} rounds vs {}", a.rounds.len(), b.rounds.len()),
+        });
+    }
     p
 }
 
@@ -144,6 +167,7 @@ fn lone_arm(x: &Arm, in_a: bool) -> PartDiff {
         steps_b: if in_a { 0 } else { n },
         first_divergent_step: first.map(|s| s.step),
         first_divergent_row: first.map(|s| s.row),
+        first_divergent_key: first.map(|s| s.key).filter(|k| *k != StepKey::default()),
         differing: 0,
     }
 }

@@ -14,7 +14,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub const SCHEMA: &str = "ppn-gate.receipt/1";
+/// Version 2 added the prime and verify arms: their steps carry (repeat, chunk) or round
+/// keys and the verify arm its rounds. A version-1 receipt is read as a version 2 without
+/// them (it has no such arms); any other schema is refused naming it.
+pub const SCHEMA: &str = "ppn-gate.receipt/2";
+/// Older schemas this tool still reads (and diffs).
+pub const SCHEMAS_READ: [&str; 2] = ["ppn-gate.receipt/1", SCHEMA];
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Receipt {
@@ -115,6 +120,14 @@ pub struct ConfigInfo {
     pub topk: usize,
     pub tape: Option<String>,
     pub faults: Vec<String>,
+    /// The prime arm: its chunk sizes and repeats (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Vec<usize>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<usize>,
+    /// The verify arm: drafts per round (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<usize>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -180,12 +193,65 @@ pub struct Arm {
     pub mismatched_steps: usize,
     pub first_divergence: Option<Divergence>,
     pub steps: Vec<ArmStep>,
+    /// The verify arm: every speculative round, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<Round>,
+}
+
+/// Where a step of the prime or verify arm belongs beyond its position: a prime's repeat
+/// and chunk size, a verify round. Absent (null) for the other arms.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct StepKey {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<usize>,
+}
+
+impl StepKey {
+    /// ` (repeat r, chunk C)` / ` (round k)` / empty, for messages.
+    pub fn describe(&self) -> String {
+        let mut v = Vec::new();
+        if let Some(r) = self.repeat {
+            v.push(format!("repeat {r}"));
+        }
+        if let Some(c) = self.chunk {
+            v.push(format!("chunk {c}"));
+        }
+        if let Some(k) = self.round {
+            v.push(format!("round {k}"));
+        }
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", v.join(", "))
+        }
+    }
+}
+
+/// One speculative round of the verify arm: it walked `drafted.len() + 1` positions from
+/// `start` (the input token, then the drafts), the arm accepted `accepted` drafts by its
+/// own logits, and the reference's greedy choices imply `expected`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Round {
+    pub round: usize,
+    pub start: usize,
+    pub drafted: Vec<u32>,
+    /// The draft index replaced by a wrong token (null: every draft is the tape's).
+    pub replaced: Option<usize>,
+    pub accepted: usize,
+    pub expected: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ArmStep {
+    /// The position (the tape index) whose logits these are.
     pub step: usize,
     pub row: usize,
+    #[serde(flatten)]
+    pub key: StepKey,
     pub logits_blake3: String,
 }
 
@@ -193,6 +259,8 @@ pub struct ArmStep {
 pub struct Divergence {
     pub step: usize,
     pub row: usize,
+    #[serde(flatten)]
+    pub key: StepKey,
     /// First logit index whose bits differ.
     pub index: usize,
     #[serde(rename = "ref", deserialize_with = "nan_null::f32")]
@@ -203,7 +271,7 @@ pub struct Divergence {
 
 impl PartialEq for Divergence {
     fn eq(&self, o: &Self) -> bool {
-        (self.step, self.row, self.index) == (o.step, o.row, o.index)
+        (self.step, self.row, self.index, self.key) == (o.step, o.row, o.index, o.key)
             && same_logit(self.reference, o.reference)
             && same_logit(self.got, o.got)
     }
@@ -322,7 +390,7 @@ pub enum ReceiptError {
         path: String,
         err: serde_json::Error,
     },
-    #[error("receipt {path} has schema {got:?}, this tool reads {SCHEMA:?}")]
+    #[error("receipt {path} has schema {got:?}, this tool reads {SCHEMAS_READ:?}")]
     Schema { path: String, got: String },
     #[error("cannot write receipt {path}: {err}")]
     Write { path: String, err: std::io::Error },
@@ -344,7 +412,7 @@ impl Receipt {
             .get("schema")
             .and_then(|s| s.as_str())
             .unwrap_or("<missing>");
-        if schema != SCHEMA {
+        if !SCHEMAS_READ.contains(&schema) {
             return Err(ReceiptError::Schema {
                 path: p,
                 got: schema.to_string(),
@@ -383,6 +451,12 @@ mod tests {
         let d = Divergence {
             step: 3,
             row: 1,
+            // A prime step's key travels flattened beside the step (and nulls stay NaN).
+            key: StepKey {
+                repeat: Some(2),
+                chunk: Some(8),
+                round: None,
+            },
             index: 7,
             reference: 1.5,
             got: f32::NAN,

@@ -15,6 +15,10 @@ pub struct Site<'a> {
     /// Whether the backend's engines upload weights (cuda) rather than reading the model's
     /// one host copy (cpu).
     pub uploads_weights: bool,
+    /// Whether an arm walks several positions of one sequence in one step (prime, verify).
+    pub multi_row: bool,
+    /// Whether an arm rolls caches back (verify).
+    pub rollback: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -45,10 +49,17 @@ pub enum Fault {
     /// law: a stage's memory lives on its stage's device). Opens only where the first and
     /// last stages sit on different devices; the gate's residency check catches it.
     MisplacedCache,
+    /// The rows of a multi-row step of one sequence store their keys/values in the same
+    /// pass that attends, so a row can read a sibling's slot before the sibling stored it
+    /// (the multi-row law: every row's key/value stored before any row's attention reads).
+    ChunkKvOrder,
+    /// A verify round's rollback skips the last stage: it keeps the rejected positions in
+    /// its cache, and its next rows store and attend past them.
+    NoRollback,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    pub const ALL: [Fault; 11] = [
         Fault::RxNoWait,
         Fault::NoWarGuard,
         Fault::SingleSlot,
@@ -58,6 +69,8 @@ impl Fault {
         Fault::NoReversePublish,
         Fault::NoLoadBarrier,
         Fault::MisplacedCache,
+        Fault::ChunkKvOrder,
+        Fault::NoRollback,
     ];
 
     pub fn name(self) -> &'static str {
@@ -71,6 +84,8 @@ impl Fault {
             Fault::NoReversePublish => "no-reverse-publish",
             Fault::NoLoadBarrier => "no-load-barrier",
             Fault::MisplacedCache => "misplaced-cache",
+            Fault::ChunkKvOrder => "chunk-kv-order",
+            Fault::NoRollback => "no-rollback",
         }
     }
 
@@ -88,6 +103,12 @@ impl Fault {
                 "loads are ordered before the stages (own stream or load barrier)"
             }
             Fault::MisplacedCache => "every stage's memory lives on its stage's device",
+            Fault::ChunkKvOrder => {
+                "a multi-row step stores every row's key/value before any row's attention reads"
+            }
+            Fault::NoRollback => {
+                "a verify round rolls every stage's cache back to the accepted length"
+            }
         }
     }
 
@@ -108,6 +129,8 @@ impl Fault {
                 "the cuda backend (where it is a never-fails finding, see README)"
             }
             Fault::MisplacedCache => "the first and last stages on different devices",
+            Fault::ChunkKvOrder => "a prime or verify arm (multi-row steps of one sequence)",
+            Fault::NoRollback => "the verify arm",
         }
     }
 
@@ -162,6 +185,14 @@ impl Fault {
             Fault::MisplacedCache if d_last == d0 => Some(format!(
                 "it births the last stage's KV cache on stage 0's device, and both are device {d0}: nothing to misplace (it needs the first and last stages on different devices)"
             )),
+            Fault::ChunkKvOrder if !site.multi_row => Some(
+                "it breaks the order of a multi-row step of one sequence, and none of these arms walks one (prime and verify do)"
+                    .into(),
+            ),
+            Fault::NoRollback if !site.rollback => Some(
+                "it skips a verify round's cache rollback, and these arms roll nothing back (verify does)"
+                    .into(),
+            ),
             _ => None,
         }
     }

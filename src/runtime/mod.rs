@@ -40,7 +40,7 @@ pub use fault::Fault;
 pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
 use crate::backend::trace::Piece;
-use crate::backend::{Backend, BackendError, Engine, EngineSpec, Residency};
+use crate::backend::{Backend, BackendError, Engine, EngineSpec, KvOrder, Residency, RowAt};
 use crate::model::Model;
 
 #[derive(Debug, thiserror::Error)]
@@ -66,9 +66,12 @@ fn at<T>(r: Result<T, BackendError>, ctx: impl FnOnce() -> String) -> RResult<T>
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
     pub placement: Placement,
-    /// Largest number of rows (sequences) a step may carry.
+    /// Largest number of rows a step may carry (sequences of a batch, or positions of one
+    /// sequence in a prime chunk or verify round).
     pub max_rows: usize,
-    /// KV cache positions per sequence.
+    /// Sequences each stage's KV cache holds (the batch; 1 without a batched arm).
+    pub max_seqs: usize,
+    /// KV cache slots per sequence.
     pub ctx: usize,
     /// Most steps in flight (issued, logits not yet read); sizes the output ring.
     pub window: usize,
@@ -121,6 +124,11 @@ struct WalkState<B: Backend> {
     inputs: [InSlot<B>; 2],
     outputs: Vec<OutSlot<B>>,
     step: u64,
+    /// Each stage's cache length per sequence: the slot the next row of that sequence
+    /// stores at, and the end of what its attention reads. Host bookkeeping that every
+    /// later op on the stage's stream is enqueued with, so stream order alone orders a
+    /// rollback (`Walk::truncate`) after the stage's earlier steps and before its next.
+    lens: Vec<Vec<usize>>,
     /// Buffers replaced by a slot's growth. Queued copies on the TX or RX stream may still
     /// touch them, so they are released only after a barrier (walk end), never at the
     /// replacement: a device free would be ordered on one stream only.
@@ -160,10 +168,10 @@ impl<B: Backend> Runtime<B> {
                 model.cfg.n_layers
             )));
         }
-        if cfg.max_rows == 0 || cfg.ctx == 0 {
+        if cfg.max_rows == 0 || cfg.ctx == 0 || cfg.max_seqs == 0 || cfg.max_seqs > cfg.max_rows {
             return Err(RtError::Misuse(format!(
-                "max_rows {} and ctx {} must be positive",
-                cfg.max_rows, cfg.ctx
+                "max_rows {}, max_seqs {} and ctx {} must be positive, max_seqs <= max_rows",
+                cfg.max_rows, cfg.max_seqs, cfg.ctx
             )));
         }
         let vocab = model.cfg.vocab;
@@ -223,7 +231,7 @@ impl<B: Backend> Runtime<B> {
                 (dev, load)
             };
             let cache = at(
-                be.new_cache(cdev, &model, p.layers(s), cfg.max_rows, cfg.ctx, cs),
+                be.new_cache(cdev, &model, p.layers(s), cfg.max_seqs, cfg.ctx, cs),
                 ctx,
             )?;
             let exit = at(be.new_event(dev), ctx)?;
@@ -289,6 +297,7 @@ impl<B: Backend> Runtime<B> {
                 unread: None,
             });
         }
+        let lens = vec![vec![0; cfg.max_seqs]; n];
         let rt = Runtime {
             be,
             model,
@@ -302,6 +311,7 @@ impl<B: Backend> Runtime<B> {
                 inputs,
                 outputs,
                 step: 0,
+                lens,
                 retired: Vec::new(),
             }),
         };
@@ -357,7 +367,14 @@ impl<B: Backend> Runtime<B> {
     /// complete walk. Fails fast rather than blocking.
     pub fn walk(&self) -> RResult<Walk<'_, B>> {
         match self.state.try_lock() {
-            Ok(st) => Ok(Walk { rt: self, st }),
+            Ok(mut st) => {
+                // A walk starts new sequences: every stage's cache is empty (length 0). The
+                // slots keep what earlier walks stored; each is stored before it is read.
+                for l in st.lens.iter_mut() {
+                    l.iter_mut().for_each(|x| *x = 0);
+                }
+                Ok(Walk { rt: self, st })
+            }
             Err(TryLockError::WouldBlock) => Err(RtError::LeaseHeld),
             Err(TryLockError::Poisoned(_)) => Err(RtError::Misuse(
                 "walk state poisoned by a panicked walk".into(),
@@ -382,9 +399,70 @@ pub struct Walk<'a, B: Backend> {
 }
 
 impl<'a, B: Backend> Walk<'a, B> {
-    /// Enqueue one decode step: row r carries `tokens[r]` at position `pos[r]`. Returns at
-    /// once; the logits are read with `read_eager` or `read_deferred`.
+    /// Enqueue one decode step: row r is sequence r, carrying `tokens[r]` at position
+    /// `pos[r]`. Returns at once; the logits are read with `read_eager` or `read_deferred`.
     pub fn issue(&mut self, tokens: &[u32], pos: &[usize]) -> RResult<Pending> {
+        self.issue_rows(tokens, pos, None)
+    }
+
+    /// Enqueue one multi-row step of ONE sequence (a prime chunk, a verify round): row r
+    /// carries `tokens[r]` at position `pos0 + r` of sequence 0, its key/value at that
+    /// sequence's next slots, and attends causally over the cache up to its own slot.
+    pub fn issue_chunk(&mut self, tokens: &[u32], pos0: usize) -> RResult<Pending> {
+        let pos: Vec<usize> = (pos0..pos0 + tokens.len()).collect();
+        self.issue_rows(tokens, &pos, Some(0))
+    }
+
+    /// Reset every stage's cache: lengths to 0 and, on each stage's stream (ordered after
+    /// the stage's earlier steps by the stream itself), every key/value zero-filled.
+    pub fn reset_caches(&mut self) -> RResult<()> {
+        let rt = self.rt;
+        for (s, stg) in rt.stages.iter().enumerate() {
+            at(rt.be.clear_cache(&stg.cache, &stg.stream), || {
+                format!("stage {s} (device {}) cache reset", stg.dev)
+            })?;
+            self.st.lens[s].iter_mut().for_each(|x| *x = 0);
+        }
+        Ok(())
+    }
+
+    /// The cache length of sequence `seq` on stage `s` (what its next row stores at).
+    pub fn cache_len(&self, s: usize, seq: usize) -> Option<usize> {
+        self.st.lens.get(s)?.get(seq).copied()
+    }
+
+    /// ROLLBACK: every stage's cache of sequence `seq` back to `len` positions (the
+    /// accepted ones of a verify round). The dropped slots stay in memory but lie beyond
+    /// the length, so no later row reads them before storing over them. Host bookkeeping
+    /// only: the next step's ops carry the new length, and each stage's stream orders them
+    /// after its earlier steps. `--fault no-rollback`: the last stage keeps its length.
+    pub fn truncate(&mut self, seq: usize, len: usize) -> RResult<()> {
+        let n = self.rt.stages.len();
+        for s in 0..n {
+            let cur = self.cache_len(s, seq).ok_or_else(|| {
+                RtError::Misuse(format!("truncate: sequence {seq} outside the cache"))
+            })?;
+            if len > cur {
+                return Err(RtError::Misuse(format!(
+                    "truncate: stage {s} sequence {seq} holds {cur} positions, cannot roll back to {len}"
+                )));
+            }
+            if s + 1 == n && self.rt.has(Fault::NoRollback) {
+                continue;
+            }
+            self.st.lens[s][seq] = len;
+        }
+        Ok(())
+    }
+
+    /// `chunk_seq`: None, row r is sequence r (one position each); Some(q), every row is
+    /// sequence q at consecutive positions.
+    fn issue_rows(
+        &mut self,
+        tokens: &[u32],
+        pos: &[usize],
+        chunk_seq: Option<usize>,
+    ) -> RResult<Pending> {
         let rt = self.rt;
         let be = &*rt.be;
         let p = &rt.cfg.placement;
@@ -396,6 +474,13 @@ impl<'a, B: Backend> Walk<'a, B> {
                 "step {t}: {rows} rows with {} positions (runtime holds 1..={} rows)",
                 pos.len(),
                 rt.cfg.max_rows
+            )));
+        }
+        let seqs = chunk_seq.map_or(rows, |q| q + 1);
+        if seqs > rt.cfg.max_seqs {
+            return Err(RtError::Misuse(format!(
+                "step {t}: {seqs} sequences, the caches hold {}",
+                rt.cfg.max_seqs
             )));
         }
         if let Some(&bad) = tokens.iter().find(|&&x| x as usize >= rt.model.cfg.vocab) {
@@ -410,12 +495,47 @@ impl<'a, B: Backend> Walk<'a, B> {
                 rt.cfg.ctx
             )));
         }
+        // Every stage's rows: the slots its cache lengths give (checked before anything is
+        // enqueued, so a full cache is an error naming the stage, never a partial step).
+        let mut placed: Vec<Vec<RowAt>> = Vec::with_capacity(n);
+        for s in 0..n {
+            let at_rows: Vec<RowAt> = (0..rows)
+                .map(|r| {
+                    let (seq, k) = chunk_seq.map_or((r, 0), |q| (q, r));
+                    RowAt {
+                        pos: pos[r],
+                        seq,
+                        slot: self.st.lens[s][seq] + k,
+                    }
+                })
+                .collect();
+            if let Some(a) = at_rows.iter().find(|a| a.slot >= rt.cfg.ctx) {
+                return Err(RtError::Misuse(format!(
+                    "step {t}: stage {s} sequence {} cache slot {} beyond context {}",
+                    a.seq, a.slot, rt.cfg.ctx
+                )));
+            }
+            placed.push(at_rows);
+        }
+        // Multi-row steps of one sequence store every row's key/value before any row reads
+        // the cache (`KvOrder::StoreFirst`); `--fault chunk-kv-order` fuses them.
+        let order = match chunk_seq {
+            None => KvOrder::Fused,
+            Some(_) if rt.has(Fault::ChunkKvOrder) => KvOrder::Racy,
+            Some(_) => KvOrder::StoreFirst,
+        };
         let j = (t % self.st.outputs.len() as u64) as usize;
         if let Some(u) = self.st.outputs[j].unread {
             return Err(RtError::Misuse(format!(
                 "step {t}: output slot {j} still holds unread step {u} (more than {} steps in flight)",
                 self.st.outputs.len()
             )));
+        }
+        for (s, at_rows) in placed.iter().enumerate() {
+            for a in at_rows {
+                let l = &mut self.st.lens[s][a.seq];
+                *l = (*l).max(a.slot + 1);
+            }
         }
         self.st.step += 1;
         // Tracing only: everything this call enqueues is this decode step's work. The trace
@@ -450,7 +570,7 @@ impl<'a, B: Backend> Walk<'a, B> {
             at(be.record(&inp.ready, &rt.caller), c)?;
         }
 
-        for s in 0..n {
+        for (s, rows_at) in placed.iter().enumerate() {
             let stg = &rt.stages[s];
             let eng = rt.engine(s);
             // Error context, formatted only on the error path (this runs every step).
@@ -473,9 +593,10 @@ impl<'a, B: Backend> Walk<'a, B> {
             }
             be.trace_begin(&stg.stream, Piece::Layers);
             for il in p.layers(s) {
-                at(eng.layer(&stg.stream, il, rows, pos, &stg.cache), || {
-                    format!("stage {s} (device {}) layer {il}, step {t}", stg.dev)
-                })?;
+                at(
+                    eng.layer(&stg.stream, il, rows_at, order, &stg.cache),
+                    || format!("stage {s} (device {}) layer {il}, step {t}", stg.dev),
+                )?;
             }
             be.trace_end(&stg.stream);
             if s + 1 < n {
@@ -718,6 +839,7 @@ mod tests {
         let cfg = RuntimeConfig {
             placement,
             max_rows: 2,
+            max_seqs: 2,
             ctx: 8,
             window,
             faults: vec![],

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::mem::DevMem;
 use super::stream::CpuStream;
 use super::{op_err, CpuBackend};
-use crate::backend::{BResult, Engine, EngineSpec};
+use crate::backend::{BResult, Engine, EngineSpec, KvOrder, RowAt};
 use crate::model::forward::{self, KvAccess};
 use crate::model::Model;
 
@@ -121,11 +121,11 @@ impl Engine<CpuBackend> for CpuEngine {
         &self,
         s: &CpuStream,
         il: usize,
-        rows: usize,
-        pos: &[usize],
+        rows: &[RowAt],
+        order: KvOrder,
         cache: &CpuCache,
     ) -> BResult<()> {
-        self.check_rows(rows, "layer")?;
+        self.check_rows(rows.len(), "layer")?;
         let stage = self.spec.stage;
         if !self.spec.layers.contains(&il) || !cache.layers.contains(&il) {
             return Err(op_err(format!(
@@ -133,17 +133,14 @@ impl Engine<CpuBackend> for CpuEngine {
                 self.spec.layers, cache.layers
             )));
         }
-        if pos.len() != rows || rows > cache.rows {
+        // Checked here, not on the worker: a bad row is an error naming it, never a panic.
+        if let Some(a) = rows
+            .iter()
+            .find(|a| a.seq >= cache.rows || a.slot >= cache.ctx || a.pos >= cache.ctx)
+        {
             return Err(op_err(format!(
-                "stage {stage} layer {il}: {} positions for {rows} rows (cache rows {})",
-                pos.len(),
-                cache.rows
-            )));
-        }
-        if let Some(&p) = pos.iter().find(|&&p| p >= cache.ctx) {
-            return Err(op_err(format!(
-                "stage {stage} layer {il}: position {p} beyond cache context {}",
-                cache.ctx
+                "stage {stage} layer {il}: row at position {} sequence {} slot {} outside the cache ({} sequences x {} slots)",
+                a.pos, a.seq, a.slot, cache.rows, cache.ctx
             )));
         }
         let li = il - cache.layers.start;
@@ -153,11 +150,11 @@ impl Engine<CpuBackend> for CpuEngine {
             ctx: cache.ctx,
             kv_dim: cache.kv_dim,
         };
-        let (m, x, pos) = (self.model.clone(), self.x.clone(), pos.to_vec());
+        let (m, x, rows) = (self.model.clone(), self.x.clone(), rows.to_vec());
         s.enqueue("layer", move || {
-            let mut xs = vec![0f32; rows * m.cfg.n_embd];
+            let mut xs = vec![0f32; rows.len() * m.cfg.n_embd];
             x.load(0, &mut xs);
-            forward::layer(&m, il, &mut xs, &pos, &mut kv);
+            forward::layer_rows(&m, il, &mut xs, &rows, order, &mut kv);
             x.store(0, &xs);
             Ok(())
         })

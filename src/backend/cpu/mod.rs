@@ -276,6 +276,16 @@ impl Backend for CpuBackend {
         })
     }
 
+    fn clear_cache(&self, cache: &CpuCache, s: &CpuStream) -> BResult<()> {
+        let bufs: Vec<Arc<DevMem>> = cache.k.iter().chain(&cache.v).cloned().collect();
+        s.enqueue("cache reset", move || {
+            for b in &bufs {
+                b.fill(0.0);
+            }
+            Ok(())
+        })
+    }
+
     fn shares_host_weights(&self) -> bool {
         true
     }

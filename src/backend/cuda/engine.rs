@@ -31,7 +31,7 @@ use super::{
     alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MVQ_BASE, MV_GENERIC,
     MV_MAX_TILE,
 };
-use crate::backend::{BResult, Engine, EngineSpec, Residency};
+use crate::backend::{BResult, Engine, EngineSpec, KvOrder, Residency, RowAt};
 use crate::math::RopeStyle;
 use crate::model::{Activation, Model, Weight};
 use crate::quant::{repack, GgmlType};
@@ -46,6 +46,8 @@ struct RowPos {
     n: u32,
     pos: [u32; POS_ROWS],
     from: [u32; POS_ROWS],
+    slot: [u32; POS_ROWS],
+    seq: [u32; POS_ROWS],
 }
 
 /// Bytes of the RowPos kernel parameter (the CUDA struct must have the same size).
@@ -354,6 +356,23 @@ pub struct CudaCache {
 }
 
 impl CudaCache {
+    /// Zero-fills every K/V buffer on `s` (a reset cache; the RoPE tables stay). The cache
+    /// must live on `s`'s device: a memset of another device's memory would be unordered.
+    pub(super) fn clear(&self, s: &GpuStream) -> BResult<()> {
+        if s.dx.dev != self.dev {
+            return Err(op_err(format!(
+                "cache reset: cache on device {} but stream {} on device {}",
+                self.dev,
+                s.label(),
+                s.dx.dev
+            )));
+        }
+        for b in self.k.iter().chain(&self.v) {
+            super::zero_fill(b, s)?;
+        }
+        Ok(())
+    }
+
     /// Adds the cache's K/V buffers and RoPE tables to `list` by measured device.
     pub(super) fn residency(&self, list: &mut Vec<(Option<usize>, u64)>) -> BResult<()> {
         for b in self
@@ -1076,10 +1095,11 @@ impl Engine<super::CudaBackend> for CudaEngine {
         &self,
         s: &GpuStream,
         il: usize,
-        rows: usize,
-        pos: &[usize],
+        at: &[RowAt],
+        order: KvOrder,
         cache: &CudaCache,
     ) -> BResult<()> {
+        let rows = at.len();
         let op = format!("layer {il}");
         self.check(s, rows, &op)?;
         if !self.spec.layers.contains(&il) || !cache.layers.contains(&il) {
@@ -1103,20 +1123,16 @@ impl Engine<super::CudaBackend> for CudaEngine {
                 ),
             ));
         }
-        if pos.len() != rows || rows > cache.rows {
+        if let Some(a) = at
+            .iter()
+            .find(|a| a.seq >= cache.rows || a.slot >= cache.ctx || a.pos >= cache.ctx)
+        {
             return Err(self.err(
                 &op,
                 format!(
-                    "{} positions for {rows} rows (cache rows {})",
-                    pos.len(),
-                    cache.rows
+                    "row at position {} sequence {} slot {} outside the cache ({} sequences x {} slots)",
+                    a.pos, a.seq, a.slot, cache.rows, cache.ctx
                 ),
-            ));
-        }
-        if let Some(&p) = pos.iter().find(|&&p| p >= cache.ctx) {
-            return Err(self.err(
-                &op,
-                format!("position {p} beyond cache context {}", cache.ctx),
             ));
         }
         let c = &self.model.cfg;
@@ -1171,20 +1187,36 @@ impl Engine<super::CudaBackend> for CudaEngine {
         let eps = c.rms_eps;
         let (tp, kc, vc) = (table.at(0), cache.k[li].at(0), cache.v[li].at(0));
         let scale = c.attn_scale;
-        for c0 in (0..rows).step_by(POS_ROWS) {
+        // (kv_mode, first row) per launch: one fused pass per POS_ROWS rows, or for rows of
+        // one sequence every row group's store pass before any group's attend pass (the
+        // multi-row law; `KvOrder::Racy`, the fault, fuses them).
+        let groups = (0..rows).step_by(POS_ROWS);
+        let passes: Vec<(i32, usize)> = match order {
+            KvOrder::Fused | KvOrder::Racy => groups.map(|c0| (0, c0)).collect(),
+            KvOrder::StoreFirst => groups
+                .clone()
+                .map(|c0| (1, c0))
+                .chain(groups.map(|c0| (2, c0)))
+                .collect(),
+        };
+        for (kv_mode, c0) in passes {
             let cn = (rows - c0).min(POS_ROWS);
             let mut rp = RowPos {
                 n: cn as u32,
                 pos: [0; POS_ROWS],
                 from: [0; POS_ROWS],
+                slot: [0; POS_ROWS],
+                seq: [0; POS_ROWS],
             };
             let mut max_pos = 0usize;
             for r in 0..cn {
-                let p = pos[c0 + r];
-                let from = c.attn_start(il, p);
-                rp.pos[r] = to_u32(p, "position")?;
+                let a = &at[c0 + r];
+                let from = a.from_slot(&self.model, il);
+                rp.pos[r] = to_u32(a.pos, "position")?;
                 rp.from[r] = to_u32(from, "window start")?;
-                max_pos = max_pos.max(p + 1 - from);
+                rp.slot[r] = to_u32(a.slot, "cache slot")?;
+                rp.seq[r] = to_u32(a.seq, "sequence")?;
+                max_pos = max_pos.max(a.slot + 1 - from);
             }
             if max_pos > MAX_ATTN_POS {
                 return Err(self.err(
@@ -1194,7 +1226,6 @@ impl Engine<super::CudaBackend> for CudaEngine {
                     ),
                 ));
             }
-            let row0 = to_i32(c0, "row")?;
             let (qc, kcur, vcur, ac) = (
                 q + 4 * (c0 * qd) as u64,
                 k + 4 * (c0 * kvd) as u64,
@@ -1228,19 +1259,21 @@ impl Engine<super::CudaBackend> for CudaEngine {
                 kp(&hd_i),
                 kp(&ctx_i),
                 kp(&scale),
-                kp(&row0),
+                kp(&kv_mode),
                 kp(&rp),
             ];
             // SAFETY: attention(const float* q, const float* k, const float* v,
             // const float* bq, const float* bk, const float* bv, const float* qn,
             // const float* kn, float eps, const float* table, int style, float* K, float* V,
-            // float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale, int row0,
-            // RowPos rp); q/k/v/out point at row c0 of the engine's scratch with cn rows left;
+            // float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
+            // int kv_mode, RowPos rp); q/k/v/out point at row c0 of the engine's scratch with
+            // cn rows left;
             // bq is 0 or holds q_dim values, bk/bv 0 or kv_dim each (uploaded from the
             // loader-checked bias vectors); qn/kn are 0 or hold hd values each; the table holds
             // 2 * ctx * hd/2 values and every rp.pos < ctx (checked above); K/V are this
-            // layer's [cache.rows, ctx, kv_dim] buffers with row0 + cn <= cache.rows; hd <=
-            // ATT_MAX_HD and every window fits the dynamic shared memory requested.
+            // layer's [cache.rows, ctx, kv_dim] buffers with every rp.seq < cache.rows and
+            // rp.from <= rp.slot < ctx (checked above); hd <= ATT_MAX_HD and every window
+            // fits the dynamic shared memory requested.
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }
                 .map_err(|e| self.err(&format!("{op} attention"), e))?;
             self.prof_end(s, "attention", e0);

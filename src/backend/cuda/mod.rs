@@ -1149,6 +1149,10 @@ impl Backend for CudaBackend {
         CudaCache::new(&dx, model, layers, rows, ctx, s)
     }
 
+    fn clear_cache(&self, cache: &CudaCache, s: &GpuStream) -> BResult<()> {
+        cache.clear(s)
+    }
+
     fn new_engine(
         &self,
         dev: usize,
@@ -1237,23 +1241,31 @@ pub(crate) fn alloc_zeroed_on(dx: &Arc<DevCtx>, n: usize, s: &GpuStream) -> BRes
         .checked_mul(4)
         .ok_or_else(|| op_err(format!("device {}: {n} values overflow", dx.dev)))?;
     let raw = mem::Raw::device(&dx.ctx, bytes, &format!("alloc on {}", s.label()))?;
+    let b = GpuBuf {
+        raw,
+        len: n,
+        dev: Some(dx.dev),
+    };
+    zero_fill(&b, s)?;
+    Ok(b)
+}
+
+/// Enqueue on `s` a zero-fill of every value of `b` (a fresh allocation, a cache reset).
+pub(crate) fn zero_fill(b: &GpuBuf, s: &GpuStream) -> BResult<()> {
+    let n = b.len;
     if n > 0 {
         s.jitter()?;
         drv(s.dx.ctx.bind_to_thread(), || {
             format!("zero-fill on {}: bind context", s.label())
         })?;
-        // SAFETY: `raw` is a live allocation of 4 * n bytes; the memset writes exactly n
-        // 32-bit words of it, in `s`'s order.
-        let r = unsafe { sys::cuMemsetD32Async(raw.ptr(), 0, n, s.s.cu_stream()) }.result();
+        // SAFETY: `b.raw` is a live allocation of at least 4 * n bytes (a GpuBuf of n
+        // values); the memset writes exactly n 32-bit words of it, in `s`'s order.
+        let r = unsafe { sys::cuMemsetD32Async(b.raw.ptr(), 0, n, s.s.cu_stream()) }.result();
         drv(r, || {
             format!("zero-fill of {n} values on stream {}", s.label())
         })?;
     }
-    Ok(GpuBuf {
-        raw,
-        len: n,
-        dev: Some(dx.dev),
-    })
+    Ok(())
 }
 
 /// Enqueue a host-to-device copy of `host` into `dst[off..]` on `s`.

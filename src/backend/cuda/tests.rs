@@ -111,10 +111,11 @@ fn warps_per_feature_is_a_power_of_two_dividing_the_block_and_never_grows_with_f
 
 #[test]
 fn row_pos_parameter_has_the_layout_of_the_cuda_struct() {
-    // struct RowPos { u32 n; u32 pos[POS_ROWS]; u32 from[POS_ROWS]; } with POS_ROWS 64.
+    // struct RowPos { u32 n; u32 pos[POS_ROWS]; u32 from[POS_ROWS]; u32 slot[POS_ROWS];
+    // u32 seq[POS_ROWS]; } with POS_ROWS 64.
     let common = SOURCES[0].1;
     assert!(common.contains("#define POS_ROWS 64"));
-    assert_eq!(row_pos_bytes(), 4 + 2 * 64 * 4);
+    assert_eq!(row_pos_bytes(), 4 + 4 * 64 * 4);
 }
 
 #[test]

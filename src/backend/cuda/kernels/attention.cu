@@ -6,10 +6,18 @@
 //
 // The block of q head h stages raw q head h and k/v head kh = h / group in shared memory,
 // adds the biases, norms and rotates them there, and (only the group's first head,
-// h % group == 0) stores k/v at (row, pos). Every block reads positions < pos from the cache
-// (written by earlier launches) and position pos from its own shared copy: all copies of a
+// h % group == 0) stores k/v at (seq, slot). Every block reads slots < slot from the cache
+// (written by earlier launches) and its own slot from its own shared copy: all copies of a
 // group compute the same bits from the same scratch values (biases included), so no block
 // waits for another and the cache ends up holding exactly what was read.
+//
+// kv_mode: 0 fused (store, then attend: rows whose reads never include a sibling row of the
+// same launch, i.e. one row per sequence); 1 store only (the block exits after its store);
+// 2 attend only (no store). Rows of ONE sequence at consecutive slots (a prime chunk, a
+// verify round) read their siblings' slots, so the host launches mode 1 over every row of
+// the step before mode 2 over any (stream order: every store before any read). Mode 2
+// recomputes a row's own k/v in shared memory from the same scratch, so it reads the same
+// bits mode 1 stored, and each row's arithmetic is the one-row path's.
 //
 // Orders: head norm = sumsq32 + (x * inv) * w; RoPE h[a] = x0 * cos - x1 * sin,
 // h[b] = x0 * sin + x1 * cos (style 0 llama NORM pairs 2i, 2i+1; 1 gemma3/qwen NEOX i,
@@ -30,7 +38,7 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
                                      const float* qn, const float* kn, float eps,
                                      const float* table, int style, float* K, float* V,
                                      float* out, int n_heads, int n_kv_heads, int hd, int ctx,
-                                     float scale, int row0, RowPos rp) {
+                                     float scale, int kv_mode, RowPos rp) {
     extern __shared__ float sc[];
     __shared__ float qs[ATT_MAX_HD], ks[ATT_MAX_HD], vs[ATT_MAX_HD];
     __shared__ float cs[ATT_MAX_HD / 2], sn[ATT_MAX_HD / 2];
@@ -45,17 +53,19 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
     int qd = n_heads * hd;
     int from = (int)rp.from[r];
     int p = (int)rp.pos[r];
-    int n_pos = p + 1 - from;
+    int slot = (int)rp.slot[r];
+    size_t seq = (size_t)rp.seq[r];
+    int n_pos = slot + 1 - from;
     int tid = threadIdx.x;
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
     const float* kr = k + (size_t)r * kvd + (size_t)kh * hd;
     const float* vr = v + (size_t)r * kvd + (size_t)kh * hd;
     int half = hd / 2;
-    const float* Kr = K + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
-    const float* Vr = V + ((size_t)(row0 + r) * ctx + from) * kvd + (size_t)kh * hd;
+    const float* Kr = K + (seq * ctx + from) * kvd + (size_t)kh * hd;
+    const float* Vr = V + (seq * ctx + from) * kvd + (size_t)kh * hd;
     // The cached K and V rows this block will read start their trip to L2 now (a hint: no
     // value and no ordering depends on it; the rows were written by earlier launches).
-    for (int t = tid; t < n_pos - 1; t += blockDim.x) {
+    for (int t = tid; kv_mode != 1 && t < n_pos - 1; t += blockDim.x) {
         prefetch_l2((const u8*)(Kr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
         prefetch_l2((const u8*)(Vr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
     }
@@ -101,13 +111,14 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         ks[b] = x0 * s + x1 * c;
     }
     __syncthreads();
-    if (h % group == 0) {
-        size_t dst = ((size_t)(row0 + r) * ctx + p) * kvd + (size_t)kh * hd;
+    if (h % group == 0 && kv_mode != 2) {
+        size_t dst = (seq * ctx + slot) * kvd + (size_t)kh * hd;
         for (int i = tid; i < hd; i += blockDim.x) {
             K[dst + i] = ks[i];
             V[dst + i] = vs[i];
         }
     }
+    if (kv_mode == 1) return;  // uniform over the block
     int l = tid & 7, g = tid >> 3, n_groups = blockDim.x >> 3;
     int last = n_pos - 1;  // window index of position p: read from shared memory
 

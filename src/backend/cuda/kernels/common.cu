@@ -14,10 +14,14 @@ typedef unsigned long long u64;
 // batches into several launches. Passed by value as a kernel parameter (copied at launch),
 // so no per-step upload is needed and nothing can race on it.
 #define POS_ROWS 64
+// Per row of a position-dependent launch: its token position (RoPE), the first cache slot
+// its attention reads, the slot its key/value go to, and its sequence (the cache row).
 struct RowPos {
     u32 n;
     u32 pos[POS_ROWS];
     u32 from[POS_ROWS];
+    u32 slot[POS_ROWS];
+    u32 seq[POS_ROWS];
 };
 
 // Programmatic dependent launch (sm_90+; the host sets the launch attribute only there and
