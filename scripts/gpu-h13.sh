@@ -17,6 +17,8 @@
 #           equals the one-row reference's)
 #   bench   prefill tok/s of the prime arm at C = 64, 128, 512 (512-token prompt), one stage
 #           and N=2, on `synth --preset llama8b --layers 8 --quant q4_k`
+# SECTIONS (environment): the sections to run, default all ("gates faults soak fp bench");
+# they run in the order above whatever the order given.
 # OUT gets at most 4 files: summary.txt (the table, printed last too), log.txt,
 # receipts.tar.gz, bench.json.
 set -u
@@ -37,6 +39,8 @@ SMOL="$M/SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA="$M/gemma-3-270m-q4_k_m.gguf"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 || true
 T0=$(date +%s)
+SECTIONS=${SECTIONS:-gates faults soak fp bench}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 
 # gate NAME ARGS...: one gate, receipt in $WORK/r/NAME.json; the row is its exit code and
 # verdict lines.
@@ -54,7 +58,7 @@ gate() {
 }
 
 # 1. gates
-for mdl in smol gemma; do
+want gates && for mdl in smol gemma; do
     f=$SMOL
     [ $mdl = gemma ] && f=$GEMMA
     for n in 1 2 4 8; do
@@ -63,7 +67,7 @@ for mdl in smol gemma; do
 done
 
 # 2. faults (5 runs each; every run must FAIL)
-for spec in "no-rollback|--arms verify" "chunk-kv-order|--arms prime --chunk 64 --prompt-len 64 --gen-len 4 --repeat 2"; do
+want faults && for spec in "no-rollback|--arms verify" "chunk-kv-order|--arms prime --chunk 64 --prompt-len 64 --gen-len 4 --repeat 2"; do
     fault=${spec%%|*}
     args=${spec#*|}
     timeout 150 "$BIN" soak --runs 5 --backend "$BACKEND" --model "$SMOL" --stages 2 $args --fault "$fault" \
@@ -75,10 +79,10 @@ for spec in "no-rollback|--arms verify" "chunk-kv-order|--arms prime --chunk 64 
 done
 
 # 3. soak x20, --arms prime --repeat 5
-timeout 200 "$BIN" soak --runs 20 --backend "$BACKEND" --model "$SMOL" --stages 4 --arms prime --repeat 5 \
+want soak && timeout 200 "$BIN" soak --runs 20 --backend "$BACKEND" --model "$SMOL" --stages 4 --arms prime --repeat 5 \
     --prompt-len 23 --gen-len 16 --out "$WORK/r/soak-prime" >"$WORK/soak.out" 2>&1
 rc=$?
-cat "$WORK/soak.out" >>"$LOG"
+want soak && cat "$WORK/soak.out" >>"$LOG" &&
 row "soak x20 smol N=4 --arms prime --repeat 5 (want 20/20)" "rc=$rc $(grep -oE '[0-9]+/20 PASS' "$WORK/soak.out" | head -1)"
 
 # 4. three fingerprints: 11 primes of a 24-token prompt in one process
@@ -98,7 +102,7 @@ d = sorted(set(fps.values()))
 print(f"{len(d)} fingerprint(s) over {len(fps)} primes, reference's: {'yes' if d == [ref] else 'NO'}")
 EOF
 }
-for mdl in smol gemma; do
+want fp && for mdl in smol gemma; do
     f=$SMOL
     [ $mdl = gemma ] && f=$GEMMA
     for c in 24 8; do
@@ -109,14 +113,17 @@ for mdl in smol gemma; do
 done
 
 # 5. bench: prefill at C = 64, 128, 512 on a llama8b-shaped 8-layer Q4_K model
-L8="$M/llama8b-L8-q4k.gguf"
-[ -f "$L8" ] || timeout 120 "$BIN" synth --preset llama8b --layers 8 --quant q4_k -o "$L8" >>"$LOG" 2>&1
-timeout 150 "$BIN" bench --backend "$BACKEND" --model "$L8" --stages 2 --arms prime --chunk 64,128,512 \
-    --prompt-len 512 --steps 16 --receipt "$OUT/bench.json" >"$WORK/bench.out" 2>&1
-rc=$?
-cat "$WORK/bench.out" >>"$LOG"
-row "bench llama8b-L8 q4_k (prefill, 512 tokens)" "rc=$rc"
-grep -E 'prefill|reference \(1 stage' "$WORK/bench.out" | while read -r l; do row "  $l" ""; done
+if want bench; then
+    L8="$M/llama8b-L8-q4k.gguf"
+    [ -f "$L8" ] || timeout 120 "$BIN" synth --preset llama8b --layers 8 --quant q4_k -o "$L8" >>"$LOG" 2>&1
+    timeout 150 "$BIN" bench --backend "$BACKEND" --model "$L8" --stages 2 --arms prime --chunk 64,128,512 \
+        --prompt-len 512 --steps 16 --receipt "$OUT/bench.json" >"$WORK/bench.out" 2>&1
+    rc=$?
+    cat "$WORK/bench.out" >>"$LOG"
+    row "bench llama8b-L8 q4_k (prefill, 512 tokens)" "rc=$rc"
+    grep -E 'prefill|reference \(1 stage' "$WORK/bench.out" | while read -r l; do row "  $l" ""; done
+
+fi
 
 row "total" "$(($(date +%s) - T0)) s"
 tar -czf "$OUT/receipts.tar.gz" -C "$WORK" r 2>>"$LOG"
