@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::backend::{Backend, Residency};
 use crate::model::Model;
 use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference};
-use crate::runtime::{Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
+use crate::runtime::{DistPart, Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArmKind {
@@ -62,6 +62,9 @@ pub struct GateSpec {
     /// A fixed tape for row 0 (then prompt_len/gen_len do not apply to row 0).
     pub tape: Option<Vec<u32>>,
     pub faults: Vec<Fault>,
+    /// A member of a multi-process gate: the stages this process runs and its links (None:
+    /// every stage in this process).
+    pub dist: Option<DistPart>,
 }
 
 impl GateSpec {
@@ -106,8 +109,10 @@ impl GateSpec {
 pub struct GateResult {
     pub reference: Reference,
     pub batch_references: Vec<Reference>,
-    /// The runtime under test's measured residency, per stage.
+    /// The runtime under test's measured residency, per stage this process holds (from
+    /// `first_stage` on; every stage in a single-process gate).
     pub resident: Vec<Residency>,
+    pub first_stage: usize,
     /// What `misplacements` found (non-empty: no arm ran).
     pub misplaced: Vec<String>,
     pub arms: Vec<Arm>,
@@ -271,9 +276,11 @@ pub fn run_gate<B: Backend>(
     let steps = spec.steps();
     let rows = spec.batch_rows();
 
-    // Reference: single stage on the placement's first device, fault-free.
+    // Reference: single stage on the placement's first device (a member of a multi-process
+    // gate: its own first stage's device; every member computes it), fault-free.
     let t0 = Instant::now();
-    let single = Placement::single(model.cfg.n_layers, spec.placement.devices[0]);
+    let first_stage = spec.dist.as_ref().map_or(0, |d| d.local.start);
+    let single = Placement::single(model.cfg.n_layers, spec.placement.devices[first_stage]);
     be.trace_phase("reference");
     let ref_rt = Runtime::build(
         be.clone(),
@@ -284,6 +291,7 @@ pub fn run_gate<B: Backend>(
             ctx: steps,
             window: 1,
             faults: vec![],
+            dist: None,
         },
     )
     .map_err(rt_err(|| "reference build".to_string()))?;
@@ -311,6 +319,7 @@ pub fn run_gate<B: Backend>(
             ctx: steps,
             window: spec.window,
             faults: spec.faults.clone(),
+            dist: spec.dist.clone(),
         },
     )
     .map_err(rt_err(|| {
@@ -323,7 +332,7 @@ pub fn run_gate<B: Backend>(
     let resident = rt
         .residency()
         .map_err(rt_err(|| "residency check".to_string()))?;
-    let misplaced = misplacements(&spec.placement, &resident, host_weights_ok);
+    let misplaced = misplacements(&spec.placement, first_stage, &resident, host_weights_ok);
     let mut arms = Vec::new();
     let mut arm_ms = Vec::new();
     let kinds: &[ArmKind] = if misplaced.is_empty() {
@@ -349,6 +358,7 @@ pub fn run_gate<B: Backend>(
         reference,
         batch_references: refs.collect(),
         resident,
+        first_stage,
         misplaced,
         arms,
         build_ms,
@@ -357,13 +367,18 @@ pub fn run_gate<B: Backend>(
     })
 }
 
-/// Everything of `res` (one Residency per stage) that lives on a device other than its
-/// stage's, one line each. Host memory counts as misplaced too, except the weights where the
+/// Everything of `res` (one Residency per stage from `first`) that lives on a device other
+/// than its stage's, one line each. Host memory counts as misplaced too, except the weights where the
 /// backend computes from one shared host copy by design (`host_weights_ok`:
 /// `Backend::shares_host_weights`).
-pub fn misplacements(pl: &Placement, res: &[Residency], host_weights_ok: bool) -> Vec<String> {
+pub fn misplacements(
+    pl: &Placement,
+    first: usize,
+    res: &[Residency],
+    host_weights_ok: bool,
+) -> Vec<String> {
     let mut out = Vec::new();
-    for (s, r) in res.iter().enumerate() {
+    for (s, r) in (first..).zip(res) {
         let placed = pl.devices[s];
         for (what, list) in [
             ("weights", &r.weights),
@@ -398,7 +413,10 @@ fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<A
         let l = walk
             .read_eager(p)
             .map_err(rt_err(|| format!("eager arm step {i}")))?;
-        judge.check(i, 0, &l);
+        // A member without the last stage reads no logits: the process with it judges.
+        if rt.has_output() {
+            judge.check(i, 0, &l);
+        }
     }
     Ok(judge.finish())
 }
@@ -455,8 +473,10 @@ fn pipelined<B: Backend>(
         window,
         |i, t| t.extend(refs.iter().map(|r| r.reference.tokens[i])),
         |i, l| {
-            for r in 0..refs.len() {
-                judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
+            if rt.has_output() {
+                for r in 0..refs.len() {
+                    judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
+                }
             }
             Ok(())
         },
@@ -495,7 +515,7 @@ mod tests {
         // Stage 0 host weights (not allowed here); stage 1's weights partly on device 3 and
         // its cache in host memory.
         assert_eq!(
-            misplacements(&pl, &[good.clone(), bad.clone()], false),
+            misplacements(&pl, 0, &[good.clone(), bad.clone()], false),
             vec![
                 "stage 0 weights: 10 bytes in host memory, placed on device 3".to_string(),
                 "stage 1 weights: 2 bytes on device 3, placed on device 5".to_string(),
@@ -505,7 +525,7 @@ mod tests {
         // Host weights are allowed where the backend shares one host copy (the CPU); a host
         // cache never is.
         assert_eq!(
-            misplacements(&pl, &[good.clone(), bad], true),
+            misplacements(&pl, 0, &[good.clone(), bad], true),
             vec![
                 "stage 1 weights: 2 bytes on device 3, placed on device 5".to_string(),
                 "stage 1 cache: 8 bytes in host memory, placed on device 5".to_string(),
@@ -516,7 +536,7 @@ mod tests {
             scratch: vec![(Some(5), 4)],
             cache: vec![(Some(5), 8)],
         };
-        assert!(misplacements(&pl, &[good, fine], true).is_empty());
+        assert!(misplacements(&pl, 0, &[good, fine], true).is_empty());
     }
 
     #[test]
