@@ -421,6 +421,39 @@ fn bad_multi_process_flags_exit_2_naming_the_value() {
     assert!(text(&o).contains("--procs W is required"), "{}", text(&o));
 }
 
+/// Without libnccl where --nccl-lib points, the NCCL check (and a gate with --transport
+/// nccl) fails with exit 2, saying where the library comes from.
+#[test]
+fn a_missing_libnccl_says_where_it_comes_from() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run(&["nccl-check", "--nccl-lib", d.path().to_str().unwrap()]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("NCCL could not be loaded"), "{t}");
+    assert!(
+        t.contains("nvidia-nccl-cu13") && t.contains("--nccl-lib"),
+        "{t}"
+    );
+    let o = run(&[
+        "--procs",
+        "2",
+        "--stages",
+        "2",
+        "--transport",
+        "ipc",
+        "--backend",
+        "cpu",
+        "--nccl-lib",
+        "x",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains("only --transport nccl loads NCCL"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn soak_and_battery_run_multi_process_gates() {
     let d = tempfile::tempdir().unwrap();

@@ -80,6 +80,16 @@ pub enum Cmd {
     /// the member holding the last stage writes. A member that dies or hangs fails the
     /// launch (exit 2) naming it.
     Launch(LaunchArgs),
+    /// What of `--transport nccl` this machine can run: load libnccl (printing which), make a
+    /// unique id, and with --device a one-rank send/recv on that GPU, bit-compared.
+    NcclCheck {
+        /// libnccl.so.2, or a directory holding it (default: the linker's search path).
+        #[arg(long, value_name = "PATH")]
+        nccl_lib: Option<PathBuf>,
+        /// Also send to itself through a one-rank communicator on this CUDA device.
+        #[arg(long)]
+        device: Option<usize>,
+    },
     /// Prove the gate can fail here: every --fault in the placement that opens its window on
     /// this backend and device count, R runs each, plus clean controls of those placements.
     /// Exit 0 only when every fault that can open here FAILs every run and every control
@@ -351,6 +361,14 @@ pub fn main() -> i32 {
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),
+        Some(Cmd::NcclCheck { nccl_lib, device }) => {
+            crate::backend::cuda::nccl::check(nccl_lib.as_deref(), device).map(|lines| {
+                for l in lines {
+                    outln!("{l}");
+                }
+                EXIT_PASS
+            })
+        }
         Some(Cmd::Launch(a)) => {
             if a.gate.procs.is_none() {
                 Err(anyhow::anyhow!(

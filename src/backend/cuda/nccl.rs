@@ -52,6 +52,7 @@ type RecvFn = unsafe extern "C" fn(
 ) -> ns::ncclResult_t;
 type CommFree = unsafe extern "C" fn(ns::ncclComm_t) -> ns::ncclResult_t;
 type ErrorString = unsafe extern "C" fn(ns::ncclResult_t) -> *const c_char;
+type Group = unsafe extern "C" fn() -> ns::ncclResult_t;
 
 /// The loaded library and the functions this transport calls.
 pub struct Nccl {
@@ -67,6 +68,8 @@ pub struct Nccl {
     comm_destroy: CommFree,
     comm_abort: CommFree,
     error_string: ErrorString,
+    group_start: Group,
+    group_end: Group,
 }
 
 /// Where libnccl comes from, for every error that could not load it.
@@ -129,6 +132,8 @@ impl Nccl {
             comm_destroy: sym(&lib, &path, "ncclCommDestroy")?,
             comm_abort: sym(&lib, &path, "ncclCommAbort")?,
             error_string: sym(&lib, &path, "ncclGetErrorString")?,
+            group_start: sym(&lib, &path, "ncclGroupStart")?,
+            group_end: sym(&lib, &path, "ncclGroupEnd")?,
             _lib: lib,
             path,
             version,
@@ -318,31 +323,51 @@ pub fn links(
         let b = local.start - 1;
         let peer = member_name(map, map[b]);
         crate::dist::ipc::watch_rx(&p.args.link_host, rdv, b, &peer, rdv_t, peer_t)?;
-        let hex = rdv
-            .get(&format!("nccl-id/{b}"), rdv_t, &peer)
-            .map_err(|e| anyhow!(e))?;
-        let id = id_from_hex(&hex).map_err(|e| anyhow!("boundary {b}: {e}"))?;
+        let id = share_id(rdv, b, None, &peer, rdv_t)?;
         let dev = p.spec.placement.devices[local.start];
-        recv = Some(init(be, &lib, id, 1, dev, b, peer)?);
+        recv = Some(init(be, &lib, id, (1, 2), dev, b, peer)?);
     }
     if local.end < n {
         let b = local.end - 1;
         let peer = member_name(map, map[local.end]);
         crate::dist::ipc::watch_tx(rdv, b, &peer, rdv_t, peer_t)?;
-        let id = lib.unique_id().map_err(|e| anyhow!("boundary {b}: {e}"))?;
-        rdv.put(&format!("nccl-id/{b}"), &id_to_hex(&id))
-            .map_err(|e| anyhow!(e))?;
+        let id = share_id(rdv, b, Some(&|| lib.unique_id()), &peer, rdv_t)?;
         let dev = p.spec.placement.devices[local.end - 1];
-        send = Some(init(be, &lib, id, 0, dev, b, peer)?);
+        send = Some(init(be, &lib, id, (0, 2), dev, b, peer)?);
     }
     Ok((recv, send))
 }
 
+/// Boundary `b`'s unique id through the rendezvous: the TX member makes it (`make`) and
+/// publishes it as `nccl-id/<b>` in hex; the RX member (`make` None) waits for it from `peer`.
+pub fn share_id(
+    rdv: &Rendezvous,
+    b: usize,
+    make: Option<&dyn Fn() -> Result<ns::ncclUniqueId, String>>,
+    peer: &str,
+    rdv_t: Duration,
+) -> Result<ns::ncclUniqueId> {
+    let key = format!("nccl-id/{b}");
+    match make {
+        Some(make) => {
+            let id = make().map_err(|e| anyhow!("boundary {b}: {e}"))?;
+            rdv.put(&key, &id_to_hex(&id)).map_err(|e| anyhow!(e))?;
+            Ok(id)
+        }
+        None => {
+            let hex = rdv.get(&key, rdv_t, peer).map_err(|e| anyhow!(e))?;
+            id_from_hex(&hex).map_err(|e| anyhow!("boundary {b}: from {peer}: {e}"))
+        }
+    }
+}
+
+/// A communicator of `(me, nranks)` on `dev`, as a link to rank `1 - me` (or to itself in a
+/// one-rank communicator).
 fn init(
     be: &super::CudaBackend,
     lib: &Arc<Nccl>,
     id: ns::ncclUniqueId,
-    me: c_int,
+    (me, nranks): (c_int, c_int),
     dev: usize,
     boundary: usize,
     peer: String,
@@ -356,22 +381,78 @@ fn init(
         .map_err(|e| anyhow!("boundary {boundary}: bind device {dev}: {e}"))?;
     let mut comm: ns::ncclComm_t = std::ptr::null_mut();
     // SAFETY: ncclCommInitRank writes one communicator handle into `comm`, a valid local;
-    // `id` is the pair's unique id, 2 ranks, `me` in 0..2.
-    let r = unsafe { (lib.comm_init_rank)(&mut comm, 2, id, me) };
+    // `id` is the communicator's unique id, `me` in 0..nranks.
+    let r = unsafe { (lib.comm_init_rank)(&mut comm, nranks, id, me) };
     lib.check(
         r,
         &format!(
-            "boundary {boundary}: ncclCommInitRank (rank {me} of 2, device {dev}) with {peer}"
+            "boundary {boundary}: ncclCommInitRank (rank {me} of {nranks}, device {dev}) with {peer}"
         ),
     )
     .map_err(|e| anyhow!(e))?;
     Ok(Link::Nccl(Arc::new(NcclLink {
         nccl: lib.clone(),
         comm: Comm(comm),
-        peer_rank: 1 - me,
+        peer_rank: (nranks - 1) - me,
         peer,
         boundary,
     })))
+}
+
+/// `ppn-gate nccl-check`: what of the NCCL transport this machine can run. Loads the library
+/// (printing which), makes a unique id (no GPU needed), and with a CUDA device a one-rank
+/// communicator that sends `n` values to itself through the backend's link ops (one group,
+/// one stream) and compares every bit. Two ranks on one GPU are refused by NCCL, so a real
+/// two-process boundary needs two GPUs (scripts/gpu-h17.sh).
+pub fn check(flag: Option<&Path>, gpu: Option<usize>) -> Result<Vec<String>> {
+    let lib = nccl(flag).map_err(|e| anyhow!(e))?;
+    let mut out = vec![format!(
+        "libnccl {} loaded from {}",
+        lib.version_text(),
+        lib.path
+    )];
+    let id = lib.unique_id().map_err(|e| anyhow!(e))?;
+    out.push(format!(
+        "ncclGetUniqueId: ok ({} bytes, starts {})",
+        id.internal.len(),
+        &id_to_hex(&id)[..16]
+    ));
+    let Some(dev) = gpu else {
+        out.push("no GPU asked for (--device): send/recv not run".into());
+        return Ok(out);
+    };
+    use crate::backend::Backend;
+    let be = super::CudaBackend::open().map_err(|e| anyhow!("--device {dev}: {e}"))?;
+    let link = init(&be, &lib, id, (0, 1), dev, 0, "itself".into())?;
+    let n = 4096usize;
+    let s = be.new_stream(dev, "nccl-check")?;
+    let src = be.alloc_zeroed(dev, n, &s)?;
+    let dst = be.alloc_zeroed(dev, n, &s)?;
+    let vals: Vec<f32> = (0..n)
+        .map(|i| (i as f32).sin() * 1e3 + f32::EPSILON)
+        .collect();
+    be.upload(&s, vals.clone(), &src, 0)?;
+    // A self send/recv must be one group (NCCL launches the pair together at group end).
+    // SAFETY: ncclGroupStart only opens this thread's group.
+    lib.check(unsafe { (lib.group_start)() }, "ncclGroupStart")
+        .map_err(|e| anyhow!(e))?;
+    be.link_send(&s, &src, n, &link, 0)?;
+    be.link_recv(&s, &dst, n, &link, 0)?;
+    // SAFETY: closes the group opened above, which launches the send/recv on `s`.
+    lib.check(unsafe { (lib.group_end)() }, "ncclGroupEnd")
+        .map_err(|e| anyhow!(e))?;
+    let got = be.download(&s, &dst, 0, n)?;
+    let same = got
+        .iter()
+        .zip(&vals)
+        .all(|(a, b)| a.to_bits() == b.to_bits());
+    if !same {
+        bail!("device {dev}: one-rank NCCL send/recv of {n} values changed bits");
+    }
+    out.push(format!(
+        "device {dev}: one-rank ncclSend/ncclRecv of {n} f32 through the link ops: bit-identical"
+    ));
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -401,6 +482,46 @@ mod tests {
             e.contains("NCCL could not be loaded") && e.contains("libnccl.so.2"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_unique_id_travels_from_the_tx_member_to_the_rx_member() {
+        let d = tempfile::tempdir().unwrap();
+        let addr = d.path().to_str().unwrap().to_string();
+        let t = Duration::from_secs(5);
+        let rx = std::thread::spawn({
+            let addr = addr.clone();
+            move || {
+                let r = Rendezvous::open(&addr, 1).unwrap();
+                share_id(&r, 4, None, "rank 0 (stage 4)", t).unwrap()
+            }
+        });
+        let mut id = ns::ncclUniqueId { internal: [0; 128] };
+        id.internal[0] = 7;
+        id.internal[127] = -3;
+        let tx = Rendezvous::open(&addr, 0).unwrap();
+        let made = share_id(&tx, 4, Some(&|| Ok(id)), "rank 1 (stage 5)", t).unwrap();
+        assert_eq!(rx.join().unwrap().internal, made.internal);
+        // A damaged id is an error naming the boundary and the member, not a comm that hangs.
+        tx.put("nccl-id/5", "00ff").unwrap();
+        let e = share_id(&tx, 5, None, "rank 0 (stage 5)", t)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("boundary 5: from rank 0 (stage 5)") && e.contains("256 hex"),
+            "{e}"
+        );
+        // The TX member's failure to make one names the boundary.
+        let e = share_id(
+            &tx,
+            6,
+            Some(&|| Err("ncclGetUniqueId: ncclSystemError".into())),
+            "x",
+            t,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("boundary 6: ncclGetUniqueId"), "{e}");
     }
 
     #[test]
