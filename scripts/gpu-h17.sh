@@ -12,7 +12,8 @@
 #   soak        soak --runs 20 --procs 2 ... --arms pipelined: 20/20 PASS
 #   speed       --gen-len 256 --arms eager,pipelined: eager ms / pipelined ms >= 1.5
 #   faults      rx-no-wait (eager), no-exit-publish (eager), no-war-guard and single-slot
-#               (pipelined --window 4 --jitter-us 200): each must FAIL (exit 1)
+#               (pipelined, --splits 1 so the receiver lags, --window 4 --jitter-us 200):
+#               each must FAIL (exit 1)
 #   kill        rank 1 killed 3 s into a long gate: launch exit 2 within 30 s naming it
 # OUT: summary.txt (the table, printed last), log.txt, receipts.tar.gz.
 set -u
@@ -79,7 +80,7 @@ PY
     else
         row "$tag speed" FAIL "exit $RC: $TXT"
     fi
-    for f in "rx-no-wait:eager:" "no-exit-publish:eager:" "no-war-guard:pipelined:--window 4 --jitter-us 200" "single-slot:pipelined:--window 4 --jitter-us 200"; do
+    for f in "rx-no-wait:eager:" "no-exit-publish:eager:" "no-war-guard:pipelined:--splits 1 --window 4 --jitter-us 200" "single-slot:pipelined:--splits 1 --window 4 --jitter-us 200"; do
         IFS=: read -r fault arms extra <<<"$f"
         # shellcheck disable=SC2086
         go "$tag-$fault" 300 "$BIN" launch --procs 2 --model "$file" "${NC[@]}" --fault "$fault" --arms "$arms" $extra --receipt "$R-$fault.json"
