@@ -240,7 +240,9 @@ fn kill_member(signal: &str) -> (Option<i32>, String, Duration) {
         "200",
         "-q",
     ]);
-    c.args(["--peer-timeout", "3"]);
+    // A member that hangs before its walks is named by the rendezvous (it never says it is
+    // ready), one that hangs during them by its neighbours' link timeouts.
+    c.args(["--peer-timeout", "3", "--rendezvous-timeout", "8"]);
     let d = tempfile::tempdir().unwrap();
     c.arg("--receipt").arg(d.path().join("r.json"));
     let mut child = c
@@ -279,10 +281,17 @@ fn a_member_that_hangs_fails_the_launch_naming_it() {
     let (code, err, took) = kill_member("STOP");
     assert_eq!(code, Some(2), "{err}");
     assert!(took < Duration::from_secs(30), "{took:?}");
-    // Its neighbours' links time out (--peer-timeout 3), naming it; then the launcher ends
-    // the stopped member too.
-    assert!(err.contains("no progress from rank 1 (stage 1)"), "{err}");
-    assert!(err.contains("rank 1 (stage 1) was still running"), "{err}");
+    // Its neighbours time out (on the link, or at the rendezvous), naming it; then the
+    // launcher ends the stopped member too.
+    assert!(
+        err.contains("no progress from rank 1 (stage 1)")
+            || err.contains("rank 1 (stage 1) did not publish"),
+        "{err}"
+    );
+    assert!(
+        err.contains("launch: rank 1 (stage 1) did not end when the others failed"),
+        "{err}"
+    );
 }
 
 /// Members started by hand (as mpirun or srun would), meeting at a directory and at a TCP
@@ -507,4 +516,58 @@ fn soak_and_battery_run_multi_process_gates() {
     assert_eq!(r["verdict"], "PASS");
     assert_eq!(r["placement"]["processes"].as_array().unwrap().len(), 3);
     assert_eq!(load(&bout.join("procs-2.json"))["verdict"], "FAIL");
+}
+
+/// Members by hand: once every member has said it is ready (its runtime built), rank 1 stops
+/// mid-walk. Its neighbours' link timeouts name it and both exit 2 (rank 0 possibly through
+/// the abort that rank 2 publishes), within the timeout, not forever.
+#[test]
+fn a_member_that_hangs_mid_walk_is_named_by_its_neighbours() {
+    let d = tempfile::tempdir().unwrap();
+    let addr = d.path().display().to_string();
+    let mut kids: Vec<_> = (0..3)
+        .map(|r| {
+            let mut c = member(r, 3, &addr);
+            c.args(["--stages", "3", "--transport", "ipc", "--backend", "cpu"]);
+            c.args([
+                "--gen-len",
+                "120",
+                "--jitter-us",
+                "200",
+                "--peer-timeout",
+                "3",
+            ]);
+            c.arg("--receipt").arg(d.path().join("r.json"));
+            c.spawn().unwrap()
+        })
+        .collect();
+    let t0 = Instant::now();
+    while !(0..3).all(|r| d.path().join(format!("ready--{r}")).exists()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "members never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = kids[1].id().to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let t1 = Instant::now();
+    let stopped = kids.remove(1);
+    for (r, k) in [0, 2].into_iter().zip(kids) {
+        let o = k.wait_with_output().unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "rank {r}: {t}");
+        assert!(
+            t.contains("no progress from rank 1 (stage 1)"),
+            "rank {r}: {t}"
+        );
+    }
+    assert!(t1.elapsed() < Duration::from_secs(30), "{:?}", t1.elapsed());
+    let mut stopped = stopped;
+    let _ = stopped.kill();
+    let _ = stopped.wait();
 }

@@ -333,6 +333,10 @@ pub fn run_gate<B: Backend>(
         .residency()
         .map_err(rt_err(|| "residency check".to_string()))?;
     let misplaced = misplacements(&spec.placement, first_stage, &resident, host_weights_ok);
+    // A member of a multi-process gate starts its walks when every member is built.
+    if let Some(ready) = spec.dist.as_ref().and_then(|d| d.ready.as_ref()) {
+        ready().map_err(GateError::Spec)?;
+    }
     let mut arms = Vec::new();
     let mut arm_ms = Vec::new();
     let kinds: &[ArmKind] = if misplaced.is_empty() {

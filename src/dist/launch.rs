@@ -110,6 +110,7 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
         // Name the member that died first by a signal (the cause), else every failed one.
         let mut lines = Vec::new();
         let mut killed = Vec::new();
+        let mut running = Vec::new();
         for (r, st) in done.iter().enumerate() {
             match st {
                 Some(st) => {
@@ -120,16 +121,26 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
                         lines.push(format!("{} {t}", member_name(map, r)));
                     }
                 }
-                None => lines.push(format!(
-                    "{} was still running (killed by the launcher)",
-                    member_name(map, r)
-                )),
+                None => {
+                    running.push(member_name(map, r));
+                    lines.push(format!(
+                        "{} was still running (killed by the launcher)",
+                        member_name(map, r)
+                    ))
+                }
             }
         }
-        let head = if killed.is_empty() {
-            "a member failed".to_string()
-        } else {
+        // The cause: a member killed by a signal; else one that never ended while the
+        // others failed (it hangs: their errors name it too); else whoever failed.
+        let head = if !killed.is_empty() {
             killed.join("; ")
+        } else if !running.is_empty() {
+            format!(
+                "{} did not end when the others failed (it hangs?)",
+                running.join(", ")
+            )
+        } else {
+            "a member failed".to_string()
         };
         bail!("launch: {head}; {}", lines.join("; "));
     }

@@ -342,10 +342,23 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
     };
 
     let mut spec = p.spec.clone();
+    // Every member's reference and build done before any link waits on data: the link
+    // timeout then measures a neighbour's steps, not its start-up.
+    let ready: crate::runtime::ReadyBarrier = {
+        let (rdv, names) = (rdv.clone(), (0..world).map(name).collect::<Vec<_>>());
+        std::sync::Arc::new(move || {
+            rdv.put(&format!("ready/{rank}"), "1")?;
+            for (r, who) in names.iter().enumerate() {
+                rdv.get(&format!("ready/{r}"), rdv_t, who)?;
+            }
+            Ok(())
+        })
+    };
     spec.dist = Some(DistPart {
         local: local.clone(),
         recv,
         send,
+        ready: Some(ready),
     });
     let t0 = std::time::Instant::now();
     let modules0 = p.be.module_stats();

@@ -94,8 +94,13 @@ pub struct RuntimeConfig {
     pub dist: Option<DistPart>,
 }
 
+/// Called once a member's runtime is built, before its first walk: returns when every member
+/// is ready (or an error naming the one that is not), so a link's data timeout never counts
+/// a neighbour's build or reference time.
+pub type ReadyBarrier = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// The part of a multi-process gate one process runs.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct DistPart {
     /// The stages this process holds (contiguous).
     pub local: Range<usize>,
@@ -103,6 +108,17 @@ pub struct DistPart {
     pub recv: Option<Link>,
     /// The boundary out of `local.end - 1` (to the process holding stage `local.end`).
     pub send: Option<Link>,
+    pub ready: Option<ReadyBarrier>,
+}
+
+impl std::fmt::Debug for DistPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistPart")
+            .field("local", &self.local)
+            .field("recv", &self.recv)
+            .field("send", &self.send)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The receiving end of a boundary whose TX stage lives in another process: a link stream
