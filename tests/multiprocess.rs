@@ -303,18 +303,21 @@ fn members_started_by_hand_meet_at_a_directory_or_a_tcp_rendezvous() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    for addr in [
-        d.path().join("rdv").display().to_string(),
-        format!("127.0.0.1:{port}"),
+    // Two members at a directory; three at a TCP address (rank 0, which serves it, must
+    // outlive the middle member's last poll).
+    for (addr, world) in [
+        (d.path().join("rdv").display().to_string(), 2),
+        (format!("127.0.0.1:{port}"), 3),
     ] {
         if !addr.contains(':') {
             std::fs::create_dir(&addr).unwrap();
         }
         let rc = d.path().join("r.json");
-        let kids: Vec<_> = (0..2)
+        let stages = world.to_string();
+        let kids: Vec<_> = (0..world)
             .map(|r| {
-                let mut c = member(r, 2, &addr);
-                c.args(["--stages", "2", "--transport", "ipc", "--arms", "eager"]);
+                let mut c = member(r, world, &addr);
+                c.args(["--stages", &stages, "--transport", "ipc", "--arms", "eager"]);
                 c.args(GATE);
                 c.arg("--receipt").arg(&rc).spawn().unwrap()
             })
@@ -327,18 +330,10 @@ fn members_started_by_hand_meet_at_a_directory_or_a_tcp_rendezvous() {
             assert_eq!(o.status.code(), Some(0), "{addr} rank {r}: {}", text(o));
         }
         // The last stage's member prints the verdict and writes the receipt.
-        assert!(
-            text(&outs[1]).contains("eager      PASS"),
-            "{}",
-            text(&outs[1])
-        );
-        assert_eq!(
-            load(&rc)["placement"]["processes"]
-                .as_array()
-                .unwrap()
-                .len(),
-            2
-        );
+        let last = text(&outs[world - 1]);
+        assert!(last.contains("eager      PASS"), "{last}");
+        let procs = &load(&rc)["placement"]["processes"];
+        assert_eq!(procs.as_array().unwrap().len(), world);
         std::fs::remove_file(&rc).unwrap();
     }
     // The directory now holds that run's files: a second gate there is refused.

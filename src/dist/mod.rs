@@ -398,6 +398,7 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
         // the writer still reads.
         rdv.get("done", rdv_t, &name(world - 1))
             .map_err(anyhow::Error::msg)?;
+        bye(rdv, rank, world, &name);
         return Ok(crate::cli::EXIT_PASS);
     }
 
@@ -433,7 +434,20 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
     rc.verdict = if pass { "PASS" } else { "FAIL" }.into();
     let code = crate::cli::gate::emit(a, &rc)?;
     rdv.put("done", "1").map_err(anyhow::Error::msg)?;
+    bye(rdv, rank, world, &name);
     Ok(code)
+}
+
+/// The end of a member: it says so, and rank 0, which serves a TCP rendezvous, stays until
+/// every member has (else a member still polling for `done` would lose the store and fail
+/// a gate that passed). Best effort and bounded: the gate's result is already written.
+fn bye(rdv: &Rendezvous, rank: usize, world: usize, name: &dyn Fn(usize) -> String) {
+    let _ = rdv.put(&format!("bye/{rank}"), "1");
+    if rank == 0 {
+        for r in 1..world {
+            let _ = rdv.get(&format!("bye/{r}"), Duration::from_secs(10), &name(r));
+        }
+    }
 }
 
 /// Each boundary's transport by name: a link between processes (`ipc`, `nccl`) where the
