@@ -196,6 +196,19 @@ fn faults_open_across_the_process_boundary() {
         assert_eq!(o.status.code(), Some(1), "{fault}: {t}");
         assert!(t.contains(&format!("{arms:<10} FAIL")), "{fault}: {t}");
     }
+    // slot-first-use opens at a boundary inside a member (stages 0 and 1 on rank 0).
+    let mut args = vec!["--procs", "2", "--stages", "3", "--ranks", "0,0,1"];
+    args.extend([
+        "--transport",
+        "ipc",
+        "--fault",
+        "slot-first-use",
+        "--arms",
+        "pipelined",
+    ]);
+    args.extend(GATE);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     // Where a fault cannot open across processes it is refused, saying why.
     let o = run(&[&TWO[..], &["--fault", "slot-first-use"]].concat());
     let t = text(&o);

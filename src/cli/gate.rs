@@ -275,18 +275,22 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
     let mut faults = Vec::new();
     for f in &args.faults {
         let f = Fault::parse(f)?;
-        let why = f.cannot_open(&site).or_else(|| {
-            crate::dist::world_of(args).and_then(|w| {
-                let map = crate::dist::rank_map(devices.len(), w, args.ranks.as_deref()).ok()?;
-                crate::dist::fault_cannot_cross(f, &map)
-            })
-        });
-        if let Some(why) = why {
+        if let Some(why) = f.cannot_open(&site) {
             bail!(
                 "--fault {f}: cannot open on --stages {} --devices {}: {why}; {}",
                 devices.len(),
                 join(&devices),
                 super::selftest::where_it_opens(f, &be)
+            );
+        }
+        let across = crate::dist::world_of(args).and_then(|w| {
+            let map = crate::dist::rank_map(devices.len(), w, args.ranks.as_deref()).ok()?;
+            Some((crate::dist::fault_cannot_cross(f, &map)?, map))
+        });
+        if let Some((why, map)) = across {
+            bail!(
+                "--fault {f}: cannot open with stages on ranks {}: {why}",
+                join(&map)
             );
         }
         if !faults.contains(&f) {
