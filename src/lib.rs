@@ -8,6 +8,7 @@
 //! - `runtime`: the N-stage pipeline runtime over any backend (placement, boundaries,
 //!   readback, the walk lease, fault injection).
 //! - `arms`, `receipt`, `soak`, `cli`: the gate itself.
+//! - `dist`: multi-process gates (stages in several processes: rendezvous, links, launch).
 // `unsafe` is allowed in exactly one module, the CUDA backend (`backend::cuda`), where every
 // block carries a `// SAFETY:` line. Everywhere else the compiler refuses it.
 #![deny(unsafe_code)]
@@ -15,6 +16,7 @@
 pub mod arms;
 pub mod backend;
 pub mod cli;
+pub mod dist;
 pub mod fsio;
 pub mod gguf;
 pub mod math;

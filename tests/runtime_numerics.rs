@@ -60,6 +60,7 @@ fn runtime_logits(
         ctx: toks.len(),
         window: 1,
         faults: vec![],
+        dist: None,
     };
     let rt = Runtime::build(Arc::new(CpuBackend::new(1, 0, 0)), m.clone(), cfg).unwrap();
     let mut w = rt.walk().unwrap();

@@ -23,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::backend::{Backend, Residency};
 use crate::model::Model;
 use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference, Round, StepKey};
-use crate::runtime::{Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
+use crate::runtime::{DistPart, Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArmKind {
@@ -78,6 +78,9 @@ pub struct GateSpec {
     pub repeat: usize,
     /// Drafts per speculative round (the verify arm).
     pub draft: usize,
+    /// A member of a multi-process gate: the stages this process runs and its links (None:
+    /// every stage in this process).
+    pub dist: Option<DistPart>,
 }
 
 impl GateSpec {
@@ -182,8 +185,10 @@ impl GateSpec {
 pub struct GateResult {
     pub reference: Reference,
     pub batch_references: Vec<Reference>,
-    /// The runtime under test's measured residency, per stage.
+    /// The runtime under test's measured residency, per stage this process holds (from
+    /// `first_stage` on; every stage in a single-process gate).
     pub resident: Vec<Residency>,
+    pub first_stage: usize,
     /// What `misplacements` found (non-empty: no arm ran).
     pub misplaced: Vec<String>,
     pub arms: Vec<Arm>,
@@ -355,9 +360,11 @@ pub fn run_gate<B: Backend>(
     let steps = spec.steps();
     let rows = spec.batch_rows();
 
-    // Reference: single stage on the placement's first device, fault-free.
+    // Reference: single stage on the placement's first device (a member of a multi-process
+    // gate: its own first stage's device; every member computes it), fault-free.
     let t0 = Instant::now();
-    let single = Placement::single(model.cfg.n_layers, spec.placement.devices[0]);
+    let first_stage = spec.dist.as_ref().map_or(0, |d| d.local.start);
+    let single = Placement::single(model.cfg.n_layers, spec.placement.devices[first_stage]);
     be.trace_phase("reference");
     let ref_rt = Runtime::build(
         be.clone(),
@@ -369,6 +376,7 @@ pub fn run_gate<B: Backend>(
             ctx: steps,
             window: 1,
             faults: vec![],
+            dist: None,
         },
     )
     .map_err(rt_err(|| "reference build".to_string()))?;
@@ -397,6 +405,7 @@ pub fn run_gate<B: Backend>(
             ctx: spec.ctx(),
             window: spec.window,
             faults: spec.faults.clone(),
+            dist: spec.dist.clone(),
         },
     )
     .map_err(rt_err(|| {
@@ -409,7 +418,11 @@ pub fn run_gate<B: Backend>(
     let resident = rt
         .residency()
         .map_err(rt_err(|| "residency check".to_string()))?;
-    let misplaced = misplacements(&spec.placement, &resident, host_weights_ok);
+    let misplaced = misplacements(&spec.placement, first_stage, &resident, host_weights_ok);
+    // A member of a multi-process gate starts its walks when every member is built.
+    if let Some(ready) = spec.dist.as_ref().and_then(|d| d.ready.as_ref()) {
+        ready().map_err(GateError::Spec)?;
+    }
     let mut arms = Vec::new();
     let mut arm_ms = Vec::new();
     let kinds: &[ArmKind] = if misplaced.is_empty() {
@@ -437,6 +450,7 @@ pub fn run_gate<B: Backend>(
         reference,
         batch_references: refs.collect(),
         resident,
+        first_stage,
         misplaced,
         arms,
         build_ms,
@@ -445,13 +459,18 @@ pub fn run_gate<B: Backend>(
     })
 }
 
-/// Everything of `res` (one Residency per stage) that lives on a device other than its
-/// stage's, one line each. Host memory counts as misplaced too, except the weights where the
+/// Everything of `res` (one Residency per stage from `first`) that lives on a device other
+/// than its stage's, one line each. Host memory counts as misplaced too, except the weights where the
 /// backend computes from one shared host copy by design (`host_weights_ok`:
 /// `Backend::shares_host_weights`).
-pub fn misplacements(pl: &Placement, res: &[Residency], host_weights_ok: bool) -> Vec<String> {
+pub fn misplacements(
+    pl: &Placement,
+    first: usize,
+    res: &[Residency],
+    host_weights_ok: bool,
+) -> Vec<String> {
     let mut out = Vec::new();
-    for (s, r) in res.iter().enumerate() {
+    for (s, r) in (first..).zip(res) {
         let placed = pl.devices[s];
         for (what, list) in [
             ("weights", &r.weights),
@@ -486,7 +505,10 @@ fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<A
         let l = walk
             .read_eager(p)
             .map_err(rt_err(|| format!("eager arm step {i}")))?;
-        judge.check(i, 0, &l);
+        // A member without the last stage reads no logits: the process with it judges.
+        if rt.has_output() {
+            judge.check(i, 0, &l);
+        }
     }
     Ok(judge.finish())
 }
@@ -543,8 +565,10 @@ fn pipelined<B: Backend>(
         window,
         |i, t| t.extend(refs.iter().map(|r| r.reference.tokens[i])),
         |i, l| {
-            for r in 0..refs.len() {
-                judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
+            if rt.has_output() {
+                for r in 0..refs.len() {
+                    judge.check(i, r, &l[r * vocab..(r + 1) * vocab]);
+                }
             }
             Ok(())
         },
@@ -763,7 +787,7 @@ mod tests {
         // Stage 0 host weights (not allowed here); stage 1's weights partly on device 3 and
         // its cache in host memory.
         assert_eq!(
-            misplacements(&pl, &[good.clone(), bad.clone()], false),
+            misplacements(&pl, 0, &[good.clone(), bad.clone()], false),
             vec![
                 "stage 0 weights: 10 bytes in host memory, placed on device 3".to_string(),
                 "stage 1 weights: 2 bytes on device 3, placed on device 5".to_string(),
@@ -773,7 +797,7 @@ mod tests {
         // Host weights are allowed where the backend shares one host copy (the CPU); a host
         // cache never is.
         assert_eq!(
-            misplacements(&pl, &[good.clone(), bad], true),
+            misplacements(&pl, 0, &[good.clone(), bad], true),
             vec![
                 "stage 1 weights: 2 bytes on device 3, placed on device 5".to_string(),
                 "stage 1 cache: 8 bytes in host memory, placed on device 5".to_string(),
@@ -784,7 +808,7 @@ mod tests {
             scratch: vec![(Some(5), 4)],
             cache: vec![(Some(5), 8)],
         };
-        assert!(misplacements(&pl, &[good, fine], true).is_empty());
+        assert!(misplacements(&pl, 0, &[good, fine], true).is_empty());
     }
 
     #[test]

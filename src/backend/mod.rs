@@ -122,6 +122,53 @@ pub struct EngineSpec {
     pub max_rows: usize,
 }
 
+/// A boundary whose TX and RX stages live in different processes (`crate::dist`): the test
+/// transport between processes on the CPU backend (`ipc`), or NCCL on the CUDA backend.
+#[derive(Clone)]
+pub enum Link {
+    Ipc(Arc<crate::dist::ipc::IpcLink>),
+    Nccl(Arc<cuda::nccl::NcclLink>),
+}
+
+impl Link {
+    /// The member at the other end, as errors name it (`rank R (stage S)`).
+    pub fn peer(&self) -> &str {
+        match self {
+            Link::Ipc(l) => l.peer(),
+            Link::Nccl(l) => l.peer(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Link::Ipc(_) => "ipc",
+            Link::Nccl(_) => "nccl",
+        }
+    }
+}
+
+/// A link this backend does not carry: the error names the transport and the one it does.
+pub fn no_link(backend: &'static str, link: &Link) -> BackendError {
+    let own = match backend {
+        "cpu" => "--transport ipc",
+        "cuda" => "--transport nccl",
+        _ => "no transport",
+    };
+    BackendError::Op {
+        backend,
+        what: format!(
+            "--transport {}: the {backend} backend crosses processes with {own} only",
+            link.kind()
+        ),
+    }
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} link to {}", self.kind(), self.peer())
+    }
+}
+
 /// A device backend. All methods are called from the single host thread that drives a walk
 /// (the walk lease makes that exclusive); the streams themselves run asynchronously.
 pub trait Backend: Send + Sync + Sized + 'static {
@@ -255,6 +302,31 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Kernels launched so far on all devices (0 where the backend does not count them).
     fn launches(&self) -> u64 {
         0
+    }
+
+    /// Enqueue on `s` the send of `src[0..n]` as walk step `step` over a link to another
+    /// process. Runs in stream order: it reads `src` after everything enqueued before it.
+    fn link_send(
+        &self,
+        _s: &Self::Stream,
+        _src: &Self::Buf,
+        _n: usize,
+        link: &Link,
+        _step: u64,
+    ) -> BResult<()> {
+        Err(no_link(self.kind(), link))
+    }
+
+    /// Enqueue on `s` the receive of walk step `step` (`n` values) into `dst[0..n]`.
+    fn link_recv(
+        &self,
+        _s: &Self::Stream,
+        _dst: &Self::Buf,
+        _n: usize,
+        link: &Link,
+        _step: u64,
+    ) -> BResult<()> {
+        Err(no_link(self.kind(), link))
     }
 }
 

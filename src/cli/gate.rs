@@ -60,7 +60,7 @@ impl AnyBackend {
             AnyBackend::Cuda(b) => b.kind(),
         }
     }
-    fn device_name(&self, d: usize) -> String {
+    pub fn device_name(&self, d: usize) -> String {
         match self {
             AnyBackend::Cpu(b) => b.device_name(d),
             AnyBackend::Cuda(b) => b.device_name(d),
@@ -257,7 +257,7 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
         list_flag("--devices", &args.devices)?.as_deref(),
         be.device_count(),
     )?;
-    let transport = TransportChoice::parse(&args.transport)?;
+    let transport = check_processes(args, &be, devices.len())?;
     boundary_transports(&devices, transport, &|a, b| be.peer_ok(a, b))?;
     let mut arms = Vec::new();
     for a in args.arms.split(',') {
@@ -297,6 +297,16 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
                 super::selftest::where_it_opens(f, &be)
             );
         }
+        let across = crate::dist::world_of(args).and_then(|w| {
+            let map = crate::dist::rank_map(devices.len(), w, args.ranks.as_deref()).ok()?;
+            Some((crate::dist::fault_cannot_cross(f, &map)?, map))
+        });
+        if let Some((why, map)) = across {
+            bail!(
+                "--fault {f}: cannot open with stages on ranks {}: {why}",
+                join(&map)
+            );
+        }
         if !faults.contains(&f) {
             faults.push(f);
         }
@@ -309,6 +319,70 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
         arms,
         faults,
     })
+}
+
+/// The multi-process flags checked against each other and the backend; returns the
+/// transport of the boundaries inside one process (`--transport ipc|nccl` names the one
+/// between processes; inside a process boundaries then take `auto`).
+fn check_processes(args: &GateArgs, be: &AnyBackend, n_stages: usize) -> Result<TransportChoice> {
+    let cross = crate::dist::Cross::parse(&args.transport);
+    let Some(world) = crate::dist::world_of(args) else {
+        if let Some(c) = cross {
+            bail!(
+                "--transport {}: crosses between processes, and this gate runs in one (add --procs W, or --rank/--world/--rendezvous)",
+                c.name()
+            );
+        }
+        if args.ranks.is_some() {
+            bail!("--ranks: places stages on the processes of a multi-process gate (add --procs W, or --rank/--world/--rendezvous)");
+        }
+        return Ok(TransportChoice::parse(&args.transport)?);
+    };
+    if let (Some(_), Some(_)) = (args.procs, args.rank) {
+        bail!("--procs with --rank: --procs starts every member itself; --rank runs one member");
+    }
+    crate::dist::rank_map(n_stages, world, args.ranks.as_deref())?;
+    let Some(cross) = cross else {
+        bail!(
+            "--transport {}: a multi-process gate needs the transport between its processes: ipc (cpu backend; a test transport) or nccl (cuda backend)",
+            args.transport
+        );
+    };
+    match (cross, be.kind()) {
+        (crate::dist::Cross::Ipc, "cpu") | (crate::dist::Cross::Nccl, "cuda") => {}
+        (crate::dist::Cross::Ipc, k) => bail!(
+            "--transport ipc: the cpu backend's test transport between processes; the {k} backend crosses with --transport nccl"
+        ),
+        (crate::dist::Cross::Nccl, k) => bail!(
+            "--transport nccl: needs the cuda backend (this gate runs on the {k} backend, whose transport between processes is ipc)"
+        ),
+    }
+    if let Some(t) = &args.trace {
+        bail!(
+            "--trace {}: traces one process's streams; a multi-process gate has several (run the member you want traced by hand)",
+            t.display()
+        );
+    }
+    // The prime and verify arms read every walked position's logits (verify decides its
+    // acceptance from them), which only the last stage's member has: not built across
+    // processes yet, so refused rather than run on a member without logits.
+    if let Some(a) = args
+        .arms
+        .split(',')
+        .map(str::trim)
+        .find(|a| *a == "prime" || *a == "verify")
+    {
+        bail!(
+            "--arms {a}: not built for multi-process gates yet (the {a} arm reads logits on every member; only the last stage's member has them); run it in one process"
+        );
+    }
+    if args.nccl_lib.is_some() && cross != crate::dist::Cross::Nccl {
+        bail!("--nccl-lib: only --transport nccl loads NCCL");
+    }
+    if args.peer_timeout == 0 || args.rendezvous_timeout == 0 {
+        bail!("--peer-timeout and --rendezvous-timeout must be at least 1 second");
+    }
+    Ok(TransportChoice::Auto)
 }
 
 fn list_flag(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
@@ -363,6 +437,7 @@ pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Re
         chunks: list_flag("--chunk", &args.chunk)?,
         repeat: args.repeat,
         draft: args.draft,
+        dist: None,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
     let model_info = ModelInfo {
@@ -389,7 +464,8 @@ pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Re
 }
 
 /// Run one gate and build its receipt. `progress` sees "reference", then each arm name.
-/// With `--trace`, the trace goes to its path.
+/// With `--trace`, the trace goes to its path. A multi-process gate (`--procs W`) runs as W
+/// member processes (`dist::launch`), whose last-stage member writes the receipt returned here.
 pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Receipt> {
     let out = p.args.trace.as_deref().map(|path| TraceOut {
         path,
@@ -414,6 +490,18 @@ pub fn run_traced(
     trace: Option<TraceOut>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Receipt, bool)> {
+    if p.args.procs.is_some() {
+        if let Some(t) = trace {
+            bail!(
+                "--trace {}: multi-process gates are not traced (trace one process's gate instead)",
+                t.path.display()
+            );
+        }
+        return Ok((crate::dist::launch::run(p)?, false));
+    }
+    if p.args.rank.is_some() {
+        bail!("--rank: a member's receipt is written by the member holding the last stage; soak, battery and selftest start members with --procs W");
+    }
     if trace.is_some() {
         p.be.start_trace();
     }
@@ -423,7 +511,6 @@ pub fn run_traced(
         AnyBackend::Cpu(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
         AnyBackend::Cuda(be) => arms::run_gate(be.clone(), p.model.clone(), &p.spec, progress)?,
     };
-    let total_ms = t0.elapsed().as_secs_f64() * 1e3 + p.load_ms;
     let (busy_overlap, wrote) = match trace {
         Some(out) => {
             let write = !out.only_if_fail || !res.pass();
@@ -431,6 +518,19 @@ pub fn run_traced(
         }
         None => (None, false),
     };
+    Ok((receipt_of(p, res, t0, modules0, busy_overlap)?, wrote))
+}
+
+/// The receipt of a gate's result (`t0`: when the gate started; `modules0`: the module
+/// counters then; `busy_overlap`: each arm's, from a trace).
+pub fn receipt_of(
+    p: &Prepared,
+    res: arms::GateResult,
+    t0: Instant,
+    modules0: Option<ModuleStats>,
+    busy_overlap: Option<Vec<f64>>,
+) -> Result<Receipt> {
+    let total_ms = t0.elapsed().as_secs_f64() * 1e3 + p.load_ms;
     let pl = &p.spec.placement;
     let m = &p.model;
     let n = pl.n_stages();
@@ -439,7 +539,7 @@ pub fn run_traced(
         .collect();
     let pass = res.pass();
     let has = |k: ArmKind| p.spec.arms.contains(&k);
-    let r = Receipt {
+    Ok(Receipt {
         schema: receipt::SCHEMA.to_string(),
         tool: tool_info(),
         backend: backend_info(p),
@@ -451,26 +551,9 @@ pub fn run_traced(
             transports: pl.transports.iter().map(|t| t.name().to_string()).collect(),
             stage_weight_bytes,
             flags: pl.to_flags(),
-            resident: res
-                .resident
-                .iter()
-                .enumerate()
-                .map(|(s, r)| {
-                    let db = |l: &[(Option<usize>, u64)]| {
-                        l.iter()
-                            .map(|&(device, bytes)| DevBytes { device, bytes })
-                            .collect()
-                    };
-                    StageResident {
-                        stage: s,
-                        placed: pl.devices[s],
-                        weights: db(&r.weights),
-                        scratch: db(&r.scratch),
-                        cache: db(&r.cache),
-                    }
-                })
-                .collect(),
+            resident: stage_resident(pl, res.first_stage, &res.resident),
             misplaced: res.misplaced.clone(),
+            processes: None,
         },
         config: ConfigInfo {
             arms: p.spec.arms.iter().map(|a| a.name().to_string()).collect(),
@@ -504,8 +587,32 @@ pub fn run_traced(
                 .zip(modules0)
                 .map(|(now, before)| now.since(&before)),
         },
-    };
-    Ok((r, wrote))
+    })
+}
+
+/// The receipt's form of measured residency, per stage from `first`.
+pub fn stage_resident(
+    pl: &Placement,
+    first: usize,
+    resident: &[crate::backend::Residency],
+) -> Vec<StageResident> {
+    (first..)
+        .zip(resident)
+        .map(|(s, r)| {
+            let db = |l: &[(Option<usize>, u64)]| {
+                l.iter()
+                    .map(|&(device, bytes)| DevBytes { device, bytes })
+                    .collect()
+            };
+            StageResident {
+                stage: s,
+                placed: pl.devices[s],
+                weights: db(&r.weights),
+                scratch: db(&r.scratch),
+                cache: db(&r.cache),
+            }
+        })
+        .collect()
 }
 
 /// `--trace FILE`: writes the trace (atomically, when `write`) and returns each arm's busy
@@ -602,21 +709,35 @@ pub fn run_cli(args: &GateArgs) -> Result<i32> {
             p.model_info.arch,
             p.model_info.n_layers,
             p.spec.placement.to_flags(),
-            p.spec.placement.transports.iter().map(|t| t.name()).collect::<Vec<_>>().join(","),
+            crate::dist::transport_names(&p.args, &p.spec.placement).join(","),
             args.arms,
             p.spec.steps()
         );
     }
+    if args.rank.is_some() {
+        return crate::dist::member(&p);
+    }
     let r = run_prepared(&p, &mut |_| {})?;
+    emit(args, &r)
+}
+
+/// Write a gate's receipt (`--receipt`, else a new file under receipts/runs/), print its
+/// verdict lines; the exit code of its verdict.
+pub fn emit(args: &GateArgs, r: &Receipt) -> Result<i32> {
     let path = args
         .receipt
         .clone()
         .unwrap_or_else(|| default_receipt_path("gate"));
     r.write(&path)?;
-    for l in verdict_lines(&r) {
+    for l in verdict_lines(r) {
         outln!("{l}");
     }
     outln!("receipt: {}", path.display());
+    if !args.quiet {
+        for l in crate::dist::describe(r) {
+            eprintln!("ppn-gate: {l}");
+        }
+    }
     if let (Some(t), Some(o)) = (&args.trace, &r.timings.busy_overlap) {
         let per_arm: Vec<String> = r
             .arms

@@ -75,6 +75,21 @@ pub enum Cmd {
     /// Decode tokens/s of the reference, eager, pipelined and batched paths (--arms picks
     /// which of pipelined and batched run; eager, the base of every ratio, always does).
     Bench(BenchArgs),
+    /// Run a multi-process gate: W member processes on this host, children of this one
+    /// (`--rank r --world W --rendezvous DIR` each); prints the verdicts of the ONE receipt
+    /// the member holding the last stage writes. A member that dies or hangs fails the
+    /// launch (exit 2) naming it.
+    Launch(LaunchArgs),
+    /// What of `--transport nccl` this machine can run: load libnccl (printing which), make a
+    /// unique id, and with --device a one-rank send/recv on that GPU, bit-compared.
+    NcclCheck {
+        /// libnccl.so.2, or a directory holding it (default: the linker's search path).
+        #[arg(long, value_name = "PATH")]
+        nccl_lib: Option<PathBuf>,
+        /// Also send to itself through a one-rank communicator on this CUDA device.
+        #[arg(long)]
+        device: Option<usize>,
+    },
     /// Prove the gate can fail here: every --fault in the placement that opens its window on
     /// this backend and device count, R runs each, plus clean controls of those placements.
     /// Exit 0 only when every fault that can open here FAILs every run and every control
@@ -185,6 +200,43 @@ pub struct GateArgs {
     /// Print only the verdict lines.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Multi-process gate: run the gate as W member processes on this host (children of
+    /// this one; the same as `ppn-gate launch --procs W`). Needs --transport ipc (cpu) or
+    /// nccl (cuda) for the boundaries between processes.
+    #[arg(long, value_name = "W")]
+    pub procs: Option<usize>,
+    /// Multi-process gate: this member's rank (0..W), with --world and --rendezvous.
+    #[arg(long, value_name = "R", requires_all = ["world", "rendezvous"])]
+    pub rank: Option<usize>,
+    /// Multi-process gate: the number of members.
+    #[arg(long, value_name = "W", requires_all = ["rank", "rendezvous"])]
+    pub world: Option<usize>,
+    /// Multi-process gate: where members meet: a directory every member sees (empty, one per
+    /// gate) or host:port (rank 0 serves it there).
+    #[arg(long, value_name = "ADDR", requires_all = ["rank", "world"])]
+    pub rendezvous: Option<String>,
+    /// Multi-process gate: the rank of each stage r0,..,rN-1, non-decreasing from 0 with
+    /// every rank holding at least one stage (default: contiguous, as even as possible).
+    #[arg(long)]
+    pub ranks: Option<String>,
+    /// Multi-process gate: seconds a member waits on a neighbour's link (a boundary's data,
+    /// or its heartbeat) before failing, naming that member.
+    #[arg(long, default_value_t = 20)]
+    pub peer_timeout: u64,
+    /// Multi-process gate: seconds a member waits at the rendezvous for the others (start,
+    /// results), naming the member that is missing.
+    #[arg(long, default_value_t = 300)]
+    pub rendezvous_timeout: u64,
+    /// Multi-process gate: the address of this member's host that the other members reach
+    /// its link listeners at (the ipc links, the NCCL heartbeats). 127.0.0.1 serves one host;
+    /// across hosts give this host's address on the network the members share.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub link_host: String,
+    /// --transport nccl: the NCCL library to load: a file (libnccl.so.2) or a directory
+    /// holding it (a system install's lib dir, or the `nvidia-nccl-cu13` wheel's
+    /// nvidia/nccl/lib). Default: the dynamic linker's search path (LD_LIBRARY_PATH, ldconfig).
+    #[arg(long, value_name = "PATH")]
+    pub nccl_lib: Option<PathBuf>,
 }
 
 /// Shape flags left out take the preset's value, else the built-in model's (layers 8, embd
@@ -302,6 +354,12 @@ fn fault_help() -> String {
 }
 
 #[derive(Args, Debug)]
+pub struct LaunchArgs {
+    #[command(flatten)]
+    pub gate: GateArgs,
+}
+
+#[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Decode steps per measured path.
     #[arg(long, default_value_t = 32)]
@@ -330,6 +388,23 @@ pub fn main() -> i32 {
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),
         Some(Cmd::TraceCheck { file, phase }) => soak_cmd::trace_check(&file, &phase),
+        Some(Cmd::NcclCheck { nccl_lib, device }) => {
+            crate::backend::cuda::nccl::check(nccl_lib.as_deref(), device).map(|lines| {
+                for l in lines {
+                    outln!("{l}");
+                }
+                EXIT_PASS
+            })
+        }
+        Some(Cmd::Launch(a)) => {
+            if a.gate.procs.is_none() {
+                Err(anyhow::anyhow!(
+                    "launch: --procs W is required (the number of member processes)"
+                ))
+            } else {
+                gate::run_cli(&a.gate)
+            }
+        }
     };
     match r {
         Ok(code) => code,

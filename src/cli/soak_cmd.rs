@@ -457,8 +457,16 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
             );
         }
         let argv = std::iter::once("ppn-gate".to_string()).chain(g.args.iter().cloned());
-        let cli = Cli::try_parse_from(argv)
+        let mut cli = Cli::try_parse_from(argv)
             .map_err(|e| anyhow!("battery gate {:?}: {}", g.name, e.to_string().trim()))?;
+        // A multi-process gate: `["launch", "--procs", "W", ...]` is the gate with --procs W.
+        if let Some(super::Cmd::Launch(l)) = cli.cmd.take_if(|c| matches!(c, super::Cmd::Launch(_)))
+        {
+            if l.gate.procs.is_none() {
+                bail!("battery gate {:?}: launch needs --procs W", g.name);
+            }
+            cli.gate = l.gate;
+        }
         if cli.cmd.is_some() {
             bail!(
                 "battery gate {:?}: args must be gate flags, not a subcommand",
@@ -618,6 +626,9 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     }
     // bench times the fault-free runtime on seeded tokens: flags it would otherwise ignore
     // are refused, not dropped.
+    if crate::dist::world_of(&a.gate).is_some() {
+        bail!("--procs/--world: bench times the runtime of one process; a multi-process bench is not built yet (the gate, soak and battery run multi-process)");
+    }
     if let Some(t) = &a.gate.tape {
         bail!(
             "--tape {}: bench decodes seeded tokens, not a tape",
@@ -676,6 +687,7 @@ fn bench_on<B: Backend>(
                 ctx,
                 window: spec.window,
                 faults: vec![],
+                dist: None,
             },
         )?;
         Ok::<_, anyhow::Error>((rt, t0.elapsed().as_secs_f64() * 1e3))
@@ -826,6 +838,7 @@ fn bench_prefill<B: Backend>(
                 ctx: n,
                 window: spec.window,
                 faults: vec![],
+                dist: None,
             },
         )?;
         for r in rates.iter_mut() {

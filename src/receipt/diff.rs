@@ -239,9 +239,31 @@ pub fn diff_detail(a: &Receipt, b: &Receipt) -> DiffDetail {
     }
     let (mut pa, mut pb) = (a.placement.clone(), b.placement.clone());
     (pa.resident, pb.resident) = (Vec::new(), Vec::new());
+    // Which host and pid ran a member is not part of the gate's result.
+    for p in [&mut pa, &mut pb] {
+        if let Some(ps) = &mut p.processes {
+            *ps = ps.iter().map(|x| x.placement_view()).collect();
+        }
+    }
     if pa != pb {
+        // Same flags, other placement: say what differs (e.g. one process vs several).
+        let procs = |p: &crate::receipt::PlacementInfo| match &p.processes {
+            None => "one process".to_string(),
+            Some(v) => format!("{} processes", v.len()),
+        };
+        let detail = if a.placement.flags == b.placement.flags {
+            format!(
+                " (transports [{}] in {} vs [{}] in {})",
+                a.placement.transports.join(","),
+                procs(&a.placement),
+                b.placement.transports.join(","),
+                procs(&b.placement)
+            )
+        } else {
+            String::new()
+        };
         out.push(format!(
-            "placement: {} vs {}",
+            "placement: {} vs {}{detail}",
             a.placement.flags, b.placement.flags
         ));
     }

@@ -89,6 +89,44 @@ pub struct PlacementInfo {
     /// non-empty list fails the gate before any arm runs.
     #[serde(default)]
     pub misplaced: Vec<String>,
+    /// Multi-process gates only (absent otherwise): which process held which stage, what
+    /// crossed each process boundary, and each process's identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<Vec<ProcessInfo>>,
+}
+
+/// One member of a multi-process gate.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ProcessInfo {
+    pub rank: usize,
+    /// The stages it held (contiguous).
+    pub stages: Vec<usize>,
+    /// Each held stage's device on its host.
+    pub devices: Vec<usize>,
+    pub device_names: Vec<String>,
+    /// The transport of the boundary into its first stage / out of its last ("ipc",
+    /// "nccl"; null at the pipeline's ends).
+    pub link_in: Option<String>,
+    pub link_out: Option<String>,
+    /// Where it ran (not compared by `diff`).
+    pub host: String,
+    pub pid: u32,
+    /// blake3 over its own single-stage reference's step hashes: every member computes the
+    /// reference and the receipt's writer checks they agree.
+    pub reference_blake3: String,
+    pub build_ms: f64,
+}
+
+impl ProcessInfo {
+    /// The deterministic part (`diff` compares this): without host, pid and timings.
+    pub fn placement_view(&self) -> ProcessInfo {
+        ProcessInfo {
+            host: String::new(),
+            pid: 0,
+            build_ms: 0.0,
+            ..self.clone()
+        }
+    }
 }
 
 /// One stage's measured residency (see `crate::backend::Residency`).

@@ -30,17 +30,34 @@
 //!   the build ends with one host barrier over every stream (the load barrier).
 //! - One walk at a time owns the boundary/event sequence: the walk lease is a `try_lock`
 //!   that fails fast instead of interleaving two walks' slot sequences.
+//!
+//! Multi-process gates (`crate::dist`, `RuntimeConfig::dist`): a process holds a contiguous
+//! range of stages `[lo, hi)` and runs the same walk (the same issue/read sequence, so the
+//! same step numbers) as every other member. Its boundaries inside the range are the slots
+//! above; the boundary into `lo` and the one out of `hi-1` are links to other processes:
+//!
+//! ```text
+//!  TX process, stage hi-1 stream            RX process: link stream (stage lo's device)   stage lo stream
+//!  ─ layers on x                            ─ wait link[k].consumed (WAR)                  ─ wait link[k].arrived (RAW)
+//!  ─ link send x (RAW: stream order         ─ link recv → link[k] (checks the step)        ─ copy link[k] → x
+//!    after the stage's compute)             ─ record link[k].arrived                       ─ record link[k].consumed
+//! ```
+//!
+//! Exit and reverse publication hold per process: the caller of the process holding stage 0
+//! uploads the tokens, the readers wait for the local stages; a process without the last
+//! stage reads no logits (its reads only bound its steps in flight).
 
 pub mod fault;
 pub mod placement;
 
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 pub use fault::Fault;
 pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
 use crate::backend::trace::Piece;
-use crate::backend::{Backend, BackendError, Engine, EngineSpec, KvOrder, Residency, RowAt};
+use crate::backend::{Backend, BackendError, Engine, EngineSpec, KvOrder, Link, Residency, RowAt};
 use crate::model::Model;
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +93,47 @@ pub struct RuntimeConfig {
     /// Most steps in flight (issued, logits not yet read); sizes the output ring.
     pub window: usize,
     pub faults: Vec<Fault>,
+    /// A member of a multi-process gate: the stages this process holds and its links to
+    /// the neighbouring processes (None: every stage lives here).
+    pub dist: Option<DistPart>,
+}
+
+/// Called once a member's runtime is built, before its first walk: returns when every member
+/// is ready (or an error naming the one that is not), so a link's data timeout never counts
+/// a neighbour's build or reference time.
+pub type ReadyBarrier = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// The part of a multi-process gate one process runs.
+#[derive(Clone)]
+pub struct DistPart {
+    /// The stages this process holds (contiguous).
+    pub local: Range<usize>,
+    /// The boundary into `local.start` (from the process holding stage `local.start - 1`).
+    pub recv: Option<Link>,
+    /// The boundary out of `local.end - 1` (to the process holding stage `local.end`).
+    pub send: Option<Link>,
+    pub ready: Option<ReadyBarrier>,
+}
+
+impl std::fmt::Debug for DistPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DistPart")
+            .field("local", &self.local)
+            .field("recv", &self.recv)
+            .field("send", &self.send)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The receiving end of a boundary whose TX stage lives in another process: a link stream
+/// on the RX stage's device receives into a double buffer, event-ordered with the RX stage
+/// exactly as an in-process slot (arrived = the slot's TX event, consumed = its RX event).
+struct RxLink<B: Backend> {
+    link: Link,
+    stream: B::Stream,
+    bufs: [B::Buf; 2],
+    arrived: [B::Event; 2],
+    consumed: [B::Event; 2],
 }
 
 struct Stage<B: Backend> {
@@ -111,7 +169,9 @@ struct InSlot<B: Backend> {
 }
 
 struct OutSlot<B: Backend> {
-    buf: B::Buf,
+    /// None in a process that does not hold the last stage (it reads no logits; the ring
+    /// then only bounds its steps in flight, `done` recorded after its last stage's work).
+    buf: Option<B::Buf>,
     done: B::Event,
     read_caller: B::Event,
     read_rb: B::Event,
@@ -139,8 +199,13 @@ pub struct Runtime<B: Backend> {
     be: Arc<B>,
     model: Arc<Model>,
     cfg: RuntimeConfig,
+    /// The stages this process holds (all of them unless `cfg.dist`); `stages[i]` and
+    /// `engines[i]` are stage `lo + i`'s.
+    lo: usize,
+    hi: usize,
     stages: Vec<Stage<B>>,
     engines: Vec<B::Engine>,
+    rx_link: Option<RxLink<B>>,
     caller: B::Stream,
     readback: B::Stream,
     state: Mutex<WalkState<B>>,
@@ -175,8 +240,28 @@ impl<B: Backend> Runtime<B> {
             )));
         }
         let vocab = model.cfg.vocab;
-        let dev0 = p.devices[0];
-        let dev_last = p.devices[n - 1];
+        let (lo, hi) = match &cfg.dist {
+            None => (0, n),
+            Some(d) => (d.local.start, d.local.end),
+        };
+        if lo >= hi || hi > n {
+            return Err(RtError::Misuse(format!(
+                "this process holds stages {lo}..{hi} of {n}"
+            )));
+        }
+        if let Some(d) = &cfg.dist {
+            if d.recv.is_some() != (lo > 0) || d.send.is_some() != (hi < n) {
+                return Err(RtError::Misuse(format!(
+                    "stages {lo}..{hi} of {n}: links given (recv {}, send {}) do not match the range",
+                    d.recv.is_some(),
+                    d.send.is_some()
+                )));
+            }
+        }
+        // This process's first and last stages' devices: the caller stream (input ring) and
+        // the readback stream (output ring) live there.
+        let dev0 = p.devices[lo];
+        let dev_last = p.devices[hi - 1];
         let caller = at(be.new_stream(dev0, "caller"), || {
             format!("caller stream on device {dev0}")
         })?;
@@ -185,9 +270,9 @@ impl<B: Backend> Runtime<B> {
         })?;
 
         let no_load_barrier = cfg.faults.contains(&Fault::NoLoadBarrier);
-        let mut stages = Vec::with_capacity(n);
-        let mut engines = Vec::with_capacity(n);
-        for s in 0..n {
+        let mut stages = Vec::with_capacity(hi - lo);
+        let mut engines = Vec::with_capacity(hi - lo);
+        for s in lo..hi {
             let dev = p.devices[s];
             let ctx = || format!("stage {s} (device {dev}) build");
             let stream = at(be.new_stream(dev, &format!("stage{s}")), ctx)?;
@@ -245,8 +330,8 @@ impl<B: Backend> Runtime<B> {
             engines.push(eng);
         }
 
-        let mut bounds = Vec::with_capacity(n.saturating_sub(1));
-        for b in 0..n.saturating_sub(1) {
+        let mut bounds = Vec::with_capacity(hi - lo - 1);
+        for b in lo..hi - 1 {
             let (txd, rxd) = (p.devices[b], p.devices[b + 1]);
             let ctx = || format!("boundary {b} (device {txd} -> device {rxd}) build");
             if p.transports[b] == Transport::Peer {
@@ -286,11 +371,16 @@ impl<B: Backend> Runtime<B> {
         let mut outputs = Vec::new();
         for _ in 0..cfg.window.max(1) {
             let ctx = || format!("output ring on device {dev_last}");
-            outputs.push(OutSlot {
-                buf: at(
-                    be.alloc_zeroed(dev_last, out_len, &stages[n - 1].stream),
+            let buf = if hi == n {
+                Some(at(
+                    be.alloc_zeroed(dev_last, out_len, &stages[hi - 1 - lo].stream),
                     ctx,
-                )?,
+                )?)
+            } else {
+                None
+            };
+            outputs.push(OutSlot {
+                buf,
                 done: at(be.new_event(dev_last), ctx)?,
                 read_caller: at(be.new_event(dev0), ctx)?,
                 read_rb: at(be.new_event(dev_last), ctx)?,
@@ -298,12 +388,40 @@ impl<B: Backend> Runtime<B> {
             });
         }
         let lens = vec![vec![0; cfg.max_seqs]; n];
+        // The link into stage lo: its own stream, its double buffer born (zero-filled) on that
+        // stream at full size (no growth across a process boundary), ordered before the
+        // first step by the load barrier.
+        let rx_link = match cfg.dist.as_ref().and_then(|d| d.recv.clone()) {
+            None => None,
+            Some(link) => {
+                let ctx = || {
+                    format!(
+                        "boundary {} link RX (stage {lo}, device {dev0}) build",
+                        lo - 1
+                    )
+                };
+                let n_vals = cfg.max_rows * model.cfg.n_embd;
+                let stream = at(be.new_stream(dev0, &format!("link{}", lo - 1)), ctx)?;
+                let mk_buf = || at(be.alloc_zeroed(dev0, n_vals, &stream), ctx);
+                let mk_ev = || at(be.new_event(dev0), ctx);
+                Some(RxLink {
+                    link,
+                    bufs: [mk_buf()?, mk_buf()?],
+                    arrived: [mk_ev()?, mk_ev()?],
+                    consumed: [mk_ev()?, mk_ev()?],
+                    stream,
+                })
+            }
+        };
         let rt = Runtime {
             be,
             model,
             cfg,
+            lo,
+            hi,
             stages,
             engines,
+            rx_link,
             caller,
             readback,
             state: Mutex::new(WalkState {
@@ -328,9 +446,14 @@ impl<B: Backend> Runtime<B> {
     /// Host barrier over every stream of the runtime (load barrier at build; drain at the
     /// end of a walk). Never per step.
     pub fn barrier(&self, why: &str) -> RResult<()> {
-        for (s, st) in self.stages.iter().enumerate() {
+        for (i, st) in self.stages.iter().enumerate() {
             at(self.be.synchronize(&st.stream), || {
-                format!("{why}: stage {s} (device {})", st.dev)
+                format!("{why}: stage {} (device {})", self.lo + i, st.dev)
+            })?;
+        }
+        if let Some(l) = &self.rx_link {
+            at(self.be.synchronize(&l.stream), || {
+                format!("{why}: link stream into stage {}", self.lo)
             })?;
         }
         at(self.be.synchronize(&self.caller), || {
@@ -348,15 +471,30 @@ impl<B: Backend> Runtime<B> {
     /// Where each stage's weights, scratch and cache actually live, as the backend measures
     /// them from the allocations: each stage's own engine (also under `--fault
     /// shared-scratch`, where every stage drives stage 0's) and its own cache.
+    /// (Multi-process: this process's stages, `local_stages().start` first.)
     pub fn residency(&self) -> RResult<Vec<Residency>> {
         (0..self.stages.len())
-            .map(|s| {
-                let st = &self.stages[s];
-                at(self.be.residency(&self.engines[s], &st.cache), || {
-                    format!("stage {s} (device {}) residency", st.dev)
+            .map(|i| {
+                let st = &self.stages[i];
+                at(self.be.residency(&self.engines[i], &st.cache), || {
+                    format!("stage {} (device {}) residency", self.lo + i, st.dev)
                 })
             })
             .collect()
+    }
+
+    /// The stages this process holds (all of them in a single-process gate).
+    pub fn local_stages(&self) -> Range<usize> {
+        self.lo..self.hi
+    }
+
+    /// Whether this process holds the last stage, so that its reads return logits.
+    pub fn has_output(&self) -> bool {
+        self.hi == self.cfg.placement.n_stages()
+    }
+
+    fn stage(&self, s: usize) -> &Stage<B> {
+        &self.stages[s - self.lo]
     }
 
     pub fn has(&self, f: Fault) -> bool {
@@ -387,7 +525,7 @@ impl<B: Backend> Runtime<B> {
         if self.has(Fault::SharedScratch) {
             &self.engines[0]
         } else {
-            &self.engines[s]
+            &self.engines[s - self.lo]
         }
     }
 }
@@ -524,6 +662,7 @@ impl<'a, B: Backend> Walk<'a, B> {
             Some(_) if rt.has(Fault::ChunkKvOrder) => KvOrder::Racy,
             Some(_) => KvOrder::StoreFirst,
         };
+        let (lo, hi) = (rt.lo, rt.hi);
         let j = (t % self.st.outputs.len() as u64) as usize;
         if let Some(u) = self.st.outputs[j].unread {
             return Err(RtError::Misuse(format!(
@@ -550,7 +689,8 @@ impl<'a, B: Backend> Walk<'a, B> {
         let k = (t % 2) as usize;
 
         // Caller: input ring slot k. WAR: the upload waits until stage 0 consumed step t-2.
-        {
+        // (Only the process holding stage 0 has tokens to upload.)
+        if lo == 0 {
             let inp = &self.st.inputs[k];
             let c = || format!("caller stream, step {t}");
             at(be.wait(&rt.caller, &inp.consumed), c)?;
@@ -570,8 +710,9 @@ impl<'a, B: Backend> Walk<'a, B> {
             at(be.record(&inp.ready, &rt.caller), c)?;
         }
 
-        for (s, rows_at) in placed.iter().enumerate() {
-            let stg = &rt.stages[s];
+        for s in lo..hi {
+            let stg = rt.stage(s);
+            let rows_at = &placed[s];
             let eng = rt.engine(s);
             // Error context, formatted only on the error path (this runs every step).
             let c = |what: &'static str| {
@@ -588,6 +729,8 @@ impl<'a, B: Backend> Walk<'a, B> {
                 at(eng.embed(&stg.stream, &inp.buf, rows), c("embed"))?;
                 be.trace_end(&stg.stream);
                 at(be.record(&inp.consumed, &stg.stream), c("embed"))?;
+            } else if s == lo {
+                self.rx_link(k, rows, t)?;
             } else {
                 self.rx(s - 1, k, rows, t)?;
             }
@@ -599,15 +742,40 @@ impl<'a, B: Backend> Walk<'a, B> {
                 )?;
             }
             be.trace_end(&stg.stream);
-            if s + 1 < n {
+            if s + 1 < hi {
                 self.tx(s, k, rows, t)?;
+            } else if s + 1 < n {
+                // LINK TX: the send is enqueued on this stage's stream after its layers, so
+                // what it reads is ordered after the stage's compute (RAW) and the next
+                // step's compute cannot overwrite x before the send has read it (WAR).
+                let link = rt.cfg.dist.as_ref().and_then(|d| d.send.as_ref());
+                let link = link.ok_or_else(|| {
+                    RtError::Misuse(format!("stage {s}: no link to stage {}", s + 1))
+                })?;
+                let n_vals = rows * rt.model.cfg.n_embd;
+                at(be.link_send(&stg.stream, eng.x(), n_vals, link, t), || {
+                    format!(
+                        "boundary {s} link TX (stage {s}, device {} -> {}), step {t}",
+                        stg.dev,
+                        link.peer()
+                    )
+                })?;
+                // The ring slot's completion: this process's part of step t is done.
+                at(
+                    be.record(&self.st.outputs[j].done, &stg.stream),
+                    c("link send"),
+                )?;
             } else {
                 let out = &self.st.outputs[j];
+                let buf = out
+                    .buf
+                    .as_ref()
+                    .expect("the last stage's process has logits");
                 // WAR on the output slot: the previous reader of slot j has finished.
                 at(be.wait(&stg.stream, &out.read_caller), c("head"))?;
                 at(be.wait(&stg.stream, &out.read_rb), c("head"))?;
                 be.trace_begin(&stg.stream, Piece::Head);
-                at(eng.head(&stg.stream, rows, &out.buf), c("head"))?;
+                at(eng.head(&stg.stream, rows, buf), c("head"))?;
                 be.trace_end(&stg.stream);
                 at(be.record(&out.done, &stg.stream), c("head"))?;
             }
@@ -628,7 +796,7 @@ impl<'a, B: Backend> Walk<'a, B> {
         let rt = self.rt;
         let be = &*rt.be;
         let n_vals = rows * rt.model.cfg.n_embd;
-        let (tx_s, rx_s) = (&rt.stages[b], &rt.stages[b + 1]);
+        let (tx_s, rx_s) = (rt.stage(b), rt.stage(b + 1));
         let c = || {
             format!(
                 "boundary {b} TX (stage {b}, device {} -> device {}) slot {idx}, step {t}",
@@ -636,7 +804,7 @@ impl<'a, B: Backend> Walk<'a, B> {
             )
         };
         let st = &mut *self.st;
-        let bd = &mut st.bounds[b];
+        let bd = &mut st.bounds[b - rt.lo];
         let retired = &mut st.retired;
         let transport = bd.transport;
         // `--fault single-slot`: both indices write one buffer; events stay per index.
@@ -688,9 +856,48 @@ impl<'a, B: Backend> Walk<'a, B> {
         }
         be.trace_end(&tx_s.stream);
         at(
-            be.record(&self.st.bounds[b].slots[idx].ev_tx, &tx_s.stream),
+            be.record(&self.st.bounds[b - rt.lo].slots[idx].ev_tx, &tx_s.stream),
             c,
         )
+    }
+
+    /// Link RX into this process's first stage `lo` (boundary `lo - 1`), slot index `idx`:
+    /// the link stream receives step `t` into the slot, the stage stream copies it out.
+    fn rx_link(&mut self, idx: usize, rows: usize, t: u64) -> RResult<()> {
+        let rt = self.rt;
+        let be = &*rt.be;
+        let n_vals = rows * rt.model.cfg.n_embd;
+        let lo = rt.lo;
+        let rx_s = rt.stage(lo);
+        let l = rt
+            .rx_link
+            .as_ref()
+            .ok_or_else(|| RtError::Misuse(format!("stage {lo}: no link from stage {}", lo - 1)))?;
+        let c = || {
+            format!(
+                "boundary {} link RX ({} -> stage {lo}, device {}) slot {idx}, step {t}",
+                lo - 1,
+                l.link.peer(),
+                rx_s.dev
+            )
+        };
+        // `--fault single-slot`: both indices receive into one buffer; events stay per index.
+        let buf = &l.bufs[if rt.has(Fault::SingleSlot) { 0 } else { idx }];
+        // WAR: the slot's previous content (step t-2) has been copied out by the stage.
+        if !rt.has(Fault::NoWarGuard) {
+            at(be.wait(&l.stream, &l.consumed[idx]), c)?;
+        }
+        at(be.link_recv(&l.stream, buf, n_vals, &l.link, t), c)?;
+        at(be.record(&l.arrived[idx], &l.stream), c)?;
+        // RAW: the stage reads the slot only after the receive has landed.
+        if !rt.has(Fault::RxNoWait) {
+            at(be.wait(&rx_s.stream, &l.arrived[idx]), c)?;
+        }
+        at(
+            be.copy(&rx_s.stream, buf, 0, rt.engine(lo).x(), 0, n_vals),
+            c,
+        )?;
+        at(be.record(&l.consumed[idx], &rx_s.stream), c)
     }
 
     /// Boundary RX at boundary `b` (stage b+1's stream), slot index `idx`.
@@ -698,7 +905,7 @@ impl<'a, B: Backend> Walk<'a, B> {
         let rt = self.rt;
         let be = &*rt.be;
         let n_vals = rows * rt.model.cfg.n_embd;
-        let rx_s = &rt.stages[b + 1];
+        let rx_s = rt.stage(b + 1);
         let c = || {
             format!(
                 "boundary {b} RX (stage {}, device {}) slot {idx}, step {t}",
@@ -706,7 +913,7 @@ impl<'a, B: Backend> Walk<'a, B> {
                 rx_s.dev
             )
         };
-        let bd = &self.st.bounds[b];
+        let bd = &self.st.bounds[b - rt.lo];
         let buf_idx = if rt.has(Fault::SingleSlot) { 0 } else { idx };
         let sl = &bd.slots[idx];
         // RAW: the slot holds this step's residual only after its TX event.
@@ -754,10 +961,18 @@ impl<'a, B: Backend> Walk<'a, B> {
         }
         let out = &mut self.st.outputs[p.slot];
         be.trace_begin(&rt.caller, Piece::Readback);
-        let v = at(
-            be.download(&rt.caller, &out.buf, 0, p.rows * rt.model.cfg.vocab),
-            c,
-        )?;
+        let v = match &out.buf {
+            Some(buf) => at(
+                be.download(&rt.caller, buf, 0, p.rows * rt.model.cfg.vocab),
+                c,
+            )?,
+            // A process without the last stage: the host still waits for its stages (eager
+            // is one step at a time everywhere), and reads nothing.
+            None => {
+                at(be.synchronize(&rt.caller), c)?;
+                Vec::new()
+            }
+        };
         be.trace_end(&rt.caller);
         at(be.record(&out.read_caller, &rt.caller), c)?;
         out.unread = None;
@@ -778,10 +993,16 @@ impl<'a, B: Backend> Walk<'a, B> {
             at(be.wait(&rt.readback, &out.done), c)?;
         }
         be.trace_begin(&rt.readback, Piece::Readback);
-        let v = at(
-            be.download(&rt.readback, &out.buf, 0, p.rows * rt.model.cfg.vocab),
-            c,
-        )?;
+        let v = match &out.buf {
+            Some(buf) => at(
+                be.download(&rt.readback, buf, 0, p.rows * rt.model.cfg.vocab),
+                c,
+            )?,
+            None => {
+                at(be.synchronize(&rt.readback), c)?;
+                Vec::new()
+            }
+        };
         be.trace_end(&rt.readback);
         at(be.record(&out.read_rb, &rt.readback), c)?;
         out.unread = None;
@@ -799,6 +1020,7 @@ impl<B: Backend> Drop for Walk<'_, B> {
         for s in [&rt.caller, &rt.readback]
             .into_iter()
             .chain(rt.stages.iter().map(|st| &st.stream))
+            .chain(rt.rx_link.iter().map(|l| &l.stream))
         {
             be.trace_step(s, None);
         }
@@ -843,6 +1065,7 @@ mod tests {
             ctx: 8,
             window,
             faults: vec![],
+            dist: None,
         };
         Runtime::build(Arc::new(CpuBackend::new(4, 0, 0)), m, cfg).unwrap()
     }

@@ -29,7 +29,7 @@ pub use mem::DevMem;
 pub use stream::{CpuEvent, CpuStream};
 
 use super::trace::{Piece, Tracer};
-use super::{BResult, Backend, BackendError, Engine, EngineSpec, Residency};
+use super::{BResult, Backend, BackendError, Engine, EngineSpec, Link, Residency};
 use crate::model::Model;
 
 pub struct CpuBackend {
@@ -288,6 +288,47 @@ impl Backend for CpuBackend {
 
     fn shares_host_weights(&self) -> bool {
         true
+    }
+
+    fn link_send(
+        &self,
+        s: &CpuStream,
+        src: &Arc<DevMem>,
+        n: usize,
+        link: &Link,
+        step: u64,
+    ) -> BResult<()> {
+        mem::check_range("link send source", src, 0, n)?;
+        let Link::Ipc(l) = link else {
+            return Err(super::no_link("cpu", link));
+        };
+        let (src, l) = (src.clone(), l.clone());
+        // In stream order: the values read here are those every earlier op on `s` wrote.
+        s.enqueue("link send", move || {
+            let mut v = vec![0f32; n];
+            src.load(0, &mut v);
+            l.send(step, &v)
+        })
+    }
+
+    fn link_recv(
+        &self,
+        s: &CpuStream,
+        dst: &Arc<DevMem>,
+        n: usize,
+        link: &Link,
+        step: u64,
+    ) -> BResult<()> {
+        mem::check_range("link receive destination", dst, 0, n)?;
+        let Link::Ipc(l) = link else {
+            return Err(super::no_link("cpu", link));
+        };
+        let (dst, l) = (dst.clone(), l.clone());
+        s.enqueue("link recv", move || {
+            let v = l.recv(step, n)?;
+            dst.store(0, &v);
+            Ok(())
+        })
     }
 
     fn residency(&self, eng: &CpuEngine, cache: &CpuCache) -> BResult<Residency> {

@@ -19,6 +19,7 @@
 mod engine;
 mod mem;
 pub mod modcache;
+pub mod nccl;
 mod tracing;
 
 use std::collections::HashMap;
@@ -37,7 +38,7 @@ pub use mem::GpuBuf;
 use modcache::{ImageKind, Key, KeyParts, ModuleCache, Outcome};
 
 use super::trace::{Piece, Tracer};
-use super::{BResult, Backend, BackendError, EngineSpec, Residency};
+use super::{BResult, Backend, BackendError, EngineSpec, Link, Residency};
 use crate::model::Model;
 
 /// The kernel sources, one file per op family, concatenated into one NVRTC program (in this
@@ -834,6 +835,19 @@ fn nvrtc_compile(src: &str, options: &[String], kind: ImageKind) -> Result<Vec<u
     }
 }
 
+/// The NCCL link behind `link` (an ipc link is refused), with `s`'s jitter applied and its
+/// context bound to this thread (NCCL enqueues on the current context's stream).
+fn nccl_on<'l>(s: &GpuStream, link: &'l Link, what: &str) -> BResult<&'l nccl::NcclLink> {
+    let Link::Nccl(l) = link else {
+        return Err(crate::backend::no_link("cuda", link));
+    };
+    s.jitter()?;
+    drv(s.dx.ctx.bind_to_thread(), || {
+        format!("link {what} on {}: bind context", s.label())
+    })?;
+    Ok(l)
+}
+
 fn drv<T>(r: Result<T, result::DriverError>, what: impl FnOnce() -> String) -> BResult<T> {
     r.map_err(|e| op_err(format!("{}: {e}", what())))
 }
@@ -1127,6 +1141,41 @@ impl Backend for CudaBackend {
         self.synchronize(s)?;
         bounce.read_host(0, &mut out)?;
         Ok(out)
+    }
+
+    fn link_send(
+        &self,
+        s: &GpuStream,
+        src: &GpuBuf,
+        n: usize,
+        link: &Link,
+        step: u64,
+    ) -> BResult<()> {
+        mem::check_range("link send source", src, 0, n)?;
+        let l = nccl_on(s, link, "send")?;
+        // SAFETY: `src[0..n]` lies inside a live allocation on this stream's device (checked
+        // above; any free synchronizes its context first, see mem.rs); the stream belongs to
+        // the context `nccl_on` bound; the send runs in `s`'s order, after the stage's
+        // compute (RAW), and the stage's next op waits for it on that stream (WAR).
+        let r = unsafe { l.send(src.at(0), n, s.s.cu_stream() as _) };
+        r.map_err(|e| op_err(format!("{e} on stream {}, step {step}", s.label())))
+    }
+
+    fn link_recv(
+        &self,
+        s: &GpuStream,
+        dst: &GpuBuf,
+        n: usize,
+        link: &Link,
+        step: u64,
+    ) -> BResult<()> {
+        mem::check_range("link receive destination", dst, 0, n)?;
+        let l = nccl_on(s, link, "recv")?;
+        // SAFETY: as link_send; the runtime orders every other access to `dst` behind this
+        // recv with the link's arrived event (RAW) and this recv behind the stage's consumed
+        // event (WAR).
+        let r = unsafe { l.recv(dst.at(0), n, s.s.cu_stream() as _) };
+        r.map_err(|e| op_err(format!("{e} on stream {}, step {step}", s.label())))
     }
 
     fn residency(&self, eng: &CudaEngine, cache: &CudaCache) -> BResult<Residency> {

@@ -1,0 +1,161 @@
+//! `ppn-gate launch --procs W` (or `--procs W` on any gate, soak or battery entry): W members
+//! of a multi-process gate on this host, children of this process, meeting at a fresh
+//! rendezvous directory. The launcher supervises them: when one exits with an error or is
+//! killed, the rest are killed and the launch fails (exit 2) naming the member; a member
+//! that hangs is caught by its neighbours' link timeouts (`--peer-timeout`), which fail
+//! them, and so the launch, naming it.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::{member_argv, member_name, rank_map, world_of};
+use crate::cli::gate::Prepared;
+use crate::receipt::Receipt;
+
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// After the first member fails, how long the others get to report (their own errors name
+/// the member they lost) before they are killed.
+const GRACE: Duration = Duration::from_secs(2);
+
+fn status_text(st: &ExitStatus) -> (bool, String) {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => (false, format!("exited with code {c}")),
+        (None, Some(s)) => (true, format!("was killed by signal {s}")),
+        _ => (true, "ended without a code".into()),
+    }
+}
+
+/// Run the gate `p` as its `--procs` members; returns the receipt the last stage's member
+/// wrote.
+pub fn run(p: &Prepared) -> Result<Receipt> {
+    let a = &p.args;
+    let world = world_of(a).expect("launch has --procs");
+    let map = rank_map(p.spec.placement.n_stages(), world, a.ranks.as_deref())?;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir: PathBuf = std::env::temp_dir().join(format!(
+        "ppn-gate-rdv-{}-{}-{t}",
+        std::process::id(),
+        LAUNCHES.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("launch: rendezvous {}", dir.display()))?;
+    let r = supervise(p, &map, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Receipt> {
+    let world = map[map.len() - 1] + 1;
+    let exe = std::env::current_exe().context("launch: locating this binary")?;
+    let receipt = dir.join("receipt.json");
+    let mut kids: Vec<(usize, Child)> = Vec::with_capacity(world);
+    let base = member_argv(&p.args);
+    for r in 0..world {
+        let mut c = Command::new(&exe);
+        c.args(&base)
+            .args(["--rank", &r.to_string(), "--world", &world.to_string()])
+            .arg("--rendezvous")
+            .arg(dir)
+            .arg("--receipt")
+            .arg(&receipt)
+            .arg("--quiet")
+            // The launcher prints the verdicts from the receipt; members' errors go to stderr.
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        match c.spawn() {
+            Ok(k) => {
+                eprintln!("ppn-gate launch: {} pid {}", member_name(map, r), k.id());
+                kids.push((r, k));
+            }
+            Err(e) => {
+                kill_all(&mut kids);
+                bail!("launch: starting rank {r} ({}): {e}", exe.display());
+            }
+        }
+    }
+    // Poll every member; the first that fails starts the grace period.
+    let mut done: Vec<Option<ExitStatus>> = vec![None; world];
+    let mut failed_at: Option<Instant> = None;
+    loop {
+        for (r, k) in kids.iter_mut() {
+            if done[*r].is_none() {
+                if let Some(st) = k.try_wait().context("launch: waiting for a member")? {
+                    // 0: PASS (or a member whose part is done), 1: the gate's FAIL verdict.
+                    if !matches!(st.code(), Some(0) | Some(1)) && failed_at.is_none() {
+                        failed_at = Some(Instant::now());
+                    }
+                    done[*r] = Some(st);
+                }
+            }
+        }
+        if done.iter().all(|d| d.is_some()) {
+            break;
+        }
+        if failed_at.is_some_and(|t| t.elapsed() > GRACE) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if failed_at.is_some() {
+        kill_all(&mut kids);
+        // Name the member that died first by a signal (the cause), else every failed one.
+        let mut lines = Vec::new();
+        let mut killed = Vec::new();
+        let mut running = Vec::new();
+        for (r, st) in done.iter().enumerate() {
+            match st {
+                Some(st) => {
+                    let (sig, t) = status_text(st);
+                    if sig {
+                        killed.push(format!("member {} {t}", member_name(map, r)));
+                    } else if st.code() != Some(0) {
+                        lines.push(format!("{} {t}", member_name(map, r)));
+                    }
+                }
+                None => {
+                    running.push(member_name(map, r));
+                    lines.push(format!(
+                        "{} was still running (killed by the launcher)",
+                        member_name(map, r)
+                    ))
+                }
+            }
+        }
+        // The cause: a member killed by a signal; else one that never ended while the
+        // others failed (it hangs: their errors name it too); else whoever failed.
+        let head = if !killed.is_empty() {
+            killed.join("; ")
+        } else if !running.is_empty() {
+            format!(
+                "{} did not end when the others failed (it hangs?)",
+                running.join(", ")
+            )
+        } else {
+            "a member failed".to_string()
+        };
+        bail!("launch: {head}; {}", lines.join("; "));
+    }
+    Receipt::load(&receipt).map_err(|e| {
+        anyhow!(
+            "launch: every member ended, but the last stage's member wrote no readable receipt ({e})"
+        )
+    })
+}
+
+fn kill_all(kids: &mut [(usize, Child)]) {
+    for (_, k) in kids.iter_mut() {
+        if let Ok(None) = k.try_wait() {
+            let _ = k.kill();
+        }
+        let _ = k.wait();
+    }
+}
