@@ -710,9 +710,8 @@ impl<'a, B: Backend> Walk<'a, B> {
             at(be.record(&inp.ready, &rt.caller), c)?;
         }
 
-        for s in lo..hi {
+        for (s, rows_at) in placed.iter().enumerate().take(hi).skip(lo) {
             let stg = rt.stage(s);
-            let rows_at = &placed[s];
             let eng = rt.engine(s);
             // Error context, formatted only on the error path (this runs every step).
             let c = |what: &'static str| {
