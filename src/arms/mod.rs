@@ -419,17 +419,16 @@ pub fn run_gate<B: Backend>(
         .residency()
         .map_err(rt_err(|| "residency check".to_string()))?;
     let misplaced = misplacements(&spec.placement, first_stage, &resident, host_weights_ok);
-    // A member of a multi-process gate starts its walks when every member is built.
+    // A member of a multi-process gate starts its walks when every member is built, and
+    // none does when any member found a misplacement (the receipt, written by the last
+    // stage's member from every member's list, then FAILs naming it).
+    let mut any_misplaced = !misplaced.is_empty();
     if let Some(ready) = spec.dist.as_ref().and_then(|d| d.ready.as_ref()) {
-        ready().map_err(GateError::Spec)?;
+        any_misplaced = ready(any_misplaced).map_err(GateError::Spec)?;
     }
     let mut arms = Vec::new();
     let mut arm_ms = Vec::new();
-    let kinds: &[ArmKind] = if misplaced.is_empty() {
-        &spec.arms
-    } else {
-        &[]
-    };
+    let kinds: &[ArmKind] = if !any_misplaced { &spec.arms } else { &[] };
     for &kind in kinds {
         let ta = Instant::now();
         be.trace_phase(kind.name());
@@ -627,6 +626,13 @@ fn prime_plan(spec: &GateSpec) -> Vec<PrimeStep> {
 
 /// The prime arm: every position's logits of every prime equal the one-row reference's.
 fn prime<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
+    // It reads every walked position's logits: only a runtime holding the last stage has
+    // them (a multi-process member without it would index an empty readback).
+    if !rt.has_output() {
+        return Err(GateError::Spec(
+            "the prime arm needs the last stage's logits in this process".to_string(),
+        ));
+    }
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let refs = std::slice::from_ref(r0);
@@ -685,6 +691,13 @@ fn greedy(l: &[f32]) -> u32 {
 /// from the first rejected position. The accepted positions' logits must be the
 /// reference's, and each round's acceptance what the reference's greedy choices imply.
 fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
+    // It reads every walked position's logits: only a runtime holding the last stage has
+    // them (a multi-process member without it would index an empty readback).
+    if !rt.has_output() {
+        return Err(GateError::Spec(
+            "the verify arm needs the last stage's logits in this process".to_string(),
+        ));
+    }
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let (p, steps, k) = (spec.prime_len(), spec.steps(), spec.draft);

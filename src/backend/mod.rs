@@ -317,7 +317,9 @@ pub trait Backend: Send + Sync + Sized + 'static {
         Err(no_link(self.kind(), link))
     }
 
-    /// Enqueue on `s` the receive of walk step `step` (`n` values) into `dst[0..n]`.
+    /// Enqueue on `s` the receive of walk step `step` (`n` values) into `dst[0..n]`. The
+    /// ipc transport checks the step it receives; NCCL does not carry it (`step` names the
+    /// step in errors only).
     fn link_recv(
         &self,
         _s: &Self::Stream,

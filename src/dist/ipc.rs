@@ -268,10 +268,9 @@ pub fn watch_rx(
     rdv.put(&format!("watch/{b}"), &addr)
         .map_err(anyhow::Error::msg)?;
     let link = IpcLink::accept(&l, b, peer.to_string(), rdv_t).map_err(anyhow::Error::msg)?;
-    let link = IpcLink {
-        timeout: peer_t,
-        ..link
-    };
+    // The socket's own timeouts too (accept set them to the rendezvous timeout): the
+    // watchdog blocks in a read, and must give up after --peer-timeout, not 300 s.
+    let link = link.with_timeout(peer_t).map_err(anyhow::Error::msg)?;
     watchdog(link, &super::FINISHED, super::die).map_err(anyhow::Error::msg)
 }
 

@@ -346,12 +346,14 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
     // timeout then measures a neighbour's steps, not its start-up.
     let ready: crate::runtime::ReadyBarrier = {
         let (rdv, names) = (rdv.clone(), (0..world).map(name).collect::<Vec<_>>());
-        std::sync::Arc::new(move || {
-            rdv.put(&format!("ready/{rank}"), "1")?;
+        std::sync::Arc::new(move |misplaced_here: bool| {
+            let mine = if misplaced_here { "misplaced" } else { "1" };
+            rdv.put(&format!("ready/{rank}"), mine)?;
+            let mut any = false;
             for (r, who) in names.iter().enumerate() {
-                rdv.get(&format!("ready/{r}"), rdv_t, who)?;
+                any |= rdv.get(&format!("ready/{r}"), rdv_t, who)? == "misplaced";
             }
-            Ok(())
+            Ok(any)
         })
     };
     spec.dist = Some(DistPart {

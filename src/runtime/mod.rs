@@ -43,6 +43,10 @@
 //!    after the stage's compute)             ─ record link[k].arrived                       ─ record link[k].consumed
 //! ```
 //!
+//! "Checks the step": the ipc link carries the step number and refuses a mismatch by name;
+//! NCCL carries only the values, so there a count or order mismatch is an NCCL error or a
+//! hang that the link watchdog (`--peer-timeout`) ends.
+//!
 //! Exit and reverse publication hold per process: the caller of the process holding stage 0
 //! uploads the tokens, the readers wait for the local stages; a process without the last
 //! stage reads no logits (its reads only bound its steps in flight).
@@ -98,10 +102,12 @@ pub struct RuntimeConfig {
     pub dist: Option<DistPart>,
 }
 
-/// Called once a member's runtime is built, before its first walk: returns when every member
-/// is ready (or an error naming the one that is not), so a link's data timeout never counts
-/// a neighbour's build or reference time.
-pub type ReadyBarrier = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+/// Called once a member's runtime is built, before its first walk, with whether this member
+/// found a misplacement: returns when every member is ready (or an error naming the one that
+/// is not), so a link's data timeout never counts a neighbour's build or reference time, and
+/// says whether ANY member found one (then no member walks: a member that skipped its arms
+/// would leave its neighbours waiting on links that never carry data).
+pub type ReadyBarrier = Arc<dyn Fn(bool) -> Result<bool, String> + Send + Sync>;
 
 /// The part of a multi-process gate one process runs.
 #[derive(Clone)]
@@ -555,7 +561,9 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// the stage's earlier steps by the stream itself), every key/value zero-filled.
     pub fn reset_caches(&mut self) -> RResult<()> {
         let rt = self.rt;
-        for (s, stg) in rt.stages.iter().enumerate() {
+        // This process's stages (lo..hi, global numbers: `lens` is indexed by them).
+        for s in rt.lo..rt.hi {
+            let stg = rt.stage(s);
             at(rt.be.clear_cache(&stg.cache, &stg.stream), || {
                 format!("stage {s} (device {}) cache reset", stg.dev)
             })?;
@@ -575,8 +583,9 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// only: the next step's ops carry the new length, and each stage's stream orders them
     /// after its earlier steps. `--fault no-rollback`: the last stage keeps its length.
     pub fn truncate(&mut self, seq: usize, len: usize) -> RResult<()> {
-        let n = self.rt.stages.len();
-        for s in 0..n {
+        // This process's stages, by global number; the fault spares the pipeline's last.
+        let n = self.rt.cfg.placement.n_stages();
+        for s in self.rt.lo..self.rt.hi {
             let cur = self.cache_len(s, seq).ok_or_else(|| {
                 RtError::Misuse(format!("truncate: sequence {seq} outside the cache"))
             })?;

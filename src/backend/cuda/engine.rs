@@ -1190,15 +1190,13 @@ impl Engine<super::CudaBackend> for CudaEngine {
         // (kv_mode, first row) per launch: one fused pass per POS_ROWS rows, or for rows of
         // one sequence every row group's store pass before any group's attend pass (the
         // multi-row law; `KvOrder::Racy`, the fault, fuses them).
-        let groups = (0..rows).step_by(POS_ROWS);
-        let passes: Vec<(i32, usize)> = match order {
-            KvOrder::Fused | KvOrder::Racy => groups.map(|c0| (0, c0)).collect(),
-            KvOrder::StoreFirst => groups
-                .clone()
-                .map(|c0| (1, c0))
-                .chain(groups.map(|c0| (2, c0)))
-                .collect(),
+        let modes: &[i32] = match order {
+            KvOrder::Fused | KvOrder::Racy => &[0],
+            KvOrder::StoreFirst => &[1, 2],
         };
+        let passes = modes
+            .iter()
+            .flat_map(|&m| (0..rows).step_by(POS_ROWS).map(move |c0| (m, c0)));
         for (kv_mode, c0) in passes {
             let cn = (rows - c0).min(POS_ROWS);
             let mut rp = RowPos {

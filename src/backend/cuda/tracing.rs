@@ -12,9 +12,9 @@
 //! base synchronize's latency (microseconds).
 //!
 //! The timing events come from a pool per device: a phase reuses the events of the phases
-//! before it, so a trace holds at most one phase's worth (capped at `POOL_CAP` per device;
-//! beyond it the pending times are read at once, which blocks the host mid-walk: it shifts
-//! later timings, never a logit).
+//! before it, so a trace holds one phase's worth at a time. Within a phase the pool only
+//! grows: reading the pending times mid-phase and re-recording their events would move the
+//! start of a piece still open (and a wait's start under its end) to a later time.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,9 +24,6 @@ use cudarc::driver::{sys, CudaEvent};
 use super::{drv, op_err, DevCtx, GpuEvent, GpuStream};
 use crate::backend::trace::{Flow, Piece, Slice, Tracer};
 use crate::backend::BResult;
-
-/// Timing events live at once per device before pending times are read mid-phase.
-const POOL_CAP: usize = 1 << 15;
 
 /// Epochs are unique across every trace of the process, so a stamp kept from an earlier
 /// epoch or trace (an ordering event's last record) is never read from a reused event.
@@ -146,12 +143,6 @@ impl CudaTrace {
     fn stamp(&self, s: &GpuStream) -> BResult<Stamp> {
         let mut st = lock(&self.state);
         let dev = s.dx.dev;
-        let full = st.devs[dev]
-            .as_ref()
-            .is_some_and(|d| d.free.is_empty() && d.events.len() >= POOL_CAP);
-        if full {
-            self.resolve(&mut st)?;
-        }
         let epoch = st.epoch;
         let d = st.devs[dev]
             .as_mut()

@@ -33,6 +33,14 @@ struct Sl {
 /// The bars for phase `phase` (an arm's name) of trace `doc`. Err: not a trace this tool
 /// wrote (no stage tracks, a malformed event), naming what is missing.
 pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
+    // The bars are about decode steps, one position per step: the prime and verify arms
+    // walk the same positions again (every repeat, chunk size and round), so their slices
+    // of one (stage, step) span several walks and the overlap bar would pass on that alone.
+    if phase == "prime" || phase == "verify" {
+        return Err(format!(
+            "phase {phase}: its steps repeat positions across walks; the bars are checked on eager, pipelined or batched"
+        ));
+    }
     let ev = doc
         .get("traceEvents")
         .and_then(Value::as_array)
@@ -292,5 +300,19 @@ mod tests {
         assert!(e.contains("no runtime/stage0..N tracks"), "{e}");
         let e = check(&doc(2), "batched").unwrap_err();
         assert!(e.contains("phase \"batched\" has no step"), "{e}");
+    }
+
+    /// Prime and verify walk the same positions again (repeats, chunk sizes, rounds): their
+    /// slices of one (stage, step) span several walks, so the bars are refused there rather
+    /// than passed on that overlap alone.
+    #[test]
+    fn prime_and_verify_phases_are_refused_naming_why() {
+        for ph in ["prime", "verify"] {
+            let e = check(&doc(4), ph).unwrap_err();
+            assert!(
+                e.contains(&format!("phase {ph}: its steps repeat positions")),
+                "{e}"
+            );
+        }
     }
 }

@@ -460,8 +460,8 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     if (XS && a.norm) {
         // Only a staged launch normalizes (stage_rows lays out the others, with the same
         // expressions): sumsq256 over the global row (the whole block, row by row), then
-        // crate::math::rms_norm's inv = 1 / sqrt(ss / n + eps). `inv` is written by every
-        // thread with the same bits (no race on the value; the barrier orders it).
+        // crate::math::rms_norm's inv = 1 / sqrt(ss / n + eps), written by thread 0 (every
+        // thread holds the same ss) and published to the block by the barrier below.
         for (int r = 0; r < RT; r++) {
             float ss = sumsq256(X + (size_t)r * n, n, red);
             if (threadIdx.x == 0) inv[r] = 1.0f / sqrtf(ss / (float)n + a.eps);
