@@ -31,24 +31,10 @@ SUM="$OUT/summary.txt"
 LOG="$OUT/log.txt"
 : >"$SUM"
 : >"$LOG"
-FAILS=0
-row() { printf '%-16s %-6s %s\n' "$1" "$2" "$3" >>"$SUM"; [ "$2" = FAIL ] && FAILS=$((FAILS + 1)); return 0; }
-NCCL_DIR=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}
+ROW_W=16
+source "$(dirname "$0")/nccl-lib.sh"
 echo "libnccl directory: ${NCCL_DIR:-none found (set NCCL_LIB)}" | tee -a "$LOG"
 nvidia-smi -L >>"$LOG" 2>&1
-
-# go NAME TIMEOUT CMD...: runs CMD with a timeout, logs it; sets RC and TXT (last lines).
-go() {
-    local name=$1 t=$2
-    shift 2
-    echo "=== $name: $*" >>"$LOG"
-    timeout "$t" "$@" >"$WORK/$name.out" 2>&1
-    RC=$?
-    cat "$WORK/$name.out" >>"$LOG"
-    # The verdicts (arm PASS/FAIL) when the command printed any, else its last lines.
-    TXT=$(awk '/^(eager|pipelined|batched|placement) +(PASS|FAIL)/ {printf "%s %s, ", $1, $2}' "$WORK/$name.out")
-    [ -n "$TXT" ] || TXT=$(grep -v '^ppn-gate launch: rank' "$WORK/$name.out" | tail -n 3 | tr '\n' ' ' | cut -c1-150)
-}
 
 if [ -n "$NCCL_DIR" ]; then
     go nccl-load 60 "$BIN" nccl-check --nccl-lib "$NCCL_DIR"

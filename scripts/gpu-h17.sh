@@ -34,28 +34,16 @@ if [ "$NGPU" -lt 2 ]; then
 fi
 WORK=$(mktemp -d /tmp/gpu-h17.XXXX)
 mkdir -p "$WORK/r"
-NCCL_DIR=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}
+ROW_W=22
+source "$(dirname "$0")/nccl-lib.sh"
 if [ -z "$NCCL_DIR" ]; then
     echo "gpu-h17.sh: no libnccl: pip install nvidia-nccl-cu13, or set NCCL_LIB to its lib directory" | tee "$SUM" >&2
     exit 2
 fi
 echo "libnccl directory: $NCCL_DIR" | tee -a "$SUM"
 nvidia-smi -L >>"$SUM" 2>&1
-FAILS=0
-row() { printf '%-22s %-6s %s\n' "$1" "$2" "$3" >>"$SUM"; [ "$2" = FAIL ] && FAILS=$((FAILS + 1)); return 0; }
 NC=(--backend cuda --stages 2 --devices 0,1 --transport nccl --nccl-lib "$NCCL_DIR" -q)
 
-# go NAME TIMEOUT CMD...: RC and TXT (the verdicts, else the last lines).
-go() {
-    local name=$1 t=$2
-    shift 2
-    echo "=== $name: $*" >>"$LOG"
-    timeout "$t" "$@" >"$WORK/$name.out" 2>&1
-    RC=$?
-    cat "$WORK/$name.out" >>"$LOG"
-    TXT=$(awk '/^(eager|pipelined|batched|placement) +(PASS|FAIL)/ {printf "%s %s, ", $1, $2}' "$WORK/$name.out")
-    [ -n "$TXT" ] || TXT=$(grep -v '^ppn-gate launch: rank' "$WORK/$name.out" | tail -n 3 | tr '\n' ' ' | cut -c1-150)
-}
 
 go nccl-check 60 "$BIN" nccl-check --nccl-lib "$NCCL_DIR" --device 1
 [ $RC = 0 ] && row nccl-check ok "$TXT" || row nccl-check FAIL "exit $RC: $TXT"

@@ -196,8 +196,13 @@ fn faults_open_across_the_process_boundary() {
         assert_eq!(o.status.code(), Some(1), "{fault}: {t}");
         assert!(t.contains(&format!("{arms:<10} FAIL")), "{fault}: {t}");
     }
-    // slot-first-use opens at a boundary inside a member (stages 0 and 1 on rank 0).
-    let mut args = vec!["--procs", "2", "--stages", "3", "--ranks", "0,0,1"];
+    // slot-first-use opens at a boundary inside a member (stages 0 and 1 on rank 0), where
+    // the slot's first use lands while the RX stage is busy: stage 1 holds 6 of the 8
+    // layers (as tests/gate.rs's --splits 1 placement; an even split let it close under
+    // load once in a full test run).
+    let mut args = vec![
+        "--procs", "2", "--stages", "3", "--splits", "1,7", "--ranks", "0,0,1",
+    ];
     args.extend([
         "--transport",
         "ipc",
@@ -464,18 +469,7 @@ fn a_missing_libnccl_says_where_it_comes_from() {
         t.contains("nvidia-nccl-cu13") && t.contains("--nccl-lib"),
         "{t}"
     );
-    let o = run(&[
-        "--procs",
-        "2",
-        "--stages",
-        "2",
-        "--transport",
-        "ipc",
-        "--backend",
-        "cpu",
-        "--nccl-lib",
-        "x",
-    ]);
+    let o = run(&[&TWO[..], &["--nccl-lib", "x"]].concat());
     assert_eq!(o.status.code(), Some(2));
     assert!(
         text(&o).contains("only --transport nccl loads NCCL"),
@@ -586,18 +580,7 @@ fn a_member_that_hangs_mid_walk_is_named_by_its_neighbours() {
 fn prime_and_verify_are_refused_across_processes_naming_the_arm() {
     for arm in ["prime", "verify"] {
         let arms = format!("eager,{arm}");
-        let o = run(&[
-            "--procs",
-            "2",
-            "--stages",
-            "2",
-            "--transport",
-            "ipc",
-            "--backend",
-            "cpu",
-            "--arms",
-            &arms,
-        ]);
+        let o = run(&[&TWO[..], &["--arms", &arms]].concat());
         let t = text(&o);
         assert_eq!(o.status.code(), Some(2), "{t}");
         assert!(

@@ -624,15 +624,21 @@ fn prime_plan(spec: &GateSpec) -> Vec<PrimeStep> {
     plan
 }
 
+/// Arms that read every walked position's logits (prime, verify) run only where the last
+/// stage's are: a multi-process member without it would index an empty readback.
+fn needs_logits<B: Backend>(rt: &Runtime<B>, arm: &str) -> Result<(), GateError> {
+    if rt.has_output() {
+        Ok(())
+    } else {
+        Err(GateError::Spec(format!(
+            "the {arm} arm needs the last stage's logits in this process"
+        )))
+    }
+}
+
 /// The prime arm: every position's logits of every prime equal the one-row reference's.
 fn prime<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
-    // It reads every walked position's logits: only a runtime holding the last stage has
-    // them (a multi-process member without it would index an empty readback).
-    if !rt.has_output() {
-        return Err(GateError::Spec(
-            "the prime arm needs the last stage's logits in this process".to_string(),
-        ));
-    }
+    needs_logits(rt, "prime")?;
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let refs = std::slice::from_ref(r0);
@@ -691,13 +697,7 @@ fn greedy(l: &[f32]) -> u32 {
 /// from the first rejected position. The accepted positions' logits must be the
 /// reference's, and each round's acceptance what the reference's greedy choices imply.
 fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
-    // It reads every walked position's logits: only a runtime holding the last stage has
-    // them (a multi-process member without it would index an empty readback).
-    if !rt.has_output() {
-        return Err(GateError::Spec(
-            "the verify arm needs the last stage's logits in this process".to_string(),
-        ));
-    }
+    needs_logits(rt, "verify")?;
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let (p, steps, k) = (spec.prime_len(), spec.steps(), spec.draft);

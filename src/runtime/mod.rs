@@ -84,6 +84,29 @@ fn at<T>(r: Result<T, BackendError>, ctx: impl FnOnce() -> String) -> RResult<T>
     r.map_err(|err| RtError::Backend { ctx: ctx(), err })
 }
 
+/// A step's logits (`rows` rows of the output slot `buf`) downloaded on `s` (a traced
+/// readback piece). A process without the last stage (`buf` None) reads nothing: the host
+/// still waits for `s`, so its steps in flight stay bounded as the last stage's are.
+fn read_logits<B: Backend>(
+    rt: &Runtime<B>,
+    s: &B::Stream,
+    buf: Option<&B::Buf>,
+    rows: usize,
+    c: impl Fn() -> String,
+) -> RResult<Vec<f32>> {
+    let be = &*rt.be;
+    be.trace_begin(s, Piece::Readback);
+    let v = match buf {
+        Some(buf) => at(be.download(s, buf, 0, rows * rt.model.cfg.vocab), &c)?,
+        None => {
+            at(be.synchronize(s), &c)?;
+            Vec::new()
+        }
+    };
+    be.trace_end(s);
+    Ok(v)
+}
+
 #[derive(Clone, Debug)]
 pub struct RuntimeConfig {
     pub placement: Placement,
@@ -195,6 +218,8 @@ struct WalkState<B: Backend> {
     /// later op on the stage's stream is enqueued with, so stream order alone orders a
     /// rollback (`Walk::truncate`) after the stage's earlier steps and before its next.
     lens: Vec<Vec<usize>>,
+    /// A stage's rows of the step being issued (reused: no allocation per step).
+    rows_at: Vec<RowAt>,
     /// Buffers replaced by a slot's growth. Queued copies on the TX or RX stream may still
     /// touch them, so they are released only after a barrier (walk end), never at the
     /// replacement: a device free would be ordered on one stream only.
@@ -436,6 +461,7 @@ impl<B: Backend> Runtime<B> {
                 outputs,
                 step: 0,
                 lens,
+                rows_at: Vec::new(),
                 retired: Vec::new(),
             }),
         };
@@ -642,27 +668,22 @@ impl<'a, B: Backend> Walk<'a, B> {
                 rt.cfg.ctx
             )));
         }
-        // Every stage's rows: the slots its cache lengths give (checked before anything is
-        // enqueued, so a full cache is an error naming the stage, never a partial step).
-        let mut placed: Vec<Vec<RowAt>> = Vec::with_capacity(n);
-        for s in 0..n {
-            let at_rows: Vec<RowAt> = (0..rows)
-                .map(|r| {
-                    let (seq, k) = chunk_seq.map_or((r, 0), |q| (q, r));
-                    RowAt {
-                        pos: pos[r],
-                        seq,
-                        slot: self.st.lens[s][seq] + k,
-                    }
-                })
-                .collect();
-            if let Some(a) = at_rows.iter().find(|a| a.slot >= rt.cfg.ctx) {
-                return Err(RtError::Misuse(format!(
-                    "step {t}: stage {s} sequence {} cache slot {} beyond context {}",
-                    a.seq, a.slot, rt.cfg.ctx
-                )));
+        // Row r's sequence and its offset from that sequence's cache length; a row's slot on
+        // stage s is lens[s][seq] + offset.
+        let seq_of = |r: usize| chunk_seq.map_or((r, 0), |q| (q, r));
+        // This process's stages' slots, checked before anything is enqueued, so a full cache
+        // is an error naming the stage, never a partial step.
+        for s in rt.lo..rt.hi {
+            for r in 0..rows {
+                let (seq, k) = seq_of(r);
+                let slot = self.st.lens[s][seq] + k;
+                if slot >= rt.cfg.ctx {
+                    return Err(RtError::Misuse(format!(
+                        "step {t}: stage {s} sequence {seq} cache slot {slot} beyond context {}",
+                        rt.cfg.ctx
+                    )));
+                }
             }
-            placed.push(at_rows);
         }
         // Multi-row steps of one sequence store every row's key/value before any row reads
         // the cache (`KvOrder::StoreFirst`); `--fault chunk-kv-order` fuses them.
@@ -678,12 +699,6 @@ impl<'a, B: Backend> Walk<'a, B> {
                 "step {t}: output slot {j} still holds unread step {u} (more than {} steps in flight)",
                 self.st.outputs.len()
             )));
-        }
-        for (s, at_rows) in placed.iter().enumerate() {
-            for a in at_rows {
-                let l = &mut self.st.lens[s][a.seq];
-                *l = (*l).max(a.slot + 1);
-            }
         }
         self.st.step += 1;
         // Tracing only: everything this call enqueues is this decode step's work. The trace
@@ -719,8 +734,26 @@ impl<'a, B: Backend> Walk<'a, B> {
             at(be.record(&inp.ready, &rt.caller), c)?;
         }
 
-        for (s, rows_at) in placed.iter().enumerate().take(hi).skip(lo) {
+        // Taken out of the state for the loop (rx/tx borrow the walk), put back after it.
+        let mut rows_at = std::mem::take(&mut self.st.rows_at);
+        for s in lo..hi {
             let stg = rt.stage(s);
+            // The stage's rows at the slots its cache lengths give, then the lengths grown
+            // past them (host bookkeeping; the stage's ops below carry the slots).
+            rows_at.clear();
+            rows_at.extend((0..rows).map(|r| {
+                let (seq, k) = seq_of(r);
+                RowAt {
+                    pos: pos[r],
+                    seq,
+                    slot: self.st.lens[s][seq] + k,
+                }
+            }));
+            for a in &rows_at {
+                let l = &mut self.st.lens[s][a.seq];
+                *l = (*l).max(a.slot + 1);
+            }
+            let rows_at = &rows_at[..];
             let eng = rt.engine(s);
             // Error context, formatted only on the error path (this runs every step).
             let c = |what: &'static str| {
@@ -789,6 +822,7 @@ impl<'a, B: Backend> Walk<'a, B> {
             }
             at(be.record(&stg.exit, &stg.stream), c("exit record"))?;
         }
+        self.st.rows_at = rows_at;
         let out = &mut self.st.outputs[j];
         out.unread = Some(t);
         Ok(Pending {
@@ -968,20 +1002,7 @@ impl<'a, B: Backend> Walk<'a, B> {
             }
         }
         let out = &mut self.st.outputs[p.slot];
-        be.trace_begin(&rt.caller, Piece::Readback);
-        let v = match &out.buf {
-            Some(buf) => at(
-                be.download(&rt.caller, buf, 0, p.rows * rt.model.cfg.vocab),
-                c,
-            )?,
-            // A process without the last stage: the host still waits for its stages (eager
-            // is one step at a time everywhere), and reads nothing.
-            None => {
-                at(be.synchronize(&rt.caller), c)?;
-                Vec::new()
-            }
-        };
-        be.trace_end(&rt.caller);
+        let v = read_logits(rt, &rt.caller, out.buf.as_ref(), p.rows, c)?;
         at(be.record(&out.read_caller, &rt.caller), c)?;
         out.unread = None;
         Ok(v)
@@ -1000,18 +1021,7 @@ impl<'a, B: Backend> Walk<'a, B> {
         if !rt.has(Fault::NoExitPublish) {
             at(be.wait(&rt.readback, &out.done), c)?;
         }
-        be.trace_begin(&rt.readback, Piece::Readback);
-        let v = match &out.buf {
-            Some(buf) => at(
-                be.download(&rt.readback, buf, 0, p.rows * rt.model.cfg.vocab),
-                c,
-            )?,
-            None => {
-                at(be.synchronize(&rt.readback), c)?;
-                Vec::new()
-            }
-        };
-        be.trace_end(&rt.readback);
+        let v = read_logits(rt, &rt.readback, out.buf.as_ref(), p.rows, c)?;
         at(be.record(&out.read_rb, &rt.readback), c)?;
         out.unread = None;
         Ok(v)
