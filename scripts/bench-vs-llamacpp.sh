@@ -36,6 +36,9 @@
 #            the 10-minute call): every step runs under the time left, a row that no longer
 #            fits is skipped with "out of time", and the build is stopped if still running
 #   PPN_FLAGS  extra flags for every `ppn-gate bench` (e.g. --no-cache)
+#   PREFILL_ROWS rows that also get a prefill512 row (default: llama8b-l8-q4_k smollm2-q4_1;
+#            empty: none): `ppn-gate bench --arms prime --chunk 512 --prompt-len 512`, one
+#            stage, beside `llama-bench -p 512 -n 0` (pp512) on the same file (issue 13)
 #   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
 #            row names on small synthetic shapes (the real models as they are), short runs;
 #            writes OUT only, never receipts/bench (that file holds GPU figures only)
@@ -175,6 +178,18 @@ if [ "$PIPE2" = 1 ] && [ -n "${FILE[llama8b-l32-q4_k_m]:-}" ]; then
         log "pipelined 2-GPU bench failed (exit $?, see log.txt)"
 fi
 
+PREFILL_ROWS=${PREFILL_ROWS-llama8b-l8-q4_k smollm2-q4_1}
+PP_N=512
+[ "$DRY" = 1 ] && PP_N=64
+for row in $PREFILL_ROWS; do
+    f=${FILE[$row]:-}
+    [ -n "$f" ] || continue
+    log "ppn-gate bench $row prefill $PP_N"
+    within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms prime --chunk "$PP_N" \
+        --prompt-len "$PP_N" --steps 16 ${PPN_FLAGS:-} --receipt "$WORK/raw/$row.pp.json" >>"$LOG" 2>&1 ||
+        log "$row: ppn-gate prefill bench failed (exit $?, see log.txt)"
+done
+
 # ---- 3. llama.cpp on the same files ---------------------------------------------------
 if [ -n "$BUILD_PID" ]; then
     log "waiting for the llama.cpp build"
@@ -208,6 +223,12 @@ for row in $ROWS; do
     within 10 "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
         --output-format jsonl >"$WORK/raw/$row.bb.txt" 2>"$WORK/raw/$row.bb.err" ||
         log "$row: llama-batched-bench failed (raw/$row.bb.err)"
+    if [ -f "$WORK/raw/$row.pp.json" ]; then
+        log "llama-bench $row pp$PP_N"
+        within 10 "$LB/llama-bench" -m "$f" -ngl "$NGL" -p "$PP_N" -n 0 -r "$TG_R" -o json \
+            >"$WORK/raw/$row.lbpp.json" 2>>"$WORK/raw/$row.lb.err" ||
+            log "$row: llama-bench pp failed (raw/$row.lb.err)"
+    fi
 done
 
 # ---- 4. the comparison ----------------------------------------------------------------
@@ -218,7 +239,7 @@ else
 fi
 DEST="$OUT/vs-llamacpp.json"
 ROWS="$ROWS" RAW="$WORK/raw" DEST="$DEST" MACHINE="$MACHINE" DRY="$DRY" TG_N="$TG_N" \
-    TG_R="$TG_R" NGL="$NGL" BB_NTG="$BB_NTG" STEPS="$STEPS" COMMIT="${COMMIT:-}" \
+    TG_R="$TG_R" NGL="$NGL" BB_NTG="$BB_NTG" STEPS="$STEPS" COMMIT="${COMMIT:-}" PP_N="$PP_N" \
     python3 - <<'PY' | tee "$OUT/summary.txt"
 import json, os, datetime
 
@@ -235,16 +256,19 @@ def read(path):
         return None
 
 
-def llama_bench_tg(text):
-    """avg_ts of the tg test (n_prompt 0, n_gen tg_n) in llama-bench's -o json array."""
+def llama_bench_ts(text, n_prompt, n_gen):
+    """avg_ts of the (n_prompt, n_gen) test in llama-bench's -o json array."""
     try:
         tests = json.loads(text)
     except (TypeError, ValueError):
         return None
     for t in tests:
-        if t.get("n_prompt") == 0 and t.get("n_gen") == tg_n:
+        if t.get("n_prompt") == n_prompt and t.get("n_gen") == n_gen:
             return float(t["avg_ts"])
     return None
+
+
+pp_n = int(os.environ["PP_N"])
 
 
 def batched_bench_tg(text, pl):
@@ -276,7 +300,7 @@ for name in rows_wanted:
     lcskip = read(f"{raw}/{name}.lcskip")
     if lcskip:
         skipped.append({"model": name, "reason": "llama.cpp: " + lcskip.strip()})
-    lb = llama_bench_tg(read(f"{raw}/{name}.lb.json"))
+    lb = llama_bench_ts(read(f"{raw}/{name}.lb.json"), 0, tg_n)
     # Its results are on stdout (.bb.txt), its log on stderr (.bb.err): kept apart so that no
     # log line can split a result line.
     bb8 = batched_bench_tg(read(f"{raw}/{name}.bb.txt"), 8)
@@ -298,6 +322,20 @@ for name in rows_wanted:
         }
         row.update(extra)
         rows.append(row)
+    pp_text = read(f"{raw}/{name}.pp.json")
+    if pp_text:
+        pp = json.loads(pp_text)
+        mine = next((r["one_stage_tok_s"] for r in pp.get("prefill", []) if r["chunk"] == pp_n), None)
+        theirs = llama_bench_ts(read(f"{raw}/{name}.lbpp.json"), pp_n, 0)
+        rows.append({
+            "model": name,
+            "weight_bytes": pp["model"]["weight_bytes"],
+            "path": f"prefill{pp_n}",
+            "ppn_tok_s": mine,
+            "llamacpp_tok_s": theirs,
+            "ratio": (mine / theirs) if mine and theirs else None,
+            "floor_tok_s": None,
+        })
     pipe_text = read(f"{raw}/{name}.pipe2.json")
     if pipe_text:
         p2 = json.loads(pipe_text)
@@ -330,6 +368,9 @@ out = {
                           " -o json (avg_ts)",
         "llamacpp_batched8": f"llama-batched-bench -m FILE -ngl {ngl} -c 4096 -npp 16 -ntg {bb_ntg}"
                              " -npl 1,8 --output-format jsonl (speed_tg at pl 8)",
+        "ppn_prefill": f"ppn-gate bench --model FILE --stages 1 --arms prime --chunk {pp_n}"
+                       f" --prompt-len {pp_n} (one_stage_tok_s)",
+        "llamacpp_prefill": f"llama-bench -m FILE -ngl {ngl} -p {pp_n} -n 0 -o json (avg_ts)",
         "floor": "device bandwidth measured by ppn-gate bench in the same run / weight_bytes",
     },
     "rows": rows,

@@ -17,6 +17,9 @@
 #           equals the one-row reference's)
 #   bench   prefill tok/s of the prime arm at C = 64, 128, 512 (512-token prompt), one stage
 #           and N=2, on `synth --preset llama8b --layers 8 --quant q4_k`
+# GPUS=2 (environment): the gates, faults and soak place their stages over devices 0 and 1
+# (first half of the stages on 0, the rest on 1; N=1 stays on 0), so every boundary in the
+# middle crosses between the GPUs; default 1 (every stage on device 0).
 # SECTIONS (environment): the sections to run, default all ("gates faults soak fp bench");
 # they run in the order above whatever the order given.
 # OUT gets at most 4 files: summary.txt (the table, printed last too), log.txt,
@@ -41,6 +44,16 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 |
 T0=$(date +%s)
 SECTIONS=${SECTIONS:-gates faults soak fp bench}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+GPUS=${GPUS:-1}
+# devs N: the --devices list of an N-stage gate (GPUS=2: first half on 0, the rest on 1).
+devs() {
+    local n=$1 i l=
+    for ((i = 0; i < n; i++)); do
+        if [ "$GPUS" = 2 ] && [ $((2 * i)) -ge "$n" ] && [ "$n" -gt 1 ]; then l+=1; else l+=0; fi
+        [ $i -lt $((n - 1)) ] && l+=,
+    done
+    echo "$l"
+}
 
 # gate NAME ARGS...: one gate, receipt in $WORK/r/NAME.json; the row is its exit code and
 # verdict lines.
@@ -62,7 +75,7 @@ want gates && for mdl in smol gemma; do
     f=$SMOL
     [ $mdl = gemma ] && f=$GEMMA
     for n in 1 2 4 8; do
-        gate "gate-$mdl-n$n" --model "$f" --stages $n --arms prime,verify --prompt-len 23 --gen-len 16
+        gate "gate-$mdl-n$n" --model "$f" --stages $n --devices "$(devs $n)" --arms prime,verify --prompt-len 23 --gen-len 16
     done
 done
 
@@ -70,7 +83,7 @@ done
 want faults && for spec in "no-rollback|--arms verify" "chunk-kv-order|--arms prime --chunk 64 --prompt-len 64 --gen-len 4 --repeat 2"; do
     fault=${spec%%|*}
     args=${spec#*|}
-    timeout 150 "$BIN" soak --runs 5 --backend "$BACKEND" --model "$SMOL" --stages 2 $args --fault "$fault" \
+    timeout 150 "$BIN" soak --runs 5 --backend "$BACKEND" --model "$SMOL" --stages 2 --devices "$(devs 2)" $args --fault "$fault" \
         --out "$WORK/r/fault-$fault" >"$WORK/fault-$fault.out" 2>&1
     rc=$?
     cat "$WORK/fault-$fault.out" >>"$LOG"
@@ -79,7 +92,7 @@ want faults && for spec in "no-rollback|--arms verify" "chunk-kv-order|--arms pr
 done
 
 # 3. soak x20, --arms prime --repeat 5
-want soak && timeout 200 "$BIN" soak --runs 20 --backend "$BACKEND" --model "$SMOL" --stages 4 --arms prime --repeat 5 \
+want soak && timeout 200 "$BIN" soak --runs 20 --backend "$BACKEND" --model "$SMOL" --stages 4 --devices "$(devs 4)" --arms prime --repeat 5 \
     --prompt-len 23 --gen-len 16 --out "$WORK/r/soak-prime" >"$WORK/soak.out" 2>&1
 rc=$?
 want soak && cat "$WORK/soak.out" >>"$LOG" &&

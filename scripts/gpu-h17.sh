@@ -11,7 +11,7 @@
 #   same-bits   its arms' logits hashes equal the one-process gate's on the same devices
 #   soak        soak --runs 20 --procs 2 ... --arms pipelined: 20/20 PASS
 #   speed       --gen-len 256 --arms eager,pipelined: eager ms / pipelined ms >= 1.5
-#   faults      rx-no-wait (eager), no-exit-publish (eager), no-war-guard and single-slot
+#   faults      rx-no-wait (eager and pipelined, --jitter-us 200), no-exit-publish (eager), no-war-guard and single-slot
 #               (pipelined, --splits 1 so the receiver lags, --window 4 --jitter-us 200):
 #               each must FAIL (exit 1)
 #   kill        rank 1 killed 3 s into a long gate: launch exit 2 within 30 s naming it
@@ -75,7 +75,7 @@ PY
     else
         row "$tag speed" FAIL "exit $RC: $TXT"
     fi
-    for f in "rx-no-wait:eager:" "no-exit-publish:eager:" "no-war-guard:pipelined:--splits 1 --window 4 --jitter-us 200" "single-slot:pipelined:--splits 1 --window 4 --jitter-us 200"; do
+    for f in "rx-no-wait:eager,pipelined:--jitter-us 200" "no-exit-publish:eager:" "no-war-guard:pipelined:--splits 1 --window 4 --jitter-us 200" "single-slot:pipelined:--splits 1 --window 4 --jitter-us 200"; do
         IFS=: read -r fault arms extra <<<"$f"
         # shellcheck disable=SC2086
         go "$tag-$fault" 300 "$BIN" launch --procs 2 --model "$file" "${NC[@]}" --fault "$fault" --arms "$arms" $extra --receipt "$R-$fault.json"
