@@ -32,6 +32,41 @@
 // for gemma3's 256-wide heads at 128 positions); 32 cuts the chain by 4 and changes no sum's
 // order (each thread still adds in element, then position, order).
 #define ATT_DEPTH 32
+// The output loop keeps twice as many V loads in flight: a head of 256 (one thread group) at
+// 128 positions is 4 round trips at 32, 2 at 64. Same adds in the same order.
+#define ATT_VDEPTH 64
+
+// Scores of the common head widths (hd = 8 * PER): each 8-lane group loads P positions' k
+// rows (P * PER = 64 values per lane) in one round trip, then forms each position's dot
+// exactly as the generic loop below does (lane l adds elements l, l + 8, ... in order, then
+// tree8, then * scale). Why: at a few hundred positions the generic loop is one L2 round
+// trip per 32 positions; this is one per 32 * P (256 at hd 64, 128 at hd 128, 64 at hd 256).
+// Which positions share a trip changes no position's arithmetic.
+template <int PER, int P>
+__device__ __forceinline__ void att_scores(const float* qs, const float* ks, const float* Kr,
+                                           int kvd, int n_pos, float scale, float* sc) {
+    const int l = threadIdx.x & 7, g = threadIdx.x >> 3, n_groups = blockDim.x >> 3;
+    const int last = n_pos - 1;
+    for (int t0 = 0; t0 < n_pos; t0 += n_groups * P) {
+        float kv[P][PER];
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const int t = t0 + j * n_groups + g;
+            const float* kt = t == last ? ks : Kr + (size_t)t * kvd;
+#pragma unroll
+            for (int u = 0; u < PER; u++) kv[j][u] = t < n_pos ? kt[l + 8 * u] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < P; j++) {
+            const int t = t0 + j * n_groups + g;
+            float acc = 0.0f;
+#pragma unroll
+            for (int u = 0; u < PER; u++) acc = acc + qs[l + 8 * u] * kv[j][u];
+            acc = tree8(acc);  // full warp: every lane runs every j
+            if (t < n_pos && l == 0) sc[t] = acc * scale;
+        }
+    }
+}
 
 extern "C" __global__ void attention(const float* q, const float* k, const float* v,
                                      const float* bq, const float* bk, const float* bv,
@@ -123,7 +158,10 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
     int last = n_pos - 1;  // window index of position p: read from shared memory
 
     // Scores: 8 threads per position; loop bounds uniform so the shuffles are full-warp.
-    for (int t0 = 0; t0 < n_pos; t0 += n_groups) {
+    if (blockDim.x == 256 && hd == 64) att_scores<8, 8>(qs, ks, Kr, kvd, n_pos, scale, sc);
+    else if (blockDim.x == 256 && hd == 128) att_scores<16, 4>(qs, ks, Kr, kvd, n_pos, scale, sc);
+    else if (blockDim.x == 256 && hd == 256) att_scores<32, 2>(qs, ks, Kr, kvd, n_pos, scale, sc);
+    else for (int t0 = 0; t0 < n_pos; t0 += n_groups) {
         int t = t0 + g;
         float acc = 0.0f;
         if (t < n_pos) {
@@ -178,14 +216,14 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         float o = 0.0f;
         if (d < hd && g < G) {
             int t1 = (g + 1) * chunk < last ? (g + 1) * chunk : last;
-            // ATT_DEPTH cached V values in flight per trip, then the adds in position order.
-            for (int t0 = g * chunk; t0 < t1; t0 += ATT_DEPTH) {
-                float vv[ATT_DEPTH];
+            // ATT_VDEPTH cached V values in flight per trip, then the adds in position order.
+            for (int t0 = g * chunk; t0 < t1; t0 += ATT_VDEPTH) {
+                float vv[ATT_VDEPTH];
 #pragma unroll
-                for (int u = 0; u < ATT_DEPTH; u++)
+                for (int u = 0; u < ATT_VDEPTH; u++)
                     vv[u] = t0 + u < t1 ? Vr[(size_t)(t0 + u) * kvd + d] : 0.0f;
 #pragma unroll
-                for (int u = 0; u < ATT_DEPTH; u++)
+                for (int u = 0; u < ATT_VDEPTH; u++)
                     if (t0 + u < t1) o = o + (sc[t0 + u] * inv) * vv[u];
             }
             part[g * hd + d - d0] = o;
