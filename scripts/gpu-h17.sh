@@ -50,7 +50,7 @@ go nccl-check 60 "$BIN" nccl-check --nccl-lib "$NCCL_DIR" --device 1
 
 H17_MODELS=${H17_MODELS:-smol gemma}
 H17_SOAK_RUNS=${H17_SOAK_RUNS:-20}
-for m in "smol:$MD/SmolLM2-135M-Instruct.Q4_1.gguf" "gemma:$MD/gemma-3-270m-q4_k_m.gguf"; do
+for m in "gemma:$MD/gemma-3-270m-q4_k_m.gguf" "smol:$MD/SmolLM2-135M-Instruct.Q4_1.gguf"; do
     IFS=: read -r tag file <<<"$m"
     [[ " $H17_MODELS " == *" $tag "* ]] || continue
     if [ ! -f "$file" ]; then row "$tag" FAIL "missing $file"; continue; fi
