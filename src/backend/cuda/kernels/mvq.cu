@@ -415,6 +415,72 @@ __device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int grou
     return grp < groups;
 }
 
+// The staged prologue of rows up to 4096 wide (n4 = n / 4 <= 1024 float4s, so each of the
+// 256 threads holds at most 4 of a row): every load of the tile issues at once, then per row
+// the exact sumsq256 of those values (thread t: float4s t + 256k in k order, x y z w each;
+// tree32 per warp; the 8 warp sums ((w0 + w1) + (w2 + w3)) + ((w4 + w5) + (w6 + w7))), inv =
+// 1 / sqrt(ss / n + eps) as the general path, and each thread stores its own float4s
+// (x * inv) * g into the swizzled tile. The values, adds and trees are sumsq256's and the
+// general path's, so the bits are; only when the loads issue changes. `red` holds 8 * RT.
+template <int RT>
+__device__ __forceinline__ void mvq_stage_fast(const MvArgs& a, const float* X, int n, float* smem,
+                                               float* red, float* inv) {
+    const int n4 = n >> 2, t = threadIdx.x;
+    float4 q[RT][4];
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+#pragma unroll
+        for (int b = 0; b < RT; b++)
+            if (t + 256 * k < n4) q[b][k] = ((const float4*)(X + (size_t)b * n))[t + 256 * k];
+    if (a.norm) {
+        float4 g[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (t + 256 * k < n4) g[k] = ((const float4*)a.norm)[t + 256 * k];
+#pragma unroll
+        for (int b = 0; b < RT; b++) {
+            float acc = 0.0f;
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (t + 256 * k < n4) {
+                    acc = acc + q[b][k].x * q[b][k].x;
+                    acc = acc + q[b][k].y * q[b][k].y;
+                    acc = acc + q[b][k].z * q[b][k].z;
+                    acc = acc + q[b][k].w * q[b][k].w;
+                }
+            acc = tree32(acc);
+            if ((t & 31) == 0) red[8 * b + (t >> 5)] = acc;
+        }
+        __syncthreads();
+        if (t < RT) {
+            const float* w = red + 8 * t;
+            float ss = ((w[0] + w[1]) + (w[2] + w[3])) + ((w[4] + w[5]) + (w[6] + w[7]));
+            inv[t] = 1.0f / sqrtf(ss / (float)n + a.eps);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int b = 0; b < RT; b++) {
+            const float iv = inv[b];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+                if (t + 256 * k < n4) {
+                    float4 x = q[b][k];
+                    x.x = (x.x * iv) * g[k].x;
+                    x.y = (x.y * iv) * g[k].y;
+                    x.z = (x.z * iv) * g[k].z;
+                    x.w = (x.w * iv) * g[k].w;
+                    q[b][k] = x;
+                }
+        }
+    }
+#pragma unroll
+    for (int b = 0; b < RT; b++)
+#pragma unroll
+        for (int k = 0; k < 4; k++)
+            if (t + 256 * k < n4) ((float4*)smem)[b * n4 + swz(t + 256 * k)] = q[b][k];
+    __syncthreads();
+}
+
 // Grid (blocks, rows / RT), block 32 * MV_WARPS, dynamic shared memory: the staged x tile
 // (stage_x: RT * n floats, normalized, swizzled) then, for a format with offsets, the run
 // sums (RT * n / 16 floats). Warp w of the launch takes groups w, w + all warps, ...; group
@@ -457,7 +523,20 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     const float* X = a.x + (size_t)r0 * n;
     float* xsum = smem + (XS ? RT * n : 0);
     float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
-    if (XS && a.norm) {
+    // The four-rows-per-warp kernels (tiles of 5..8 rows, up to 255 registers) of rows up to
+    // 4096 wide take the one-trip prologue: smaller tiles walk few trips anyway, and their
+    // 80..128-register kernels would spill the held float4s (cuobjdump: 200+ bytes of stack).
+    const bool fast = XS && NW == 4 && RT >= 4 && n <= 4096;
+    if (fast) {
+        // The whole tile in one round trip (rows up to 4096 wide: 4 float4s of each row per
+        // thread): thread t loads float4s t, t + 256, t + 512, t + 768 of every row at once,
+        // forms each row's sumsq256 from them (same loads, same adds in the same order, same
+        // trees: same bits), and stores its own float4s normalized. Why: the general path
+        // below walks the rows one at a time, one L2 round trip each for the norm and one per
+        // 1024 float4s for the tile, ~16 dependent trips (~10 us) for an 8-row tile before
+        // any weight is multiplied.
+        if (NW == 4 && RT >= 4) mvq_stage_fast<RT>(a, X, n, smem, red, inv);
+    } else if (XS && a.norm) {
         // Only a staged launch normalizes (stage_rows lays out the others, with the same
         // expressions): sumsq256 over the global row (the whole block, row by row), then
         // crate::math::rms_norm's inv = 1 / sqrt(ss / n + eps), written by thread 0 (every
@@ -468,7 +547,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         }
         __syncthreads();
     }
-    if (XS) {
+    if (XS && !fast) {
         // The tile into shared memory, float4 by float4 (normalized on the way), swizzled.
         const int n4 = n >> 2;
         for (int i0 = threadIdx.x; i0 < RT * n4; i0 += 4 * blockDim.x) {
@@ -539,7 +618,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
 template <int FMT, int RT, int NW>
 __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stage_x) {
     extern __shared__ float4 mvq_smem4[];
-    __shared__ float red[8];  // sumsq256's warp sums
+    __shared__ float red[8 * RT];  // sumsq256's warp sums (8 per row: mvq_stage_fast)
     pdl_trigger();
     if (stage_x) mvq_run<FMT, RT, NW, true>(a, features, (float*)mvq_smem4, red);
     else mvq_run<FMT, RT, NW, false>(a, features, (float*)mvq_smem4, red);
