@@ -18,6 +18,9 @@
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
 //! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
+//! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
+//! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
+//! per-step data, reach attention through the engine's `rowpos` buffer on both paths.
 
 use std::collections::HashMap;
 use std::ops::Range;
