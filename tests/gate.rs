@@ -101,6 +101,9 @@ fn default_four_stage_gate_passes_every_arm_and_writes_a_receipt() {
         serde_json::json!(["host", "host", "host"])
     );
     assert_eq!(r["placement"]["devices"], serde_json::json!([0, 1, 2, 3]));
+    // CUDA graphs are a CUDA setting: a CPU receipt carries no backend.graphs.
+    assert_eq!(r["backend"]["kind"], "cpu");
+    assert!(r["backend"].get("graphs").is_none(), "{}", r["backend"]);
     let steps = r["reference"]["steps"].as_array().unwrap();
     assert_eq!(steps.len(), 24);
     assert_eq!(steps[0]["logits_blake3"].as_str().unwrap().len(), 64);
@@ -479,6 +482,16 @@ fn bad_flags_exit_2_naming_the_value() {
         (&["selftest", "--backend", "tpu"], "\"tpu\""),
         (&["--stages"], "--stages"),
         (&["--pdl", "maybe"], "--pdl \"maybe\""),
+        (&["--graphs", "maybe"], "--graphs \"maybe\""),
+        (&["bench", "--graphs", "1"], "--graphs \"1\""),
+        (
+            &["--backend", "cpu", "--graphs", "on"],
+            "--graphs on: the cpu backend",
+        ),
+        (
+            &["soak", "--backend", "cpu", "--graphs", "off", "--runs", "1"],
+            "--graphs off: the cpu backend",
+        ),
         (
             &["bench", "--fault", "rx-no-wait"],
             "--fault rx-no-wait: bench",

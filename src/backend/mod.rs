@@ -97,7 +97,7 @@ impl RowAt {
 }
 
 /// How the key/value stores of a step's rows are ordered against their attention reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KvOrder {
     /// Each row reads only slots written by earlier steps plus its own (decode steps, the
     /// batched arm: every row its own sequence), so store and attention may be fused per row.
@@ -355,6 +355,23 @@ pub trait Engine<B: Backend>: Send + Sync + 'static {
         order: KvOrder,
         cache: &B::Cache,
     ) -> BResult<()>;
+    /// Layers `range` (in order) on `x`, each as `layer` with the same rows, order and cache:
+    /// a stage's whole layer walk of one step. A backend may enqueue it as one unit (CUDA
+    /// replays a captured graph of the walk); what it computes is `layer`'s, layer by layer,
+    /// and an error names the failing layer where the backend can tell it.
+    fn layers(
+        &self,
+        s: &B::Stream,
+        range: Range<usize>,
+        rows: &[RowAt],
+        order: KvOrder,
+        cache: &B::Cache,
+    ) -> BResult<()> {
+        for il in range {
+            self.layer(s, il, rows, order, cache)?;
+        }
+        Ok(())
+    }
     /// Output norm + head of `x` into `logits[0..rows*vocab]`.
     fn head(&self, s: &B::Stream, rows: usize, logits: &B::Buf) -> BResult<()>;
 }

@@ -107,12 +107,20 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         Some("off") => false,
         Some(other) => bail!("--pdl {other:?}: expected on or off"),
     };
+    let graphs = match args.graphs.as_deref() {
+        None | Some("on") => true,
+        Some("off") => false,
+        Some(other) => bail!("--graphs {other:?}: expected on or off"),
+    };
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
             bail!("--cpu-devices 0: need at least one CPU device");
         }
         if let Some(v) = &args.pdl {
             bail!("--pdl {v}: the cpu backend launches no kernels (programmatic dependent launch is a CUDA setting)");
+        }
+        if let Some(v) = &args.graphs {
+            bail!("--graphs {v}: the cpu backend launches no kernels (CUDA graphs are a CUDA setting)");
         }
         if let Some(d) = &args.cache_dir {
             bail!(
@@ -154,6 +162,7 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         Ok(AnyBackend::Cuda(Arc::new(
             be.with_jitter(args.jitter_us, args.seed)
                 .with_pdl(pdl)
+                .with_graphs(graphs)
                 .with_module_cache(cache),
         )))
     };
@@ -652,6 +661,10 @@ pub fn backend_info(p: &Prepared) -> BackendInfo {
             .map(|&d| p.be.device_name(d))
             .collect(),
         jitter_us: p.args.jitter_us,
+        graphs: match &p.be {
+            AnyBackend::Cpu(_) => None,
+            AnyBackend::Cuda(b) => Some(b.graphs_note().into()),
+        },
     }
 }
 

@@ -180,6 +180,13 @@ pub struct GateArgs {
     /// the CPU backend, which launches no kernels.
     #[arg(long)]
     pub pdl: Option<String>,
+    /// CUDA: replay each stage's layer walk as a CUDA graph (on, the default: captured once
+    /// per layer range, row count, store order and cache, replayed every step; off: every
+    /// kernel launched every step). The same kernels with the same arguments either way: no
+    /// effect on any logit bit. The receipt's backend.graphs records what ran. Refused on
+    /// the CPU backend, which launches no kernels.
+    #[arg(long)]
+    pub graphs: Option<String>,
     /// CUDA: directory of the compiled-module cache (default $XDG_CACHE_HOME/ppn-gate, else
     /// $HOME/.cache/ppn-gate): a module compiled once for a source, option set, device
     /// architecture, driver and NVRTC is read from there by every later process.

@@ -182,6 +182,9 @@ pub fn member_argv(a: &GateArgs) -> Vec<String> {
     if let Some(x) = &a.pdl {
         kv("pdl", x.clone());
     }
+    if let Some(x) = &a.graphs {
+        kv("graphs", x.clone());
+    }
     if let Some(x) = &a.cache_dir {
         kv("cache-dir", x.display().to_string());
     }
@@ -556,6 +559,8 @@ mod tests {
             "--jitter-us",
             "7",
             "--pdl",
+            "off",
+            "--graphs",
             "off",
             "--cache-dir",
             "c",

@@ -208,14 +208,17 @@ impl Config {
             sin,
         );
     }
+    /// Layer `il`'s sliding window in positions (None: it attends to the whole sequence).
+    pub fn layer_window(&self, il: usize) -> Option<usize> {
+        self.sliding_window
+            .filter(|_| self.layer_sliding.get(il).copied().unwrap_or(false))
+    }
+
     /// First cached position a query at `pos` attends to in layer `il`.
     pub fn attn_start(&self, il: usize, pos: usize) -> usize {
-        match (
-            self.sliding_window,
-            self.layer_sliding.get(il).copied().unwrap_or(false),
-        ) {
-            (Some(w), true) => (pos + 1).saturating_sub(w),
-            _ => 0,
+        match self.layer_window(il) {
+            Some(w) => (pos + 1).saturating_sub(w),
+            None => 0,
         }
     }
 

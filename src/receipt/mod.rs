@@ -52,6 +52,11 @@ pub struct BackendInfo {
     /// Names of the devices the placement uses, indexed like `placement.devices`.
     pub device_names: Vec<String>,
     pub jitter_us: u64,
+    /// CUDA: whether each stage's layer walk replayed a CUDA graph (`--graphs`): "on",
+    /// "off", or where it could not although asked, "off (why)"; an "on" with `--jitter-us`
+    /// says where the spins went. Absent on the CPU backend and from older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graphs: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

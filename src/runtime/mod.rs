@@ -776,12 +776,14 @@ impl<'a, B: Backend> Walk<'a, B> {
                 self.rx(s - 1, k, rows, t)?;
             }
             be.trace_begin(&stg.stream, Piece::Layers);
-            for il in p.layers(s) {
-                at(
-                    eng.layer(&stg.stream, il, rows_at, order, &stg.cache),
-                    || format!("stage {s} (device {}) layer {il}, step {t}", stg.dev),
-                )?;
-            }
+            // The stage's whole layer walk as one engine call (CUDA may replay it as one
+            // graph); the boundary's event waits and records stay outside it, around it.
+            // The engine's error names the failing layer.
+            let layers = p.layers(s);
+            at(
+                eng.layers(&stg.stream, layers.clone(), rows_at, order, &stg.cache),
+                || format!("stage {s} (device {}) layers {layers:?}, step {t}", stg.dev),
+            )?;
             be.trace_end(&stg.stream);
             if s + 1 < hi {
                 self.tx(s, k, rows, t)?;

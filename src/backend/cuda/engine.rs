@@ -18,8 +18,13 @@
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
 //! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
+//! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
+//! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
+//! per-step data, reach attention through the engine's `rowpos` buffer on both paths.
 
+use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::ffi::c_void;
@@ -39,16 +44,46 @@ use crate::quant::{repack, GgmlType};
 /// Rows per position-dependent launch (`POS_ROWS` in kernels/common.cu).
 const POS_ROWS: usize = 64;
 
-/// Per-row positions of one launch, passed by value as a kernel parameter.
+/// Per-row positions of one attention launch (`struct RowPos` in kernels/common.cu): a
+/// step's groups live in the engine's `rowpos` buffer, written by `rowpos_set` (which takes
+/// one by value) before the step's layers; attention reads its group through a pointer.
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct RowPos {
     n: u32,
     pos: [u32; POS_ROWS],
-    from: [u32; POS_ROWS],
     slot: [u32; POS_ROWS],
     seq: [u32; POS_ROWS],
 }
+
+/// The first slot a row at `pos` stored at `slot` attends to in a layer of sliding window
+/// `window` (0: none), as kernels/attention.cu computes it (its mirror: the kernel takes
+/// the window by value and the row from its RowPos). Tested equal to `RowAt::from_slot`.
+#[cfg(test)]
+pub(super) fn from_slot_in_kernel(pos: u32, slot: u32, window: u32) -> u32 {
+    let span = if window > 0 && pos + 1 >= window {
+        window - 1
+    } else {
+        pos
+    };
+    slot - slot.min(span)
+}
+
+/// The attention kernel's `window` argument for layer `il` (0: the whole sequence).
+fn window_arg(model: &Model, il: usize) -> BResult<i32> {
+    to_i32(model.cfg.layer_window(il).unwrap_or(0), "sliding window")
+}
+
+/// The dynamic shared memory of an attention launch: the launch's rows' largest window
+/// (launched now), or the largest window a step can have (captured into a graph).
+#[derive(Clone, Copy)]
+enum AttSmem<'a> {
+    Rows(&'a [RowAt]),
+    Cap,
+}
+
+/// u32 words of one RowPos (the `rowpos` buffer holds whole groups of them).
+const ROWPOS_WORDS: usize = std::mem::size_of::<RowPos>() / 4;
 
 /// Bytes of the RowPos kernel parameter (the CUDA struct must have the same size).
 #[cfg(test)]
@@ -344,6 +379,9 @@ struct DevLayer {
 /// buffers, plus the RoPE tables (cos/sin for positions 0..ctx) of the bases its layers use,
 /// computed on the host by `Config::layer_rope_table` so the bits are the CPU's.
 pub struct CudaCache {
+    /// Unique per cache made in this process: part of a graph's key, so a graph captured
+    /// with this cache's pointers is replayed with this cache only.
+    id: u64,
     dev: usize,
     layers: Range<usize>,
     rows: usize,
@@ -418,6 +456,7 @@ impl CudaCache {
             rope.push((base.to_bits(), upload_f32(dx, &table, s)?));
         }
         Ok(CudaCache {
+            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
             dev: dx.dev,
             layers,
             rows,
@@ -427,6 +466,41 @@ impl CudaCache {
             v,
             rope,
         })
+    }
+}
+
+/// Source of `CudaCache::id`.
+static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(0);
+
+/// What a captured layer walk depends on besides the engine itself (its weights and
+/// scratch are fixed for its life): the layers, the row count (every launch's grid and row
+/// tiles), the store order (the attention passes) and the cache (its K/V and RoPE pointers).
+/// Row positions are not in it: they reach the kernels through the `rowpos` buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct GraphKey {
+    layers: (usize, usize),
+    rows: usize,
+    order: KvOrder,
+    cache: u64,
+}
+
+/// An instantiated CUDA graph of one stage's layer walk and the kernels it holds.
+struct Graph {
+    exec: sys::CUgraphExec,
+    kernels: u64,
+}
+
+// SAFETY: a CUgraphExec is a driver handle usable from any thread; the engine launches it
+// under its `graphs` lock only, and destroys it once, in Drop.
+unsafe impl Send for Graph {}
+// SAFETY: as for Send; `&Graph` only reads the handle.
+unsafe impl Sync for Graph {}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        // SAFETY: `exec` came from cuGraphInstantiateWithFlags and is destroyed only here;
+        // a replay still in flight is not affected (the driver frees it on completion).
+        let _ = unsafe { sys::cuGraphExecDestroy(self.exec) };
     }
 }
 
@@ -452,6 +526,12 @@ pub struct CudaEngine {
     /// out (and normalized) by stage_rows: max_rows x xn_width.
     xn: GpuBuf,
     xn_width: usize,
+    /// The step's RowPos groups (ROWPOS_WORDS u32 each, max_rows / POS_ROWS rounded up).
+    rowpos: GpuBuf,
+    /// Layer walks replay CUDA graphs (`--graphs on`, and no PPN_CUDA_PROF).
+    use_graphs: bool,
+    /// The captured layer walks (`layers`), destroyed with the engine.
+    graphs: Mutex<HashMap<GraphKey, Graph>>,
     /// With PPN_CUDA_PROF set: GPU timing events around each launch, by kernel kind,
     /// summed and printed when the engine is dropped (a diagnostic; it adds event records
     /// on the engine's own stream only).
@@ -490,7 +570,15 @@ impl CudaEngine {
             b.raw.tally(&mut r.weights)?;
         }
         for b in [
-            &self.x, &self.q, &self.k, &self.v, &self.att, &self.o, &self.h, &self.xn,
+            &self.x,
+            &self.q,
+            &self.k,
+            &self.v,
+            &self.att,
+            &self.o,
+            &self.h,
+            &self.xn,
+            &self.rowpos,
         ] {
             b.raw.tally(&mut r.scratch)?;
         }
@@ -502,6 +590,7 @@ impl CudaEngine {
         model: &Arc<Model>,
         spec: EngineSpec,
         s: &GpuStream,
+        graphs: bool,
     ) -> BResult<CudaEngine> {
         if s.device() != dx.dev {
             return Err(op_err(format!(
@@ -624,7 +713,10 @@ impl CudaEngine {
             h: mk(c.n_ff)?,
             xn: mk(xn_width)?,
             xn_width,
-            prof: std::env::var_os("PPN_CUDA_PROF").map(|_| Mutex::new(Vec::new())),
+            rowpos: alloc_zeroed_on(dx, r.div_ceil(POS_ROWS) * ROWPOS_WORDS, s)?,
+            use_graphs: graphs && !super::prof_enabled(),
+            graphs: Mutex::new(HashMap::new()),
+            prof: super::prof_enabled().then(|| Mutex::new(Vec::new())),
             spec,
         })
     }
@@ -666,6 +758,12 @@ impl CudaEngine {
 
     /// Checks an engine call's stream and rows, then (with --jitter-us) delays the stream.
     fn check(&self, s: &GpuStream, rows: usize, op: &str) -> BResult<()> {
+        self.check_call(s, rows, op)?;
+        s.jitter()
+    }
+
+    /// Checks an engine call's stream and rows.
+    fn check_call(&self, s: &GpuStream, rows: usize, op: &str) -> BResult<()> {
         if rows == 0 || rows > self.spec.max_rows {
             return Err(self.err(
                 op,
@@ -686,7 +784,361 @@ impl CudaEngine {
                 ),
             ));
         }
-        s.jitter()
+        Ok(())
+    }
+
+    /// The checks of layer `il` for rows `at` that need no stream: the layer in the engine's
+    /// and the cache's ranges, the cache made for this engine, every row inside the cache
+    /// and every row's window within what the attention kernel's shared memory holds.
+    fn check_layer(&self, il: usize, at: &[RowAt], cache: &CudaCache) -> BResult<()> {
+        let op = || format!("layer {il}");
+        if !self.spec.layers.contains(&il) || !cache.layers.contains(&il) {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "outside engine layers {:?} / cache layers {:?}",
+                    self.spec.layers, cache.layers
+                ),
+            ));
+        }
+        if cache.dev != self.dx.dev || cache.kv_dim != self.model.cfg.kv_dim() {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "cache (device {}, kv_dim {}) does not fit this engine (device {}, kv_dim {})",
+                    cache.dev,
+                    cache.kv_dim,
+                    self.dx.dev,
+                    self.model.cfg.kv_dim()
+                ),
+            ));
+        }
+        if let Some(a) = at
+            .iter()
+            .find(|a| a.seq >= cache.rows || a.slot >= cache.ctx || a.pos >= cache.ctx)
+        {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "row at position {} sequence {} slot {} outside the cache ({} sequences x {} slots)",
+                    a.pos, a.seq, a.slot, cache.rows, cache.ctx
+                ),
+            ));
+        }
+        let max_pos = at
+            .iter()
+            .map(|a| a.slot + 1 - a.from_slot(&self.model, il))
+            .max()
+            .unwrap_or(0);
+        if max_pos > MAX_ATTN_POS {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "attention window of {max_pos} positions exceeds the kernel's {MAX_ATTN_POS}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Enqueues the rows' positions into `rowpos`, one `rowpos_set` per POS_ROWS rows, each
+    /// launched without programmatic dependent launch: it starts after every earlier
+    /// operation of `s` completed, so the previous step's attention launches have read
+    /// their positions (write after read); the attention launches after it read them only
+    /// after their pdl_wait (read after write). Rows are checked (`check_call`).
+    fn set_rowpos(&self, s: &GpuStream, at: &[RowAt], op: &str) -> BResult<()> {
+        let f = self.dx.func("rowpos_set")?;
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        for (g, c0) in (0..at.len()).step_by(POS_ROWS).enumerate() {
+            let cn = (at.len() - c0).min(POS_ROWS);
+            let mut rp = RowPos {
+                n: cn as u32,
+                pos: [0; POS_ROWS],
+                slot: [0; POS_ROWS],
+                seq: [0; POS_ROWS],
+            };
+            for (r, a) in at[c0..c0 + cn].iter().enumerate() {
+                rp.pos[r] = to_u32(a.pos, "position")?;
+                rp.slot[r] = to_u32(a.slot, "cache slot")?;
+                rp.seq[r] = to_u32(a.seq, "sequence")?;
+            }
+            let dst = self.rowpos_at(g);
+            let mut p = [kp(&dst), kp(&rp)];
+            // SAFETY: rowpos_set(RowPos* dst, RowPos v); RowPos is laid out as the CUDA
+            // struct; dst is group g of the engine's rowpos buffer, which holds
+            // max_rows / POS_ROWS (rounded up) groups, and g < that since at.len() <=
+            // max_rows (check_call).
+            unsafe { self.dx.launch_with(s, f, &cfg, &mut p, false) }
+                .map_err(|e| self.err(&format!("{op} row positions"), e))?;
+        }
+        Ok(())
+    }
+
+    /// Device address of RowPos group `g` in `rowpos`.
+    fn rowpos_at(&self, g: usize) -> u64 {
+        self.rowpos.at(0) + (g * std::mem::size_of::<RowPos>()) as u64
+    }
+
+    /// Captures layers `range` for `rows` rows on `s` into an executable graph (stream
+    /// capture in thread-local mode: only this thread's calls are restricted while it runs,
+    /// other streams and threads go on as they were). The capture enqueues nothing: the
+    /// launches are recorded, not run, and counted only when a replay runs them.
+    fn capture(
+        &self,
+        s: &GpuStream,
+        range: Range<usize>,
+        rows: usize,
+        order: KvOrder,
+        cache: &CudaCache,
+        op: &str,
+    ) -> BResult<Graph> {
+        let cs = s.s.cu_stream();
+        self.dx.ctx.bind_to_thread().map_err(|e| self.err(op, e))?;
+        // SAFETY: `cs` is the stage's live stream of this engine's context (a non-blocking
+        // stream, never the legacy one); the capture is ended below on every path.
+        unsafe {
+            sys::cuStreamBeginCapture_v2(
+                cs,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        }
+        .result()
+        .map_err(|e| self.err(op, format!("cuStreamBeginCapture: {e}")))?;
+        let walk = range
+            .clone()
+            .try_for_each(|il| self.layer_ops(s, il, rows, order, cache, AttSmem::Cap));
+        let mut graph: sys::CUgraph = std::ptr::null_mut();
+        // SAFETY: ends the capture begun above on the same stream (also after a failed
+        // launch, so the stream leaves capture mode); `graph` is a valid out-pointer.
+        let end = unsafe { sys::cuStreamEndCapture(cs, &mut graph) }.result();
+        /// Owns the captured graph until it is instantiated (destroyed on every path).
+        struct Captured(sys::CUgraph);
+        impl Drop for Captured {
+            fn drop(&mut self) {
+                if !self.0.is_null() {
+                    // SAFETY: the graph came from cuStreamEndCapture and is destroyed only
+                    // here (an executable graph made from it does not need it).
+                    let _ = unsafe { sys::cuGraphDestroy(self.0) };
+                }
+            }
+        }
+        let graph = Captured(graph);
+        let mut nodes: usize = 0;
+        if !graph.0.is_null() {
+            // SAFETY: a live graph; a null node array asks for the count only.
+            unsafe { sys::cuGraphGetNodes(graph.0, std::ptr::null_mut(), &mut nodes) }
+                .result()
+                .map_err(|e| self.err(op, format!("cuGraphGetNodes: {e}")))?;
+        }
+        // The captured launches were counted by `launch`; they run only in replays.
+        self.dx.count_kernels(nodes as u64, false);
+        walk?;
+        end.map_err(|e| self.err(op, format!("cuStreamEndCapture: {e}")))?;
+        if graph.0.is_null() {
+            return Err(self.err(op, "stream capture produced no graph"));
+        }
+        let mut exec: sys::CUgraphExec = std::ptr::null_mut();
+        // SAFETY: `graph.0` is a live graph of kernel nodes captured above; `exec` is a valid
+        // out-pointer.
+        unsafe { sys::cuGraphInstantiateWithFlags(&mut exec, graph.0, 0) }
+            .result()
+            .map_err(|e| self.err(op, format!("cuGraphInstantiate: {e}")))?;
+        Ok(Graph {
+            exec,
+            kernels: nodes as u64,
+        })
+    }
+
+    /// The launches of layer `il` for `rows` rows (checked by `check_layer`, positions in
+    /// `rowpos`): the same kernels and arguments whether they run now or are captured.
+    fn layer_ops(
+        &self,
+        s: &GpuStream,
+        il: usize,
+        rows: usize,
+        order: KvOrder,
+        cache: &CudaCache,
+        smem: AttSmem,
+    ) -> BResult<()> {
+        let op = format!("layer {il}");
+        let c = &self.model.cfg;
+        let lw = &self.layers[il - self.spec.layers.start];
+        let li = il - cache.layers.start;
+        let (qd, kvd, hd) = (c.q_dim(), c.kv_dim(), c.head_dim);
+        let base = c.layer_rope_base(il).to_bits();
+        let table = cache
+            .rope
+            .iter()
+            .find(|(b, _)| *b == base)
+            .map(|(_, t)| t)
+            .ok_or_else(|| self.err(&op, "no RoPE table for this layer's base"))?;
+
+        // 1. attn_norm + q|k|v in one launch.
+        let (x, q, k, v, att, o, h) = (
+            self.x.at(0),
+            self.q.at(0),
+            self.k.at(0),
+            self.v.at(0),
+            self.att.at(0),
+            self.o.at(0),
+            self.h.at(0),
+        );
+        self.mv(
+            s,
+            &[(&lw.wq, q), (&lw.wk, k), (&lw.wv, v)],
+            x,
+            Some(&lw.attn_norm),
+            rows,
+            MODE_STORE,
+            &|| format!("{op} attn_norm+qkv"),
+        )?;
+
+        // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per POS_ROWS rows.
+        let style: i32 = match c.rope_style {
+            RopeStyle::Norm => 0,
+            RopeStyle::Neox => 1,
+        };
+        let (nh, nkv, hd_i, ctx_i) = (
+            to_i32(c.n_heads, "n_heads")?,
+            to_i32(c.n_kv_heads, "n_kv_heads")?,
+            to_i32(hd, "head_dim")?,
+            to_i32(cache.ctx, "ctx")?,
+        );
+        let window = window_arg(&self.model, il)?;
+        let (qn, kn) = match (&lw.q_norm, &lw.k_norm) {
+            (Some(qn), Some(kn)) => (qn.at(0), kn.at(0)),
+            _ => (0u64, 0u64),
+        };
+        let bias = |b: &Option<GpuBuf>| b.as_ref().map_or(0u64, |b| b.at(0));
+        let (bq, bk, bv) = (bias(&lw.bq), bias(&lw.bk), bias(&lw.bv));
+        let eps = c.rms_eps;
+        let (tp, kc, vc) = (table.at(0), cache.k[li].at(0), cache.v[li].at(0));
+        let scale = c.attn_scale;
+        // (kv_mode, first row) per launch: one fused pass per POS_ROWS rows, or for rows of
+        // one sequence every row group's store pass before any group's attend pass (the
+        // multi-row law; `KvOrder::Racy`, the fault, fuses them).
+        let modes: &[i32] = match order {
+            KvOrder::Fused | KvOrder::Racy => &[0],
+            KvOrder::StoreFirst => &[1, 2],
+        };
+        let passes = modes
+            .iter()
+            .flat_map(|&m| (0..rows).step_by(POS_ROWS).map(move |c0| (m, c0)));
+        for (kv_mode, c0) in passes {
+            let cn = (rows - c0).min(POS_ROWS);
+            // Shared memory for the scores: this launch's largest window (checked against
+            // MAX_ATTN_POS by check_layer), or, captured, the largest any step of this
+            // cache can have (ctx positions, or the layer's window), capped at MAX_ATTN_POS
+            // (a step beyond it is refused by check_layer before any launch).
+            let max_pos = match smem {
+                AttSmem::Rows(at) => at[c0..c0 + cn]
+                    .iter()
+                    .map(|a| a.slot + 1 - a.from_slot(&self.model, il))
+                    .max()
+                    .unwrap_or(1),
+                AttSmem::Cap => c
+                    .layer_window(il)
+                    .unwrap_or(cache.ctx)
+                    .min(cache.ctx)
+                    .min(MAX_ATTN_POS),
+            };
+            let rpp = self.rowpos_at(c0 / POS_ROWS);
+            let (qc, kcur, vcur, ac) = (
+                q + 4 * (c0 * qd) as u64,
+                k + 4 * (c0 * kvd) as u64,
+                v + 4 * (c0 * kvd) as u64,
+                att + 4 * (c0 * qd) as u64,
+            );
+            let cfg = LaunchConfig {
+                grid_dim: (to_u32(c.n_heads, "heads")?, cn as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
+            };
+            let f = self.dx.func("attention")?;
+            let e0 = self.prof_start(s);
+            let mut p = [
+                kp(&qc),
+                kp(&kcur),
+                kp(&vcur),
+                kp(&bq),
+                kp(&bk),
+                kp(&bv),
+                kp(&qn),
+                kp(&kn),
+                kp(&eps),
+                kp(&tp),
+                kp(&style),
+                kp(&kc),
+                kp(&vc),
+                kp(&ac),
+                kp(&nh),
+                kp(&nkv),
+                kp(&hd_i),
+                kp(&ctx_i),
+                kp(&scale),
+                kp(&kv_mode),
+                kp(&window),
+                kp(&rpp),
+            ];
+            // SAFETY: attention(const float* q, const float* k, const float* v,
+            // const float* bq, const float* bk, const float* bv, const float* qn,
+            // const float* kn, float eps, const float* table, int style, float* K, float* V,
+            // float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
+            // int kv_mode, int window, const RowPos* rp); q/k/v/out point at row c0 of the
+            // engine's scratch with cn rows left;
+            // bq is 0 or holds q_dim values, bk/bv 0 or kv_dim each (uploaded from the
+            // loader-checked bias vectors); qn/kn are 0 or hold hd values each; the table holds
+            // 2 * ctx * hd/2 values; rp is group c0 / POS_ROWS of the engine's rowpos buffer,
+            // where set_rowpos put these rows (n = cn), every pos < ctx, seq < cache.rows and
+            // slot < ctx (check_layer); K/V are this layer's [cache.rows, ctx, kv_dim]
+            // buffers; the kernel's window start (its `from`, RowAt::from_slot's value) keeps
+            // every row's window inside the dynamic shared memory requested (check_layer
+            // and max_pos above); hd <= ATT_MAX_HD.
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }
+                .map_err(|e| self.err(&format!("{op} attention"), e))?;
+            self.prof_end(s, "attention", e0);
+        }
+
+        // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first.
+        match &lw.post_attn_norm {
+            None => self.mv(s, &[(&lw.wo, x)], att, None, rows, MODE_ADD, &|| {
+                format!("{op} attn_output+residual")
+            })?,
+            Some(pn) => {
+                self.mv(s, &[(&lw.wo, o)], att, None, rows, MODE_STORE, &|| {
+                    format!("{op} attn_output")
+                })?;
+                self.add_residual(s, Some(pn), rows, &|| format!("{op} attn residual"))?;
+            }
+        }
+
+        // 4. ffn_norm + gate|up + activation in one launch.
+        self.mv(
+            s,
+            &[(&lw.gate, h), (&lw.up, 0)],
+            x,
+            Some(&lw.ffn_norm),
+            rows,
+            MODE_GATE_UP,
+            &|| format!("{op} ffn_norm+gate+up"),
+        )?;
+
+        // 5. down; residual as for the o-proj.
+        match &lw.post_ffn_norm {
+            None => self.mv(s, &[(&lw.down, x)], h, None, rows, MODE_ADD, &|| {
+                format!("{op} ffn_down+residual")
+            }),
+            Some(pn) => {
+                self.mv(s, &[(&lw.down, o)], h, None, rows, MODE_STORE, &|| {
+                    format!("{op} ffn_down")
+                })?;
+                self.add_residual(s, Some(pn), rows, &|| format!("{op} ffn residual"))
+            }
+        }
     }
 
     /// One fused matvec launch over `mats` (their outputs side by side), input rows
@@ -1111,220 +1563,78 @@ impl Engine<super::CudaBackend> for CudaEngine {
         order: KvOrder,
         cache: &CudaCache,
     ) -> BResult<()> {
-        let rows = at.len();
         let op = format!("layer {il}");
-        self.check(s, rows, &op)?;
-        if !self.spec.layers.contains(&il) || !cache.layers.contains(&il) {
-            return Err(self.err(
-                &op,
-                format!(
-                    "outside engine layers {:?} / cache layers {:?}",
-                    self.spec.layers, cache.layers
-                ),
-            ));
-        }
-        if cache.dev != self.dx.dev || cache.kv_dim != self.model.cfg.kv_dim() {
-            return Err(self.err(
-                &op,
-                format!(
-                    "cache (device {}, kv_dim {}) does not fit this engine (device {}, kv_dim {})",
-                    cache.dev,
-                    cache.kv_dim,
-                    self.dx.dev,
-                    self.model.cfg.kv_dim()
-                ),
-            ));
-        }
-        if let Some(a) = at
-            .iter()
-            .find(|a| a.seq >= cache.rows || a.slot >= cache.ctx || a.pos >= cache.ctx)
-        {
-            return Err(self.err(
-                &op,
-                format!(
-                    "row at position {} sequence {} slot {} outside the cache ({} sequences x {} slots)",
-                    a.pos, a.seq, a.slot, cache.rows, cache.ctx
-                ),
-            ));
-        }
-        let c = &self.model.cfg;
-        let lw = &self.layers[il - self.spec.layers.start];
-        let li = il - cache.layers.start;
-        let (qd, kvd, hd) = (c.q_dim(), c.kv_dim(), c.head_dim);
-        let base = c.layer_rope_base(il).to_bits();
-        let table = cache
-            .rope
-            .iter()
-            .find(|(b, _)| *b == base)
-            .map(|(_, t)| t)
-            .ok_or_else(|| self.err(&op, "no RoPE table for this layer's base"))?;
+        self.check(s, at.len(), &op)?;
+        self.check_layer(il, at, cache)?;
+        self.set_rowpos(s, at, &op)?;
+        self.layer_ops(s, il, at.len(), order, cache, AttSmem::Rows(at))
+    }
 
-        // 1. attn_norm + q|k|v in one launch.
-        let (x, q, k, v, att, o, h) = (
-            self.x.at(0),
-            self.q.at(0),
-            self.k.at(0),
-            self.v.at(0),
-            self.att.at(0),
-            self.o.at(0),
-            self.h.at(0),
-        );
-        self.mv(
-            s,
-            &[(&lw.wq, q), (&lw.wk, k), (&lw.wv, v)],
-            x,
-            Some(&lw.attn_norm),
+    /// The stage's layer walk: the rows' positions into `rowpos` (one `rowpos_set` per
+    /// POS_ROWS rows), then the layers, as launches (graphs off) or as one replay of the walk
+    /// captured for this (layers, rows, order, cache) on first use. The same kernels run
+    /// with the same arguments either way (the captured attention launches only ask for the
+    /// largest window the cache allows as shared memory, which changes no arithmetic), so
+    /// graphs on and off give the same bits.
+    fn layers(
+        &self,
+        s: &GpuStream,
+        range: Range<usize>,
+        at: &[RowAt],
+        order: KvOrder,
+        cache: &CudaCache,
+    ) -> BResult<()> {
+        let rows = at.len();
+        self.check_call(s, rows, &format!("layers {range:?}"))?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        for il in range.clone() {
+            self.check_layer(il, at, cache)?;
+        }
+        if !self.use_graphs {
+            self.set_rowpos(s, at, &format!("layers {range:?}"))?;
+            for il in range {
+                // --jitter-us: one spin before each layer, as `layer` enqueues it.
+                s.jitter()?;
+                self.layer_ops(s, il, rows, order, cache, AttSmem::Rows(at))?;
+            }
+            return Ok(());
+        }
+        // --jitter-us: the spins `layer` would enqueue (one per layer, the same seeded
+        // draws), all before the walk: a spin inside the capture would replay one length.
+        for _ in range.clone() {
+            s.jitter()?;
+        }
+        let op = format!("layers {range:?} ({rows} rows) graph");
+        self.set_rowpos(s, at, &op)?;
+        let key = GraphKey {
+            layers: (range.start, range.end),
             rows,
-            MODE_STORE,
-            &|| format!("{op} attn_norm+qkv"),
-        )?;
-
-        // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per POS_ROWS rows.
-        let style: i32 = match c.rope_style {
-            RopeStyle::Norm => 0,
-            RopeStyle::Neox => 1,
+            order,
+            cache: cache.id,
         };
-        let (nh, nkv, hd_i, ctx_i) = (
-            to_i32(c.n_heads, "n_heads")?,
-            to_i32(c.n_kv_heads, "n_kv_heads")?,
-            to_i32(hd, "head_dim")?,
-            to_i32(cache.ctx, "ctx")?,
-        );
-        let (qn, kn) = match (&lw.q_norm, &lw.k_norm) {
-            (Some(qn), Some(kn)) => (qn.at(0), kn.at(0)),
-            _ => (0u64, 0u64),
+        let mut graphs = self
+            .graphs
+            .lock()
+            .map_err(|_| self.err(&op, "graph table poisoned"))?;
+        let g = match graphs.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(self.capture(s, range, rows, order, cache, &op)?)
+            }
         };
-        let bias = |b: &Option<GpuBuf>| b.as_ref().map_or(0u64, |b| b.at(0));
-        let (bq, bk, bv) = (bias(&lw.bq), bias(&lw.bk), bias(&lw.bv));
-        let eps = c.rms_eps;
-        let (tp, kc, vc) = (table.at(0), cache.k[li].at(0), cache.v[li].at(0));
-        let scale = c.attn_scale;
-        // (kv_mode, first row) per launch: one fused pass per POS_ROWS rows, or for rows of
-        // one sequence every row group's store pass before any group's attend pass (the
-        // multi-row law; `KvOrder::Racy`, the fault, fuses them).
-        let modes: &[i32] = match order {
-            KvOrder::Fused | KvOrder::Racy => &[0],
-            KvOrder::StoreFirst => &[1, 2],
-        };
-        let passes = modes
-            .iter()
-            .flat_map(|&m| (0..rows).step_by(POS_ROWS).map(move |c0| (m, c0)));
-        for (kv_mode, c0) in passes {
-            let cn = (rows - c0).min(POS_ROWS);
-            let mut rp = RowPos {
-                n: cn as u32,
-                pos: [0; POS_ROWS],
-                from: [0; POS_ROWS],
-                slot: [0; POS_ROWS],
-                seq: [0; POS_ROWS],
-            };
-            let mut max_pos = 0usize;
-            for r in 0..cn {
-                let a = &at[c0 + r];
-                let from = a.from_slot(&self.model, il);
-                rp.pos[r] = to_u32(a.pos, "position")?;
-                rp.from[r] = to_u32(from, "window start")?;
-                rp.slot[r] = to_u32(a.slot, "cache slot")?;
-                rp.seq[r] = to_u32(a.seq, "sequence")?;
-                max_pos = max_pos.max(a.slot + 1 - from);
-            }
-            if max_pos > MAX_ATTN_POS {
-                return Err(self.err(
-                    &op,
-                    format!(
-                        "attention window of {max_pos} positions exceeds the kernel's {MAX_ATTN_POS}"
-                    ),
-                ));
-            }
-            let (qc, kcur, vcur, ac) = (
-                q + 4 * (c0 * qd) as u64,
-                k + 4 * (c0 * kvd) as u64,
-                v + 4 * (c0 * kvd) as u64,
-                att + 4 * (c0 * qd) as u64,
-            );
-            let cfg = LaunchConfig {
-                grid_dim: (to_u32(c.n_heads, "heads")?, cn as u32, 1),
-                block_dim: (256, 1, 1),
-                shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
-            };
-            let f = self.dx.func("attention")?;
-            let e0 = self.prof_start(s);
-            let mut p = [
-                kp(&qc),
-                kp(&kcur),
-                kp(&vcur),
-                kp(&bq),
-                kp(&bk),
-                kp(&bv),
-                kp(&qn),
-                kp(&kn),
-                kp(&eps),
-                kp(&tp),
-                kp(&style),
-                kp(&kc),
-                kp(&vc),
-                kp(&ac),
-                kp(&nh),
-                kp(&nkv),
-                kp(&hd_i),
-                kp(&ctx_i),
-                kp(&scale),
-                kp(&kv_mode),
-                kp(&rp),
-            ];
-            // SAFETY: attention(const float* q, const float* k, const float* v,
-            // const float* bq, const float* bk, const float* bv, const float* qn,
-            // const float* kn, float eps, const float* table, int style, float* K, float* V,
-            // float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
-            // int kv_mode, RowPos rp); q/k/v/out point at row c0 of the engine's scratch with
-            // cn rows left;
-            // bq is 0 or holds q_dim values, bk/bv 0 or kv_dim each (uploaded from the
-            // loader-checked bias vectors); qn/kn are 0 or hold hd values each; the table holds
-            // 2 * ctx * hd/2 values and every rp.pos < ctx (checked above); K/V are this
-            // layer's [cache.rows, ctx, kv_dim] buffers with every rp.seq < cache.rows and
-            // rp.from <= rp.slot < ctx (checked above); hd <= ATT_MAX_HD and every window
-            // fits the dynamic shared memory requested.
-            unsafe { self.dx.launch(s, f, &cfg, &mut p) }
-                .map_err(|e| self.err(&format!("{op} attention"), e))?;
-            self.prof_end(s, "attention", e0);
-        }
-
-        // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first.
-        match &lw.post_attn_norm {
-            None => self.mv(s, &[(&lw.wo, x)], att, None, rows, MODE_ADD, &|| {
-                format!("{op} attn_output+residual")
-            })?,
-            Some(pn) => {
-                self.mv(s, &[(&lw.wo, o)], att, None, rows, MODE_STORE, &|| {
-                    format!("{op} attn_output")
-                })?;
-                self.add_residual(s, Some(pn), rows, &|| format!("{op} attn residual"))?;
-            }
-        }
-
-        // 4. ffn_norm + gate|up + activation in one launch.
-        self.mv(
-            s,
-            &[(&lw.gate, h), (&lw.up, 0)],
-            x,
-            Some(&lw.ffn_norm),
-            rows,
-            MODE_GATE_UP,
-            &|| format!("{op} ffn_norm+gate+up"),
-        )?;
-
-        // 5. down; residual as for the o-proj.
-        match &lw.post_ffn_norm {
-            None => self.mv(s, &[(&lw.down, x)], h, None, rows, MODE_ADD, &|| {
-                format!("{op} ffn_down+residual")
-            }),
-            Some(pn) => {
-                self.mv(s, &[(&lw.down, o)], h, None, rows, MODE_STORE, &|| {
-                    format!("{op} ffn_down")
-                })?;
-                self.add_residual(s, Some(pn), rows, &|| format!("{op} ffn residual"))
-            }
-        }
+        self.dx.ctx.bind_to_thread().map_err(|e| self.err(&op, e))?;
+        // SAFETY: `g.exec` is a live executable graph of this engine's context (destroyed
+        // only when the engine drops); its kernels read this engine's scratch and weights
+        // and the cache `key` names (all alive while the engine and cache are, and the
+        // cache identity is in the key), the rows' positions from `rowpos`, written just
+        // before on the same stream; the launch runs in `s`'s order.
+        unsafe { sys::cuGraphLaunch(g.exec, s.s.cu_stream()) }
+            .result()
+            .map_err(|e| self.err(&op, format!("cuGraphLaunch: {e}")))?;
+        self.dx.count_kernels(g.kernels, true);
+        Ok(())
     }
 
     fn head(&self, s: &GpuStream, rows: usize, logits: &GpuBuf) -> BResult<()> {

@@ -54,12 +54,13 @@ const SOURCES: [(&str, &str); 7] = [
 ];
 
 /// The kernels of the main module (compiled when a device is opened).
-const KERNELS: [&str; 5] = [
+const KERNELS: [&str; 6] = [
     "embed_rows",
     "add_residual",
     "stage_rows",
     "attention",
     "spin",
+    "rowpos_set",
 ];
 
 /// The sources of a matvec module (kernels/matvec.cu with its helpers), compiled per (kind,
@@ -136,6 +137,17 @@ impl DevCtx {
         self.launches.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Graph bookkeeping: `n` kernels ran by one graph replay (added), or `n` launches that
+    /// were captured into a graph rather than run (taken back), so `launches` keeps
+    /// counting kernels run, graphs on or off.
+    pub(crate) fn count_kernels(&self, n: u64, ran: bool) {
+        if ran {
+            self.launches.fetch_add(n, Ordering::Relaxed);
+        } else {
+            self.launches.fetch_sub(n, Ordering::Relaxed);
+        }
+    }
+
     /// Enqueues kernel `f` on `s` (cuLaunchKernelEx). With `pdl`, the launch may begin while
     /// the kernel before it on the same stream still runs (programmatic stream
     /// serialization): every engine kernel calls `pdl_trigger()` first (kernels/common.cu),
@@ -156,6 +168,25 @@ impl DevCtx {
         cfg: &cudarc::driver::LaunchConfig,
         params: &mut [*mut std::ffi::c_void],
     ) -> Result<(), String> {
+        // SAFETY: the caller's contract is this function's (see # Safety).
+        unsafe { self.launch_with(s, f, cfg, params, self.pdl) }
+    }
+
+    /// `launch` with programmatic dependent launch as `pdl` says (`false` whatever the
+    /// device's setting: the kernel starts only after every earlier operation of `s` has
+    /// completed, which is what `rowpos_set` needs: the previous step's readers of its
+    /// buffer are done, write after read).
+    ///
+    /// # Safety
+    /// As `launch`.
+    pub(crate) unsafe fn launch_with(
+        &self,
+        s: &GpuStream,
+        f: &CudaFunction,
+        cfg: &cudarc::driver::LaunchConfig,
+        params: &mut [*mut std::ffi::c_void],
+        pdl: bool,
+    ) -> Result<(), String> {
         self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
         // SAFETY: CUlaunchAttribute is a plain C struct (an id and a union of integers and
         // arrays); all-zero bytes are a valid value of it.
@@ -172,7 +203,7 @@ impl DevCtx {
             sharedMemBytes: cfg.shared_mem_bytes,
             hStream: s.s.cu_stream(),
             attrs: &mut attr,
-            numAttrs: u32::from(self.pdl),
+            numAttrs: u32::from(pdl),
         };
         // SAFETY: `lc` and `attr` outlive the call (the driver copies them), `f` belongs to
         // this context's module, the stream to this context; the parameter contract is the
@@ -418,6 +449,8 @@ pub struct CudaBackend {
     jitter_us: u64,
     seed: u64,
     pdl: bool,
+    /// Each stage's layer walk replayed as a CUDA graph (`--graphs`, on by default).
+    graphs: bool,
     next_stream: AtomicU64,
     modules: Arc<Modules>,
     /// `--trace`: the trace streams made from now on record into.
@@ -530,6 +563,7 @@ impl CudaBackend {
             jitter_us: 0,
             seed: 0,
             pdl: true,
+            graphs: true,
             next_stream: AtomicU64::new(0),
             modules: Arc::new(Modules::new(None)),
             trace: Mutex::new(None),
@@ -563,6 +597,22 @@ impl CudaBackend {
     pub fn with_pdl(mut self, on: bool) -> CudaBackend {
         self.pdl = on;
         self
+    }
+
+    /// CUDA graphs (`--graphs`): `true` (the default) captures each stage's layer walk once
+    /// per (layers, rows, order, cache) and replays it every step; `false` launches every
+    /// kernel every step. Either way the same kernels run with the same arguments, so no
+    /// bit changes. Set before the first engine is built.
+    pub fn with_graphs(mut self, on: bool) -> CudaBackend {
+        self.graphs = on;
+        self
+    }
+
+    /// Whether engines replay graphs, and where they cannot although asked, why (receipts
+    /// record it): PPN_CUDA_PROF's per-launch timing events cannot sit inside a capture.
+    /// With `--jitter-us` the graphs stay on: each stage's spins go before its graph.
+    pub fn graphs_note(&self) -> &'static str {
+        graphs_note(self.graphs, prof_enabled(), self.jitter_us)
     }
 
     fn current_trace(&self) -> Option<Arc<tracing::CudaTrace>> {
@@ -846,6 +896,26 @@ fn nccl_on<'l>(s: &GpuStream, link: &'l Link, what: &str) -> BResult<&'l nccl::N
         format!("link {what} on {}: bind context", s.label())
     })?;
     Ok(l)
+}
+
+/// What `CudaBackend::graphs_note` records for `--graphs` (`asked`), PPN_CUDA_PROF (`prof`)
+/// and `--jitter-us`.
+pub(crate) fn graphs_note(asked: bool, prof: bool, jitter_us: u64) -> &'static str {
+    if !asked {
+        "off"
+    } else if prof {
+        "off (PPN_CUDA_PROF times every launch)"
+    } else if jitter_us > 0 {
+        "on (jitter spins before each stage's graph)"
+    } else {
+        "on"
+    }
+}
+
+/// Per-launch profiling (PPN_CUDA_PROF set): the engine records timing events around every
+/// launch, which rules out capturing its layers as a graph.
+pub(crate) fn prof_enabled() -> bool {
+    std::env::var_os("PPN_CUDA_PROF").is_some()
 }
 
 fn drv<T>(r: Result<T, result::DriverError>, what: impl FnOnce() -> String) -> BResult<T> {
@@ -1210,7 +1280,7 @@ impl Backend for CudaBackend {
         s: &GpuStream,
     ) -> BResult<CudaEngine> {
         let dx = self.device(dev)?;
-        CudaEngine::new(&dx, model, spec, s)
+        CudaEngine::new(&dx, model, spec, s, self.graphs)
     }
 
     fn bandwidth_gbs(&self, dev: usize) -> BResult<Option<f64>> {

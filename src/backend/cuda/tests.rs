@@ -111,11 +111,112 @@ fn warps_per_feature_is_a_power_of_two_dividing_the_block_and_never_grows_with_f
 
 #[test]
 fn row_pos_parameter_has_the_layout_of_the_cuda_struct() {
-    // struct RowPos { u32 n; u32 pos[POS_ROWS]; u32 from[POS_ROWS]; u32 slot[POS_ROWS];
-    // u32 seq[POS_ROWS]; } with POS_ROWS 64.
+    // struct RowPos { u32 n; u32 pos[POS_ROWS]; u32 slot[POS_ROWS]; u32 seq[POS_ROWS]; }
+    // with POS_ROWS 64.
     let common = SOURCES[0].1;
     assert!(common.contains("#define POS_ROWS 64"));
-    assert_eq!(row_pos_bytes(), 4 + 4 * 64 * 4);
+    let body = common
+        .split("struct RowPos {")
+        .nth(1)
+        .and_then(|t| t.split("};").next())
+        .expect("common.cu defines struct RowPos");
+    let fields: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "u32 n;",
+            "u32 pos[POS_ROWS];",
+            "u32 slot[POS_ROWS];",
+            "u32 seq[POS_ROWS];"
+        ]
+    );
+    assert_eq!(row_pos_bytes(), 4 + 3 * 64 * 4);
+}
+
+/// The kernel body of `name` in `file`, from its signature to the next kernel (or the end).
+fn kernel_body(file: &str, name: &str) -> &'static str {
+    let src = source(file);
+    let at = src
+        .find(&format!("__global__ void {name}("))
+        .unwrap_or_else(|| panic!("{file} defines {name}"));
+    let rest = &src[at..];
+    let end = rest[1..].find("__global__").map_or(rest.len(), |e| e + 1);
+    &rest[..end]
+}
+
+#[test]
+fn attention_reads_the_step_positions_only_after_its_pdl_wait() {
+    // Read after write: the step's RowPos is written by rowpos_set earlier on the stream;
+    // with programmatic dependent launch the attention kernel may start before that write
+    // is done, and pdl_wait() is where it is (transitively) complete. So no `rp->` read may
+    // come before the wait. (Negative control: the check sees the read in the old order.)
+    let first_read = |body: &str| body.find("rp->").expect("reads rp");
+    let wait = |body: &str| body.find("pdl_wait();").expect("waits");
+    let att = kernel_body("attention.cu", "attention");
+    assert!(att.contains("int kv_mode, int window,"), "{att}");
+    assert!(att.contains("const RowPos* rp)"), "{att}");
+    assert!(wait(att) < first_read(att));
+    let moved = att.replacen("pdl_wait();", "", 1) + "pdl_wait();";
+    assert!(wait(&moved) > first_read(&moved));
+    // rowpos_set is launched without programmatic dependent launch (`launch_with(.., false)`
+    // in set_rowpos), which is its write-after-read guard; it is in the main module.
+    assert!(kernel_body("sched.cu", "rowpos_set").contains("RowPos* dst, RowPos v"));
+    assert!(KERNELS.contains(&"rowpos_set"));
+    let engine = include_str!("engine.rs");
+    let set = &engine[engine.find("fn set_rowpos(").expect("set_rowpos")..];
+    let set = &set[..set.find("\n    }\n").expect("its end")];
+    assert!(
+        set.contains("self.dx.launch_with(s, f, &cfg, &mut p, false)"),
+        "{set}"
+    );
+    assert!(!set.contains("self.dx.launch(s"), "{set}");
+}
+
+#[test]
+fn the_kernels_window_start_is_the_models() {
+    // attention.cu computes a row's first slot from (pos, slot, window); the host's truth is
+    // RowAt::from_slot (Config::attn_start). Every sliding (window 16) and global layer of a
+    // synthetic gemma3, positions 0..40 at slots at, below and far below them.
+    let spec = crate::model::synth::SynthSpec {
+        arch: crate::model::Arch::Gemma3,
+        layers: 6,
+        embd: 64,
+        heads: 2,
+        kv_heads: 1,
+        ff: 64,
+        vocab: 300,
+        ..crate::model::synth::builtin_spec()
+    };
+    let (m, _) = crate::cli::gate::synth_model(&spec, "a tiny gemma3").unwrap();
+    let mut sliding = 0;
+    for il in 0..6 {
+        let w = m.cfg.layer_window(il).unwrap_or(0);
+        sliding += usize::from(w > 0);
+        for pos in 0..40usize {
+            for slot in [pos, pos / 2, pos.saturating_sub(20), 0, pos + 3] {
+                let a = crate::backend::RowAt { pos, seq: 0, slot };
+                assert_eq!(
+                    super::engine::from_slot_in_kernel(pos as u32, slot as u32, w as u32) as usize,
+                    a.from_slot(&m, il),
+                    "layer {il} window {w} pos {pos} slot {slot}"
+                );
+            }
+        }
+    }
+    assert_eq!(sliding, 5, "gemma3: every 6th layer is global");
+}
+
+#[test]
+fn graphs_note_says_what_ran_and_why() {
+    assert_eq!(super::graphs_note(true, false, 0), "on");
+    assert_eq!(super::graphs_note(false, false, 0), "off");
+    assert_eq!(super::graphs_note(false, true, 5), "off");
+    assert!(super::graphs_note(true, true, 0).starts_with("off (PPN_CUDA_PROF"));
+    assert!(super::graphs_note(true, false, 5).starts_with("on (jitter"));
 }
 
 #[test]

@@ -26,6 +26,10 @@
 // sum by 8 lanes over positions (lane l takes t % 8 == l in order) + tree8; inv = 1 / sum;
 // out[d] = sum over t in position order of (p_t * inv) * v_t[d], starting from 0. Scores
 // live in dynamic shared memory (n_pos floats; the host checks the window fits).
+//
+// Row positions come through `rp` (the step's RowPos group in device memory, see common.cu),
+// the layer's sliding window (0: none) by value: the only per-step data is in the buffer, so
+// a CUDA graph of the layers replays this launch unchanged.
 #define ATT_MAX_HD 512
 // Loads each thread keeps in flight in the score and output loops. Why 32: at a few hundred
 // positions these loops are chains of dependent round trips to L2 (8 loads each, 16 trips
@@ -73,23 +77,32 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
                                      const float* qn, const float* kn, float eps,
                                      const float* table, int style, float* K, float* V,
                                      float* out, int n_heads, int n_kv_heads, int hd, int ctx,
-                                     float scale, int kv_mode, RowPos rp) {
+                                     float scale, int kv_mode, int window,
+                                     const RowPos* rp) {
     extern __shared__ float sc[];
     __shared__ float qs[ATT_MAX_HD], ks[ATT_MAX_HD], vs[ATT_MAX_HD];
     __shared__ float cs[ATT_MAX_HD / 2], sn[ATT_MAX_HD / 2];
     __shared__ float red[4];
     __shared__ float part[256];  // output partials (G groups x hd <= blockDim = 256)
     pdl_trigger();
+    // Everything below reads the step's RowPos (written by rowpos_set earlier on the stream)
+    // or the scratch the previous kernel wrote: only after the wait (read after write).
+    pdl_wait();
     int h = blockIdx.x, r = blockIdx.y;
-    if ((u32)r >= rp.n) return;  // uniform over the block (an exit also counts as the wait)
+    if ((u32)r >= rp->n) return;  // uniform over the block
     int group = n_heads / n_kv_heads;
     int kh = h / group;
     int kvd = n_kv_heads * hd;
     int qd = n_heads * hd;
-    int from = (int)rp.from[r];
-    int p = (int)rp.pos[r];
-    int slot = (int)rp.slot[r];
-    size_t seq = (size_t)rp.seq[r];
+    int p = (int)rp->pos[r];
+    int slot = (int)rp->slot[r];
+    size_t seq = (size_t)rp->seq[r];
+    // The first slot this row attends to: Config::attn_start of its position, moved by the
+    // slot's offset from the position (RowAt::from_slot; its mirror `from_slot_in_kernel`
+    // in engine.rs is tested against it). window 0: the whole sequence; else the positions
+    // (p + 1 - window)..=p.
+    u32 span = (window > 0 && (u32)p + 1 >= (u32)window) ? (u32)window - 1 : (u32)p;
+    int from = slot - (int)((u32)slot < span ? (u32)slot : span);
     int n_pos = slot + 1 - from;
     int tid = threadIdx.x;
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
@@ -98,13 +111,12 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
     int half = hd / 2;
     const float* Kr = K + (seq * ctx + from) * kvd + (size_t)kh * hd;
     const float* Vr = V + (seq * ctx + from) * kvd + (size_t)kh * hd;
-    // The cached K and V rows this block will read start their trip to L2 now (a hint: no
-    // value and no ordering depends on it; the rows were written by earlier launches).
+    // The cached K and V rows this block will read start their trip to L2 now, while the
+    // block loads and rotates its q/k/v (a hint: no value and no ordering depends on it).
     for (int t = tid; kv_mode != 1 && t < n_pos - 1; t += blockDim.x) {
         prefetch_l2((const u8*)(Kr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
         prefetch_l2((const u8*)(Vr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
     }
-    pdl_wait();
     // One round of loads: this head's q, k, v (plus their biases, each null or one value per
     // projection output) and the RoPE cos/sin of position p.
     for (int i = tid; i < hd; i += blockDim.x) {

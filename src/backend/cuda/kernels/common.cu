@@ -11,15 +11,17 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 
 // Rows of one position-dependent launch (rope, KV store, attention); the host splits larger
-// batches into several launches. Passed by value as a kernel parameter (copied at launch),
-// so no per-step upload is needed and nothing can race on it.
+// batches into several launches, one RowPos each.
 #define POS_ROWS 64
-// Per row of a position-dependent launch: its token position (RoPE), the first cache slot
-// its attention reads, the slot its key/value go to, and its sequence (the cache row).
+// Per row of a position-dependent launch: its token position (RoPE), the slot its key/value
+// go to, and its sequence (the cache row). The first slot its attention reads follows from
+// these and the layer's window (attention.cu). A step's RowPos live in an engine-owned
+// device buffer, written by rowpos_set before the step's layers (the same buffer whether the
+// layers run as launches or as a CUDA graph replay, so one kernel serves both); kernels read
+// them only after pdl_wait() (read after write: rowpos_set has completed).
 struct RowPos {
     u32 n;
     u32 pos[POS_ROWS];
-    u32 from[POS_ROWS];
     u32 slot[POS_ROWS];
     u32 seq[POS_ROWS];
 };
