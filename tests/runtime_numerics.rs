@@ -68,7 +68,7 @@ fn runtime_logits(
         .enumerate()
         .map(|(i, &t)| {
             let p = w.issue(&[t], &[i]).unwrap();
-            w.read_eager(p).unwrap()
+            w.read_eager(p).unwrap().to_vec()
         })
         .collect()
 }

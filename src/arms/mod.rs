@@ -263,17 +263,18 @@ fn run_reference<B: Backend>(
             .map_err(rt_err(|| format!("reference row {row} step {i}")))?;
         // topk >= 1 (validated): its first entry is the greedy token, by the same order
         // (larger logit, then lower id) as `receipt::argmax`, without a second vocab pass.
-        let top = receipt::topk(&l, topk.max(1));
+        let top = receipt::topk(l, topk.max(1));
         if i + 1 == tape.len() && tape.len() < steps {
             tape.push(top[0].0);
         }
         out.push(RefStep {
             step: i,
             token: tok,
-            logits_blake3: receipt::hash_logits(&l),
+            logits_blake3: receipt::hash_logits(l),
             topk: top,
         });
-        logits.push(l);
+        // The reference keeps every step's logits (to name a first divergent value).
+        logits.push(l.to_vec());
     }
     Ok(RefRun {
         reference: Reference {
@@ -506,7 +507,7 @@ fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<A
             .map_err(rt_err(|| format!("eager arm step {i}")))?;
         // A member without the last stage reads no logits: the process with it judges.
         if rt.has_output() {
-            judge.check(i, 0, &l);
+            judge.check(i, 0, l);
         }
     }
     Ok(judge.finish())
@@ -515,14 +516,15 @@ fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<A
 /// Drive one walk with up to `window` steps in flight: issue step i with the tokens that
 /// `tokens(i, buf)` puts in `buf` (one per row, all at position i), and whenever the window
 /// is full (and at the end) read the oldest step through the readback stream and hand
-/// `(step, logits)` to `sink`, in step order. The pipelined and batched arms and `bench`
+/// `(step, logits)` to `sink`, in step order (the logits lent from the output slot's host
+/// buffer for the call: no copy, no allocation per step). The pipelined and batched arms and `bench`
 /// all issue this way. The token and position buffers are reused across steps.
 pub fn drive_windowed<B: Backend, E>(
     walk: &mut Walk<'_, B>,
     steps: usize,
     window: usize,
     mut tokens: impl FnMut(usize, &mut Vec<u32>),
-    mut sink: impl FnMut(usize, Vec<f32>) -> Result<(), E>,
+    mut sink: impl FnMut(usize, &[f32]) -> Result<(), E>,
     err: impl Fn(usize, RtError) -> E,
 ) -> Result<(), E> {
     // (tape index, pending step): the runtime numbers steps over its whole life.

@@ -11,7 +11,7 @@
 //! - `alloc_zeroed` enqueues its zero-fill on the given stream: the buffer is not defined for
 //!   any other stream until that stream is ordered behind it (slot first-use, cache birth).
 //! - Errors raised inside an enqueued operation are sticky on that stream and surface at the
-//!   next `synchronize`/`download` on it.
+//!   next `synchronize`/`download_into` on it.
 
 pub mod cpu;
 pub mod trace;
@@ -176,6 +176,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     type Buf: Send + Sync + 'static;
     type Stream: Send + Sync + 'static;
     type Event: Send + Sync + 'static;
+    /// Host memory a download lands in (`alloc_readback`, `download_into`).
+    type HostBuf: Send + Sync + 'static;
     /// One stage's KV cache for its layer range: `rows` sequences × `ctx` positions.
     type Cache: Send + Sync + 'static;
     type Engine: Engine<Self>;
@@ -222,17 +224,28 @@ pub trait Backend: Send + Sync + Sized + 'static {
         dst_off: usize,
         n: usize,
     ) -> BResult<()>;
-    /// Enqueue an upload of `host` into `dst[off..]` on `s`.
-    fn upload(&self, s: &Self::Stream, host: Vec<f32>, dst: &Self::Buf, off: usize) -> BResult<()>;
-    /// Enqueue a download of `src[off..off+n]` on `s` and block until it (and everything
-    /// before it on `s`) has run.
-    fn download(
+    /// Enqueue an upload of `host` into `dst[off..]` on `s`. `host` may be reused as soon as
+    /// this returns (the backend copies or stages it before returning), so a caller keeps
+    /// one buffer for every step.
+    fn upload(&self, s: &Self::Stream, host: &[f32], dst: &Self::Buf, off: usize) -> BResult<()>;
+    /// `n` f32 of host memory that `download_into` lands in, allocated once and reused for
+    /// every download (pinned on CUDA, so the DMA writes it directly at full link speed;
+    /// plain memory on the CPU). Zero-filled on the host before it is returned.
+    fn alloc_readback(&self, dev: usize, n: usize) -> BResult<Self::HostBuf>;
+    /// Values `dst` holds.
+    fn readback_len(&self, dst: &Self::HostBuf) -> usize;
+    /// Enqueue a download of `src[off..off+n]` into `dst[0..n]` on `s`, block until it (and
+    /// everything before it on `s`) has run, and lend `dst[0..n]`. The only way anything
+    /// writes `dst` is this call, which holds `&mut dst` until the copy has finished, so
+    /// the returned slice (borrowing `dst`) can never be overwritten while it is read.
+    fn download_into<'h>(
         &self,
         s: &Self::Stream,
         src: &Self::Buf,
         off: usize,
+        dst: &'h mut Self::HostBuf,
         n: usize,
-    ) -> BResult<Vec<f32>>;
+    ) -> BResult<&'h [f32]>;
 
     /// A stage's KV cache on `dev`, zero-filled by an operation enqueued on `s` (cache birth).
     fn new_cache(
@@ -292,7 +305,7 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn trace_phase(&self, _name: &str) {}
 
     /// Tracing: ops enqueued on `s` from now until `trace_end` (or the host blocking in a
-    /// `download` or `synchronize` on `s`, whose wake-up is not the piece's work) are one
+    /// `download_into` or `synchronize` on `s`, whose wake-up is not the piece's work) are one
     /// piece of the step.
     fn trace_begin(&self, _s: &Self::Stream, _piece: trace::Piece) {}
 

@@ -584,6 +584,13 @@ mod tests {
         bytes.extend_from_slice(&1.0f32.to_le_bytes());
         bytes.extend_from_slice(&(-2.5f32).to_le_bytes());
         assert_eq!(hash_logits(&row), blake3::hash(&bytes).to_hex().to_string());
+        // A row spanning several of the hasher's 4 KiB pieces, the last one partial.
+        let long: Vec<f32> = (0..2500).map(|i| (i as f32).sin()).collect();
+        let bytes: Vec<u8> = long.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(
+            hash_logits(&long),
+            blake3::hash(&bytes).to_hex().to_string()
+        );
         // -0.0 and 0.0 compare equal as floats but are different bits: the gate sees them.
         assert_ne!(hash_logits(&[0.0]), hash_logits(&[-0.0]));
         assert_eq!(first_diff(&[0.0, 1.0], &[-0.0, 1.0]), Some((0, 0.0, -0.0)));

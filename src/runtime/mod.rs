@@ -14,9 +14,11 @@
 //!                                        ─ last: wait out[j].read (WAR); head x → out[j];
 //!                                              record out[j].done
 //!                                        ─ record exit[s]
-//!  eager read: wait exit[0..N] (EXIT PUB.), download out[j], record out[j].read
-//!  deferred read (pipelined arms): readback stream waits out[j].done (EXIT PUB.), downloads,
-//!  records out[j].read — the stage streams keep running later tokens meanwhile.
+//!  eager read: wait exit[0..N] (EXIT PUB.), download out[j] → host[j], record out[j].read
+//!  deferred read (pipelined arms): readback stream waits out[j].done (EXIT PUB.), downloads
+//!  out[j] → host[j], records out[j].read — the stage streams keep running later tokens.
+//!  host[j] is the slot's own host buffer (pinned on CUDA), lent to the caller until its
+//!  next walk call: the borrow of `&mut Walk` keeps step t+window's download out of it.
 //! ```
 //!
 //! Structural choices that remove races of the seed's runtime by construction:
@@ -82,29 +84,6 @@ type RResult<T> = Result<T, RtError>;
 
 fn at<T>(r: Result<T, BackendError>, ctx: impl FnOnce() -> String) -> RResult<T> {
     r.map_err(|err| RtError::Backend { ctx: ctx(), err })
-}
-
-/// A step's logits (`rows` rows of the output slot `buf`) downloaded on `s` (a traced
-/// readback piece). A process without the last stage (`buf` None) reads nothing: the host
-/// still waits for `s`, so its steps in flight stay bounded as the last stage's are.
-fn read_logits<B: Backend>(
-    rt: &Runtime<B>,
-    s: &B::Stream,
-    buf: Option<&B::Buf>,
-    rows: usize,
-    c: impl Fn() -> String,
-) -> RResult<Vec<f32>> {
-    let be = &*rt.be;
-    be.trace_begin(s, Piece::Readback);
-    let v = match buf {
-        Some(buf) => at(be.download(s, buf, 0, rows * rt.model.cfg.vocab), &c)?,
-        None => {
-            at(be.synchronize(s), &c)?;
-            Vec::new()
-        }
-    };
-    be.trace_end(s);
-    Ok(v)
 }
 
 #[derive(Clone, Debug)]
@@ -201,6 +180,11 @@ struct OutSlot<B: Backend> {
     /// None in a process that does not hold the last stage (it reads no logits; the ring
     /// then only bounds its steps in flight, `done` recorded after its last stage's work).
     buf: Option<B::Buf>,
+    /// The host side of the slot: `max_rows x vocab` f32 that every read of the slot
+    /// downloads into (None where `buf` is None). Reused across steps; a read lends it until
+    /// the walk's next call, which the borrow of `&mut Walk` enforces, so no later step's
+    /// download into it can run while a caller still reads it.
+    host: Option<B::HostBuf>,
     done: B::Event,
     read_caller: B::Event,
     read_rb: B::Event,
@@ -220,6 +204,8 @@ struct WalkState<B: Backend> {
     lens: Vec<Vec<usize>>,
     /// A stage's rows of the step being issued (reused: no allocation per step).
     rows_at: Vec<RowAt>,
+    /// The step's tokens as f32 for the upload (reused: no allocation per step).
+    tokens_f32: Vec<f32>,
     /// Buffers replaced by a slot's growth. Queued copies on the TX or RX stream may still
     /// touch them, so they are released only after a barrier (walk end), never at the
     /// replacement: a device free would be ordered on one stream only.
@@ -402,16 +388,20 @@ impl<B: Backend> Runtime<B> {
         let mut outputs = Vec::new();
         for _ in 0..cfg.window.max(1) {
             let ctx = || format!("output ring on device {dev_last}");
-            let buf = if hi == n {
-                Some(at(
-                    be.alloc_zeroed(dev_last, out_len, &stages[hi - 1 - lo].stream),
-                    ctx,
-                )?)
+            let (buf, host) = if hi == n {
+                (
+                    Some(at(
+                        be.alloc_zeroed(dev_last, out_len, &stages[hi - 1 - lo].stream),
+                        ctx,
+                    )?),
+                    Some(at(be.alloc_readback(dev_last, out_len), ctx)?),
+                )
             } else {
-                None
+                (None, None)
             };
             outputs.push(OutSlot {
                 buf,
+                host,
                 done: at(be.new_event(dev_last), ctx)?,
                 read_caller: at(be.new_event(dev0), ctx)?,
                 read_rb: at(be.new_event(dev_last), ctx)?,
@@ -444,6 +434,7 @@ impl<B: Backend> Runtime<B> {
                 })
             }
         };
+        let max_rows = cfg.max_rows;
         let rt = Runtime {
             be,
             model,
@@ -462,6 +453,7 @@ impl<B: Backend> Runtime<B> {
                 step: 0,
                 lens,
                 rows_at: Vec::new(),
+                tokens_f32: Vec::with_capacity(max_rows),
                 retired: Vec::new(),
             }),
         };
@@ -715,21 +707,16 @@ impl<'a, B: Backend> Walk<'a, B> {
         // Caller: input ring slot k. WAR: the upload waits until stage 0 consumed step t-2.
         // (Only the process holding stage 0 has tokens to upload.)
         if lo == 0 {
-            let inp = &self.st.inputs[k];
+            let st = &mut *self.st;
+            st.tokens_f32.clear();
+            st.tokens_f32.extend(tokens.iter().map(|&x| x as f32));
+            let inp = &st.inputs[k];
             let c = || format!("caller stream, step {t}");
             at(be.wait(&rt.caller, &inp.consumed), c)?;
             // Tracing only (here and at every trace_begin/trace_end below): names the piece
             // of the step the ops between them are; no op or event changes.
             be.trace_begin(&rt.caller, Piece::Input);
-            at(
-                be.upload(
-                    &rt.caller,
-                    tokens.iter().map(|&x| x as f32).collect(),
-                    &inp.buf,
-                    0,
-                ),
-                c,
-            )?;
+            at(be.upload(&rt.caller, &st.tokens_f32, &inp.buf, 0), c)?;
             be.trace_end(&rt.caller);
             at(be.record(&inp.ready, &rt.caller), c)?;
         }
@@ -989,10 +976,52 @@ impl<'a, B: Backend> Walk<'a, B> {
         }
     }
 
+    /// Both reads' common tail, on the reader's stream `s` (the caller's, `caller`, or the
+    /// readback stream) after its exit-publication waits: the step's logits (`rows` rows of
+    /// the slot's device buffer) downloaded straight into the slot's own host buffer,
+    /// allocated once at build (pinned on CUDA: the DMA lands there; no allocation or copy
+    /// per step; a traced readback piece); the slot's read event recorded; the slot
+    /// released; the host buffer lent. A process without the last stage (no buffers) reads
+    /// nothing: the host still waits for `s`, so its steps in flight stay bounded as the
+    /// last stage's are.
+    fn read_slot(
+        &mut self,
+        p: &Pending,
+        s: &B::Stream,
+        caller: bool,
+        c: impl Fn() -> String,
+    ) -> RResult<&[f32]> {
+        let rt = self.rt;
+        let be = &*rt.be;
+        let out = &mut self.st.outputs[p.slot];
+        be.trace_begin(s, Piece::Readback);
+        let v = match (out.buf.as_ref(), out.host.as_mut()) {
+            (Some(buf), Some(host)) => at(
+                be.download_into(s, buf, 0, host, p.rows * rt.model.cfg.vocab),
+                &c,
+            )?,
+            _ => {
+                at(be.synchronize(s), &c)?;
+                &[]
+            }
+        };
+        be.trace_end(s);
+        // WAR on the slot's device buffer: a later head into it waits for this read.
+        let read = if caller {
+            &out.read_caller
+        } else {
+            &out.read_rb
+        };
+        at(be.record(read, s), &c)?;
+        out.unread = None;
+        Ok(v)
+    }
+
     /// Eager read: the caller's stream waits every stage's exit event (EXIT PUBLICATION of
     /// all stages, so when this returns the whole walk step is finished everywhere and the
-    /// caller may touch anything), then downloads the logits.
-    pub fn read_eager(&mut self, p: Pending) -> RResult<Vec<f32>> {
+    /// caller may touch anything), then downloads the logits into the slot's host buffer.
+    /// The slice is lent until the walk's next call (see `OutSlot::host`).
+    pub fn read_eager(&mut self, p: Pending) -> RResult<&[f32]> {
         self.check_unread(&p)?;
         let rt = self.rt;
         let be = &*rt.be;
@@ -1003,30 +1032,23 @@ impl<'a, B: Backend> Walk<'a, B> {
                 at(be.wait(&rt.caller, &st.exit), c)?;
             }
         }
-        let out = &mut self.st.outputs[p.slot];
-        let v = read_logits(rt, &rt.caller, out.buf.as_ref(), p.rows, c)?;
-        at(be.record(&out.read_caller, &rt.caller), c)?;
-        out.unread = None;
-        Ok(v)
+        self.read_slot(&p, &rt.caller, true, c)
     }
 
     /// Deferred read: the dedicated readback stream waits this step's completion event on
     /// the last stage (EXIT PUBLICATION of the producer), downloads, and records the slot's
-    /// read event; later steps keep running on the stage streams meanwhile.
-    pub fn read_deferred(&mut self, p: Pending) -> RResult<Vec<f32>> {
+    /// read event; later steps keep running on the stage streams meanwhile. The logits land
+    /// in the slot's host buffer, lent until the walk's next call (see `OutSlot::host`).
+    pub fn read_deferred(&mut self, p: Pending) -> RResult<&[f32]> {
         self.check_unread(&p)?;
         let rt = self.rt;
         let be = &*rt.be;
         let c = || format!("deferred read on the readback stream, step {}", p.step);
         be.trace_step(&rt.readback, Some(p.pos0));
-        let out = &mut self.st.outputs[p.slot];
         if !rt.has(Fault::NoExitPublish) {
-            at(be.wait(&rt.readback, &out.done), c)?;
+            at(be.wait(&rt.readback, &self.st.outputs[p.slot].done), c)?;
         }
-        let v = read_logits(rt, &rt.readback, out.buf.as_ref(), p.rows, c)?;
-        at(be.record(&out.read_rb, &rt.readback), c)?;
-        out.unread = None;
-        Ok(v)
+        self.read_slot(&p, &rt.readback, false, c)
     }
 }
 
@@ -1153,6 +1175,83 @@ mod tests {
             let e = w.issue(toks, pos).unwrap_err().to_string();
             assert!(e.contains(want), "{e:?} should contain {want:?}");
         }
+    }
+
+    #[test]
+    fn reads_reuse_each_output_slot_s_host_buffer_and_return_the_step_s_logits() {
+        // Window 2: steps t and t+2 share ring slot t % 2. Every read lends that slot's one
+        // host buffer (no allocation per step), and what it lends is step t's logits, not a
+        // stale step's: each equals the host forward's (`HostSession`, which the CPU
+        // runtime matches bit for bit: tests/runtime_numerics.rs), computed without any
+        // readback.
+        let piped = rt(2, 2);
+        let vocab = piped.model().cfg.vocab;
+        let mut host = crate::model::HostSession::new(piped.model(), 2, 8);
+        let mut w = piped.walk().unwrap();
+        let mut ptrs = Vec::new();
+        let mut inflight = std::collections::VecDeque::new();
+        for i in 0..8 {
+            // Read the oldest step when the window is full or nothing is left to issue; the
+            // last two through the caller stream (both streams' reads share the slot's buffer).
+            if inflight.len() == 2 || (i >= 6 && !inflight.is_empty()) {
+                let (j, p, want): (usize, Pending, Vec<f32>) = inflight.pop_front().unwrap();
+                let got = if j < 4 {
+                    w.read_deferred(p)
+                } else {
+                    w.read_eager(p)
+                }
+                .unwrap();
+                assert_eq!(got.len(), 2 * vocab);
+                let same = got
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                let diff = crate::receipt::first_diff(&want, got);
+                assert!(
+                    same,
+                    "step {j}: first differing logit (index, host, read) {diff:?}"
+                );
+                ptrs.push(got.as_ptr());
+            }
+            if i < 6 {
+                let toks = [(7 + 5 * i) as u32, (3 + 11 * i) as u32];
+                let want = host.step(&toks, i);
+                inflight.push_back((i, w.issue(&toks, &[i, i]).unwrap(), want));
+            }
+        }
+        assert_eq!(ptrs.len(), 6);
+        for t in 0..4 {
+            assert_eq!(
+                ptrs[t],
+                ptrs[t + 2],
+                "steps {t} and {} share slot {}",
+                t + 2,
+                t % 2
+            );
+            assert_ne!(
+                ptrs[t],
+                ptrs[t + 1],
+                "steps {t} and {} use different slots",
+                t + 1
+            );
+        }
+    }
+
+    #[test]
+    fn a_download_larger_than_its_host_buffer_is_an_error_naming_both() {
+        let be = CpuBackend::new(1, 0, 0);
+        let s = be.new_stream(0, "t").unwrap();
+        let src = be.alloc_zeroed(0, 8, &s).unwrap();
+        let mut host = be.alloc_readback(0, 4).unwrap();
+        let e = be.download_into(&s, &src, 0, &mut host, 8).unwrap_err();
+        assert!(
+            e.to_string().contains("8 values") && e.to_string().contains("of 4"),
+            "{e}"
+        );
+        assert_eq!(
+            be.download_into(&s, &src, 4, &mut host, 4).unwrap(),
+            &[0.0; 4]
+        );
     }
 
     #[test]

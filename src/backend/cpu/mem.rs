@@ -5,7 +5,7 @@
 //! stale, torn or poisoned row, which is what lets the gate catch a missing edge on the CPU.
 
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::op_err;
 use crate::backend::BResult;
@@ -75,5 +75,44 @@ pub fn check_range(what: &str, b: &Arc<DevMem>, off: usize, n: usize) -> BResult
             "{what}: range {off}..{off}+{n} outside buffer of {} values",
             b.len()
         ))),
+    }
+}
+
+/// Host memory a download lands in (`Backend::download_into`): plain f32 values, allocated
+/// once. The download op on a stream's worker writes them through a second handle; the host
+/// lends them only when it holds the sole handle again (after the stream synchronize), so
+/// a lent slice is never written under a reader.
+pub struct HostMem {
+    data: Arc<Mutex<Box<[f32]>>>,
+    len: usize,
+}
+
+impl HostMem {
+    pub fn new(n: usize) -> HostMem {
+        HostMem {
+            data: Arc::new(Mutex::new(vec![0f32; n].into_boxed_slice())),
+            len: n,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A handle for the op that writes the values.
+    pub(super) fn handle(&self) -> Arc<Mutex<Box<[f32]>>> {
+        self.data.clone()
+    }
+
+    /// The first `n` values, lent while no other handle exists (None: an op still holds
+    /// one). Exclusive access proves no writer; the mutex is not taken.
+    pub(super) fn slice(&mut self, n: usize) -> Option<&[f32]> {
+        let m = Arc::get_mut(&mut self.data)?;
+        let v = m.get_mut().unwrap_or_else(|p| p.into_inner());
+        v.get(..n)
     }
 }

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use engine::{CpuCache, CpuEngine};
-pub use mem::DevMem;
+pub use mem::{DevMem, HostMem};
 pub use stream::{CpuEvent, CpuStream};
 
 use super::trace::{Piece, Tracer};
@@ -85,6 +85,7 @@ impl Backend for CpuBackend {
     type Buf = Arc<DevMem>;
     type Stream = CpuStream;
     type Event = CpuEvent;
+    type HostBuf = HostMem;
     type Cache = CpuCache;
     type Engine = CpuEngine;
 
@@ -214,35 +215,57 @@ impl Backend for CpuBackend {
         })
     }
 
-    fn upload(&self, s: &CpuStream, host: Vec<f32>, dst: &Arc<DevMem>, off: usize) -> BResult<()> {
+    fn upload(&self, s: &CpuStream, host: &[f32], dst: &Arc<DevMem>, off: usize) -> BResult<()> {
         mem::check_range("upload destination", dst, off, host.len())?;
         let dst = dst.clone();
+        // The op runs later on the worker: it owns its copy of the values (as CUDA's driver
+        // stages a pageable source before returning), so the caller may reuse `host`.
+        let host = host.to_vec();
         s.enqueue("upload", move || {
             dst.store(off, &host);
             Ok(())
         })
     }
 
-    fn download(
+    fn alloc_readback(&self, dev: usize, n: usize) -> BResult<HostMem> {
+        self.check_dev(dev)?;
+        Ok(HostMem::new(n))
+    }
+
+    fn readback_len(&self, dst: &HostMem) -> usize {
+        dst.len()
+    }
+
+    fn download_into<'h>(
         &self,
         s: &CpuStream,
         src: &Arc<DevMem>,
         off: usize,
+        dst: &'h mut HostMem,
         n: usize,
-    ) -> BResult<Vec<f32>> {
+    ) -> BResult<&'h [f32]> {
         mem::check_range("download source", src, off, n)?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let src = src.clone();
+        if n > dst.len() {
+            return Err(op_err(format!(
+                "download of {n} values on {} into a readback buffer of {}",
+                s.label(),
+                dst.len()
+            )));
+        }
+        // The copy is an op on `s` (ordered by the stream's event waits, exactly as the
+        // CUDA DMA), writing the host buffer through its own handle.
+        let (src, host) = (src.clone(), dst.handle());
         s.enqueue("download", move || {
-            let mut out = vec![0f32; n];
-            src.load(off, &mut out);
-            let _ = tx.send(out);
+            let mut h = host.lock().unwrap_or_else(|p| p.into_inner());
+            src.load(off, &mut h[..n]);
             Ok(())
         })?;
         s.synchronize()?;
-        rx.recv().map_err(|_| {
+        // The worker consumed (dropped) the op, and with it its handle, before the
+        // synchronize marker behind it ran: the host holds the only handle again.
+        dst.slice(n).ok_or_else(|| {
             op_err(format!(
-                "download on {}: stream dropped the result",
+                "download on {}: the readback buffer is still held by a queued op",
                 s.label()
             ))
         })

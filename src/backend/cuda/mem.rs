@@ -201,3 +201,58 @@ pub fn check_range(what: &str, b: &GpuBuf, off: usize, n: usize) -> BResult<()> 
         ))),
     }
 }
+
+/// Pinned host memory a download lands in (`Backend::download_into`): allocated once per
+/// output ring slot, so the DMA writes it directly and the host reads it without a copy.
+/// The only writer is a DMA enqueued by `download_into`, which holds `&mut` of this value
+/// from the enqueue until after the synchronize that finishes it; shared borrows (the lent
+/// slice) therefore never overlap a write in flight.
+pub struct PinnedF32 {
+    raw: Raw,
+    len: usize,
+}
+
+impl PinnedF32 {
+    pub fn new(ctx: &Arc<CudaContext>, n: usize, what: &str) -> BResult<PinnedF32> {
+        let bytes = n
+            .checked_mul(4)
+            .ok_or_else(|| op_err(format!("{what}: {n} values overflow")))?;
+        Ok(PinnedF32 {
+            raw: Raw::host(ctx, bytes, what)?,
+            len: n,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address a DMA into this memory targets (the caller holds `&mut self`).
+    pub(super) fn dma_target(&mut self) -> *mut std::ffi::c_void {
+        self.raw.ptr() as *mut std::ffi::c_void
+    }
+
+    /// The first `n` values (bounds checked by the caller: n <= len).
+    pub(super) fn slice(&self, n: usize) -> &[f32] {
+        let n = n.min(self.len);
+        // SAFETY: the pinned allocation is live for as long as `self` is borrowed, holds at
+        // least 4 * len bytes (cuMemHostAlloc of at least that size), and is page aligned,
+        // so aligned for f32, whose every bit pattern is valid. No DMA writes it while this
+        // borrow lives: DMAs into it are enqueued only through `&mut self` (`dma_target`)
+        // by `download_into`, which synchronizes the stream before lending a slice.
+        unsafe { std::slice::from_raw_parts(self.raw.ptr() as *const f32, n) }
+    }
+
+    /// The first `n` values for a host-side write (a host-staging source); same
+    /// conditions as `slice`, with `&mut self` excluding every other borrow.
+    pub(super) fn slice_mut(&mut self, n: usize) -> &mut [f32] {
+        let n = n.min(self.len);
+        // SAFETY: as in `slice`; `&mut self` makes this the only reference into the memory,
+        // and the caller synchronized the stream of any DMA that targeted it before.
+        unsafe { std::slice::from_raw_parts_mut(self.raw.ptr() as *mut f32, n) }
+    }
+}

@@ -34,7 +34,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 pub use engine::{CudaCache, CudaEngine};
-pub use mem::GpuBuf;
+pub use mem::{GpuBuf, PinnedF32};
 use modcache::{ImageKind, Key, KeyParts, ModuleCache, Outcome};
 
 use super::trace::{Piece, Tracer};
@@ -388,11 +388,6 @@ pub struct GpuStream {
     label: String,
     /// Schedule explorer: (max delay in ns, this stream's seeded generator).
     jitter: Option<Mutex<(u64, ChaCha8Rng)>>,
-    /// Pinned bounce buffer of this stream's downloads (grown on demand): a DMA into pinned
-    /// memory runs at full link speed, where a pageable destination makes the driver stage
-    /// it through its own buffer in pieces. Used only inside `download`, which holds the
-    /// lock from the copy's enqueue until after the stream synchronize that ends it.
-    readback: Mutex<Option<mem::Raw>>,
     /// `--trace`: this stream's track in the trace that was current when it was made.
     trace: Option<tracing::StreamTrace>,
 }
@@ -926,6 +921,7 @@ impl Backend for CudaBackend {
     type Buf = GpuBuf;
     type Stream = GpuStream;
     type Event = GpuEvent;
+    type HostBuf = PinnedF32;
     type Cache = CudaCache;
     type Engine = CudaEngine;
 
@@ -1005,7 +1001,6 @@ impl Backend for CudaBackend {
             dx,
             label,
             jitter,
-            readback: Mutex::new(None),
             trace,
         })
     }
@@ -1157,60 +1152,65 @@ impl Backend for CudaBackend {
         })
     }
 
-    fn upload(&self, s: &GpuStream, host: Vec<f32>, dst: &GpuBuf, off: usize) -> BResult<()> {
+    fn upload(&self, s: &GpuStream, host: &[f32], dst: &GpuBuf, off: usize) -> BResult<()> {
         mem::check_range("upload destination", dst, off, host.len())?;
         s.jitter()?;
-        upload_slice(s, &host, dst, off)
+        upload_slice(s, host, dst, off)
     }
 
-    fn download(&self, s: &GpuStream, src: &GpuBuf, off: usize, n: usize) -> BResult<Vec<f32>> {
+    fn alloc_readback(&self, dev: usize, n: usize) -> BResult<PinnedF32> {
+        let dx = self.device(dev)?;
+        PinnedF32::new(
+            &dx.ctx,
+            n,
+            &format!("readback buffer of {n} values for device {dev}"),
+        )
+    }
+
+    fn readback_len(&self, dst: &PinnedF32) -> usize {
+        dst.len()
+    }
+
+    fn download_into<'h>(
+        &self,
+        s: &GpuStream,
+        src: &GpuBuf,
+        off: usize,
+        dst: &'h mut PinnedF32,
+        n: usize,
+    ) -> BResult<&'h [f32]> {
         mem::check_range("download source", src, off, n)?;
-        let mut out = vec![0f32; n];
+        if n > dst.len() {
+            return Err(op_err(format!(
+                "download of {n} values on stream {} into a readback buffer of {}",
+                s.label(),
+                dst.len()
+            )));
+        }
         if src.raw.is_host() || n == 0 {
             // Host staging (or nothing to copy): the stream's order first, then a plain
             // host read of what the stream wrote.
             self.synchronize(s)?;
             if n > 0 {
-                src.raw.read_host(4 * off, &mut out)?;
+                src.raw.read_host(4 * off, dst.slice_mut(n))?;
             }
-            return Ok(out);
+            return Ok(dst.slice(n));
         }
-        let mut rb = s
-            .readback
-            .lock()
-            .map_err(|_| op_err(format!("{}: readback buffer poisoned", s.label())))?;
-        if rb.as_ref().is_none_or(|r| r.bytes() < 4 * n) {
-            // Growth drops the old buffer, whose Drop synchronizes the context first.
-            *rb = None;
-            *rb = Some(mem::Raw::host(
-                &s.dx.ctx,
-                4 * n,
-                &format!("readback buffer of stream {}", s.label()),
-            )?);
-        }
-        let bounce = rb.as_ref().expect("grown above");
         drv(s.dx.ctx.bind_to_thread(), || {
             format!("download on {}: bind context", s.label())
         })?;
-        // SAFETY: the source range lies inside a live device allocation (checked); the
-        // destination is this stream's pinned bounce buffer of at least 4 * n bytes,
-        // which only downloads on this stream use, under the lock held until the
-        // synchronize below has finished the copy.
-        let r = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                bounce.ptr() as *mut std::ffi::c_void,
-                src.at(off),
-                4 * n,
-                s.s.cu_stream(),
-            )
-        }
-        .result();
+        let target = dst.dma_target();
+        // SAFETY: the source range lies inside a live device allocation (checked above);
+        // the destination is `dst`'s pinned allocation of at least 4 * n bytes (checked
+        // above), held by `&mut` until the synchronize below has finished the copy, so no
+        // host reference reads it meanwhile. The copy runs in `s`'s order.
+        let r = unsafe { sys::cuMemcpyDtoHAsync_v2(target, src.at(off), 4 * n, s.s.cu_stream()) }
+            .result();
         drv(r, || {
             format!("download of {n} values on stream {}", s.label())
         })?;
         self.synchronize(s)?;
-        bounce.read_host(0, &mut out)?;
-        Ok(out)
+        Ok(dst.slice(n))
     }
 
     fn link_send(

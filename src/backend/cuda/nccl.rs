@@ -431,7 +431,7 @@ pub fn check(flag: Option<&Path>, gpu: Option<usize>) -> Result<Vec<String>> {
     let vals: Vec<f32> = (0..n)
         .map(|i| (i as f32).sin() * 1e3 + f32::EPSILON)
         .collect();
-    be.upload(&s, vals.clone(), &src, 0)?;
+    be.upload(&s, &vals, &src, 0)?;
     // A self send/recv must be one group (NCCL launches the pair together at group end).
     // SAFETY: ncclGroupStart only opens this thread's group.
     lib.check(unsafe { (lib.group_start)() }, "ncclGroupStart")
@@ -441,7 +441,8 @@ pub fn check(flag: Option<&Path>, gpu: Option<usize>) -> Result<Vec<String>> {
     // SAFETY: closes the group opened above, which launches the send/recv on `s`.
     lib.check(unsafe { (lib.group_end)() }, "ncclGroupEnd")
         .map_err(|e| anyhow!(e))?;
-    let got = be.download(&s, &dst, 0, n)?;
+    let mut host = be.alloc_readback(dev, n)?;
+    let got = be.download_into(&s, &dst, 0, &mut host, n)?;
     let same = got
         .iter()
         .zip(&vals)
