@@ -440,7 +440,7 @@ def gpu_main(out):
     best_gemm = {}
     xr = cp.asarray(random_x(512, 14336, rng))
     for sname, (rows, n_in) in shapes.items():
-        mb = rows * (n_in // QK) * BLK / 1e6
+        mb = (rows // 16) * (n_in // QK) * BLK / 1e6  # BLK: one 16-row x super-block block
         copies = max(1, -(-160 // int(mb)))
         Ws = [rand_blocks(rows, n_in) for _ in range(copies)]
         reps = max(copies, 20)
@@ -482,8 +482,8 @@ def gpu_main(out):
     say(f"prep x C=512: {tp[4096] * 1e6:.0f} us (4096), {tp[14336] * 1e6:.0f} us (14336)")
     say(f"8B-l8 matrices at C=512 (8 layers + head, best variant per shape): {tok_pp:,.0f} tok/s; "
         f"with activation preps {tok_pp_p:,.0f} tok/s   (engine today: 3,215 tok/s whole prefill)")
-    mbytes = sum(shapes[s][0] * shapes[s][1] // QK * BLK * k for s, k in per_layer.items()) * 8 + \
-        shapes["head"][0] * shapes["head"][1] // QK * BLK
+    mbytes = sum(shapes[s][0] // 16 * (shapes[s][1] // QK) * BLK * k for s, k in per_layer.items()) * 8 + \
+        shapes["head"][0] // 16 * (shapes["head"][1] // QK) * BLK
     for B in (1, 8):
         t = 8 * sum(best_dec[s][B] * k for s, k in per_layer.items()) + best_dec["head"][B]
         say(f"8B-l8 matrices decode B={B}: {B / t:,.0f} tok/s  ({mbytes / t / 1e9:,.0f} GB/s of repacked "
