@@ -523,10 +523,13 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     const float* X = a.x + (size_t)r0 * n;
     float* xsum = smem + (XS ? RT * n : 0);
     float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
-    // The four-rows-per-warp kernels (tiles of 5..8 rows, up to 255 registers) of rows up to
-    // 4096 wide take the one-trip prologue: smaller tiles walk few trips anyway, and their
-    // 80..128-register kernels would spill the held float4s (cuobjdump: 200+ bytes of stack).
-    const bool fast = XS && NW == 4 && RT >= 4 && n <= 4096;
+    // Rows up to 4096 wide take the one-trip prologue in the four-rows-per-warp kernels (tiles
+    // of 5..8 rows, up to 255 registers) and in one-row tiles of the 32-element-block formats
+    // (a norm launch: one trip instead of two, the sumsq and the tile). Not in the others:
+    // 80..128-register kernels holding 2..4 rows' float4s, or a K-quant's larger units, spill
+    // (cuobjdump: Q5_K/Q6_K one-row 2-rows-per-warp kernels 48 -> 104 bytes of stack, 2..8-row
+    // tiles 200+).
+    const bool fast = XS && ((NW == 4 && RT >= 4) || (RT == 1 && FMT <= FMT_Q8_0)) && n <= 4096;
     if (fast) {
         // The whole tile in one round trip (rows up to 4096 wide: 4 float4s of each row per
         // thread): thread t loads float4s t, t + 256, t + 512, t + 768 of every row at once,
@@ -535,7 +538,8 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         // below walks the rows one at a time, one L2 round trip each for the norm and one per
         // 1024 float4s for the tile, ~16 dependent trips (~10 us) for an 8-row tile before
         // any weight is multiplied.
-        if (NW == 4 && RT >= 4) mvq_stage_fast<RT>(a, X, n, smem, red, inv);
+        if ((NW == 4 && RT >= 4) || (RT == 1 && FMT <= FMT_Q8_0))
+            mvq_stage_fast<RT>(a, X, n, smem, red, inv);
     } else if (XS && a.norm) {
         // Only a staged launch normalizes (stage_rows lays out the others, with the same
         // expressions): sumsq256 over the global row (the whole block, row by row), then
