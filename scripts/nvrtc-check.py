@@ -26,20 +26,18 @@ VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0.
 ARCH = os.environ.get("NVRTC_ARCH", "compute_90")
 
 
-CUBIN = None  # --cubin DIR: also write each module's sm_XX CUBIN there (for cuobjdump -sass)
-if "--cubin" in sys.argv[1:]:
-    i = sys.argv.index("--cubin")
-    CUBIN = sys.argv[i + 1]
-    del sys.argv[i:i + 2]
-ARGS = [a for a in sys.argv[1:] if a != "--all"]
-ALL = "--all" in sys.argv[1:]
+# The engine's compile options (src/backend/cuda/mod.rs compile_options), less the
+# architecture: no FMA contraction, no flush-to-zero, IEEE division and square root.
+ENGINE_OPTS = ["--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true"]
 CACHE = os.path.join(ROOT, ".cache", "nvrtc")
 WHEEL = "nvidia-cuda-nvrtc==13.5.37"  # NVRTC of CUDA 13, as on the GPU machine
 
 
-def find_lib():
-    if ARGS:
-        return ARGS[0]
+def find_lib(args=()):
+    """libnvrtc: args[0] when given, else the wheel's (installed into .cache/nvrtc if absent).
+    Also what research/mma-q4k/compile_check.py loads."""
+    if args:
+        return args[0]
     def search():
         for d in site.getsitepackages() + [site.getusersitepackages(), CACHE]:
             hits = glob.glob(os.path.join(d, "nvidia", "cu*", "lib", "libnvrtc.so.*"))
@@ -64,26 +62,27 @@ def src(name):
         return f.read()
 
 
-def compile_module(lib, what, text):
+def compile_module(lib, what, text, arch=ARCH, extra=(), cubin=None):
+    """Compile `text` with the engine's options for `arch` (plus `extra`); with `cubin`, write
+    the CUBIN there as WHAT.cubin. None when it compiles, else the error and log."""
     prog = ctypes.c_void_p()
     r = lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), b"ppn_gate_kernels.cu", 0, None, None)
     if r != 0:
         return f"{what}: nvrtcCreateProgram {r}"
-    opts = [b"--fmad=false", b"--ftz=false", b"--prec-div=true", b"--prec-sqrt=true",
-            f"--gpu-architecture={ARCH}".encode()]
+    opts = [o.encode() for o in ENGINE_OPTS + [f"--gpu-architecture={arch}"] + list(extra)]
     arr = (ctypes.c_char_p * len(opts))(*opts)
     r = lib.nvrtcCompileProgram(prog, len(opts), arr)
     size = ctypes.c_size_t()
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
     log = ctypes.create_string_buffer(size.value)
     lib.nvrtcGetProgramLog(prog, log)
-    if r == 0 and CUBIN:
+    if r == 0 and cubin:
         n = ctypes.c_size_t()
         lib.nvrtcGetCUBINSize(prog, ctypes.byref(n))
         buf = ctypes.create_string_buffer(n.value)
         lib.nvrtcGetCUBIN(prog, buf)
-        os.makedirs(CUBIN, exist_ok=True)
-        with open(os.path.join(CUBIN, what.replace(" ", "_") + ".cubin"), "wb") as f:
+        os.makedirs(cubin, exist_ok=True)
+        with open(os.path.join(cubin, what.replace(" ", "_") + ".cubin"), "wb") as f:
             f.write(buf.raw)
     lib.nvrtcDestroyProgram(ctypes.byref(prog))
     text_log = log.value.decode(errors="replace").strip()
@@ -95,11 +94,18 @@ def compile_module(lib, what, text):
 
 
 def main():
-    lib = ctypes.CDLL(find_lib())
+    argv = sys.argv[1:]
+    cubin = None  # --cubin DIR: also write each module's sm_XX CUBIN there (cuobjdump -sass)
+    if "--cubin" in argv:
+        i = argv.index("--cubin")
+        cubin = argv[i + 1]
+        del argv[i:i + 2]
+    all_ = "--all" in argv
+    lib = ctypes.CDLL(find_lib([a for a in argv if a != "--all"]))
     modules = [("main module", "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES))]
-    for tile in (1, 3, 8) if ALL else (1, 8):
+    for tile in (1, 3, 8) if all_ else (1, 8):
         for kind in list(range(FORMATS)) + ["generic"]:
-            if not ALL and tile != 1:
+            if not all_ and tile != 1:
                 continue
             head = "#define MV_GENERIC\n" if kind == "generic" else f"#define MV_FMT {kind}\n"
             modules.append((f"matvec {kind} tile {tile}",
@@ -112,7 +118,7 @@ def main():
     modules = [(w, t) for w, t in modules if not only or only in w]
     bad = 0
     for what, text in modules:
-        err = compile_module(lib, what, text)
+        err = compile_module(lib, what, text, cubin=cubin)
         if err:
             bad += 1
             print(err)
@@ -120,4 +126,5 @@ def main():
     sys.exit(1 if bad else 0)
 
 
-main()
+if __name__ == "__main__":
+    main()

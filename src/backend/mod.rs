@@ -232,8 +232,6 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// every download (pinned on CUDA, so the DMA writes it directly at full link speed;
     /// plain memory on the CPU). Zero-filled on the host before it is returned.
     fn alloc_readback(&self, dev: usize, n: usize) -> BResult<Self::HostBuf>;
-    /// Values `dst` holds.
-    fn readback_len(&self, dst: &Self::HostBuf) -> usize;
     /// Enqueue a download of `src[off..off+n]` into `dst[0..n]` on `s`, block until it (and
     /// everything before it on `s`) has run, and lend `dst[0..n]`. The only way anything
     /// writes `dst` is this call, which holds `&mut dst` until the copy has finished, so

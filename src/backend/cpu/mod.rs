@@ -232,10 +232,6 @@ impl Backend for CpuBackend {
         Ok(HostMem::new(n))
     }
 
-    fn readback_len(&self, dst: &HostMem) -> usize {
-        dst.len()
-    }
-
     fn download_into<'h>(
         &self,
         s: &CpuStream,

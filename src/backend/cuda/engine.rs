@@ -758,15 +758,16 @@ impl CudaEngine {
 
     /// Checks an engine call's stream and rows, then (with --jitter-us) delays the stream.
     fn check(&self, s: &GpuStream, rows: usize, op: &str) -> BResult<()> {
-        self.check_call(s, rows, op)?;
+        self.check_call(s, rows, &|| op.to_string())?;
         s.jitter()
     }
 
-    /// Checks an engine call's stream and rows.
-    fn check_call(&self, s: &GpuStream, rows: usize, op: &str) -> BResult<()> {
+    /// Checks an engine call's stream and rows (`op` names the call, formatted on the error
+    /// path only: `layers` runs every step).
+    fn check_call(&self, s: &GpuStream, rows: usize, op: &dyn Fn() -> String) -> BResult<()> {
         if rows == 0 || rows > self.spec.max_rows {
             return Err(self.err(
-                op,
+                &op(),
                 format!(
                     "{rows} rows, engine scratch holds 1..={}",
                     self.spec.max_rows
@@ -775,7 +776,7 @@ impl CudaEngine {
         }
         if s.device() != self.dx.dev {
             return Err(self.err(
-                op,
+                &op(),
                 format!(
                     "stream {} is on device {}, the engine's weights on device {}",
                     s.label(),
@@ -825,11 +826,7 @@ impl CudaEngine {
                 ),
             ));
         }
-        let max_pos = at
-            .iter()
-            .map(|a| a.slot + 1 - a.from_slot(&self.model, il))
-            .max()
-            .unwrap_or(0);
+        let max_pos = at.iter().map(|a| self.att_window(a, il)).max().unwrap_or(0);
         if max_pos > MAX_ATTN_POS {
             return Err(self.err(
                 &op(),
@@ -841,12 +838,17 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// Cache slots row `a` attends to in layer `il` (its attention scores' shared memory).
+    fn att_window(&self, a: &RowAt, il: usize) -> usize {
+        a.slot + 1 - a.from_slot(&self.model, il)
+    }
+
     /// Enqueues the rows' positions into `rowpos`, one `rowpos_set` per POS_ROWS rows, each
     /// launched without programmatic dependent launch: it starts after every earlier
     /// operation of `s` completed, so the previous step's attention launches have read
     /// their positions (write after read); the attention launches after it read them only
     /// after their pdl_wait (read after write). Rows are checked (`check_call`).
-    fn set_rowpos(&self, s: &GpuStream, at: &[RowAt], op: &str) -> BResult<()> {
+    fn set_rowpos(&self, s: &GpuStream, at: &[RowAt], op: &dyn Fn() -> String) -> BResult<()> {
         let f = self.dx.func("rowpos_set")?;
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
@@ -873,7 +875,7 @@ impl CudaEngine {
             // max_rows / POS_ROWS (rounded up) groups, and g < that since at.len() <=
             // max_rows (check_call).
             unsafe { self.dx.launch_with(s, f, &cfg, &mut p, false) }
-                .map_err(|e| self.err(&format!("{op} row positions"), e))?;
+                .map_err(|e| self.err(&format!("{} row positions", op()), e))?;
         }
         Ok(())
     }
@@ -964,7 +966,8 @@ impl CudaEngine {
         cache: &CudaCache,
         smem: AttSmem,
     ) -> BResult<()> {
-        let op = format!("layer {il}");
+        // The layer's name, formatted on error paths only (graphs off: every step).
+        let op = || format!("layer {il}");
         let c = &self.model.cfg;
         let lw = &self.layers[il - self.spec.layers.start];
         let li = il - cache.layers.start;
@@ -975,7 +978,7 @@ impl CudaEngine {
             .iter()
             .find(|(b, _)| *b == base)
             .map(|(_, t)| t)
-            .ok_or_else(|| self.err(&op, "no RoPE table for this layer's base"))?;
+            .ok_or_else(|| self.err(&op(), "no RoPE table for this layer's base"))?;
 
         // 1. attn_norm + q|k|v in one launch.
         let (x, q, k, v, att, o, h) = (
@@ -994,7 +997,7 @@ impl CudaEngine {
             Some(&lw.attn_norm),
             rows,
             MODE_STORE,
-            &|| format!("{op} attn_norm+qkv"),
+            &|| format!("{} attn_norm+qkv", op()),
         )?;
 
         // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per POS_ROWS rows.
@@ -1037,7 +1040,7 @@ impl CudaEngine {
             let max_pos = match smem {
                 AttSmem::Rows(at) => at[c0..c0 + cn]
                     .iter()
-                    .map(|a| a.slot + 1 - a.from_slot(&self.model, il))
+                    .map(|a| self.att_window(a, il))
                     .max()
                     .unwrap_or(1),
                 AttSmem::Cap => c
@@ -1099,20 +1102,20 @@ impl CudaEngine {
             // every row's window inside the dynamic shared memory requested (check_layer
             // and max_pos above); hd <= ATT_MAX_HD.
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }
-                .map_err(|e| self.err(&format!("{op} attention"), e))?;
+                .map_err(|e| self.err(&format!("{} attention", op()), e))?;
             self.prof_end(s, "attention", e0);
         }
 
         // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first.
         match &lw.post_attn_norm {
             None => self.mv(s, &[(&lw.wo, x)], att, None, rows, MODE_ADD, &|| {
-                format!("{op} attn_output+residual")
+                format!("{} attn_output+residual", op())
             })?,
             Some(pn) => {
                 self.mv(s, &[(&lw.wo, o)], att, None, rows, MODE_STORE, &|| {
-                    format!("{op} attn_output")
+                    format!("{} attn_output", op())
                 })?;
-                self.add_residual(s, Some(pn), rows, &|| format!("{op} attn residual"))?;
+                self.add_residual(s, Some(pn), rows, &|| format!("{} attn residual", op()))?;
             }
         }
 
@@ -1124,19 +1127,19 @@ impl CudaEngine {
             Some(&lw.ffn_norm),
             rows,
             MODE_GATE_UP,
-            &|| format!("{op} ffn_norm+gate+up"),
+            &|| format!("{} ffn_norm+gate+up", op()),
         )?;
 
         // 5. down; residual as for the o-proj.
         match &lw.post_ffn_norm {
             None => self.mv(s, &[(&lw.down, x)], h, None, rows, MODE_ADD, &|| {
-                format!("{op} ffn_down+residual")
+                format!("{} ffn_down+residual", op())
             }),
             Some(pn) => {
                 self.mv(s, &[(&lw.down, o)], h, None, rows, MODE_STORE, &|| {
-                    format!("{op} ffn_down")
+                    format!("{} ffn_down", op())
                 })?;
-                self.add_residual(s, Some(pn), rows, &|| format!("{op} ffn residual"))
+                self.add_residual(s, Some(pn), rows, &|| format!("{} ffn residual", op()))
             }
         }
     }
@@ -1566,7 +1569,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
         let op = format!("layer {il}");
         self.check(s, at.len(), &op)?;
         self.check_layer(il, at, cache)?;
-        self.set_rowpos(s, at, &op)?;
+        self.set_rowpos(s, at, &|| op.clone())?;
         self.layer_ops(s, il, at.len(), order, cache, AttSmem::Rows(at))
     }
 
@@ -1585,7 +1588,8 @@ impl Engine<super::CudaBackend> for CudaEngine {
         cache: &CudaCache,
     ) -> BResult<()> {
         let rows = at.len();
-        self.check_call(s, rows, &format!("layers {range:?}"))?;
+        let walk_op = || format!("layers {range:?}");
+        self.check_call(s, rows, &walk_op)?;
         if range.is_empty() {
             return Ok(());
         }
@@ -1593,7 +1597,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
             self.check_layer(il, at, cache)?;
         }
         if !self.use_graphs {
-            self.set_rowpos(s, at, &format!("layers {range:?}"))?;
+            self.set_rowpos(s, at, &walk_op)?;
             for il in range {
                 // --jitter-us: one spin before each layer, as `layer` enqueues it.
                 s.jitter()?;
@@ -1606,7 +1610,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
         for _ in range.clone() {
             s.jitter()?;
         }
-        let op = format!("layers {range:?} ({rows} rows) graph");
+        let op = || format!("layers {range:?} ({rows} rows) graph");
         self.set_rowpos(s, at, &op)?;
         let key = GraphKey {
             layers: (range.start, range.end),
@@ -1617,14 +1621,17 @@ impl Engine<super::CudaBackend> for CudaEngine {
         let mut graphs = self
             .graphs
             .lock()
-            .map_err(|_| self.err(&op, "graph table poisoned"))?;
+            .map_err(|_| self.err(&op(), "graph table poisoned"))?;
         let g = match graphs.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(self.capture(s, range, rows, order, cache, &op)?)
+                e.insert(self.capture(s, range.clone(), rows, order, cache, &op())?)
             }
         };
-        self.dx.ctx.bind_to_thread().map_err(|e| self.err(&op, e))?;
+        self.dx
+            .ctx
+            .bind_to_thread()
+            .map_err(|e| self.err(&op(), e))?;
         // SAFETY: `g.exec` is a live executable graph of this engine's context (destroyed
         // only when the engine drops); its kernels read this engine's scratch and weights
         // and the cache `key` names (all alive while the engine and cache are, and the
@@ -1632,7 +1639,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
         // before on the same stream; the launch runs in `s`'s order.
         unsafe { sys::cuGraphLaunch(g.exec, s.s.cu_stream()) }
             .result()
-            .map_err(|e| self.err(&op, format!("cuGraphLaunch: {e}")))?;
+            .map_err(|e| self.err(&op(), format!("cuGraphLaunch: {e}")))?;
         self.dx.count_kernels(g.kernels, true);
         Ok(())
     }

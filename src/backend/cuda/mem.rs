@@ -223,12 +223,8 @@ impl PinnedF32 {
         })
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The address a DMA into this memory targets (the caller holds `&mut self`).

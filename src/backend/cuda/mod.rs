@@ -1167,10 +1167,6 @@ impl Backend for CudaBackend {
         )
     }
 
-    fn readback_len(&self, dst: &PinnedF32) -> usize {
-        dst.len()
-    }
-
     fn download_into<'h>(
         &self,
         s: &GpuStream,

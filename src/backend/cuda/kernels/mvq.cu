@@ -529,7 +529,8 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     // 80..128-register kernels holding 2..4 rows' float4s, or a K-quant's larger units, spill
     // (cuobjdump: Q5_K/Q6_K one-row 2-rows-per-warp kernels 48 -> 104 bytes of stack, 2..8-row
     // tiles 200+).
-    const bool fast = XS && ((NW == 4 && RT >= 4) || (RT == 1 && FMT <= FMT_Q8_0)) && n <= 4096;
+    constexpr bool FAST_KERNEL = (NW == 4 && RT >= 4) || (RT == 1 && FMT <= FMT_Q8_0);
+    const bool fast = XS && FAST_KERNEL && n <= 4096;
     if (fast) {
         // The whole tile in one round trip (rows up to 4096 wide: 4 float4s of each row per
         // thread): thread t loads float4s t, t + 256, t + 512, t + 768 of every row at once,
@@ -538,8 +539,9 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         // below walks the rows one at a time, one L2 round trip each for the norm and one per
         // 1024 float4s for the tile, ~16 dependent trips (~10 us) for an 8-row tile before
         // any weight is multiplied.
-        if ((NW == 4 && RT >= 4) || (RT == 1 && FMT <= FMT_Q8_0))
-            mvq_stage_fast<RT>(a, X, n, smem, red, inv);
+        // Compiled only into the kernels that take it (a runtime `fast` alone would still
+        // instantiate it, and its registers, everywhere).
+        if constexpr (FAST_KERNEL) mvq_stage_fast<RT>(a, X, n, smem, red, inv);
     } else if (XS && a.norm) {
         // Only a staged launch normalizes (stage_rows lays out the others, with the same
         // expressions): sumsq256 over the global row (the whole block, row by row), then
