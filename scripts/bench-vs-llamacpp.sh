@@ -36,7 +36,8 @@
 #            the 10-minute call): every step runs under the time left, a row that no longer
 #            fits is skipped with "out of time", and the build is stopped if still running
 #   PPN_FLAGS  extra flags for every `ppn-gate bench` (e.g. --no-cache)
-#   PREFILL_ROWS rows that also get a prefill512 row (default: llama8b-l8-q4_k smollm2-q4_1;
+#   PREFILL_ROWS rows that also get a prefill512 row (default: llama8b-l8-q4_k smollm2-q4_1
+#            gemma3-270m-q4_k_m;
 #            empty: none): `ppn-gate bench --arms prime --chunk 512 --prompt-len 512`, one
 #            stage, beside `llama-bench -p 512 -n 0` (pp512) on the same file (issue 13)
 #   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
@@ -178,7 +179,7 @@ if [ "$PIPE2" = 1 ] && [ -n "${FILE[llama8b-l32-q4_k_m]:-}" ]; then
         log "pipelined 2-GPU bench failed (exit $?, see log.txt)"
 fi
 
-PREFILL_ROWS=${PREFILL_ROWS-llama8b-l8-q4_k smollm2-q4_1}
+PREFILL_ROWS=${PREFILL_ROWS-llama8b-l8-q4_k smollm2-q4_1 gemma3-270m-q4_k_m}
 PP_N=512
 [ "$DRY" = 1 ] && PP_N=64
 for row in $PREFILL_ROWS; do
@@ -325,7 +326,11 @@ for name in rows_wanted:
     pp_text = read(f"{raw}/{name}.pp.json")
     if pp_text:
         pp = json.loads(pp_text)
-        mine = next((r["one_stage_tok_s"] for r in pp.get("prefill", []) if r["chunk"] == pp_n), None)
+        # The ratio's figure is the prefill with the last position's logits (what pp512
+        # computes); the prime arm's walk, every position's logits, is recorded beside it.
+        rate = next((r for r in pp.get("prefill", []) if r["chunk"] == pp_n), {})
+        mine = rate.get("last_one_stage_tok_s")
+        every = rate.get("one_stage_tok_s")
         theirs = llama_bench_ts(read(f"{raw}/{name}.lbpp.json"), pp_n, 0)
         rows.append({
             "model": name,
@@ -335,6 +340,7 @@ for name in rows_wanted:
             "llamacpp_tok_s": theirs,
             "ratio": (mine / theirs) if mine and theirs else None,
             "floor_tok_s": None,
+            "ppn_every_logits_tok_s": every,
         })
     pipe_text = read(f"{raw}/{name}.pipe2.json")
     if pipe_text:
@@ -369,7 +375,8 @@ out = {
         "llamacpp_batched8": f"llama-batched-bench -m FILE -ngl {ngl} -c 4096 -npp 16 -ntg {bb_ntg}"
                              " -npl 1,8 --output-format jsonl (speed_tg at pl 8)",
         "ppn_prefill": f"ppn-gate bench --model FILE --stages 1 --arms prime --chunk {pp_n}"
-                       f" --prompt-len {pp_n} (one_stage_tok_s)",
+                       f" --prompt-len {pp_n} (last_one_stage_tok_s: the last position's logits,"
+                       " as pp512; ppn_every_logits_tok_s: one_stage_tok_s, every position's)",
         "llamacpp_prefill": f"llama-bench -m FILE -ngl {ngl} -p {pp_n} -n 0 -o json (avg_ts)",
         "floor": "device bandwidth measured by ppn-gate bench in the same run / weight_bytes",
     },

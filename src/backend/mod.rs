@@ -383,6 +383,7 @@ pub trait Engine<B: Backend>: Send + Sync + 'static {
         }
         Ok(())
     }
-    /// Output norm + head of `x` into `logits[0..rows*vocab]`.
-    fn head(&self, s: &B::Stream, rows: usize, logits: &B::Buf) -> BResult<()>;
+    /// Output norm + head of `x`'s rows `first..first + rows` into `logits[0..rows*vocab]`
+    /// (first > 0: a prefill that needs only its last position's logits).
+    fn head(&self, s: &B::Stream, first: usize, rows: usize, logits: &B::Buf) -> BResult<()>;
 }

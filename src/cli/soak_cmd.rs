@@ -835,6 +835,8 @@ fn bench_prefill<B: Backend>(
             prompt: n,
             one_stage_tok_s: 0.0,
             staged_tok_s: 0.0,
+            last_one_stage_tok_s: 0.0,
+            last_staged_tok_s: 0.0,
         })
         .collect();
     for (k, pl) in [single, spec.placement.clone()].into_iter().enumerate() {
@@ -852,26 +854,31 @@ fn bench_prefill<B: Backend>(
             },
         )?;
         for r in rates.iter_mut() {
-            walk_prime(&rt, &tokens, r.chunk, spec.window)?;
-            let t = walk_prime(&rt, &tokens, r.chunk, spec.window)?.min(walk_prime(
-                &rt,
-                &tokens,
-                r.chunk,
-                spec.window,
-            )?);
-            let v = n as f64 / t;
-            if k == 0 {
-                r.one_stage_tok_s = v;
-            } else {
-                r.staged_tok_s = v;
+            for last in [false, true] {
+                let walk = || walk_prime(&rt, &tokens, r.chunk, spec.window, last);
+                walk()?;
+                let v = n as f64 / walk()?.min(walk()?);
+                match (k, last) {
+                    (0, false) => r.one_stage_tok_s = v,
+                    (0, true) => r.last_one_stage_tok_s = v,
+                    (_, false) => r.staged_tok_s = v,
+                    (_, true) => r.last_staged_tok_s = v,
+                }
             }
         }
     }
     Ok(rates)
 }
 
-/// Wall time of one prime of `tokens` in chunks of `c` with `window` chunks in flight.
-fn walk_prime<B: Backend>(rt: &Runtime<B>, tokens: &[u32], c: usize, window: usize) -> Result<f64> {
+/// Wall time of one prime of `tokens` in chunks of `c` with `window` chunks in flight
+/// (`last`: each chunk's head on its last position only).
+fn walk_prime<B: Backend>(
+    rt: &Runtime<B>,
+    tokens: &[u32],
+    c: usize,
+    window: usize,
+    last: bool,
+) -> Result<f64> {
     let mut w = rt.walk()?;
     w.reset_caches()?;
     let t0 = Instant::now();
@@ -881,7 +888,12 @@ fn walk_prime<B: Backend>(rt: &Runtime<B>, tokens: &[u32], c: usize, window: usi
             w.read_deferred(inflight.pop_front().expect("non-empty"))?;
         }
         let b = (a + c).min(tokens.len());
-        inflight.push_back(w.issue_chunk(&tokens[a..b], a)?);
+        let pd = if last {
+            w.issue_chunk_last(&tokens[a..b], a)?
+        } else {
+            w.issue_chunk(&tokens[a..b], a)?
+        };
+        inflight.push_back(pd);
     }
     while let Some(pd) = inflight.pop_front() {
         w.read_deferred(pd)?;
@@ -1011,11 +1023,19 @@ fn print_bench(r: &BenchReceipt) {
     }
     for f in &r.prefill {
         outln!(
-            "  prefill   (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages",
+            "  prime     (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages (every position's logits)",
             f.chunk,
             f.prompt,
             f.one_stage_tok_s,
             f.staged_tok_s,
+            c.stages
+        );
+        outln!(
+            "  prefill   (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages (last position's logits)",
+            f.chunk,
+            f.prompt,
+            f.last_one_stage_tok_s,
+            f.last_staged_tok_s,
             c.stages
         );
     }

@@ -49,13 +49,19 @@ pub struct BenchReceipt {
 
 /// Prompt tokens per second of one prime (a reset cache, the prompt as chunks of `chunk`
 /// positions, `window` chunks in flight, every position's logits read back as the prime
-/// arm reads them), on one stage and on the bench's N stages.
+/// arm reads them), on one stage and on the bench's N stages; and of the same walk with
+/// each chunk's head on its last position only (`last_*`: a prefill, what llama-bench's
+/// pp512 computes).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PrefillRate {
     pub chunk: usize,
     pub prompt: usize,
     pub one_stage_tok_s: f64,
     pub staged_tok_s: f64,
+    #[serde(default)]
+    pub last_one_stage_tok_s: f64,
+    #[serde(default)]
+    pub last_staged_tok_s: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

@@ -564,7 +564,7 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// Enqueue one decode step: row r is sequence r, carrying `tokens[r]` at position
     /// `pos[r]`. Returns at once; the logits are read with `read_eager` or `read_deferred`.
     pub fn issue(&mut self, tokens: &[u32], pos: &[usize]) -> RResult<Pending> {
-        self.issue_rows(tokens, pos, None)
+        self.issue_rows(tokens, pos, None, false)
     }
 
     /// Enqueue one multi-row step of ONE sequence (a prime chunk, a verify round): row r
@@ -572,7 +572,16 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// sequence's next slots, and attends causally over the cache up to its own slot.
     pub fn issue_chunk(&mut self, tokens: &[u32], pos0: usize) -> RResult<Pending> {
         let pos: Vec<usize> = (pos0..pos0 + tokens.len()).collect();
-        self.issue_rows(tokens, &pos, Some(0))
+        self.issue_rows(tokens, &pos, Some(0), false)
+    }
+
+    /// `issue_chunk` whose head runs on the chunk's last row only, so the pending step
+    /// reads back one row of logits: what a prefill needs before decoding (and what
+    /// llama-bench's pp512 computes). The prime arm gates every position, with
+    /// `issue_chunk`; this serves the prefill bench.
+    pub fn issue_chunk_last(&mut self, tokens: &[u32], pos0: usize) -> RResult<Pending> {
+        let pos: Vec<usize> = (pos0..pos0 + tokens.len()).collect();
+        self.issue_rows(tokens, &pos, Some(0), true)
     }
 
     /// Reset every stage's cache: lengths to 0 and, on each stage's stream (ordered after
@@ -621,12 +630,14 @@ impl<'a, B: Backend> Walk<'a, B> {
     }
 
     /// `chunk_seq`: None, row r is sequence r (one position each); Some(q), every row is
-    /// sequence q at consecutive positions.
+    /// sequence q at consecutive positions. `last_only`: the head (and so the readback)
+    /// covers the last row only.
     fn issue_rows(
         &mut self,
         tokens: &[u32],
         pos: &[usize],
         chunk_seq: Option<usize>,
+        last_only: bool,
     ) -> RResult<Pending> {
         let rt = self.rt;
         let be = &*rt.be;
@@ -805,7 +816,8 @@ impl<'a, B: Backend> Walk<'a, B> {
                 at(be.wait(&stg.stream, &out.read_caller), c("head"))?;
                 at(be.wait(&stg.stream, &out.read_rb), c("head"))?;
                 be.trace_begin(&stg.stream, Piece::Head);
-                at(eng.head(&stg.stream, rows, buf), c("head"))?;
+                let first = if last_only { rows - 1 } else { 0 };
+                at(eng.head(&stg.stream, first, rows - first, buf), c("head"))?;
                 be.trace_end(&stg.stream);
                 at(be.record(&out.done, &stg.stream), c("head"))?;
             }
@@ -817,7 +829,7 @@ impl<'a, B: Backend> Walk<'a, B> {
         Ok(Pending {
             step: t,
             slot: j,
-            rows,
+            rows: if last_only { 1 } else { rows },
             pos0: pos[0] as u64,
         })
     }
@@ -1110,6 +1122,40 @@ mod tests {
             dist: None,
         };
         Runtime::build(Arc::new(CpuBackend::new(4, 0, 0)), m, cfg).unwrap()
+    }
+
+    #[test]
+    fn a_last_only_chunk_reads_back_the_last_row_of_the_full_chunk() {
+        // The prefill bench's walk (head on the chunk's last row) must give that row the
+        // bits the prime arm's walk gives it, and one row only; the second chunk checks the
+        // cache the first one left.
+        let rt = rt(2, 2);
+        let vocab = rt.model().cfg.vocab;
+        let chunks: [(&[u32], usize); 2] = [(&[5, 9], 0), (&[3, 7], 2)];
+        let mut full = Vec::new();
+        let mut w = rt.walk().unwrap();
+        w.reset_caches().unwrap();
+        for (toks, p0) in chunks {
+            let p = w.issue_chunk(toks, p0).unwrap();
+            let v = w.read_deferred(p).unwrap();
+            assert_eq!(v.len(), 2 * vocab);
+            full.push(v[vocab..].to_vec());
+        }
+        w.reset_caches().unwrap();
+        for ((toks, p0), want) in chunks.into_iter().zip(&full) {
+            let p = w.issue_chunk_last(toks, p0).unwrap();
+            let v = w.read_deferred(p).unwrap();
+            assert_eq!(v.len(), vocab);
+            assert!(v.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+        // A planted change of the prompt must show (the comparison can fail).
+        w.reset_caches().unwrap();
+        let p = w.issue_chunk_last(&[5, 8], 0).unwrap();
+        let v = w.read_deferred(p).unwrap();
+        assert!(v
+            .iter()
+            .zip(&full[0])
+            .any(|(a, b)| a.to_bits() != b.to_bits()));
     }
 
     #[test]

@@ -160,8 +160,8 @@ impl Engine<CpuBackend> for CpuEngine {
         })
     }
 
-    fn head(&self, s: &CpuStream, rows: usize, logits: &Arc<DevMem>) -> BResult<()> {
-        self.check_rows(rows, "head")?;
+    fn head(&self, s: &CpuStream, first: usize, rows: usize, logits: &Arc<DevMem>) -> BResult<()> {
+        self.check_rows(first + rows, "head")?;
         if !self.spec.head {
             return Err(op_err(format!(
                 "stage {} does not hold the output head",
@@ -173,7 +173,7 @@ impl Engine<CpuBackend> for CpuEngine {
         let (m, x, logits) = (self.model.clone(), self.x.clone(), logits.clone());
         s.enqueue("head", move || {
             let mut xs = vec![0f32; rows * m.cfg.n_embd];
-            x.load(0, &mut xs);
+            x.load(first * m.cfg.n_embd, &mut xs);
             let mut out = vec![0f32; rows * vocab];
             forward::head(&m, &xs, &mut out);
             logits.store(0, &out);

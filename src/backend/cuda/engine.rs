@@ -41,7 +41,7 @@ use crate::math::RopeStyle;
 use crate::model::{Activation, Model, Weight};
 use crate::quant::{repack, GgmlType};
 
-/// Rows per position-dependent launch (`POS_ROWS` in kernels/common.cu).
+/// Rows per RowPos group (`POS_ROWS` in kernels/common.cu).
 const POS_ROWS: usize = 64;
 
 /// Per-row positions of one attention launch (`struct RowPos` in kernels/common.cu): a
@@ -101,6 +101,53 @@ const MAX_ATTN_POS: usize = (48 * 1024 - 4 * ATT_MAX_HD * 4 - 256 * 4 - 64) / 4;
 
 /// Warps per block of the fused matvec (`MV_WARPS` in kernels/matvec.cu).
 const MV_WARPS: usize = 8;
+
+/// The dynamic shared memory a block of `attention_rows` may ask for without an opt-in:
+/// 48 KiB less 2 KiB for its static arrays (static and dynamic count against one limit).
+const ATT_ROWS_SMEM: usize = 46 * 1024;
+
+/// `attention_rows`' tile for heads of `hd` over windows of up to `max_pos` positions:
+/// (R rows per block, T positions per K/V tile, score row length, dynamic shared memory
+/// bytes), R the
+/// largest of 8, 4, 2 whose q rows, K/V tile and score rows fit ATT_ROWS_SMEM; None when
+/// none does (a long window: the one-row kernel takes the pass) or the head is wider than
+/// the kernel's two 256-wide d blocks. T keeps a tile near 16 KiB; it and R change no
+/// arithmetic (kernels/attention.cu).
+pub(super) fn att_rows_tile(
+    hd: usize,
+    max_pos: usize,
+    rows: usize,
+) -> Option<(usize, usize, usize, usize)> {
+    if hd == 0 || hd > 512 || rows < 2 {
+        return None;
+    }
+    let t = (4096 / hd).clamp(8, 64);
+    [8usize, 4, 2].into_iter().find_map(|r| {
+        let smax = max_pos.max(1);
+        let floats = r * hd + t * (hd + 1) + r * smax;
+        (4 * floats <= ATT_ROWS_SMEM).then_some((r, t, smax, 4 * floats))
+    })
+}
+
+/// Arguments of one `attention_rows` launch (see `CudaEngine::attention_rows`).
+struct AttRowsArgs {
+    q: u64,
+    bq: u64,
+    qn: u64,
+    eps: f32,
+    table: u64,
+    style: i32,
+    k: u64,
+    v: u64,
+    out: u64,
+    /// (n_heads, n_kv_heads, head_dim)
+    heads: (i32, i32, i32),
+    ctx: i32,
+    scale: f32,
+    window: i32,
+    rp: u64,
+    rows: usize,
+}
 
 /// How a matvec over `rows` rows is launched: (first row, rows, row tile) per launch, every
 /// launch over whole tiles only, so no kernel runs its per-row checked loop for a partial
@@ -843,6 +890,86 @@ impl CudaEngine {
         a.slot + 1 - a.from_slot(&self.model, il)
     }
 
+    /// A store-first step's rows are one sequence (the runtime issues such steps only for
+    /// one sequence's chunk or verify round): its attend pass (attention_rows) reads that
+    /// sequence's cache for all of them.
+    fn check_order(&self, at: &[RowAt], order: KvOrder, op: &dyn Fn() -> String) -> BResult<()> {
+        if !matches!(order, KvOrder::StoreFirst) {
+            return Ok(());
+        }
+        match at.iter().find(|a| a.seq != at[0].seq) {
+            Some(a) => Err(self.err(
+                &op(),
+                format!(
+                    "a store-first step of sequences {} and {} (one sequence per such step)",
+                    at[0].seq, a.seq
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The attend pass of a step whose rows are one sequence (the store pass over all of
+    /// them enqueued before), `R` rows per block (`tile` from att_rows_tile for the launch's
+    /// largest window).
+    fn attention_rows(
+        &self,
+        s: &GpuStream,
+        a: &AttRowsArgs,
+        (r, t, smax, smem): (usize, usize, usize, usize),
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let (nh, nkv, hd) = a.heads;
+        let rows_i = to_i32(a.rows, "attention rows")?;
+        let (r_i, t_i) = (to_i32(r, "rows per block")?, to_i32(t, "tile positions")?);
+        let smax = to_i32(smax, "score row")?;
+        let cfg = LaunchConfig {
+            grid_dim: (nh as u32, to_u32(a.rows.div_ceil(r), "row blocks")?, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: to_u32(smem, "attention_rows shared memory")?,
+        };
+        let f = self.dx.func("attention_rows")?;
+        let e0 = self.prof_start(s);
+        let mut p = [
+            kp(&a.q),
+            kp(&a.bq),
+            kp(&a.qn),
+            kp(&a.eps),
+            kp(&a.table),
+            kp(&a.style),
+            kp(&a.k),
+            kp(&a.v),
+            kp(&a.out),
+            kp(&nh),
+            kp(&nkv),
+            kp(&hd),
+            kp(&a.ctx),
+            kp(&a.scale),
+            kp(&a.window),
+            kp(&a.rp),
+            kp(&rows_i),
+            kp(&r_i),
+            kp(&t_i),
+            kp(&smax),
+        ];
+        // SAFETY: attention_rows(const float* q, const float* bq, const float* qn, float eps,
+        // const float* table, int style, const float* K, const float* V, float* out,
+        // int n_heads, int n_kv_heads, int hd, int ctx, float scale, int window,
+        // const RowPos* rp, int rows, int R, int T, int smax); q/out point at row 0 of the
+        // engine's scratch (max_rows >= rows rows, check_call), bq is 0 or holds q_dim
+        // values, qn 0 or hd; the table holds 2 * ctx * hd/2 values; rp is group 0 of the
+        // engine's rowpos buffer, filled for every row < rows by set_rowpos (every pos <
+        // ctx, seq < cache.rows, slot < ctx: check_layer; one sequence: check_order);
+        // K/V are the layer's [cache.rows, ctx, kv_dim] buffers; the dynamic shared memory
+        // (<= 46 KiB, plus 1.2 KiB static: no opt-in needed) holds R * hd + T * (hd + 1) + R * smax floats with
+        // smax >= every row's window (att_rows_tile of the launch's largest), R <= 8 and
+        // hd <= 512 (ATR_MAX_R and the kernel's two d blocks).
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }
+            .map_err(|e| self.err(&format!("{} attention rows", op()), e))?;
+        self.prof_end(s, "attention rows", e0);
+        Ok(())
+    }
+
     /// Enqueues the rows' positions into `rowpos`, one `rowpos_set` per POS_ROWS rows, each
     /// launched without programmatic dependent launch: it starts after every earlier
     /// operation of `s` completed, so the previous step's attention launches have read
@@ -971,7 +1098,7 @@ impl CudaEngine {
         let c = &self.model.cfg;
         let lw = &self.layers[il - self.spec.layers.start];
         let li = il - cache.layers.start;
-        let (qd, kvd, hd) = (c.q_dim(), c.kv_dim(), c.head_dim);
+        let hd = c.head_dim;
         let base = c.layer_rope_base(il).to_bits();
         let table = cache
             .rope
@@ -1021,52 +1148,71 @@ impl CudaEngine {
         let eps = c.rms_eps;
         let (tp, kc, vc) = (table.at(0), cache.k[li].at(0), cache.v[li].at(0));
         let scale = c.attn_scale;
-        // (kv_mode, first row) per launch: one fused pass per POS_ROWS rows, or for rows of
-        // one sequence every row group's store pass before any group's attend pass (the
-        // multi-row law; `KvOrder::Racy`, the fault, fuses them).
+        // One launch per kv_mode over all the step's rows: a fused pass, or for rows of one
+        // sequence a store pass over every row before an attend pass over any (the
+        // multi-row law; `KvOrder::Racy`, the fault, fuses them). Why one launch and not one
+        // per RowPos group: a 512-row prime chunk took 16 launches per layer (~22 us each on
+        // an H200, one block latency apiece) for work that fills the GPU in one or two waves.
         let modes: &[i32] = match order {
             KvOrder::Fused | KvOrder::Racy => &[0],
             KvOrder::StoreFirst => &[1, 2],
         };
-        let passes = modes
-            .iter()
-            .flat_map(|&m| (0..rows).step_by(POS_ROWS).map(move |c0| (m, c0)));
-        for (kv_mode, c0) in passes {
-            let cn = (rows - c0).min(POS_ROWS);
-            // Shared memory for the scores: this launch's largest window (checked against
-            // MAX_ATTN_POS by check_layer), or, captured, the largest any step of this
-            // cache can have (ctx positions, or the layer's window), capped at MAX_ATTN_POS
-            // (a step beyond it is refused by check_layer before any launch).
-            let max_pos = match smem {
-                AttSmem::Rows(at) => at[c0..c0 + cn]
-                    .iter()
-                    .map(|a| self.att_window(a, il))
-                    .max()
-                    .unwrap_or(1),
-                AttSmem::Cap => c
-                    .layer_window(il)
-                    .unwrap_or(cache.ctx)
-                    .min(cache.ctx)
-                    .min(MAX_ATTN_POS),
-            };
-            let rpp = self.rowpos_at(c0 / POS_ROWS);
-            let (qc, kcur, vcur, ac) = (
-                q + 4 * (c0 * qd) as u64,
-                k + 4 * (c0 * kvd) as u64,
-                v + 4 * (c0 * kvd) as u64,
-                att + 4 * (c0 * qd) as u64,
-            );
+        // Shared memory for the scores: the rows' largest window (checked against
+        // MAX_ATTN_POS by check_layer), or, captured, the largest any step of this cache can
+        // have (ctx positions, or the layer's window), capped at MAX_ATTN_POS (a step beyond
+        // it is refused by check_layer before any launch).
+        let max_pos = match smem {
+            AttSmem::Rows(at) => at.iter().map(|a| self.att_window(a, il)).max().unwrap_or(1),
+            AttSmem::Cap => c
+                .layer_window(il)
+                .unwrap_or(cache.ctx)
+                .min(cache.ctx)
+                .min(MAX_ATTN_POS),
+        };
+        // Row r of the launch reads RowPos group r / POS_ROWS, entry r % POS_ROWS: the
+        // groups lie back to back from group 0 (rowpos_at).
+        let rpp = self.rowpos_at(0);
+        for &kv_mode in modes {
+            if kv_mode == 2 && rows > 1 {
+                // The attend pass of one sequence's rows: several rows per block when its
+                // shared memory fits (attention_rows; every row the same bits).
+                if let Some(rt) = att_rows_tile(hd, max_pos, rows) {
+                    let p = AttRowsArgs {
+                        q,
+                        bq,
+                        qn,
+                        eps,
+                        table: tp,
+                        style,
+                        k: kc,
+                        v: vc,
+                        out: att,
+                        heads: (nh, nkv, hd_i),
+                        ctx: ctx_i,
+                        scale,
+                        window,
+                        rp: rpp,
+                        rows,
+                    };
+                    self.attention_rows(s, &p, rt, &op)?;
+                    continue;
+                }
+            }
             let cfg = LaunchConfig {
-                grid_dim: (to_u32(c.n_heads, "heads")?, cn as u32, 1),
+                grid_dim: (
+                    to_u32(c.n_heads, "heads")?,
+                    to_u32(rows, "attention rows")?,
+                    1,
+                ),
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
             };
             let f = self.dx.func("attention")?;
             let e0 = self.prof_start(s);
             let mut p = [
-                kp(&qc),
-                kp(&kcur),
-                kp(&vcur),
+                kp(&q),
+                kp(&k),
+                kp(&v),
                 kp(&bq),
                 kp(&bk),
                 kp(&bv),
@@ -1077,7 +1223,7 @@ impl CudaEngine {
                 kp(&style),
                 kp(&kc),
                 kp(&vc),
-                kp(&ac),
+                kp(&att),
                 kp(&nh),
                 kp(&nkv),
                 kp(&hd_i),
@@ -1091,12 +1237,13 @@ impl CudaEngine {
             // const float* bq, const float* bk, const float* bv, const float* qn,
             // const float* kn, float eps, const float* table, int style, float* K, float* V,
             // float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
-            // int kv_mode, int window, const RowPos* rp); q/k/v/out point at row c0 of the
-            // engine's scratch with cn rows left;
+            // int kv_mode, int window, const RowPos* rp); q/k/v/out point at row 0 of the
+            // engine's scratch, which holds max_rows >= rows rows (check_call);
             // bq is 0 or holds q_dim values, bk/bv 0 or kv_dim each (uploaded from the
             // loader-checked bias vectors); qn/kn are 0 or hold hd values each; the table holds
-            // 2 * ctx * hd/2 values; rp is group c0 / POS_ROWS of the engine's rowpos buffer,
-            // where set_rowpos put these rows (n = cn), every pos < ctx, seq < cache.rows and
+            // 2 * ctx * hd/2 values; rp is group 0 of the engine's rowpos buffer, whose
+            // groups r / POS_ROWS set_rowpos filled for every row r < rows (grid.y; rows
+            // past a group's n exit), every pos < ctx, seq < cache.rows and
             // slot < ctx (check_layer); K/V are this layer's [cache.rows, ctx, kv_dim]
             // buffers; the kernel's window start (its `from`, RowAt::from_slot's value) keeps
             // every row's window inside the dynamic shared memory requested (check_layer
@@ -1381,12 +1528,17 @@ impl CudaEngine {
             }
             // Groups of nw rows (mode 2: nw / 2 features), one per warp at a time; at most
             // as many blocks as the launch bounds keep resident, extra groups loop inside
-            // the warps.
+            // the warps. A launch of several row tiles (grid.y, a prime chunk) shares that
+            // residency between its tiles, so each block stages its tile once for many
+            // groups: a 512-row chunk on SmolLM2's shape (64 tiles, 96 blocks each, one
+            // group per warp) spent most of each block staging 8 rows for 16 features.
+            // Timing only: the order of a dot never depends on the grid.
             let per_group = if gate_up { nw / 2 } else { nw };
+            let resident = mvq_blocks_per_sm(nw, tile) * self.dx.sms;
             let blocks = features
                 .div_ceil(per_group)
                 .div_ceil(MV_WARPS)
-                .min(mvq_blocks_per_sm(nw, tile) * self.dx.sms)
+                .min((resident / (n / tile)).max(1))
                 .max(1);
             let smem = mvq_smem(ty, tile, n_in, staged);
             if smem > self.dx.smem_max {
@@ -1569,6 +1721,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
         let op = format!("layer {il}");
         self.check(s, at.len(), &op)?;
         self.check_layer(il, at, cache)?;
+        self.check_order(at, order, &|| op.clone())?;
         self.set_rowpos(s, at, &|| op.clone())?;
         self.layer_ops(s, il, at.len(), order, cache, AttSmem::Rows(at))
     }
@@ -1596,6 +1749,7 @@ impl Engine<super::CudaBackend> for CudaEngine {
         for il in range.clone() {
             self.check_layer(il, at, cache)?;
         }
+        self.check_order(at, order, &walk_op)?;
         if !self.use_graphs {
             self.set_rowpos(s, at, &walk_op)?;
             for il in range {
@@ -1644,8 +1798,8 @@ impl Engine<super::CudaBackend> for CudaEngine {
         Ok(())
     }
 
-    fn head(&self, s: &GpuStream, rows: usize, logits: &GpuBuf) -> BResult<()> {
-        self.check(s, rows, "head")?;
+    fn head(&self, s: &GpuStream, first: usize, rows: usize, logits: &GpuBuf) -> BResult<()> {
+        self.check(s, first + rows, "head")?;
         let (Some(norm), Some(out)) = (&self.out_norm, &self.output) else {
             return Err(self.err("head", "this stage does not hold the output head"));
         };
@@ -1656,7 +1810,8 @@ impl Engine<super::CudaBackend> for CudaEngine {
         self.mv(
             s,
             &[(out, logits.at(0))],
-            self.x.at(0),
+            // x holds max_rows >= first + rows rows of n_embd (check above).
+            self.x.at(0) + (4 * first * self.model.cfg.n_embd) as u64,
             Some(norm),
             rows,
             MODE_STORE,

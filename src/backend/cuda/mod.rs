@@ -54,11 +54,12 @@ const SOURCES: [(&str, &str); 7] = [
 ];
 
 /// The kernels of the main module (compiled when a device is opened).
-const KERNELS: [&str; 6] = [
+const KERNELS: [&str; 7] = [
     "embed_rows",
     "add_residual",
     "stage_rows",
     "attention",
+    "attention_rows",
     "spin",
     "rowpos_set",
 ];

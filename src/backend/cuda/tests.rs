@@ -2,8 +2,9 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
 use super::engine::{
-    fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm, mvq_rows_per_warp,
-    mvq_smem, row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature, MVQ_MIN_IN,
+    att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm,
+    mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to, vectorized,
+    warps_per_feature, MVQ_MIN_IN,
 };
 use super::{
     CudaBackend, KERNELS, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE,
@@ -459,4 +460,32 @@ fn the_nvrtc_check_assembles_the_modules_as_the_backend_does() {
         "VECTORIZED"
     );
     assert!(py.contains(&format!("FORMATS = {}", GgmlType::ALL.len())));
+}
+
+#[test]
+fn attention_rows_tiles_fit_shared_memory_and_fall_back_when_they_cannot() {
+    // The kernel's limits: R <= ATR_MAX_R (8), heads up to two 256-wide d blocks, the
+    // output partials (256 floats) inside the K/V tile, and 46 KiB (48 less the static arrays).
+    let src = source("attention.cu");
+    assert!(src.contains("#define ATR_MAX_R 8"));
+    for hd in [32, 64, 96, 128, 256, 512] {
+        for max_pos in [1, 24, 512, 950, 2048] {
+            if let Some((r, t, smax, smem)) = att_rows_tile(hd, max_pos, 512) {
+                assert!(
+                    [2, 4, 8].contains(&r) && (8..=64).contains(&t),
+                    "{hd} {max_pos}"
+                );
+                assert_eq!(smax, max_pos);
+                assert_eq!(smem, 4 * (r * hd + t * (hd + 1) + r * smax));
+                assert!(smem <= 46 * 1024 && t * (hd + 1) >= 256, "{hd} {max_pos}");
+            }
+        }
+    }
+    // SmolLM2's and Gemma-3's heads over a 512-position prime take 8-row blocks.
+    assert_eq!(att_rows_tile(64, 512, 512).map(|x| x.0), Some(8));
+    assert_eq!(att_rows_tile(256, 512, 512).map(|x| x.0), Some(8));
+    // A long window, a head past 512, one row: the one-row kernel.
+    assert_eq!(att_rows_tile(128, 8192, 512), None);
+    assert_eq!(att_rows_tile(1024, 16, 512), None);
+    assert_eq!(att_rows_tile(64, 512, 1), None);
 }

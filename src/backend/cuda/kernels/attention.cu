@@ -27,7 +27,7 @@
 // out[d] = sum over t in position order of (p_t * inv) * v_t[d], starting from 0. Scores
 // live in dynamic shared memory (n_pos floats; the host checks the window fits).
 //
-// Row positions come through `rp` (the step's RowPos group in device memory, see common.cu),
+// Row positions come through `rp` (the step's RowPos groups in device memory, see common.cu),
 // the layer's sliding window (0: none) by value: the only per-step data is in the buffer, so
 // a CUDA graph of the layers replays this launch unchanged.
 #define ATT_MAX_HD 512
@@ -89,14 +89,18 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
     // or the scratch the previous kernel wrote: only after the wait (read after write).
     pdl_wait();
     int h = blockIdx.x, r = blockIdx.y;
-    if ((u32)r >= rp->n) return;  // uniform over the block
+    // Row r's positions: entry r % POS_ROWS of group r / POS_ROWS (the groups lie back to
+    // back; one launch covers all the step's rows).
+    rp += r / POS_ROWS;
+    const int re = r % POS_ROWS;
+    if ((u32)re >= rp->n) return;  // uniform over the block
     int group = n_heads / n_kv_heads;
     int kh = h / group;
     int kvd = n_kv_heads * hd;
     int qd = n_heads * hd;
-    int p = (int)rp->pos[r];
-    int slot = (int)rp->slot[r];
-    size_t seq = (size_t)rp->seq[r];
+    int p = (int)rp->pos[re];
+    int slot = (int)rp->slot[re];
+    size_t seq = (size_t)rp->seq[re];
     // The first slot this row attends to: Config::attn_start of its position, moved by the
     // slot's offset from the position (RowAt::from_slot; its mirror `from_slot_in_kernel`
     // in engine.rs is tested against it). window 0: the whole sequence; else the positions
@@ -247,5 +251,230 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
             oh[d] = s + (sc[last] * inv) * vs[d];
         }
         __syncthreads();
+    }
+}
+
+// The attend pass (kv_mode 2) of a step whose rows are ONE sequence at consecutive slots (a
+// prime chunk, a verify round), for ROWS rows per block instead of one: every row gets
+// exactly the bits `attention` gives it, with each cached K/V row read once per block and
+// head instead of once per row and head. Why: a 512-row SmolLM2 chunk read its K/V ~600 MB
+// per layer from L2 as 4,608 one-row blocks of 2 per SM (17 waves of ~11 us).
+//
+// Launched after the store pass (kv_mode 1) over every row of the step, so the cache holds
+// every row's k/v at its slot, bit-equal to what `attention`'s attend pass recomputes in
+// shared memory for its own slot (the same expressions on the same scratch): this kernel
+// reads the own slot from the cache like any other. Per row i (window [from_i, slot_i],
+// n_i positions, last = slot_i), the same arithmetic as `attention`:
+// - q: raw q (+ bias), head norm (sumsq32 by one warp, (x * inv) * w), RoPE at pos_i;
+// - score_t = (((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7))) * scale, a_l the sum over
+//   elements l, l + 8, ... in order of q * k (what tree8 of the 8-lane dot leaves in lane 0);
+// - max (exact), p_t = expf(score_t - max), sum = tree8 of 8 lanes' position-strided sums
+//   (lane l: t % 8 == l in order), inv = 1 / sum;
+// - out[d] = ((part_0 + part_1) + ...) + (p_last * inv) * v_last[d], part_g the sum in
+//   position order of (p_t * inv) * v_t[d] over the g-th of G = max(1, 256 / hd) contiguous
+//   ranges of ceil(last / G) positions (the block size `attention` is launched with, 256).
+// K comes through shared memory in tiles of T positions (the union of the rows' windows,
+// in position order); V straight from the cache, each thread walking its group's range in
+// position order: every sum above runs in its order.
+// Grid (n_heads, ceil(rows / R)), block 256; dynamic shared memory (floats): R * hd (q),
+// T * (hd + 1) (a K tile, then the output partials), R * smax (scores; smax >= every n_i);
+// the host checks it.
+#define ATR_MAX_R 8
+#define ATR_VDEPTH 16
+extern "C" __global__ void __launch_bounds__(256) attention_rows(
+    const float* q, const float* bq, const float* qn, float eps, const float* table, int style,
+    const float* K, const float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
+    float scale, int window, const RowPos* rp, int rows, int R, int T, int smax) {
+    extern __shared__ float atr[];
+    __shared__ int s_from[ATR_MAX_R], s_slot[ATR_MAX_R], s_pos[ATR_MAX_R];
+    __shared__ float s_inv[ATR_MAX_R];
+    pdl_trigger();
+    pdl_wait();  // positions, q and the cache come from earlier launches (read after write)
+    const int h = blockIdx.x, r0 = blockIdx.y * R, tid = threadIdx.x;
+    const int lane = tid & 31, warp = tid >> 5;
+    const int group = n_heads / n_kv_heads, kh = h / group;
+    const int kvd = n_kv_heads * hd, qd = n_heads * hd, half = hd / 2, ld = hd + 1;
+    float* Q = atr;                 // R x hd
+    float* KV = Q + R * hd;         // T x (hd + 1)
+    float* S = KV + T * ld;         // R x smax
+    // Rows of this block (r0 + i < rows, each in its RowPos group), windows as `attention`.
+    int nr = rows - r0 < R ? rows - r0 : R;
+    if (tid < nr) {
+        const int r = r0 + tid;
+        const RowPos* g = rp + r / POS_ROWS;
+        const int e = r % POS_ROWS;
+        const int p = (int)g->pos[e], slot = (int)g->slot[e];
+        u32 span = (window > 0 && (u32)p + 1 >= (u32)window) ? (u32)window - 1 : (u32)p;
+        s_from[tid] = slot - (int)((u32)slot < span ? (u32)slot : span);
+        s_slot[tid] = slot;
+        s_pos[tid] = p;
+    }
+    // One sequence: row r0's (the host launches this kernel only for such steps).
+    const size_t seq = (size_t)rp[r0 / POS_ROWS].seq[r0 % POS_ROWS];
+    for (int j = tid; j < nr * hd; j += blockDim.x) {
+        const int i = j / hd, d = j - i * hd;
+        const float x = q[(size_t)(r0 + i) * qd + (size_t)h * hd + d];
+        Q[j] = bq ? x + bq[(size_t)h * hd + d] : x;
+    }
+    __syncthreads();
+    if (qn) {
+        for (int i = warp; i < nr; i += blockDim.x >> 5) {
+            float ss = sumsq32(Q + i * hd, hd);
+            if (lane == 0) s_inv[i] = 1.0f / sqrtf(ss / (float)hd + eps);
+        }
+        __syncthreads();
+        for (int j = tid; j < nr * hd; j += blockDim.x) {
+            const int i = j / hd, d = j - i * hd;
+            Q[j] = (Q[j] * s_inv[i]) * qn[d];
+        }
+        __syncthreads();
+    }
+    for (int j = tid; j < nr * half; j += blockDim.x) {
+        const int i = j / half, e = j - i * half;
+        const int p = s_pos[i];
+        const float c = table[(size_t)p * half + e];
+        const float s = table[(size_t)ctx * half + (size_t)p * half + e];
+        const int a = style == 0 ? 2 * e : e;
+        const int b = style == 0 ? 2 * e + 1 : e + half;
+        float* qi = Q + i * hd;
+        const float x0 = qi[a], x1 = qi[b];
+        qi[a] = x0 * c - x1 * s;
+        qi[b] = x0 * s + x1 * c;
+    }
+    // The union of the windows (one sequence: slots consecutive, windows nested by start).
+    int lo = s_from[0], hi = s_slot[0];
+    for (int i = 1; i < nr; i++) {
+        lo = s_from[i] < lo ? s_from[i] : lo;
+        hi = s_slot[i] > hi ? s_slot[i] : hi;
+    }
+    const float* Kb = K + seq * ctx * kvd + (size_t)kh * hd;
+    const float* Vb = V + seq * ctx * kvd + (size_t)kh * hd;
+    // Scores, tile by tile: pair (i, t) per thread, the 8 element-strided partials in order.
+    for (int t0 = lo; t0 <= hi; t0 += T) {
+        const int tn = hi + 1 - t0 < T ? hi + 1 - t0 : T;
+        __syncthreads();  // the previous tile's readers (and the RoPE writes) are done
+        for (int j = tid; j < tn * hd; j += blockDim.x) {
+            const int t = j / hd, d = j - t * hd;
+            KV[t * ld + d] = Kb[(size_t)(t0 + t) * kvd + d];
+        }
+        __syncthreads();
+        for (int j = tid; j < nr * tn; j += blockDim.x) {
+            const int i = j / tn, t = j - i * tn, ta = t0 + t;
+            if (ta < s_from[i] || ta > s_slot[i]) continue;
+            const float* qi = Q + i * hd;
+            const float* kt = KV + t * ld;
+            // The 8 partials side by side (independent chains, each in element order).
+            float a[8];
+#pragma unroll
+            for (int l = 0; l < 8; l++) a[l] = 0.0f;
+            int e0 = 0;
+            for (; e0 + 8 <= hd; e0 += 8) {
+#pragma unroll
+                for (int l = 0; l < 8; l++) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
+            }
+#pragma unroll
+            for (int l = 0; l < 8; l++)
+                if (e0 + l < hd) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
+            const float sc = (((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
+            S[i * smax + (ta - s_from[i])] = sc * scale;
+        }
+    }
+    __syncthreads();
+    // Softmax per row, one warp per row: exact max, expf, 8-lane position-strided sums and
+    // tree8 (lanes 8..31 hold 0 and never reach lane 0's value), inv = 1 / sum.
+    for (int i = warp; i < nr; i += blockDim.x >> 5) {
+        const int n = s_slot[i] + 1 - s_from[i];
+        float* si = S + i * smax;
+        float m = __int_as_float(0xff800000);  // -inf
+        for (int t = lane; t < n; t += 32) m = fmaxf(m, si[t]);
+        for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+        for (int t = lane; t < n; t += 32) si[t] = expf(si[t] - m);
+        __syncwarp();
+        float acc = 0.0f;
+        if (lane < 8) {
+            for (int t = lane; t < n; t += 8) acc = acc + si[t];
+        }
+        acc = tree8(acc);
+        if (lane == 0) s_inv[i] = 1.0f / acc;
+    }
+    // Output: thread tid owns (g, d) = (tid / hd, tid % hd) of every row (hd <= 256: G * hd
+    // = 256 items per row; wider heads: G = 1 and d = tid + 256 k2), its partial o[k][k2]
+    // for row k running over its range in position order. Each V value read serves the
+    // rows whose range holds it; the rows' chains are independent (ILP across rows).
+    const int G = (256 / hd) < 1 ? 1 : 256 / hd;
+    const int dblocks = (hd + 255) / 256;  // d blocks of 256 (hd > 256)
+    const int g = G > 1 ? tid / hd : 0;
+    const bool owner = g < G;  // hd not dividing 256: threads past G * hd own nothing
+    float o[ATR_MAX_R][2];
+    int ra[ATR_MAX_R], rb[ATR_MAX_R];  // row k's range of this group: slots [ra, rb)
+    int so[ATR_MAX_R];                 // row k's scores: S[so[k] + slot]
+    float iv[ATR_MAX_R];               // row k's 1 / sum
+    __syncthreads();  // the softmax's s_inv and S are written
+#pragma unroll
+    for (int k = 0; k < ATR_MAX_R; k++) {
+        o[k][0] = o[k][1] = 0.0f;
+        ra[k] = rb[k] = so[k] = 0;
+        iv[k] = 0.0f;
+        if (k < nr && owner) {
+            const int from = s_from[k], last = s_slot[k] - from;
+            so[k] = k * smax - from;
+            iv[k] = s_inv[k];
+            const int chunk = (last + G - 1) / G;
+            ra[k] = from + g * chunk;
+            rb[k] = from + ((g + 1) * chunk < last ? (g + 1) * chunk : last);
+        }
+    }
+    // The union of the rows' ranges of this thread's group; V read straight from the cache
+    // (L2), ATR_VDEPTH values in flight per trip, each serving every row whose range holds
+    // it. Why not a shared tile: a tile meets one of the G groups' ranges at a time, so
+    // most threads would wait on it.
+    int ua = 0x7fffffff, ub = 0;
+#pragma unroll
+    for (int k = 0; k < ATR_MAX_R; k++)
+        if (ra[k] < rb[k]) {
+            ua = ra[k] < ua ? ra[k] : ua;
+            ub = rb[k] > ub ? rb[k] : ub;
+        }
+#pragma unroll
+    for (int k2 = 0; k2 < 2; k2++) {
+        const int d = G > 1 ? tid % hd : tid + 256 * k2;
+        if (k2 >= dblocks || d >= hd || !owner) continue;
+        for (int t0 = ua; t0 < ub; t0 += ATR_VDEPTH) {
+            float vv[ATR_VDEPTH];
+#pragma unroll
+            for (int u = 0; u < ATR_VDEPTH; u++)
+                vv[u] = t0 + u < ub ? Vb[(size_t)(t0 + u) * kvd + d] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < ATR_VDEPTH; u++) {
+                const int ta = t0 + u;
+#pragma unroll
+                for (int k = 0; k < ATR_MAX_R; k++)
+                    if (ta >= ra[k] && ta < rb[k])
+                        o[k][k2] = o[k][k2] + (S[so[k] + ta] * iv[k]) * vv[u];
+            }
+        }
+    }
+    // Group partials in group order, then the row's own position (its V from the cache).
+    __syncthreads();
+    float* part = KV;  // G x hd per row at a time (<= 256 floats per d block)
+#pragma unroll
+    for (int k = 0; k < ATR_MAX_R; k++) {
+        if (k >= nr) break;
+#pragma unroll
+        for (int k2 = 0; k2 < 2; k2++) {
+            if (k2 >= dblocks) break;  // uniform over the block
+            const int d = G > 1 ? tid % hd : tid + 256 * k2;
+            if (d < hd && owner) part[g * hd + (d - 256 * k2 * (G == 1))] = o[k][k2];
+            __syncthreads();
+            if (g == 0 && d < hd && owner) {
+                const int dl = d - 256 * k2 * (G == 1);
+                float s = part[dl];
+                for (int j = 1; j < G; j++) s = s + part[j * hd + dl];
+                const int last = s_slot[k] - s_from[k];
+                const float vlast = Vb[(size_t)s_slot[k] * kvd + d];
+                out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = s + (S[k * smax + last] * s_inv[k]) * vlast;
+            }
+            __syncthreads();
+        }
     }
 }

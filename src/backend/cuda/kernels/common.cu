@@ -10,8 +10,8 @@ typedef unsigned char u8;
 typedef unsigned int u32;
 typedef unsigned long long u64;
 
-// Rows of one position-dependent launch (rope, KV store, attention); the host splits larger
-// batches into several launches, one RowPos each.
+// Rows of one RowPos group; a step of more rows has several groups back to back, and the
+// attention launch (all the step's rows) finds row r in group r / POS_ROWS.
 #define POS_ROWS 64
 // Per row of a position-dependent launch: its token position (RoPE), the slot its key/value
 // go to, and its sequence (the cache row). The first slot its attention reads follows from
