@@ -32,6 +32,8 @@
 #   WORK     scratch directory for the build and the models (default /tmp/bench-vs-llamacpp)
 #   JOBS     build jobs (default: cores - 2)
 #   LLAMA_BIN  a directory that already holds llama-bench and llama-batched-bench: no build
+#   LLAMA_WAIT_LOG  with LLAMA_BIN: the log of a build still running (started by an earlier
+#            call), waited on before step 3 until it holds a line BUILD-OK
 #   DEADLINE_S seconds after the start by which the JSON must be written (default 560, inside
 #            the 10-minute call): every step runs under the time left, a row that no longer
 #            fits is skipped with "out of time", and the build is stopped if still running
@@ -204,6 +206,12 @@ if [ -n "$BUILD_PID" ]; then
         tail -30 "$WORK/raw/llama-build.log" | tee -a "$LOG" >&2
     fi
     log "llama.cpp build ended after $(($(date +%s) - T0)) s"
+elif [ -n "${LLAMA_WAIT_LOG:-}" ]; then
+    # A build an earlier call started (it outlives calls; DEVICE.md): done when its log
+    # holds BUILD-OK.
+    log "waiting for the llama.cpp build of $LLAMA_WAIT_LOG"
+    while ! grep -q BUILD-OK "$LLAMA_WAIT_LOG" 2>/dev/null && [ "$(left)" -gt 60 ]; do sleep 2; done
+    grep -q BUILD-OK "$LLAMA_WAIT_LOG" 2>/dev/null || log "llama.cpp build not finished at the deadline"
 fi
 for row in $ROWS; do
     f=${FILE[$row]:-}
