@@ -489,3 +489,79 @@ fn attention_rows_tiles_fit_shared_memory_and_fall_back_when_they_cannot() {
     assert_eq!(att_rows_tile(1024, 16, 512), None);
     assert_eq!(att_rows_tile(64, 512, 1), None);
 }
+
+/// Host mirror of kernels/mvq.cu's `tree32` (xor butterfly at distances `ds`, tree32's
+/// being 16, 8, 4, 2, 1; own + partner) for value `o` of every lane: what lane 0 ends with.
+fn tree32_mirror(lanes: &[Vec<f32>], o: usize, ds: [usize; 5]) -> f32 {
+    let mut a: Vec<f32> = lanes.iter().map(|v| v[o]).collect();
+    for d in ds {
+        a = (0..32).map(|l| a[l] + a[l ^ d]).collect();
+    }
+    a[0]
+}
+
+/// Host mirror of `tree32_split`: per level, a lane keeps the half of its values whose
+/// index bit matches its lane bit and adds what its partner sends; then tree32's remaining
+/// levels. Returns each lane's one value.
+fn tree32_split_mirror(lanes: &[Vec<f32>]) -> Vec<f32> {
+    let m = lanes[0].len();
+    let mut v: Vec<Vec<f32>> = lanes.to_vec();
+    let mut n = m;
+    let mut it = [16usize, 8, 4, 2, 1].into_iter();
+    while n > 1 {
+        let d = it.next().unwrap();
+        let prev = v.clone();
+        for l in 0..32 {
+            let up = l & d != 0;
+            for k in 0..n / 2 {
+                let keep = if up { prev[l][k + n / 2] } else { prev[l][k] };
+                let p = &prev[l ^ d];
+                // The partner sends the half it does not keep: ours.
+                let recv = if up { p[k + n / 2] } else { p[k] };
+                v[l][k] = keep + recv;
+            }
+        }
+        n /= 2;
+    }
+    let mut a: Vec<f32> = v.iter().map(|x| x[0]).collect();
+    for d in it {
+        a = (0..32).map(|l| a[l] + a[l ^ d]).collect();
+    }
+    a
+}
+
+#[test]
+fn the_split_warp_reduction_gives_tree32_s_bits_for_every_output() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    for m in [2usize, 4, 8, 16, 32] {
+        let lanes: Vec<Vec<f32>> = (0..32)
+            .map(|_| {
+                (0..m)
+                    .map(|_| rng.gen_range(-1.0f32..1.0) * 10f32.powi(rng.gen_range(-3..4)))
+                    .collect()
+            })
+            .collect();
+        const TREE32: [usize; 5] = [16, 8, 4, 2, 1];
+        let got = tree32_split_mirror(&lanes);
+        let sh = 5 - m.trailing_zeros() as usize;
+        for (l, g) in got.iter().enumerate() {
+            // Lane l holds output (l >> sh) & (m - 1) (the kernel reads output o from lane
+            // o << sh).
+            let o = (l >> sh) & (m - 1);
+            let want = tree32_mirror(&lanes, o, TREE32);
+            assert_eq!(g.to_bits(), want.to_bits(), "m {m} lane {l}");
+        }
+        // The data tells orders apart: tree32 with its first two levels swapped differs
+        // for some output (so the equality above is not one any order would pass).
+        assert!(
+            (0..m).any(|o| tree32_mirror(&lanes, o, [8, 16, 4, 2, 1]).to_bits()
+                != tree32_mirror(&lanes, o, TREE32).to_bits()),
+            "m {m}: the level order made no difference"
+        );
+    }
+    // The kernel has the split and reads output o from lane o << SH.
+    let src = source("mvq.cu");
+    assert!(src.contains("tree32_split<NW, RT>(acc, lane)"));
+    assert!(src.contains("(lane << SH) & 31"));
+}

@@ -359,6 +359,57 @@ __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const 
     }
 }
 
+template <int M> struct Log2 { static constexpr int v = 1 + Log2<M / 2>::v; };
+template <> struct Log2<1> { static constexpr int v = 0; };
+
+// tree32 of each of the M = NW * RT values per lane (v[o / RT][o % RT] is value o; M a
+// power of two, 2..32), the warp's sums computed
+// once instead of M times: at xor distance d = 16, 8, .. (tree32's order), while a lane
+// holds n > 1 values it keeps the half whose index bit (n / 2) equals its lane bit d, sends
+// the other half to lane ^ d and adds what it receives to what it kept (own + partner, as
+// tree32); with one value left, tree32's remaining levels. Every sum is tree32's pairwise
+// sum at the same level, so each output has tree32's bits; output o ends in the lanes
+// (o << (5 - log2 M)) .. + (1 << (5 - log2 M)) - 1. Why: an 8-row tile of 4 weight rows
+// spent 160 shuffles and adds per group on tree32 (the shuffle pipe issues a quarter of
+// the FMA pipe's rate), here 31.
+// c ? a : b on registers. Why not `?:`: the compiler turned a choice between two array
+// elements into an address choice, which put the accumulators on the stack (128 bytes in
+// the 8-row, 4-rows-per-warp kernels, by cuobjdump).
+__device__ __forceinline__ float selp(bool c, float a, float b) {
+    float r;
+    asm("{ .reg .pred p; setp.ne.u32 p, %3, 0; selp.f32 %0, %1, %2, p; }"
+        : "=f"(r) : "f"(a), "f"(b), "r"((unsigned)c));
+    return r;
+}
+
+// One level of tree32_split: n values (v[o / RT][o % RT], o < n) at xor distance d. A
+// template per level, so every index is a constant (rolled loops with a runtime bound
+// index the accumulators dynamically, which puts them on the stack).
+template <int N, int NW, int RT>
+__device__ __forceinline__ void split_level(float (&v)[NW][RT], int lane, int d) {
+    if constexpr (N > 1) {
+        const bool up = (lane & d) != 0;
+#pragma unroll
+        for (int k = 0; k < N / 2; k++) {
+            const int h = k + N / 2;
+            const float lo = v[k / RT][k % RT], hi = v[h / RT][h % RT];
+            const float send = selp(up, lo, hi), keep = selp(up, hi, lo);
+            v[k / RT][k % RT] = keep + __shfl_xor_sync(0xffffffffu, send, d);
+        }
+        split_level<N / 2, NW, RT>(v, lane, d >> 1);
+    }
+}
+
+template <int NW, int RT>
+__device__ __forceinline__ float tree32_split(float (&v)[NW][RT], int lane) {
+    constexpr int M = NW * RT;
+    split_level<M, NW, RT>(v, lane, 16);
+    float a = v[0][0];
+#pragma unroll
+    for (int d = 16 >> Log2<M>::v; d > 0; d >>= 1) a = a + __shfl_xor_sync(0xffffffffu, a, d);
+    return a;
+}
+
 // One item of a warp's walk: the next item's units load into `nxt` (its group's cursors set
 // first when it starts a group), then the current one's (in `cur`) are multiplied in, and a
 // finished group is reduced (tree32) and written. Returns whether an item is left.
@@ -387,23 +438,38 @@ __device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int grou
     if (u < nu) mvq_unit<FMT, RT, NW>(cur, u, X, n, xsum, acc);
     if (it == rounds - 1) {
         // The group is done: every lane reaches the shuffles (the branch is uniform).
-#pragma unroll
-        for (int i = 0; i < NW; i++)
-#pragma unroll
-            for (int b = 0; b < RT; b++) acc[i][b] = tree32(acc[i][b]);
-        // Lane j finishes (feature slot j / RT, batch row j % RT).
+        // Lane j finishes (feature slot j / RT, batch row j % RT): output j = i * RT + b,
+        // and in mode 2 the up row's output j + nf * RT.
         float sv = 0.0f, tv = 0.0f;
+        constexpr int M = NW * RT;
+        if constexpr ((M & (M - 1)) == 0 && M >= 2) {
+            // tree32's sums, M per lane, reduced by transposing halves (tree32_split,
+            // in place: acc[o / RT][o % RT] is output o).
+            const float r = tree32_split<NW, RT>(acc, lane);
 #pragma unroll
-        for (int i = 0; i < NW; i++)
+            for (int i = 0; i < NW; i++)
 #pragma unroll
-            for (int b = 0; b < RT; b++) {
-                if (gu && i >= nf) {
-                    if (lane == (i - nf) * RT + b) tv = acc[i][b];
-                } else if (lane == i * RT + b) {
-                    sv = acc[i][b];
+                for (int b = 0; b < RT; b++) acc[i][b] = 0.0f;
+            constexpr int SH = 5 - Log2<M>::v;  // output o sits in lanes o << SH ..
+            sv = __shfl_sync(0xffffffffu, r, (lane << SH) & 31);
+            if (gu) tv = __shfl_sync(0xffffffffu, r, ((lane + nf * RT) << SH) & 31);
+        } else {
+#pragma unroll
+            for (int i = 0; i < NW; i++)
+#pragma unroll
+                for (int b = 0; b < RT; b++) acc[i][b] = tree32(acc[i][b]);
+#pragma unroll
+            for (int i = 0; i < NW; i++)
+#pragma unroll
+                for (int b = 0; b < RT; b++) {
+                    if (gu && i >= nf) {
+                        if (lane == (i - nf) * RT + b) tv = acc[i][b];
+                    } else if (lane == i * RT + b) {
+                        sv = acc[i][b];
+                    }
+                    acc[i][b] = 0.0f;
                 }
-                acc[i][b] = 0.0f;
-            }
+        }
         if (lane < nf * RT) {
             int o, f = grp * nf + lane / RT;
             int mi = mv_locate(a, features, f, &o);
