@@ -626,21 +626,8 @@ fn prime_plan(spec: &GateSpec) -> Vec<PrimeStep> {
     plan
 }
 
-/// Arms that read every walked position's logits (prime, verify) run only where the last
-/// stage's are: a multi-process member without it would index an empty readback.
-fn needs_logits<B: Backend>(rt: &Runtime<B>, arm: &str) -> Result<(), GateError> {
-    if rt.has_output() {
-        Ok(())
-    } else {
-        Err(GateError::Spec(format!(
-            "the {arm} arm needs the last stage's logits in this process"
-        )))
-    }
-}
-
 /// The prime arm: every position's logits of every prime equal the one-row reference's.
 fn prime<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
-    needs_logits(rt, "prime")?;
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let refs = std::slice::from_ref(r0);
@@ -658,8 +645,12 @@ fn prime<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Ar
      -> Result<(), GateError> {
         let st = &plan[i];
         let l = walk.read_deferred(p).map_err(rt_err(ctx(i)))?;
-        for r in 0..st.len {
-            judge.check_key(st.pos0 + r, 0, st.key, &l[r * vocab..(r + 1) * vocab]);
+        // A member of a multi-process gate without the last stage walks the same plan and
+        // reads no logits: the member with them judges.
+        if rt.has_output() {
+            for r in 0..st.len {
+                judge.check_key(st.pos0 + r, 0, st.key, &l[r * vocab..(r + 1) * vocab]);
+            }
         }
         Ok(())
     };
@@ -698,8 +689,12 @@ fn greedy(l: &[f32]) -> u32 {
 /// own greedy choices, rolls every stage's cache back to the accepted length and goes on
 /// from the first rejected position. The accepted positions' logits must be the
 /// reference's, and each round's acceptance what the reference's greedy choices imply.
+/// Across processes only the last stage's member has logits, so every member walks the
+/// acceptance the reference implies (the same schedule everywhere; members' caches must
+/// roll back alike) and the last one records and judges its own.
 fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
-    needs_logits(rt, "verify")?;
+    let judging = rt.has_output();
+    let multi = spec.dist.is_some();
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let (p, steps, k) = (spec.prime_len(), spec.steps(), spec.draft);
@@ -717,8 +712,10 @@ fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<A
     let l = walk
         .read_eager(pend)
         .map_err(rt_err(|| "verify arm prompt".to_string()))?;
-    for r in 0..p {
-        judge.check_key(r, 0, prompt_key, &l[r * vocab..(r + 1) * vocab]);
+    if judging {
+        for r in 0..p {
+            judge.check_key(r, 0, prompt_key, &l[r * vocab..(r + 1) * vocab]);
+        }
     }
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5eed_d4af);
     let mut rounds = Vec::new();
@@ -739,21 +736,30 @@ fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<A
         let pend = walk.issue_chunk(&toks, start).map_err(rt_err(c))?;
         let l = walk.read_eager(pend).map_err(rt_err(c))?;
         let row = |r: usize| &l[r * vocab..(r + 1) * vocab];
-        // The arm's acceptance from its own logits; the reference's from the tape, whose
-        // token after a generated position is the reference's greedy choice there.
-        let accepted = (1..=ke)
-            .take_while(|&i| toks[i] == greedy(row(i - 1)))
-            .count();
+        // The reference's acceptance from the tape, whose token after a generated position
+        // is the reference's greedy choice there; the arm's from its own logits (a member
+        // without them: the reference's).
         let expected = (1..=ke).take_while(|&i| toks[i] == tape[start + i]).count();
+        let accepted = if judging {
+            (1..=ke)
+                .take_while(|&i| toks[i] == greedy(row(i - 1)))
+                .count()
+        } else {
+            expected
+        };
         let key = StepKey {
             round: Some(round),
             ..StepKey::default()
         };
-        for r in 0..=accepted {
-            judge.check_key(start + r, 0, key, row(r));
+        if judging {
+            for r in 0..=accepted {
+                judge.check_key(start + r, 0, key, row(r));
+            }
         }
-        // ROLLBACK: every stage's cache back to the accepted positions.
-        walk.truncate(0, start + accepted + 1).map_err(rt_err(c))?;
+        // ROLLBACK: every stage's cache back to the accepted positions (across processes,
+        // the reference's acceptance: the schedule every member shares).
+        let kept = if multi { expected } else { accepted };
+        walk.truncate(0, start + kept + 1).map_err(rt_err(c))?;
         rounds.push(Round {
             round,
             start,
@@ -762,7 +768,7 @@ fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<A
             accepted,
             expected,
         });
-        start += accepted + 1;
+        start += kept + 1;
     }
     let mut arm = judge.finish();
     if rounds.iter().any(|r| r.accepted != r.expected) {

@@ -372,18 +372,21 @@ fn check_processes(args: &GateArgs, be: &AnyBackend, n_stages: usize) -> Result<
             t.display()
         );
     }
-    // The prime and verify arms read every walked position's logits (verify decides its
-    // acceptance from them), which only the last stage's member has: not built across
-    // processes yet, so refused rather than run on a member without logits.
-    if let Some(a) = args
-        .arms
-        .split(',')
-        .map(str::trim)
-        .find(|a| *a == "prime" || *a == "verify")
-    {
-        bail!(
-            "--arms {a}: not built for multi-process gates yet (the {a} arm reads logits on every member; only the last stage's member has them); run it in one process"
-        );
+    // The prime and verify arms across processes (every member walks the same plan; the
+    // last stage's member judges; verify's members share the reference's acceptance) ran
+    // on the ipc transport only: over NCCL they have not run on GPUs yet, so refused there
+    // rather than claimed.
+    if cross == crate::dist::Cross::Nccl {
+        if let Some(a) = args
+            .arms
+            .split(',')
+            .map(str::trim)
+            .find(|a| *a == "prime" || *a == "verify")
+        {
+            bail!(
+                "--arms {a}: across processes over --transport nccl not run on GPUs yet (the ipc transport runs it); run it in one process"
+            );
+        }
     }
     if args.nccl_lib.is_some() && cross != crate::dist::Cross::Nccl {
         bail!("--nccl-lib: only --transport nccl loads NCCL");
