@@ -108,11 +108,10 @@ const ATT_ROWS_SMEM: usize = 46 * 1024;
 
 /// `attention_rows`' tile for heads of `hd` over windows of up to `max_pos` positions:
 /// (R rows per block, T positions per K/V tile, score row length, dynamic shared memory
-/// bytes), R the
-/// largest of 8, 4, 2 whose q rows, K/V tile and score rows fit ATT_ROWS_SMEM; None when
-/// none does (a long window: the one-row kernel takes the pass) or the head is wider than
-/// the kernel's two 256-wide d blocks. T keeps a tile near 16 KiB; it and R change no
-/// arithmetic (kernels/attention.cu).
+/// bytes), R the largest of 8, 4, 2 whose q rows, K/V tile and score rows fit
+/// ATT_ROWS_SMEM; None when none does (a long window: the one-row kernel takes the pass),
+/// the head is wider than the kernel's two 256-wide d blocks, or there is one row. T keeps
+/// a tile near 16 KiB; it and R change no arithmetic (kernels/attention.cu).
 pub(super) fn att_rows_tile(
     hd: usize,
     max_pos: usize,
@@ -924,7 +923,11 @@ impl CudaEngine {
         let (r_i, t_i) = (to_i32(r, "rows per block")?, to_i32(t, "tile positions")?);
         let smax = to_i32(smax, "score row")?;
         let cfg = LaunchConfig {
-            grid_dim: (nh as u32, to_u32(a.rows.div_ceil(r), "row blocks")?, 1),
+            grid_dim: (
+                to_u32(nh as usize, "heads")?,
+                to_u32(a.rows.div_ceil(r), "row blocks")?,
+                1,
+            ),
             block_dim: (256, 1, 1),
             shared_mem_bytes: to_u32(smem, "attention_rows shared memory")?,
         };
@@ -961,9 +964,9 @@ impl CudaEngine {
         // engine's rowpos buffer, filled for every row < rows by set_rowpos (every pos <
         // ctx, seq < cache.rows, slot < ctx: check_layer; one sequence: check_order);
         // K/V are the layer's [cache.rows, ctx, kv_dim] buffers; the dynamic shared memory
-        // (<= 46 KiB, plus 1.2 KiB static: no opt-in needed) holds R * hd + T * (hd + 1) + R * smax floats with
-        // smax >= every row's window (att_rows_tile of the launch's largest), R <= 8 and
-        // hd <= 512 (ATR_MAX_R and the kernel's two d blocks).
+        // (<= 46 KiB, plus 1.2 KiB static: no opt-in needed) holds R * hd + T * (hd + 1) +
+        // R * smax floats with smax >= every row's window (att_rows_tile of the launch's
+        // largest), R <= 8 and hd <= 512 (ATR_MAX_R and the kernel's two d blocks).
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }
             .map_err(|e| self.err(&format!("{} attention rows", op()), e))?;
         self.prof_end(s, "attention rows", e0);

@@ -255,7 +255,7 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
 }
 
 // The attend pass (kv_mode 2) of a step whose rows are ONE sequence at consecutive slots (a
-// prime chunk, a verify round), for ROWS rows per block instead of one: every row gets
+// prime chunk, a verify round), for R rows per block instead of one: every row gets
 // exactly the bits `attention` gives it, with each cached K/V row read once per block and
 // head instead of once per row and head. Why: a 512-row SmolLM2 chunk read its K/V ~600 MB
 // per layer from L2 as 4,608 one-row blocks of 2 per SM (17 waves of ~11 us).
