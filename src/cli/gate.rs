@@ -101,17 +101,19 @@ pub struct Prepared {
     pub load_ms: f64,
 }
 
+/// A CUDA on/off flag (`--pdl`, `--graphs`): on unless given "off"; anything else names the
+/// value.
+fn on_off(flag: &str, v: &Option<String>) -> Result<bool> {
+    match v.as_deref() {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => bail!("{flag} {other:?}: expected on or off"),
+    }
+}
+
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
-    let pdl = match args.pdl.as_deref() {
-        None | Some("on") => true,
-        Some("off") => false,
-        Some(other) => bail!("--pdl {other:?}: expected on or off"),
-    };
-    let graphs = match args.graphs.as_deref() {
-        None | Some("on") => true,
-        Some("off") => false,
-        Some(other) => bail!("--graphs {other:?}: expected on or off"),
-    };
+    let pdl = on_off("--pdl", &args.pdl)?;
+    let graphs = on_off("--graphs", &args.graphs)?;
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
             bail!("--cpu-devices 0: need at least one CPU device");

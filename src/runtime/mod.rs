@@ -571,8 +571,7 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// carries `tokens[r]` at position `pos0 + r` of sequence 0, its key/value at that
     /// sequence's next slots, and attends causally over the cache up to its own slot.
     pub fn issue_chunk(&mut self, tokens: &[u32], pos0: usize) -> RResult<Pending> {
-        let pos: Vec<usize> = (pos0..pos0 + tokens.len()).collect();
-        self.issue_rows(tokens, &pos, Some(0), false)
+        self.chunk(tokens, pos0, false)
     }
 
     /// `issue_chunk` whose head runs on the chunk's last row only, so the pending step
@@ -580,8 +579,13 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// llama-bench's pp512 computes). The prime arm gates every position, with
     /// `issue_chunk`; this serves the prefill bench.
     pub fn issue_chunk_last(&mut self, tokens: &[u32], pos0: usize) -> RResult<Pending> {
+        self.chunk(tokens, pos0, true)
+    }
+
+    /// Sequence 0's rows at positions pos0.. (`issue_chunk`, `issue_chunk_last`).
+    fn chunk(&mut self, tokens: &[u32], pos0: usize, last_only: bool) -> RResult<Pending> {
         let pos: Vec<usize> = (pos0..pos0 + tokens.len()).collect();
-        self.issue_rows(tokens, &pos, Some(0), true)
+        self.issue_rows(tokens, &pos, Some(0), last_only)
     }
 
     /// Reset every stage's cache: lengths to 0 and, on each stage's stream (ordered after

@@ -1130,7 +1130,7 @@ impl CudaEngine {
             &|| format!("{} attn_norm+qkv", op()),
         )?;
 
-        // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per POS_ROWS rows.
+        // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per pass.
         let style: i32 = match c.rope_style {
             RopeStyle::Norm => 0,
             RopeStyle::Neox => 1,

@@ -40,6 +40,27 @@
 // 128 positions is 4 round trips at 32, 2 at 64. Same adds in the same order.
 #define ATT_VDEPTH 64
 
+// The first slot a row at position p stored at `slot` attends to: Config::attn_start of its
+// position, moved by the slot's offset from the position (RowAt::from_slot; its mirror
+// `from_slot_in_kernel` in engine.rs is tested against it). window 0: the whole sequence;
+// else the positions (p + 1 - window)..=p. Both attention kernels take it from here.
+__device__ __forceinline__ int att_from(int p, int slot, int window) {
+    u32 span = (window > 0 && (u32)p + 1 >= (u32)window) ? (u32)window - 1 : (u32)p;
+    return slot - (int)((u32)slot < span ? (u32)slot : span);
+}
+
+// RoPE of pair (a, b) of head vector v at the position whose cos/sin are c, s (style 0
+// pairs 2i, 2i + 1; style 1 pairs i, i + half): the one expression both attention kernels
+// rotate q (and `attention` k) with, so they rotate to the same bits.
+__device__ __forceinline__ void rope_pair(float* v, int i, int half, int style, float c,
+                                          float s) {
+    const int a = style == 0 ? 2 * i : i;
+    const int b = style == 0 ? 2 * i + 1 : i + half;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+}
+
 // Scores of the common head widths (hd = 8 * PER): each 8-lane group loads P positions' k
 // rows (P * PER = 64 values per lane) in one round trip, then forms each position's dot
 // exactly as the generic loop below does (lane l adds elements l, l + 8, ... in order, then
@@ -101,12 +122,7 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
     int p = (int)rp->pos[re];
     int slot = (int)rp->slot[re];
     size_t seq = (size_t)rp->seq[re];
-    // The first slot this row attends to: Config::attn_start of its position, moved by the
-    // slot's offset from the position (RowAt::from_slot; its mirror `from_slot_in_kernel`
-    // in engine.rs is tested against it). window 0: the whole sequence; else the positions
-    // (p + 1 - window)..=p.
-    u32 span = (window > 0 && (u32)p + 1 >= (u32)window) ? (u32)window - 1 : (u32)p;
-    int from = slot - (int)((u32)slot < span ? (u32)slot : span);
+    int from = att_from(p, slot, window);  // the first slot this row attends to
     int n_pos = slot + 1 - from;
     int tid = threadIdx.x;
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
@@ -149,17 +165,8 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
         __syncthreads();
     }
     for (int i = tid; i < half; i += blockDim.x) {
-        float c = cs[i];
-        float s = sn[i];
-        int a = style == 0 ? 2 * i : i;
-        int b = style == 0 ? 2 * i + 1 : i + half;
-        float x0 = qs[a], x1 = qs[b];
-        qs[a] = x0 * c - x1 * s;
-        qs[b] = x0 * s + x1 * c;
-        x0 = ks[a];
-        x1 = ks[b];
-        ks[a] = x0 * c - x1 * s;
-        ks[b] = x0 * s + x1 * c;
+        rope_pair(qs, i, half, style, cs[i], sn[i]);
+        rope_pair(ks, i, half, style, cs[i], sn[i]);
     }
     __syncthreads();
     if (h % group == 0 && kv_mode != 2) {
@@ -304,8 +311,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
         const RowPos* g = rp + r / POS_ROWS;
         const int e = r % POS_ROWS;
         const int p = (int)g->pos[e], slot = (int)g->slot[e];
-        u32 span = (window > 0 && (u32)p + 1 >= (u32)window) ? (u32)window - 1 : (u32)p;
-        s_from[tid] = slot - (int)((u32)slot < span ? (u32)slot : span);
+        s_from[tid] = att_from(p, slot, window);
         s_slot[tid] = slot;
         s_pos[tid] = p;
     }
@@ -334,12 +340,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
         const int p = s_pos[i];
         const float c = table[(size_t)p * half + e];
         const float s = table[(size_t)ctx * half + (size_t)p * half + e];
-        const int a = style == 0 ? 2 * e : e;
-        const int b = style == 0 ? 2 * e + 1 : e + half;
-        float* qi = Q + i * hd;
-        const float x0 = qi[a], x1 = qi[b];
-        qi[a] = x0 * c - x1 * s;
-        qi[b] = x0 * s + x1 * c;
+        rope_pair(Q + i * hd, e, half, style, c, s);
     }
     // The union of the windows (one sequence: slots consecutive, windows nested by start).
     int lo = s_from[0], hi = s_slot[0];
@@ -464,10 +465,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
         for (int k2 = 0; k2 < 2; k2++) {
             if (k2 >= dblocks) break;  // uniform over the block
             const int d = G > 1 ? tid % hd : tid + 256 * k2;
-            if (d < hd && owner) part[g * hd + (d - 256 * k2 * (G == 1))] = o[k][k2];
+            // This d block's index (k2 > 0 only for heads over 256 wide, where G = 1).
+            const int dl = d - 256 * k2;
+            if (d < hd && owner) part[g * hd + dl] = o[k][k2];
             __syncthreads();
             if (g == 0 && d < hd && owner) {
-                const int dl = d - 256 * k2 * (G == 1);
                 float s = part[dl];
                 for (int j = 1; j < G; j++) s = s + part[j * hd + dl];
                 const int last = s_slot[k] - s_from[k];

@@ -362,26 +362,6 @@ __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const 
 template <int M> struct Log2 { static constexpr int v = 1 + Log2<M / 2>::v; };
 template <> struct Log2<1> { static constexpr int v = 0; };
 
-// tree32 of each of the M = NW * RT values per lane (v[o / RT][o % RT] is value o; M a
-// power of two, 2..32), the warp's sums computed
-// once instead of M times: at xor distance d = 16, 8, .. (tree32's order), while a lane
-// holds n > 1 values it keeps the half whose index bit (n / 2) equals its lane bit d, sends
-// the other half to lane ^ d and adds what it receives to what it kept (own + partner, as
-// tree32); with one value left, tree32's remaining levels. Every sum is tree32's pairwise
-// sum at the same level, so each output has tree32's bits; output o ends in the lanes
-// (o << (5 - log2 M)) .. + (1 << (5 - log2 M)) - 1. Why: an 8-row tile of 4 weight rows
-// spent 160 shuffles and adds per group on tree32 (the shuffle pipe issues a quarter of
-// the FMA pipe's rate), here 31.
-// c ? a : b on registers. Why not `?:`: the compiler turned a choice between two array
-// elements into an address choice, which put the accumulators on the stack (128 bytes in
-// the 8-row, 4-rows-per-warp kernels, by cuobjdump).
-__device__ __forceinline__ float selp(bool c, float a, float b) {
-    float r;
-    asm("{ .reg .pred p; setp.ne.u32 p, %3, 0; selp.f32 %0, %1, %2, p; }"
-        : "=f"(r) : "f"(a), "f"(b), "r"((unsigned)c));
-    return r;
-}
-
 // One level of tree32_split: n values (v[o / RT][o % RT], o < n) at xor distance d. A
 // template per level, so every index is a constant (rolled loops with a runtime bound
 // index the accumulators dynamically, which puts them on the stack).
@@ -393,13 +373,22 @@ __device__ __forceinline__ void split_level(float (&v)[NW][RT], int lane, int d)
         for (int k = 0; k < N / 2; k++) {
             const int h = k + N / 2;
             const float lo = v[k / RT][k % RT], hi = v[h / RT][h % RT];
-            const float send = selp(up, lo, hi), keep = selp(up, hi, lo);
+            const float send = up ? lo : hi, keep = up ? hi : lo;
             v[k / RT][k % RT] = keep + __shfl_xor_sync(0xffffffffu, send, d);
         }
         split_level<N / 2, NW, RT>(v, lane, d >> 1);
     }
 }
 
+// tree32 of each of the M = NW * RT values per lane (v[o / RT][o % RT] is value o; M a
+// power of two, 2..32), the warp's sums computed once instead of M times: at xor distance
+// d = 16, 8, .. (tree32's order), while a lane holds n > 1 values it keeps the half whose
+// index bit (n / 2) equals its lane bit d, sends the other half to lane ^ d and adds what
+// it receives to what it kept (own + partner, as tree32); with one value left, tree32's
+// remaining levels. Every sum is tree32's pairwise sum at the same level, so each output
+// has tree32's bits; output o ends in the lanes (o << (5 - log2 M)) .. + (1 << (5 - log2
+// M)) - 1. Why: an 8-row tile of 4 weight rows spent 160 shuffles and adds per group on
+// tree32 (the shuffle pipe issues a quarter of the FMA pipe's rate), here 31.
 template <int NW, int RT>
 __device__ __forceinline__ float tree32_split(float (&v)[NW][RT], int lane) {
     constexpr int M = NW * RT;
