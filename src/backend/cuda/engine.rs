@@ -91,12 +91,26 @@ pub(super) fn row_pos_bytes() -> usize {
     std::mem::size_of::<RowPos>()
 }
 
+/// The one-row attention kernel of a launch of `blocks` blocks (heads x rows) on `sms` SMs:
+/// `attention_early` (its first K and V loads leave with the RoPE table: shorter dependent
+/// chain, ~210 registers, one block per SM) while the launch is one wave of it, else
+/// `attention` (~100 registers, two blocks per SM). Both run att_fused's arithmetic, so a
+/// row's bits do not depend on which one B picks (kernels/attention.cu).
+pub(super) fn att_kernel(blocks: usize, sms: usize) -> &'static str {
+    if blocks <= sms {
+        "attention_early"
+    } else {
+        "attention"
+    }
+}
+
 /// Head dimension the attention kernel's static shared memory holds (`ATT_MAX_HD`).
 const ATT_MAX_HD: usize = 512;
 
 /// Largest attention window the kernel's dynamic shared memory holds: the 48 KiB a block may
-/// use without opting in, less the static q/k/v head copies, the RoPE cos/sin of one
-/// position, the output partials and 64 bytes for `red[4]`.
+/// use without opting in, less the static q/k/v head copies, one head more (the RoPE cos/sin
+/// the kernel once staged; now spare, kept so the accepted windows stay as they were), the
+/// output partials and 64 bytes for `red[12]`.
 const MAX_ATTN_POS: usize = (48 * 1024 - 4 * ATT_MAX_HD * 4 - 256 * 4 - 64) / 4;
 
 /// Warps per block of the fused matvec (`MV_WARPS` in kernels/matvec.cu).
@@ -1210,7 +1224,7 @@ impl CudaEngine {
                 block_dim: (256, 1, 1),
                 shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
             };
-            let f = self.dx.func("attention")?;
+            let f = self.dx.func(att_kernel(c.n_heads * rows, self.dx.sms))?;
             let e0 = self.prof_start(s);
             let mut p = [
                 kp(&q),

@@ -54,11 +54,12 @@ const SOURCES: [(&str, &str); 7] = [
 ];
 
 /// The kernels of the main module (compiled when a device is opened).
-const KERNELS: [&str; 7] = [
+const KERNELS: [&str; 8] = [
     "embed_rows",
     "add_residual",
     "stage_rows",
     "attention",
+    "attention_early",
     "attention_rows",
     "spin",
     "rowpos_set",
@@ -719,14 +720,16 @@ fn open_device(dev: usize, pdl: bool, modules: Arc<Modules>) -> BResult<DevCtx> 
         "cuda: device {dev} (sm_{major}{minor}): main module {how}, loaded in {compile_ms:.0} ms"
     );
     if std::env::var_os("PPN_CUDA_PROF").is_some() {
-        // Diagnostics: registers, spills and residency of the main module's hot kernel.
-        if let Some(f) = funcs.get("attention") {
-            eprintln!(
-                "cuda prof: attention: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
-                f.num_regs(),
-                f.local_size_bytes(),
-                f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
-            );
+        // Diagnostics: registers, spills and residency of the main module's hot kernels.
+        for name in ["attention", "attention_early"] {
+            if let Some(f) = funcs.get(name) {
+                eprintln!(
+                    "cuda prof: {name}: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
+                    f.num_regs(),
+                    f.local_size_bytes(),
+                    f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+                );
+            }
         }
     }
     dx._module = Some(module);

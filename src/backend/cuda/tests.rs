@@ -2,9 +2,9 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
 
 use super::engine::{
-    att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm,
-    mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to, vectorized,
-    warps_per_feature, MVQ_MIN_IN,
+    att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,
+    mvq_blocks_per_sm, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to,
+    vectorized, warps_per_feature, MVQ_MIN_IN,
 };
 use super::{
     CudaBackend, KERNELS, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE,
@@ -157,10 +157,30 @@ fn attention_reads_the_step_positions_only_after_its_pdl_wait() {
     // come before the wait. (Negative control: the check sees the read in the old order.)
     let first_read = |body: &str| body.find("rp->").expect("reads rp");
     let wait = |body: &str| body.find("pdl_wait();").expect("waits");
-    let att = kernel_body("attention.cu", "attention");
-    assert!(att.contains("int kv_mode, int window,"), "{att}");
-    assert!(att.contains("const RowPos* rp)"), "{att}");
+    // Both one-row kernels are att_entry (its wait, then its RowPos read) and nothing else;
+    // att_fused, which runs after it, takes the positions by value.
+    let src = source("attention.cu");
+    let params = &src[src.find("#define ATT_PARAMS").expect("ATT_PARAMS")..];
+    let params = &params[..params.find("\n#define").expect("ATT_ARGS after it")];
+    assert!(params.contains("int kv_mode, int window,"), "{params}");
+    assert!(params.ends_with("const RowPos* rp"), "{params}");
+    for (name, flag) in [("attention", "false"), ("attention_early", "true")] {
+        let k = kernel_body("attention.cu", name);
+        let k = &k[..k.find('\n').expect("one line")];
+        assert_eq!(
+            k,
+            format!("__global__ void {name}(ATT_PARAMS) {{ att_entry<{flag}>(ATT_ARGS); }}")
+        );
+    }
+    let at = src.find("void att_entry(").expect("att_entry");
+    let att = &src[at..at + src[at..].find("__global__").expect("a kernel after it")];
     assert!(wait(att) < first_read(att));
+    let fused = &src[src.find("void att_fused(").expect("att_fused")..];
+    let fused = &fused[..fused.find("#define ATT_PARAMS").expect("after att_fused")];
+    assert!(
+        !fused.contains("rp->") && !fused.contains("RowPos*"),
+        "{fused}"
+    );
     let moved = att.replacen("pdl_wait();", "", 1) + "pdl_wait();";
     assert!(wait(&moved) > first_read(&moved));
     // rowpos_set is launched without programmatic dependent launch (`launch_with(.., false)`
@@ -460,6 +480,26 @@ fn the_nvrtc_check_assembles_the_modules_as_the_backend_does() {
         "VECTORIZED"
     );
     assert!(py.contains(&format!("FORMATS = {}", GgmlType::ALL.len())));
+}
+
+#[test]
+fn the_one_row_attention_kernel_is_early_only_while_its_launch_is_one_wave() {
+    // attention_early holds a block's first K and V trips in registers (one block per SM):
+    // a launch of more blocks than SMs would take two waves of it, so it gets `attention`.
+    // SmolLM2 decode (9 heads) at B = 1 and 8 on an H200 (132 SMs), an 8B shape (32 heads)
+    // at B = 4 and 8, and the boundary itself.
+    assert_eq!(att_kernel(9, 132), "attention_early");
+    assert_eq!(att_kernel(72, 132), "attention_early");
+    assert_eq!(att_kernel(128, 132), "attention_early");
+    assert_eq!(att_kernel(132, 132), "attention_early");
+    assert_eq!(att_kernel(133, 132), "attention");
+    assert_eq!(att_kernel(256, 132), "attention");
+    for b in [1, 200] {
+        assert!(KERNELS.contains(&att_kernel(b, 132)));
+    }
+    // Both kernels are the same body (att_entry) with only the EARLY flag apart.
+    let src = source("attention.cu");
+    assert!(src.contains("att_entry<false>(") && src.contains("att_entry<true>("));
 }
 
 #[test]

@@ -49,105 +49,177 @@ __device__ __forceinline__ int att_from(int p, int slot, int window) {
     return slot - (int)((u32)slot < span ? (u32)slot : span);
 }
 
+// RoPE rotation of one pair (x0, x1) at cos/sin c, s: the header's two expressions, in
+// registers (`attention` rotates the pair its thread loaded) or in place (rope_pair).
+__device__ __forceinline__ void rope2(float& x0, float& x1, float c, float s) {
+    const float a = x0 * c - x1 * s;
+    const float b = x0 * s + x1 * c;
+    x0 = a;
+    x1 = b;
+}
+
 // RoPE of pair (a, b) of head vector v at the position whose cos/sin are c, s (style 0
-// pairs 2i, 2i + 1; style 1 pairs i, i + half): the one expression both attention kernels
-// rotate q (and `attention` k) with, so they rotate to the same bits.
+// pairs 2i, 2i + 1; style 1 pairs i, i + half): rope2 in place, the one expression both
+// attention kernels rotate q (and `attention` k) with, so they rotate to the same bits.
 __device__ __forceinline__ void rope_pair(float* v, int i, int half, int style, float c,
                                           float s) {
     const int a = style == 0 ? 2 * i : i;
     const int b = style == 0 ? 2 * i + 1 : i + half;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x0 * s + x1 * c;
+    rope2(v[a], v[b], c, s);
 }
 
 // Scores of the common head widths (hd = 8 * PER): each 8-lane group loads P positions' k
 // rows (P * PER = 64 values per lane) in one round trip, then forms each position's dot
-// exactly as the generic loop below does (lane l adds elements l, l + 8, ... in order, then
-// tree8, then * scale). Why: at a few hundred positions the generic loop is one L2 round
-// trip per 32 positions; this is one per 32 * P (256 at hd 64, 128 at hd 128, 64 at hd 256).
-// Which positions share a trip changes no position's arithmetic.
+// exactly as the generic loop in att_fused does (lane l adds elements l, l + 8, ... in order,
+// then tree8, then * scale). Why: at a few hundred positions the generic loop is one L2
+// round trip per 32 positions; this is one per 32 * P (256 at hd 64, 128 at hd 128, 64 at
+// hd 256). Which positions share a trip changes no position's arithmetic.
+//
+// Split in a load half and a dot half so that the first trip's loads leave with the block's
+// other position-dependent loads (the RoPE table, the first V trip), before q and k are
+// rotated: the K round trip overlaps the table's instead of following the rotation.
+// att_kload leaves position `last` (this row's own slot, not in the cache yet) at 0;
+// att_kdots takes its k from the rotated shared copy.
 template <int PER, int P>
-__device__ __forceinline__ void att_scores(const float* qs, const float* ks, const float* Kr,
-                                           int kvd, int n_pos, float scale, float* sc) {
+__device__ __forceinline__ void att_kload(float (&kv)[P][PER], const float* Kr, int kvd, int t0,
+                                          int last) {
     const int l = threadIdx.x & 7, g = threadIdx.x >> 3, n_groups = blockDim.x >> 3;
-    const int last = n_pos - 1;
-    for (int t0 = 0; t0 < n_pos; t0 += n_groups * P) {
-        float kv[P][PER];
 #pragma unroll
-        for (int j = 0; j < P; j++) {
-            const int t = t0 + j * n_groups + g;
-            const float* kt = t == last ? ks : Kr + (size_t)t * kvd;
+    for (int j = 0; j < P; j++) {
+        const int t = t0 + j * n_groups + g;
+        const float* kt = Kr + (size_t)t * kvd;
 #pragma unroll
-            for (int u = 0; u < PER; u++) kv[j][u] = t < n_pos ? kt[l + 8 * u] : 0.0f;
-        }
-#pragma unroll
-        for (int j = 0; j < P; j++) {
-            const int t = t0 + j * n_groups + g;
-            float acc = 0.0f;
-#pragma unroll
-            for (int u = 0; u < PER; u++) acc = acc + qs[l + 8 * u] * kv[j][u];
-            acc = tree8(acc);  // full warp: every lane runs every j
-            if (t < n_pos && l == 0) sc[t] = acc * scale;
-        }
+        for (int u = 0; u < PER; u++) kv[j][u] = t < last ? kt[l + 8 * u] : 0.0f;
     }
 }
 
-extern "C" __global__ void attention(const float* q, const float* k, const float* v,
-                                     const float* bq, const float* bk, const float* bv,
-                                     const float* qn, const float* kn, float eps,
-                                     const float* table, int style, float* K, float* V,
-                                     float* out, int n_heads, int n_kv_heads, int hd, int ctx,
-                                     float scale, int kv_mode, int window,
-                                     const RowPos* rp) {
-    extern __shared__ float sc[];
-    __shared__ float qs[ATT_MAX_HD], ks[ATT_MAX_HD], vs[ATT_MAX_HD];
-    __shared__ float cs[ATT_MAX_HD / 2], sn[ATT_MAX_HD / 2];
-    __shared__ float red[4];
-    __shared__ float part[256];  // output partials (G groups x hd <= blockDim = 256)
-    pdl_trigger();
-    // Everything below reads the step's RowPos (written by rowpos_set earlier on the stream)
-    // or the scratch the previous kernel wrote: only after the wait (read after write).
-    pdl_wait();
-    int h = blockIdx.x, r = blockIdx.y;
-    // Row r's positions: entry r % POS_ROWS of group r / POS_ROWS (the groups lie back to
-    // back; one launch covers all the step's rows).
-    rp += r / POS_ROWS;
-    const int re = r % POS_ROWS;
-    if ((u32)re >= rp->n) return;  // uniform over the block
-    int group = n_heads / n_kv_heads;
-    int kh = h / group;
-    int kvd = n_kv_heads * hd;
-    int qd = n_heads * hd;
-    int p = (int)rp->pos[re];
-    int slot = (int)rp->slot[re];
-    size_t seq = (size_t)rp->seq[re];
-    int from = att_from(p, slot, window);  // the first slot this row attends to
-    int n_pos = slot + 1 - from;
-    int tid = threadIdx.x;
+// The dots of one trip (positions t0 + j * n_groups + g): sc[t] = (8-lane dot + tree8) *
+// scale, and the running maximum m of this thread's positions' scores (exact in any order:
+// fmaxf rounds nothing), which the block folds into one value instead of rereading sc.
+template <int PER, int P>
+__device__ __forceinline__ float att_kdots(float (&kv)[P][PER], const float* qs, const float* ks,
+                                           int t0, int n_pos, float scale, float* sc, float m) {
+    const int l = threadIdx.x & 7, g = threadIdx.x >> 3, n_groups = blockDim.x >> 3;
+    const int last = n_pos - 1;
+#pragma unroll
+    for (int j = 0; j < P; j++) {
+        const int t = t0 + j * n_groups + g;
+        if (t == last) {
+#pragma unroll
+            for (int u = 0; u < PER; u++) kv[j][u] = ks[l + 8 * u];
+        }
+        float acc = 0.0f;
+#pragma unroll
+        for (int u = 0; u < PER; u++) acc = acc + qs[l + 8 * u] * kv[j][u];
+        acc = tree8(acc);  // full warp: every lane runs every j
+        const float s = acc * scale;
+        if (t < n_pos) {
+            if (l == 0) sc[t] = s;
+            m = fmaxf(m, s);
+        }
+    }
+    return m;
+}
+
+// The body of both one-row attention kernels for one (head, row) block, after its RowPos
+// entry is read (p, slot, seq; live: the entry is one of the group's n). PER, P: the score
+// trip shape of the head width (att_kload), PER = 0: the generic score loop. The block is
+// 256 threads (the host's launch; `part` and the one RoPE pair per thread rest on it).
+//
+// Critical path, in dependent steps: (1) raw q/k pair, v and biases (no position needed);
+// (2) the RoPE table at p and, with EARLY, the first K trip and the first V trip (every
+// address is known from the RowPos entry, so they leave together); (3) rotate in registers,
+// one barrier; (4) scores with per-warp maxima, one barrier; (5) expf, one barrier; (6) the
+// 8-lane sum, one barrier; (7) the adds of V (with EARLY, the first trip's values are
+// already in registers), then the group partials. Without EARLY, K and V load where they
+// are used (a K trip after (3), a V trip after (6)): ~100 registers instead of ~210, two
+// blocks per SM. Every value keeps the arithmetic and order of the header either way; only
+// when loads leave and where a value waits (register or shared memory) differ.
+template <int PER, int P, bool EARLY>
+__device__ __forceinline__ void att_fused(
+    const float* q, const float* k, const float* v, const float* bq, const float* bk,
+    const float* bv, const float* qn, const float* kn, float eps, const float* table, int style,
+    float* K, float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
+    int kv_mode, int window, bool live, int p, int slot, size_t seq, float* sc, float* qs,
+    float* ks, float* vs, float* red, float* part) {
+    const int h = blockIdx.x, r = blockIdx.y, tid = threadIdx.x;
+    const int group = n_heads / n_kv_heads, kh = h / group;
+    const int kvd = n_kv_heads * hd, qd = n_heads * hd, half = hd / 2;
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
     const float* kr = k + (size_t)r * kvd + (size_t)kh * hd;
     const float* vr = v + (size_t)r * kvd + (size_t)kh * hd;
-    int half = hd / 2;
+    // (1) Thread tid holds RoPE pair tid (a, b) of q and k and v elements tid, tid + 256
+    // (half <= 256 and hd <= 512 = ATT_MAX_HD), biases added as they load (one add each).
+    // Grid rows past the group's n read their scratch row too (it exists: grid.y <= the
+    // scratch's rows) and leave below, so these loads need not wait for n.
+    const int a = style == 0 ? 2 * tid : tid, b = style == 0 ? 2 * tid + 1 : tid + half;
+    const bool pair = tid < half;
+    float qa = 0.0f, qb = 0.0f, ka = 0.0f, kb = 0.0f, v0 = 0.0f, v1 = 0.0f;
+    if (pair) {
+        qa = bq ? qh[a] + bq[(size_t)h * hd + a] : qh[a];
+        qb = bq ? qh[b] + bq[(size_t)h * hd + b] : qh[b];
+        ka = bk ? kr[a] + bk[(size_t)kh * hd + a] : kr[a];
+        kb = bk ? kr[b] + bk[(size_t)kh * hd + b] : kr[b];
+    }
+    if (tid < hd) v0 = bv ? vr[tid] + bv[(size_t)kh * hd + tid] : vr[tid];
+    if (tid + 256 < hd) v1 = bv ? vr[tid + 256] + bv[(size_t)kh * hd + tid + 256] : vr[tid + 256];
+    if (!live) return;  // uniform over the block
+    const int from = att_from(p, slot, window);  // the first slot this row attends to
+    const int n_pos = slot + 1 - from;
+    const int last = n_pos - 1;  // window index of position p: read from shared memory
+    const bool attend = kv_mode != 1;
     const float* Kr = K + (seq * ctx + from) * kvd + (size_t)kh * hd;
     const float* Vr = V + (seq * ctx + from) * kvd + (size_t)kh * hd;
-    // The cached K and V rows this block will read start their trip to L2 now, while the
-    // block loads and rotates its q/k/v (a hint: no value and no ordering depends on it).
-    for (int t = tid; kv_mode != 1 && t < n_pos - 1; t += blockDim.x) {
-        prefetch_l2((const u8*)(Kr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
-        prefetch_l2((const u8*)(Vr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
+    // (2) The cos/sin of position p for this thread's pair, then the first K trip and the
+    // first V trip (positions < last: written by earlier launches, read after pdl_wait).
+    float c = 0.0f, s = 0.0f;
+    if (pair) {
+        c = table[(size_t)p * half + tid];
+        s = table[(size_t)ctx * half + (size_t)p * half + tid];
     }
-    // One round of loads: this head's q, k, v (plus their biases, each null or one value per
-    // projection output) and the RoPE cos/sin of position p.
-    for (int i = tid; i < hd; i += blockDim.x) {
-        qs[i] = bq ? qh[i] + bq[(size_t)h * hd + i] : qh[i];
-        ks[i] = bk ? kr[i] + bk[(size_t)kh * hd + i] : kr[i];
-        vs[i] = bv ? vr[i] + bv[(size_t)kh * hd + i] : vr[i];
+    float kv[PER > 0 ? P : 1][PER > 0 ? PER : 1];
+    if constexpr (PER > 0 && EARLY) {
+        if (attend) att_kload<PER, P>(kv, Kr, kvd, 0, last);
     }
-    for (int i = tid; i < half; i += blockDim.x) {
-        cs[i] = table[(size_t)p * half + i];
-        sn[i] = table[(size_t)ctx * half + (size_t)p * half + i];
+    // Output split (see (7)): G = blockDim / hd thread groups (at least 1) over the cached
+    // positions 0..last, thread (vd, vg) walking range [va, vb) of group vg for element vd
+    // (its first d block; heads over 256 wide have a second). With EARLY, its first
+    // ATT_VDEPTH values now.
+    int G = blockDim.x / hd;
+    if (G < 1) G = 1;
+    const int chunk = (last + G - 1) / G;
+    int vd = tid % hd, vg = tid / hd;
+    if (G == 1) { vd = tid; vg = 0; }
+    const int va = vg * chunk, vb = (vg + 1) * chunk < last ? (vg + 1) * chunk : last;
+    const bool vown = attend && vd < hd && vg < G;
+    float vv0[EARLY ? ATT_VDEPTH : 1];
+    if constexpr (EARLY) {
+#pragma unroll
+        for (int u = 0; u < ATT_VDEPTH; u++)
+            vv0[u] = vown && va + u < vb ? Vr[(size_t)(va + u) * kvd + vd] : 0.0f;
     }
+    // The cached rows not loaded yet start their trip to L2 now (a hint: no value and no
+    // ordering depends on it).
+    const int kcov = PER > 0 && EARLY ? (int)(blockDim.x >> 3) * P : 0;
+    const int vcov = EARLY ? ATT_VDEPTH : 0;
+    for (int t = tid; attend && t < last; t += blockDim.x) {
+        if (t >= kcov) prefetch_l2((const u8*)(Kr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
+        if (t - (t / chunk) * chunk >= vcov)
+            prefetch_l2((const u8*)(Vr + (size_t)t * kvd), 4 * (u64)hd, 0, 1);
+    }
+    // (3) Rotate in registers (no head norm) or stage raw for the norm, one barrier.
+    if (pair) {
+        if (!qn) {
+            rope2(qa, qb, c, s);
+            rope2(ka, kb, c, s);
+        }
+        qs[a] = qa;
+        qs[b] = qb;
+        ks[a] = ka;
+        ks[b] = kb;
+    }
+    if (tid < hd) vs[tid] = v0;
+    if (tid + 256 < hd) vs[tid + 256] = v1;
     __syncthreads();
     if (qn) {
         // Warp 0 norms q, warp 1 norms k (whole warps: the block has >= 64 threads).
@@ -163,12 +235,12 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
             ks[i] = (ks[i] * ik) * kn[i];
         }
         __syncthreads();
+        if (pair) {
+            rope_pair(qs, tid, half, style, c, s);
+            rope_pair(ks, tid, half, style, c, s);
+        }
+        __syncthreads();
     }
-    for (int i = tid; i < half; i += blockDim.x) {
-        rope_pair(qs, i, half, style, cs[i], sn[i]);
-        rope_pair(ks, i, half, style, cs[i], sn[i]);
-    }
-    __syncthreads();
     if (h % group == 0 && kv_mode != 2) {
         size_t dst = (seq * ctx + slot) * kvd + (size_t)kh * hd;
         for (int i = tid; i < hd; i += blockDim.x) {
@@ -176,90 +248,161 @@ extern "C" __global__ void attention(const float* q, const float* k, const float
             V[dst + i] = vs[i];
         }
     }
-    if (kv_mode == 1) return;  // uniform over the block
-    int l = tid & 7, g = tid >> 3, n_groups = blockDim.x >> 3;
-    int last = n_pos - 1;  // window index of position p: read from shared memory
-
-    // Scores: 8 threads per position; loop bounds uniform so the shuffles are full-warp.
-    if (blockDim.x == 256 && hd == 64) att_scores<8, 8>(qs, ks, Kr, kvd, n_pos, scale, sc);
-    else if (blockDim.x == 256 && hd == 128) att_scores<16, 4>(qs, ks, Kr, kvd, n_pos, scale, sc);
-    else if (blockDim.x == 256 && hd == 256) att_scores<32, 2>(qs, ks, Kr, kvd, n_pos, scale, sc);
-    else for (int t0 = 0; t0 < n_pos; t0 += n_groups) {
-        int t = t0 + g;
-        float acc = 0.0f;
-        if (t < n_pos) {
-            const float* kt = t == last ? ks : Kr + (size_t)t * kvd;
-            // ATT_DEPTH loads in flight (a whole head of up to 8 * ATT_DEPTH values in one
-            // round trip), then the adds in element order: l, l + 8, l + 16, ...
-            for (int i0 = l; i0 < hd; i0 += 8 * ATT_DEPTH) {
-                float kv[ATT_DEPTH];
+    if (!attend) return;  // uniform over the block
+    // (4) Scores: 8 threads per position; loop bounds uniform so the shuffles are full-warp.
+    float m = __int_as_float(0xff800000);  // -inf
+    if constexpr (PER > 0) {
+        for (int t0 = 0; t0 < n_pos; t0 += (int)(blockDim.x >> 3) * P) {
+            if (!EARLY || t0 > 0) att_kload<PER, P>(kv, Kr, kvd, t0, last);
+            m = att_kdots<PER, P>(kv, qs, ks, t0, n_pos, scale, sc, m);
+        }
+    } else {
+        const int l = tid & 7, g = tid >> 3, n_groups = blockDim.x >> 3;
+        for (int t0 = 0; t0 < n_pos; t0 += n_groups) {
+            int t = t0 + g;
+            float acc = 0.0f;
+            if (t < n_pos) {
+                const float* kt = t == last ? ks : Kr + (size_t)t * kvd;
+                // ATT_DEPTH loads in flight (a whole head of up to 8 * ATT_DEPTH values in
+                // one round trip), then the adds in element order: l, l + 8, l + 16, ...
+                for (int i0 = l; i0 < hd; i0 += 8 * ATT_DEPTH) {
+                    float kd[ATT_DEPTH];
 #pragma unroll
-                for (int u = 0; u < ATT_DEPTH; u++) kv[u] = i0 + 8 * u < hd ? kt[i0 + 8 * u] : 0.0f;
+                    for (int u = 0; u < ATT_DEPTH; u++)
+                        kd[u] = i0 + 8 * u < hd ? kt[i0 + 8 * u] : 0.0f;
 #pragma unroll
-                for (int u = 0; u < ATT_DEPTH; u++)
-                    if (i0 + 8 * u < hd) acc = acc + qs[i0 + 8 * u] * kv[u];
+                    for (int u = 0; u < ATT_DEPTH; u++)
+                        if (i0 + 8 * u < hd) acc = acc + qs[i0 + 8 * u] * kd[u];
+                }
+            }
+            acc = tree8(acc);
+            const float sv = acc * scale;
+            if (t < n_pos) {
+                if (l == 0) sc[t] = sv;
+                m = fmaxf(m, sv);
             }
         }
-        acc = tree8(acc);
-        if (t < n_pos && l == 0) sc[t] = acc * scale;
     }
+    // The max is exact in any order (fmaxf rounds nothing): each warp's lanes by a shuffle
+    // tree, then every thread over the warps' maxima, instead of one warp rereading sc after
+    // a barrier of its own.
+    for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+    if ((tid & 31) == 0) red[4 + (tid >> 5)] = m;
     __syncthreads();
-    if (tid < 32) {
-        // The max is exact in any order (fmaxf rounds nothing): 32 lanes, then a shuffle tree.
-        float m = __int_as_float(0xff800000);  // -inf
-        for (int t = tid; t < n_pos; t += 32) m = fmaxf(m, sc[t]);
-        for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
-        if (tid == 0) red[2] = m;
-    }
-    __syncthreads();
-    float m = red[2];
+    m = red[4];
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, red[4 + w]);
+    // (5) p_t = expf(score_t - max).
     for (int t = tid; t < n_pos; t += blockDim.x) sc[t] = expf(sc[t] - m);
     __syncthreads();
+    // (6) Sum by 8 lanes over positions (lane l: t % 8 == l in order), 8 loads in flight
+    // per trip, then tree8; inv = 1 / sum.
     if (tid < 32) {
         float acc = 0.0f;
         if (tid < 8) {
-            for (int t = tid; t < n_pos; t += 8) acc = acc + sc[t];
+            for (int t0 = tid; t0 < n_pos; t0 += 64) {
+                float x[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++) x[u] = t0 + 8 * u < n_pos ? sc[t0 + 8 * u] : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (t0 + 8 * u < n_pos) acc = acc + x[u];
+            }
         }
         acc = tree8(acc);
-        if (tid == 0) red[3] = 1.0f / acc;
+        if (tid == 0) red[2] = 1.0f / acc;
     }
     __syncthreads();
-    float inv = red[3];
-    // Output: G = blockDim / hd thread groups (at least 1) split the cached positions
-    // 0..last into G contiguous ranges; each sums its range in position order, then group
-    // partials are added in group order and the current position last. Fixed by n_pos, hd
-    // and the block size (always 256).
-    int G = blockDim.x / hd;
-    if (G < 1) G = 1;
-    int chunk = (last + G - 1) / G;
+    const float inv = red[2];
+    // (7) Output: group vg sums its range in position order, then the group partials are
+    // added in group order and the current position last. Fixed by n_pos, hd and the block
+    // size (always 256). With EARLY the first trip of the first d block is vv0.
     float* oh = out + (size_t)r * qd + (size_t)h * hd;
     for (int d0 = 0; d0 < hd; d0 += blockDim.x) {
-        int d = d0 + tid % hd, g = tid / hd;
-        if (G == 1) { d = d0 + tid; g = 0; }
+        const int d = d0 + vd, g = vg;
         float o = 0.0f;
         if (d < hd && g < G) {
-            int t1 = (g + 1) * chunk < last ? (g + 1) * chunk : last;
             // ATT_VDEPTH cached V values in flight per trip, then the adds in position order.
-            for (int t0 = g * chunk; t0 < t1; t0 += ATT_VDEPTH) {
+            for (int t0 = va; t0 < vb; t0 += ATT_VDEPTH) {
                 float vv[ATT_VDEPTH];
+                if (EARLY && d0 == 0 && t0 == va) {
+#pragma unroll
+                    for (int u = 0; u < ATT_VDEPTH; u++) vv[u] = vv0[EARLY ? u : 0];
+                } else {
+#pragma unroll
+                    for (int u = 0; u < ATT_VDEPTH; u++)
+                        vv[u] = t0 + u < vb ? Vr[(size_t)(t0 + u) * kvd + d] : 0.0f;
+                }
 #pragma unroll
                 for (int u = 0; u < ATT_VDEPTH; u++)
-                    vv[u] = t0 + u < t1 ? Vr[(size_t)(t0 + u) * kvd + d] : 0.0f;
-#pragma unroll
-                for (int u = 0; u < ATT_VDEPTH; u++)
-                    if (t0 + u < t1) o = o + (sc[t0 + u] * inv) * vv[u];
+                    if (t0 + u < vb) o = o + (sc[t0 + u] * inv) * vv[u];
             }
             part[g * hd + d - d0] = o;
         }
         __syncthreads();
         if (d < hd && g == 0) {
-            float s = part[d - d0];
-            for (int i = 1; i < G; i++) s = s + part[i * hd + d - d0];
-            oh[d] = s + (sc[last] * inv) * vs[d];
+            float sum = part[d - d0];
+            for (int i = 1; i < G; i++) sum = sum + part[i * hd + d - d0];
+            oh[d] = sum + (sc[last] * inv) * vs[d];
         }
         __syncthreads();
     }
 }
+
+// The parameters of both one-row kernels (and att_entry), and their names as arguments.
+#define ATT_PARAMS                                                                      \
+    const float* q, const float* k, const float* v, const float* bq, const float* bk,   \
+        const float* bv, const float* qn, const float* kn, float eps, const float* table, \
+        int style, float* K, float* V, float* out, int n_heads, int n_kv_heads, int hd,  \
+        int ctx, float scale, int kv_mode, int window, const RowPos* rp
+#define ATT_ARGS                                                                        \
+    q, k, v, bq, bk, bv, qn, kn, eps, table, style, K, V, out, n_heads, n_kv_heads, hd, \
+        ctx, scale, kv_mode, window, rp
+// att_entry's call of att_fused: the kernel's values, the row's positions, the shared arrays.
+#define ATT_FUSED_ARGS                                                                  \
+    q, k, v, bq, bk, bv, qn, kn, eps, table, style, K, V, out, n_heads, n_kv_heads, hd, \
+        ctx, scale, kv_mode, window, live, p, slot, seq, sc, qs, ks, vs, red, part
+
+// Both one-row kernels: the block's shared memory, the RowPos read and the dispatch over
+// the head widths with a trip shape (att_kload). Each kernel instantiates it once, so each
+// holds one copy of these arrays.
+template <bool EARLY>
+__device__ __forceinline__ void att_entry(ATT_PARAMS) {
+    extern __shared__ float sc[];
+    __shared__ float qs[ATT_MAX_HD], ks[ATT_MAX_HD], vs[ATT_MAX_HD];
+    // red: [0], [1] the q/k head norms' 1 / rms, [2] 1 / sum, [4 + w] warp w's score maximum.
+    __shared__ float red[12];
+    __shared__ float part[256];  // output partials (G groups x hd <= blockDim = 256)
+    pdl_trigger();
+    // Everything below reads the step's RowPos (written by rowpos_set earlier on the stream)
+    // or the scratch the previous kernel wrote: only after the wait (read after write).
+    pdl_wait();
+    // Row r's positions: entry r % POS_ROWS of group r / POS_ROWS (the groups lie back to
+    // back; one launch covers all the step's rows). All four fields load together, and the
+    // row's q/k/v (att_fused's first step) with them, before n is tested.
+    rp += blockIdx.y / POS_ROWS;
+    const int re = blockIdx.y % POS_ROWS;
+    const bool live = (u32)re < rp->n;
+    const int p = (int)rp->pos[re];
+    const int slot = (int)rp->slot[re];
+    const size_t seq = (size_t)rp->seq[re];
+    if (blockDim.x == 256 && hd == 64)
+        att_fused<8, 8, EARLY>(ATT_FUSED_ARGS);
+    else if (blockDim.x == 256 && hd == 128)
+        att_fused<16, 4, EARLY>(ATT_FUSED_ARGS);
+    else if (blockDim.x == 256 && hd == 256)
+        att_fused<32, 2, EARLY>(ATT_FUSED_ARGS);
+    else
+        att_fused<0, 0, EARLY>(ATT_FUSED_ARGS);
+}
+
+// The one-row kernel (see the header) for launches of more blocks than SMs: K and V load
+// where they are used (~100 registers, two blocks per SM).
+extern "C" __global__ void attention(ATT_PARAMS) { att_entry<false>(ATT_ARGS); }
+
+// The same kernel for launches of at most one block per SM (a decode step of a few rows):
+// the first K and V trips leave with the RoPE table (EARLY in att_fused; ~210 registers, one
+// block per SM). The same att_fused arithmetic as `attention`, so the same bits.
+extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARGS); }
 
 // The attend pass (kv_mode 2) of a step whose rows are ONE sequence at consecutive slots (a
 // prime chunk, a verify round), for R rows per block instead of one: every row gets
