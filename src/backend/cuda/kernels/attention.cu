@@ -194,9 +194,11 @@ __device__ __forceinline__ void att_fused(
     const bool vown = attend && vd < hd && vg < G;
     float vv0[EARLY ? ATT_VDEPTH : 1];
     if constexpr (EARLY) {
+        // One pointer stepped by a row (an add per load, not a 64-bit multiply).
+        const float* vt = Vr + (size_t)va * kvd + vd;
 #pragma unroll
-        for (int u = 0; u < ATT_VDEPTH; u++)
-            vv0[u] = vown && va + u < vb ? Vr[(size_t)(va + u) * kvd + vd] : 0.0f;
+        for (int u = 0; u < ATT_VDEPTH; u++, vt += kvd)
+            vv0[u] = vown && va + u < vb ? *vt : 0.0f;
     }
     // The cached rows not loaded yet start their trip to L2 now (a hint: no value and no
     // ordering depends on it).
@@ -328,9 +330,10 @@ __device__ __forceinline__ void att_fused(
 #pragma unroll
                     for (int u = 0; u < ATT_VDEPTH; u++) vv[u] = vv0[EARLY ? u : 0];
                 } else {
+                    const float* vt = Vr + (size_t)t0 * kvd + d;
 #pragma unroll
-                    for (int u = 0; u < ATT_VDEPTH; u++)
-                        vv[u] = t0 + u < vb ? Vr[(size_t)(t0 + u) * kvd + d] : 0.0f;
+                    for (int u = 0; u < ATT_VDEPTH; u++, vt += kvd)
+                        vv[u] = t0 + u < vb ? *vt : 0.0f;
                 }
 #pragma unroll
                 for (int u = 0; u < ATT_VDEPTH; u++)
@@ -344,7 +347,9 @@ __device__ __forceinline__ void att_fused(
             for (int i = 1; i < G; i++) sum = sum + part[i * hd + d - d0];
             oh[d] = sum + (sc[last] * inv) * vs[d];
         }
-        __syncthreads();
+        // part is rewritten by the next d block only (heads over 256 wide): no barrier
+        // after the last one (uniform over the block).
+        if (d0 + (int)blockDim.x < hd) __syncthreads();
     }
 }
 
