@@ -1250,7 +1250,8 @@ impl CudaEngine {
                 kp(&window),
                 kp(&rpp),
             ];
-            // SAFETY: attention(const float* q, const float* k, const float* v,
+            // SAFETY: attention / attention_early (one signature, ATT_PARAMS in
+            // kernels/attention.cu): (const float* q, const float* k, const float* v,
             // const float* bq, const float* bk, const float* bv, const float* qn,
             // const float* kn, float eps, const float* table, int style, float* K, float* V,
             // float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
@@ -1260,7 +1261,8 @@ impl CudaEngine {
             // loader-checked bias vectors); qn/kn are 0 or hold hd values each; the table holds
             // 2 * ctx * hd/2 values; rp is group 0 of the engine's rowpos buffer, whose
             // groups r / POS_ROWS set_rowpos filled for every row r < rows (grid.y; rows
-            // past a group's n exit), every pos < ctx, seq < cache.rows and
+            // past a group's n read their q/k/v scratch row, which exists, and exit), every
+            // pos < ctx, seq < cache.rows and
             // slot < ctx (check_layer); K/V are this layer's [cache.rows, ctx, kv_dim]
             // buffers; the kernel's window start (its `from`, RowAt::from_slot's value) keeps
             // every row's window inside the dynamic shared memory requested (check_layer

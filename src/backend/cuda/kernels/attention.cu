@@ -4,12 +4,13 @@
 // the host table (Config::layer_rope_table, the CPU's bits, frequency factors included), and
 // the KV-cache append.
 //
-// The block of q head h stages raw q head h and k/v head kh = h / group in shared memory,
-// adds the biases, norms and rotates them there, and (only the group's first head,
-// h % group == 0) stores k/v at (seq, slot). Every block reads slots < slot from the cache
-// (written by earlier launches) and its own slot from its own shared copy: all copies of a
-// group compute the same bits from the same scratch values (biases included), so no block
-// waits for another and the cache ends up holding exactly what was read.
+// The block of q head h loads q head h and k/v head kh = h / group, adds the biases, norms
+// them (in shared memory) and rotates them (in registers when there is no norm), and (only
+// the group's first head, h % group == 0) stores k/v at (seq, slot). Every block reads
+// slots < slot from the cache (written by earlier launches) and its own slot from its own
+// shared copy: all copies of a group compute the same bits from the same scratch values
+// (biases included), so no block waits for another and the cache ends up holding exactly
+// what was read.
 //
 // kv_mode: 0 fused (store, then attend: rows whose reads never include a sibling row of the
 // same launch, i.e. one row per sequence); 1 store only (the block exits after its store);
@@ -24,8 +25,14 @@
 // i + half);
 // score_t = (8-lane dot + tree8) * scale; max (exact, order-free); p_t = exp(score_t - max);
 // sum by 8 lanes over positions (lane l takes t % 8 == l in order) + tree8; inv = 1 / sum;
-// out[d] = sum over t in position order of (p_t * inv) * v_t[d], starting from 0. Scores
-// live in dynamic shared memory (n_pos floats; the host checks the window fits).
+// out[d] = (group partials in group order) + (p_last * inv) * v_last[d], a group's partial
+// the sum over its contiguous range of positions, in position order, of (p_t * inv) * v_t[d]
+// starting from 0 (att_fused step (7)). Scores live in dynamic shared memory (n_pos floats;
+// the host checks the window fits).
+//
+// Two kernels run this one body (att_fused): `attention` and `attention_early`, which differ
+// only in when the K and V loads leave (the host picks by the launch's blocks, att_kernel in
+// engine.rs): the same arithmetic, so the same bits.
 //
 // Row positions come through `rp` (the step's RowPos groups in device memory, see common.cu),
 // the layer's sliding window (0: none) by value: the only per-step data is in the buffer, so
