@@ -79,6 +79,7 @@ for m in smol gemma; do
 done
 
 # ---- 3. per-kind GPU times (PPN_CUDA_PROF: graphs off, so every figure is inflated) ---------
+declare -A PUS
 for m in smol gemma; do
     [[ " $MODELS " == *" $m "* ]] || continue
     for side in old new; do
@@ -86,7 +87,11 @@ for m in smol gemma; do
         [ $side = new ] && bin=$NEW
         echo "==== $m $side" >>"$PROF"
         PPN_CUDA_PROF=1 timeout 120 "$bin" bench --backend $BE --model "$MD/$m.gguf" --steps $PSTEPS --arms eager 2>&1 |
-            grep -E "cuda prof" | grep -iE "attention|head|regs" >>"$PROF"
+            grep -E "cuda prof" >"$MD/prof-$m-$side.txt"
+        cat "$MD/prof-$m-$side.txt" >>"$PROF"
+        # us each of the attention launches and of the head (summed over stages' lines).
+        PUS[$m-$side]=$(awk '/ attention +[0-9]+ launches/ { a = $(NF - 2) } /mv norm\+head/ { h = $(NF - 2) }
+            END { printf "att %s head %s", a ? a : "?", h ? h : "?" }' "$MD/prof-$m-$side.txt")
     done
 done
 
@@ -153,6 +158,11 @@ tar czf "$OUT/receipts.tgz" -C "$MD" r >>"$LOG" 2>&1
 a=[float(x) for x in sys.argv[1].split() if x!='?']; b=[float(x) for x in sys.argv[2].split() if x!='?']
 print(f'{(sum(b)/len(b))/(sum(a)/len(a)):.3f}' if a and b else '?')" "${a[*]:-}" "${b[*]:-}")
         printf '%-8s %-22s %-22s %-7s\n' "$m" "${a[*]:-?}" "${b[*]:-?}" "$ratio"
+    done
+    echo
+    for m in smol gemma; do
+        [[ " $MODELS " == *" $m "* ]] || continue
+        printf 'prof us each %-6s old %-26s new %s\n' "$m" "${PUS[$m-old]:-?}" "${PUS[$m-new]:-?}"
     done
     echo
     for n in smol-dec smol-pv gemma-dec gemma-pv qwen hd96 wide-b8; do
