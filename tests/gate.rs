@@ -483,6 +483,16 @@ fn bad_flags_exit_2_naming_the_value() {
         (&["--stages"], "--stages"),
         (&["--pdl", "maybe"], "--pdl \"maybe\""),
         (&["--graphs", "maybe"], "--graphs \"maybe\""),
+        (&["--mma", "maybe"], "--mma \"maybe\""),
+        (&["bench", "--mma", "1"], "--mma \"1\""),
+        (
+            &["--backend", "cpu", "--mma", "on"],
+            "--mma on: the cpu backend",
+        ),
+        (
+            &["bench", "--backend", "cpu", "--mma", "off"],
+            "--mma off: the cpu backend",
+        ),
         (&["bench", "--graphs", "1"], "--graphs \"1\""),
         (
             &["--backend", "cpu", "--graphs", "on"],
