@@ -268,7 +268,6 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
                                                 const float* XS, int n_mt, int n_sb, int nb) {
     __shared__ __align__(16) float red[KP][MT * 128];
     pdl_trigger();
-    pdl_wait();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int mt0 = blockIdx.x * MT;
     constexpr int NO = (MT * 128 + KP * 32 - 1) / (KP * 32);
@@ -280,7 +279,16 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
     for (int mi = 0; mi < MT; ++mi) {
         int m, o0;  // past the end: a real tile computed, never stored
         base[mi] = mma_tile(a, min(mt0 + mi, n_mt - 1), n_sb, &m, &o0);
+        // The first round's weight block starts its DRAM trip while the previous kernels
+        // finish (weights are read-only: safe before pdl_wait; a prefetch writes nothing and
+        // carries no ordering). Lane l takes the 128-byte line at byte 128 l of the block,
+        // lane 19 the block's last byte (a block spans up to 20 lines).
+        if (warp < n_sb && lane < 20) {
+            const u8* p = base[mi] + (size_t)warp * MMA_BLK + min(lane * 128, MMA_BLK - 1);
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+        }
     }
+    pdl_wait();
     const int rounds = (n_sb + KP - 1) / KP;
     for (int r = 0; r < rounds; ++r) {
         const int sb = r * KP + warp;
