@@ -13,9 +13,10 @@
 #           post-norms) and a Q4_K_M llama (q|k in the mma layout, v Q6_K on the FFMA path in
 #           the same op; Q6_K head and some down projections on FFMA) at N = 2, both gates;
 #           and the receipt must record backend.mma = "on".
-#   faults  --mma on, negative controls that must FAIL (exit 1): no-rollback (verify, N=2,
-#           deterministic) and chunk-kv-order (prime chunks of 40, N=2; a race on the GPU:
-#           a PASS there is a timing finding, not a broken gate).
+#   faults  --mma on, negative controls that must FAIL (exit 1): mma-row-order (the planted
+#           row-count-dependent mma order: batched B=8 at N=2 and a 40-row prime chunk at
+#           N=1; deterministic), no-rollback (verify, N=2, deterministic) and chunk-kv-order
+#           (prime chunks of 40, N=2; a race on the GPU: a PASS there is a timing finding).
 #   bench   llama8b-shaped, 8 layers, Q4_K (synth --preset llama8b --layers 8 --quant q4_k),
 #           one stage: decode (eager and batched B=8) and prefill (prime, C=512, 512-token
 #           prompt), --mma off then on.
@@ -23,7 +24,7 @@
 #           compared by scripts/cmp-receipts.py (top-1 agreement, max |logit diff| over the
 #           top-20; the bits differ by design), and each against the CPU backend (the
 #           crate's f32 reference) unless ACC_CPU=0.
-# What to look for: every gate row rc=0 with PASS; both fault rows rc=1 (FAIL); the bench
+# What to look for: every gate row rc=0 with PASS; the fault rows rc=1 (FAIL); the bench
 # rows' tok/s on vs off (prefill is the target: 5,488 tok/s off on an H200, llama.cpp pp512
 # 37,845); acc: top-1 24/24 (or misses only at tiny margins) and mma's max |diff| vs CPU no
 # larger than FFMA's in order of magnitude.
@@ -103,6 +104,10 @@ if want gates; then
 fi
 
 if want faults; then
+    gate "fault-mma-row-order batched (want rc=1)" $(mma on) --model "$SMALL" --stages 2 --devices 0,0 \
+        --arms batched --batch 8 --gen-len 8 --fault mma-row-order
+    gate "fault-mma-row-order prime (want rc=1)" $(mma on) --model "$SMALL" --stages 1 --devices 0 \
+        --arms prime --prompt-len 40 --chunk 40 --gen-len 4 --fault mma-row-order
     gate "fault-no-rollback (want rc=1)" $(mma on) --model "$SMALL" --stages 2 --devices 0,0 \
         --arms verify --prompt-len 40 --gen-len 16 --fault no-rollback
     gate "fault-chunk-kv-order (want rc=1; a race)" $(mma on) --model "$SMALL" --stages 2 --devices 0,0 \

@@ -598,6 +598,15 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &["--fault", "rx-no-wait", "--model", "/nonexistent/m.gguf"],
             &["one stage has no boundary"],
         ),
+        // The tensor-core matvec's control: only with --mma on (cuda), never on the cpu.
+        (
+            &["--fault", "mma-row-order", "--arms", "batched"],
+            &[
+                "--fault mma-row-order: cannot open",
+                "runs only with --mma on on the cuda backend",
+                "no placement opens it on this backend: it needs --mma on",
+            ],
+        ),
         // soak and bench check the same way (bench refuses every fault).
         (
             &["soak", "--runs", "2", "--fault", "single-slot", "--stages", "2", "--arms", "eager"],
@@ -681,6 +690,10 @@ fn help_lists_every_fault_with_its_law() {
             "stores every row's key/value before any row's attention reads",
         ),
         ("no-rollback", "rolls every stage's cache back"),
+        (
+            "mma-row-order",
+            "never depends on how many rows share its launch",
+        ),
     ] {
         let line = t
             .lines()

@@ -302,6 +302,8 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
             .iter()
             .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
         rollback: arms.contains(&ArmKind::Verify),
+        batched: arms.contains(&ArmKind::Batched),
+        mma: matches!(&be, AnyBackend::Cuda(b) if b.mma()),
     };
     let mut faults = Vec::new();
     for f in &args.faults {

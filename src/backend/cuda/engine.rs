@@ -1654,9 +1654,11 @@ impl CudaEngine {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
+        // --fault mma-row-order: the planted row-count-dependent order (kernels/mma.cu).
+        let plant = i32::from(self.spec.fault_mma_row_order);
         let e0 = self.prof_start(s);
-        let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs)];
-        // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS); a.x holds a.rows rows
+        let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant)];
+        // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant); a.x holds a.rows rows
         // of n_in floats (engine scratch of max_rows, rows checked by callers; the head's x
         // offset is checked), n_in a multiple of 256 (float4-aligned rows); a.norm, when
         // set, holds n_in values; the scratch parts hold scratch.cols >= cols8 columns of

@@ -689,6 +689,11 @@ impl CudaBackend {
         self
     }
 
+    /// Whether engines run the tensor-core Q4_K matvec (`--mma on`).
+    pub fn mma(&self) -> bool {
+        self.mma
+    }
+
     /// `--mma` as receipts record it.
     pub fn mma_note(&self) -> &'static str {
         if self.mma {

@@ -183,9 +183,13 @@ __device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb,
 // (kernels/norm.cu: inv = 1 / sqrt(sumsq256 / n + eps), then (x * inv) * w), so the values
 // are the ones every other matvec of the engine sees. Columns ncols..ceil8(ncols) (the GEMM's
 // last n-tile) are written as zeros. Each column alone decides its own bytes.
+// plant (`--fault mma-row-order`, the negative control): a launch of more than one row stores
+// each super-block's lo fragments where hi belong and hi where lo belong, so the mma chain
+// adds lo before hi: an order that depends on the launch's rows, which the gate must catch
+// (research/mma-q4k measured this swap changing most outputs' bits).
 extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __restrict__ XF,
                                                            float* __restrict__ XE,
-                                                           float* __restrict__ XS) {
+                                                           float* __restrict__ XS, int plant) {
     __shared__ float red[8];
     pdl_trigger();
     pdl_wait();
@@ -239,10 +243,11 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
         }
         // Lane L holds inputs 8L..8L+7: k-step L/2, half L%2, pairs t = 0..3.
         u32* out = XF + ((size_t)col * n_sb + sb) * 256 + (L >> 1) * 16 + (L & 1);
+        const bool swap = plant && a.rows > 1;  // the fault only: THE ORDER is hi, then lo
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-            out[j * 4] = hw[j];
-            out[j * 4 + 2] = lw[j];
+            out[j * 4] = swap ? lw[j] : hw[j];
+            out[j * 4 + 2] = swap ? hw[j] : lw[j];
         }
         // Sub-block sums: each lane's 8 in order, then ((l0 + l1) + (l2 + l3)) over its 4 lanes.
         float s = x[0];
