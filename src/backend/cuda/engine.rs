@@ -1648,9 +1648,16 @@ impl CudaEngine {
             mats.iter().map(|(w, _)| w.rows / 16).sum()
         };
         let (xf, xe, xs) = scratch.parts();
-        let cols8 = rows.div_ceil(8) * 8;
+        let decode = rows <= MMA_DECODE_MAX;
+        // The GEMM reads whole n-tiles of 8 columns (the padding prepared as zeros); the
+        // decode kernel reads only the launch's rows. Warps of a block take 8 super-blocks.
+        let cols = if decode { rows } else { rows.div_ceil(8) * 8 };
         let prep = LaunchConfig {
-            grid_dim: (to_u32(cols8, "mma prep columns")?, 1, 1),
+            grid_dim: (
+                to_u32(cols, "mma prep columns")?,
+                to_u32(n_sb.div_ceil(8), "mma prep super-block groups")?,
+                1,
+            ),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -1661,8 +1668,9 @@ impl CudaEngine {
         // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant); a.x holds a.rows rows
         // of n_in floats (engine scratch of max_rows, rows checked by callers; the head's x
         // offset is checked), n_in a multiple of 256 (float4-aligned rows); a.norm, when
-        // set, holds n_in values; the scratch parts hold scratch.cols >= cols8 columns of
-        // scratch.sbs >= n_sb super-blocks (checked above), written at stride n_sb.
+        // set, holds n_in values; the scratch parts hold scratch.cols >= cols columns of
+        // scratch.sbs >= n_sb super-blocks (checked above, cols <= rows rounded up to 8),
+        // written at stride n_sb (grid.y * 8 warps cover every super-block).
         unsafe {
             self.dx
                 .launch(s, self.dx.mma_func(MMA_PREP)?, &prep, &mut p)
@@ -1674,7 +1682,7 @@ impl CudaEngine {
             to_i32(n_sb, "mma super-blocks")?,
             to_i32(rows, "rows")?,
         );
-        let (f, cfg, kind) = if rows <= MMA_DECODE_MAX {
+        let (f, cfg, kind) = if decode {
             let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
             let cfg = LaunchConfig {
                 grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
@@ -1710,8 +1718,9 @@ impl CudaEngine {
         // n_out / 16 m-tiles of n_sb blocks of MMA_BLOCK bytes (repack_mma_q4k at upload,
         // n_out a multiple of 16) and n_mt counts them as the kernel maps them (mode 2:
         // gate and up of one shape, checked above); XF/XE/XS were written by mma_prep above
-        // on this stream for cols8 columns (the GEMM reads up to its last n-tile, the decode
-        // up to 8 columns, all < cols8 or zero-guarded); each y holds rows x n_out (engine
+        // on this stream for `cols` columns (the GEMM reads up to its last n-tile, all
+        // prepared; the decode kernel reads columns < rows only, zeros past them); each y
+        // holds rows x n_out (engine
         // scratch of max_rows, or the head's checked logits range); the decode kernel's
         // grid covers ceil(n_mt / 2) blocks of 2 m-tiles, the GEMM's its 8 x 8 tile blocks.
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;

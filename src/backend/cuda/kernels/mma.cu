@@ -178,11 +178,14 @@ __device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb,
     return MV_FIELD(a, m, w) + (size_t)t * n_sb * MMA_BLK;
 }
 
-// ---- activations: rows x [ncols][n_in] (a.x) -> XF, XE, XS. grid (ceil8(ncols)), block 256.
+// ---- activations: rows x [ncols][n_in] (a.x) -> XF, XE, XS. grid (columns, ceil(n_sb / 8)),
+// block 256: warp w of block (col, j) prepares super-block 8j + w of column col.
 // A norm launch (a.norm set) first normalizes the row with stage_rows' expressions
 // (kernels/norm.cu: inv = 1 / sqrt(sumsq256 / n + eps), then (x * inv) * w), so the values
-// are the ones every other matvec of the engine sees. Columns ncols..ceil8(ncols) (the GEMM's
-// last n-tile) are written as zeros. Each column alone decides its own bytes.
+// are the ones every other matvec of the engine sees; each block of a column forms the same
+// sum (the same function of the same row). Columns from ncols up to the grid's (the GEMM's
+// last n-tile; the decode kernel reads none past ncols) are written as zeros. Each column
+// alone decides its own bytes.
 // plant (`--fault mma-row-order`, the negative control): a launch of more than one row stores
 // each super-block's lo fragments where hi belong and hi where lo belong, so the mma chain
 // adds lo before hi: an order that depends on the launch's rows, which the gate must catch
@@ -194,9 +197,9 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     pdl_trigger();
     pdl_wait();
     const int col = blockIdx.x, n = a.n_in, n_sb = n >> 8;
-    const int warp = threadIdx.x >> 5, L = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5, L = threadIdx.x & 31, sb = blockIdx.y * 8 + warp;
     if (col >= a.rows) {  // padding column: uniform over the block
-        for (int sb = warp; sb < n_sb; sb += 8) {
+        if (sb < n_sb) {
             u32* out = XF + ((size_t)col * n_sb + sb) * 256;
             for (int i = L; i < 256; i += 32) out[i] = 0u;
             if (L < 8) XS[((size_t)col * n_sb + sb) * 8 + L] = 0.0f;
@@ -206,7 +209,7 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     }
     const float* X = a.x + (size_t)col * n;
     const float inv = a.norm ? 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + a.eps) : 0.0f;
-    for (int sb = warp; sb < n_sb; sb += 8) {
+    if (sb < n_sb) {
         const int e0 = sb * 256 + L * 8;
         const float4 p0 = *(const float4*)(X + e0), p1 = *(const float4*)(X + e0 + 4);
         float x[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
