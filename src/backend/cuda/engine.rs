@@ -16,7 +16,9 @@
 //! before a vectorized matvec whose input tile is too large to stage in shared memory
 //! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
-//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. Every
+//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. With
+//! `--mma on`, Q4_K matrices of whole 16-row tiles take kernels/mma.cu instead (two launches
+//! per op: mma_prep, then the decode kernel or the GEMM; `mma_launch`). Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 //! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
 //! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
