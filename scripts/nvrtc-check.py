@@ -4,12 +4,12 @@
 NVRTC needs no driver and no device, so kernel source errors show up here instead of on the
 GPU machine. The modules are assembled as src/backend/cuda/mod.rs assembles them (the main
 module: every source in order; a matvec module: a #define head, then common.cu, ffn.cu,
-matvec.cu, and mvq.cu for a vectorized kind) and compiled with the engine's options
+matvec.cu, and mvq.cu for a vectorized kind or mma.cu for the mma module) and compiled with the engine's options
 (compile_options: no FMA contraction, no flush-to-zero, IEEE division and square root).
 
 Usage: scripts/nvrtc-check.py [--all] [--cubin DIR] [LIBNVRTC]
-Default: the main module, every vectorized module at row tiles 1 and 8 and every byte-wise
-module at tile 1 (what scripts/test.sh runs); --all: every module at tiles 1, 3 and 8.
+Default: the main module, the mma module, every vectorized module at row tiles 1 and 8 and
+every byte-wise module at tile 1 (what scripts/test.sh runs); --all: every module at tiles 1, 3 and 8.
 LIBNVRTC: default libnvrtc.so.13 from the nvidia-cuda-nvrtc wheel, found in site-packages or
 in .cache/nvrtc (installed there with pip when absent). Exit 0 when every module compiles.
 --cubin DIR (with NVRTC_ARCH=sm_90): each module's CUBIN into DIR, to read its SASS with
@@ -19,7 +19,7 @@ import ctypes, glob, os, subprocess, sys, site
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K = os.path.join(ROOT, "src/backend/cuda/kernels")
-SOURCES = ["common.cu", "ffn.cu", "matvec.cu", "mvq.cu", "norm.cu", "attention.cu", "sched.cu"]
+SOURCES = ["common.cu", "ffn.cu", "matvec.cu", "mvq.cu", "mma.cu", "norm.cu", "attention.cu", "sched.cu"]
 MV_SOURCES = ["common.cu", "ffn.cu", "matvec.cu"]
 FORMATS = 13          # GgmlType::ALL
 VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0..Q8_0, Q4K..Q6K)
@@ -114,6 +114,8 @@ def main():
             modules.append((f"mvq {fmt} tile {tile}",
                             f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n"
                             + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
+    # The tensor-core Q4_K module (--mma on): one module, every tile (mod.rs MMA_SOURCES).
+    modules.append(("mma q4k", "#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])))
     only = os.environ.get("ONLY")
     modules = [(w, t) for w, t in modules if not only or only in w]
     bad = 0

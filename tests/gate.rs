@@ -354,9 +354,9 @@ fn fault_no_reverse_publish_fails() {
 }
 
 /// `ppn-gate selftest` on the CPU: every fault that can open here runs in its placement and
-/// is caught, every clean control passes, the one that cannot open (no-load-barrier: the
-/// CPU engines load no weights) is listed with its reason; receipts and selftest.json are
-/// written. One run per row keeps it fast (the CLI's default is 5).
+/// is caught, every clean control passes, the ones that cannot open (no-load-barrier: the
+/// CPU engines load no weights; mma-row-order: no tensor-core matvec) are listed with their
+/// reasons; receipts and selftest.json are written. One run per row keeps it fast (the CLI's default is 5).
 #[test]
 fn selftest_catches_every_fault_that_opens_on_the_cpu() {
     let d = tmp();
@@ -364,26 +364,28 @@ fn selftest_catches_every_fault_that_opens_on_the_cpu() {
     let o = run(&["selftest", "--runs", "1", "--out", out.to_str().unwrap()]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("selftest PASS: 10 fault(s) caught in every run, 0 missed; 9 clean control(s) passed every run, 0 failed; 0 error(s); 1 fault(s) cannot open here"), "{t}");
+    assert!(t.contains("selftest PASS: 10 fault(s) caught in every run, 0 missed; 9 clean control(s) passed every run, 0 failed; 0 error(s); 2 fault(s) cannot open here"), "{t}");
     let s = receipt(&out.join("selftest.json"));
     assert_eq!(s["schema"], "ppn-gate.selftest/1");
     assert_eq!(s["backend"], "cpu");
     assert_eq!(s["verdict"], "PASS");
     let rows = s["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 20);
+    assert_eq!(rows.len(), 21);
     for r in rows {
         let id = r["id"].as_str().unwrap();
         let want = match (id, r["fault"].is_null()) {
-            ("no-load-barrier", _) => "cannot-open",
+            ("no-load-barrier" | "mma-row-order", _) => "cannot-open",
             (_, true) => "passed",
             (_, false) => "caught",
         };
         assert_eq!(r["status"], want, "{r}");
         if want == "cannot-open" {
-            assert!(
-                r["reason"].as_str().unwrap().contains("no load to race"),
-                "{r}"
-            );
+            let why = if id == "mma-row-order" {
+                "needs --mma on"
+            } else {
+                "no load to race"
+            };
+            assert!(r["reason"].as_str().unwrap().contains(why), "{r}");
             assert!(
                 !out.join(id).exists(),
                 "a fault that cannot open is not run"
@@ -437,7 +439,7 @@ fn selftest_lists_misplaced_cache_as_unopenable_on_one_device() {
         "{t}"
     );
     assert!(t.contains("9 fault(s) caught in every run"), "{t}");
-    assert!(t.contains("2 fault(s) cannot open here"), "{t}");
+    assert!(t.contains("3 fault(s) cannot open here"), "{t}");
     assert!(!out.join("misplaced-cache").exists());
 }
 
@@ -483,6 +485,16 @@ fn bad_flags_exit_2_naming_the_value() {
         (&["--stages"], "--stages"),
         (&["--pdl", "maybe"], "--pdl \"maybe\""),
         (&["--graphs", "maybe"], "--graphs \"maybe\""),
+        (&["--mma", "maybe"], "--mma \"maybe\""),
+        (&["bench", "--mma", "1"], "--mma \"1\""),
+        (
+            &["--backend", "cpu", "--mma", "on"],
+            "--mma on: the cpu backend",
+        ),
+        (
+            &["bench", "--backend", "cpu", "--mma", "off"],
+            "--mma off: the cpu backend",
+        ),
         (&["bench", "--graphs", "1"], "--graphs \"1\""),
         (
             &["--backend", "cpu", "--graphs", "on"],
@@ -588,6 +600,15 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &["--fault", "rx-no-wait", "--model", "/nonexistent/m.gguf"],
             &["one stage has no boundary"],
         ),
+        // The tensor-core matvec's control: only with --mma on (cuda), never on the cpu.
+        (
+            &["--fault", "mma-row-order", "--arms", "batched"],
+            &[
+                "--fault mma-row-order: cannot open",
+                "runs only with --mma on on the cuda backend",
+                "no placement opens it on this backend: it needs --mma on",
+            ],
+        ),
         // soak and bench check the same way (bench refuses every fault).
         (
             &["soak", "--runs", "2", "--fault", "single-slot", "--stages", "2", "--arms", "eager"],
@@ -671,6 +692,10 @@ fn help_lists_every_fault_with_its_law() {
             "stores every row's key/value before any row's attention reads",
         ),
         ("no-rollback", "rolls every stage's cache back"),
+        (
+            "mma-row-order",
+            "never depends on how many rows share its launch",
+        ),
     ] {
         let line = t
             .lines()

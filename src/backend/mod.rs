@@ -120,6 +120,9 @@ pub struct EngineSpec {
     pub embed: bool,
     pub head: bool,
     pub max_rows: usize,
+    /// `--fault mma-row-order` (the negative control of `--mma on`): the tensor-core matvec
+    /// plants a row-count-dependent order. Ignored by engines without it.
+    pub fault_mma_row_order: bool,
 }
 
 /// A boundary whose TX and RX stages live in different processes (`crate::dist`): the test

@@ -101,19 +101,21 @@ pub struct Prepared {
     pub load_ms: f64,
 }
 
-/// A CUDA on/off flag (`--pdl`, `--graphs`): on unless given "off"; anything else names the
-/// value.
-fn on_off(flag: &str, v: &Option<String>) -> Result<bool> {
+/// A CUDA on/off flag (`--pdl`, `--graphs`, `--mma`): `default` when absent; anything but
+/// on or off names the value.
+pub(crate) fn on_off(flag: &str, v: &Option<String>, default: bool) -> Result<bool> {
     match v.as_deref() {
-        None | Some("on") => Ok(true),
+        None => Ok(default),
+        Some("on") => Ok(true),
         Some("off") => Ok(false),
         Some(other) => bail!("{flag} {other:?}: expected on or off"),
     }
 }
 
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
-    let pdl = on_off("--pdl", &args.pdl)?;
-    let graphs = on_off("--graphs", &args.graphs)?;
+    let pdl = on_off("--pdl", &args.pdl, true)?;
+    let graphs = on_off("--graphs", &args.graphs, true)?;
+    let mma = on_off("--mma", &args.mma, false)?;
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
             bail!("--cpu-devices 0: need at least one CPU device");
@@ -123,6 +125,9 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
         }
         if let Some(v) = &args.graphs {
             bail!("--graphs {v}: the cpu backend launches no kernels (CUDA graphs are a CUDA setting)");
+        }
+        if let Some(v) = &args.mma {
+            bail!("--mma {v}: the cpu backend launches no kernels (the tensor-core matvec is a CUDA setting)");
         }
         if let Some(d) = &args.cache_dir {
             bail!(
@@ -165,6 +170,7 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
             be.with_jitter(args.jitter_us, args.seed)
                 .with_pdl(pdl)
                 .with_graphs(graphs)
+                .with_mma(mma)
                 .with_module_cache(cache),
         )))
     };
@@ -296,6 +302,8 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
             .iter()
             .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
         rollback: arms.contains(&ArmKind::Verify),
+        batched: arms.contains(&ArmKind::Batched),
+        mma: matches!(&be, AnyBackend::Cuda(b) if b.mma()),
     };
     let mut faults = Vec::new();
     for f in &args.faults {
@@ -670,6 +678,10 @@ pub fn backend_info(p: &Prepared) -> BackendInfo {
             AnyBackend::Cpu(_) => None,
             AnyBackend::Cuda(b) => Some(b.graphs_note().into()),
         },
+        mma: match &p.be {
+            AnyBackend::Cpu(_) => None,
+            AnyBackend::Cuda(b) => Some(b.mma_note().into()),
+        },
     }
 }
 
@@ -918,4 +930,21 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
         spec_flags(&spec)
     );
     Ok(EXIT_PASS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_off;
+
+    /// `--pdl`/`--graphs` default on, `--mma` off; only "on" and "off" parse, anything else
+    /// is an error naming the flag and the value.
+    #[test]
+    fn on_off_flags_take_their_default_and_name_bad_values() {
+        assert!(on_off("--pdl", &None, true).unwrap());
+        assert!(!on_off("--mma", &None, false).unwrap());
+        assert!(on_off("--mma", &Some("on".into()), false).unwrap());
+        assert!(!on_off("--graphs", &Some("off".into()), true).unwrap());
+        let e = on_off("--mma", &Some("yes".into()), false).unwrap_err();
+        assert_eq!(e.to_string(), "--mma \"yes\": expected on or off");
+    }
 }

@@ -187,6 +187,14 @@ pub struct GateArgs {
     /// the CPU backend, which launches no kernels.
     #[arg(long)]
     pub graphs: Option<String>,
+    /// CUDA: the tensor-core Q4_K matvec (on: every Q4_K matrix of whole 16-row tiles is
+    /// uploaded in the layout of kernels/mma.cu and every launch over such matrices runs
+    /// there, for decode tiles and prime/verify chunks alike, in one reduction order; off,
+    /// the default: the FFMA kernels). A different order than off, so different logit bits;
+    /// every arm is still compared with a reference run on the same setting. The receipt's
+    /// backend.mma records it. Refused on the CPU backend, which launches no kernels.
+    #[arg(long)]
+    pub mma: Option<String>,
     /// CUDA: directory of the compiled-module cache (default $XDG_CACHE_HOME/ppn-gate, else
     /// $HOME/.cache/ppn-gate): a module compiled once for a source, option set, device
     /// architecture, driver and NVRTC is read from there by every later process.

@@ -95,6 +95,9 @@ pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
         (Fault::NoWarGuard | Fault::SingleSlot | Fault::SlotFirstUse, true) => {
             opens("--stages 2 --splits 1 --window 8 --arms pipelined", true)
         }
+        (Fault::MmaRowOrder, _) => Recipe::Closed(
+            "it needs --mma on and a model with Q4_K matrices, and selftest's models have none (scripts/gpu-mma-engine.sh runs it on the GPU)".into(),
+        ),
         (Fault::NoLoadBarrier, true) => Recipe::Closed(
             "a finding, not a control: it never fails on CUDA (40/40 runs PASS on the H200; pageable uploads return only once the driver has staged the bytes), see README".into(),
         ),
@@ -566,15 +569,20 @@ mod tests {
                                 uploads_weights: cuda,
                                 multi_row: a.arms.contains("prime") || a.arms.contains("verify"),
                                 rollback: a.arms.contains("verify"),
+                                batched: a.arms.contains("batched"),
+                                mma: a.mma.as_deref() == Some("on"),
                             };
                             assert_eq!(f.cannot_open(&site), None, "{f} cuda={cuda} g={g}");
                         }
                         Recipe::Closed(why) => {
                             assert!(!why.is_empty());
                             // Only these cannot open: one device to misplace nothing on,
-                            // and the load race (CPU: nothing loads; CUDA: never fails).
+                            // the load race (CPU: nothing loads; CUDA: never fails), and
+                            // the mma control (selftest's models have no Q4_K matrices).
                             assert!(
-                                f == Fault::NoLoadBarrier || (f == Fault::MisplacedCache && g == 1),
+                                f == Fault::NoLoadBarrier
+                                    || f == Fault::MmaRowOrder
+                                    || (f == Fault::MisplacedCache && g == 1),
                                 "{f} cuda={cuda} g={g}: {why}"
                             );
                         }

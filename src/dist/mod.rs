@@ -185,6 +185,9 @@ pub fn member_argv(a: &GateArgs) -> Vec<String> {
     if let Some(x) = &a.graphs {
         kv("graphs", x.clone());
     }
+    if let Some(x) = &a.mma {
+        kv("mma", x.clone());
+    }
     if let Some(x) = &a.cache_dir {
         kv("cache-dir", x.display().to_string());
     }
@@ -562,6 +565,8 @@ mod tests {
             "off",
             "--graphs",
             "off",
+            "--mma",
+            "on",
             "--cache-dir",
             "c",
             "--no-cache",

@@ -183,6 +183,133 @@ pub fn repack(
     Ok((out, out_row))
 }
 
+/// Bytes of one block of the tensor-core Q4_K layout (`--mma on`, kernels/mma.cu): 16 rows x
+/// one 256-element super-block, 148 bytes a row where GGUF has 144.
+pub const MMA_BLOCK: usize = 2368;
+/// Rows of one m-tile of the tensor-core layout (the mma's M).
+pub const MMA_TILE_ROWS: usize = 16;
+
+/// Whether a matrix takes the tensor-core Q4_K layout (and kernels): Q4_K, whole m-tiles of
+/// rows, whole super-blocks of columns. A function of the matrix alone, never of a batch.
+pub fn mma_ok(ty: GgmlType, rows: usize, cols: usize) -> bool {
+    ty == GgmlType::Q4K
+        && rows > 0
+        && rows.is_multiple_of(MMA_TILE_ROWS)
+        && cols > 0
+        && cols.is_multiple_of(256)
+}
+
+/// The tensor-core layout of a Q4_K matrix (`src`: rows x cols in GGUF blocks): per (m-tile
+/// of 16 rows, super-block), m-tile-major, one MMA_BLOCK-byte block (layout in the head of
+/// kernels/mma.cu):
+///   [0, 2048)    u32 word (ks / 4) * 128 + lane * 4 + ks % 4 (lane = 4g + t) holds, at nibble
+///                h + 2 * half + 4 * pos, q[row g + 8h][ks * 16 + 8 * half + 2t + pos]: the
+///                mma A fragment of lane (g, t) for k-step ks;
+///   [2048, 2304) per g: scales of rows g and g+8, then mins of rows g and g+8 (8 bytes each);
+///   [2304, 2368) per g: d, dmin of row g, d, dmin of row g+8 (f16, little endian).
+/// Every quant, scale, min, d and dmin is moved unchanged (the 6-bit pairs unpacked).
+pub fn repack_mma_q4k(rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, String> {
+    let ty = GgmlType::Q4K;
+    if !mma_ok(ty, rows, cols) {
+        return Err(format!(
+            "Q4_K matrix {rows} x {cols}: the tensor-core layout needs rows a multiple of \
+             {MMA_TILE_ROWS} and columns of 256"
+        ));
+    }
+    let n_sb = cols / 256;
+    let in_row = n_sb * ty.block_bytes();
+    if src.len() != rows * in_row {
+        return Err(format!(
+            "Q4_K matrix {rows} x {cols}: {} bytes, expected {}",
+            src.len(),
+            rows * in_row
+        ));
+    }
+    let n_mt = rows / MMA_TILE_ROWS;
+    let mut out = vec![0u8; n_mt * n_sb * MMA_BLOCK];
+    // The GGUF quant of element e of super-block `b`: qs[c * 32 + l] >> 4k, e = c*64 + k*32 + l.
+    let quant = |b: &[u8], e: usize| (b[16 + (e / 64) * 32 + e % 32] >> (4 * ((e % 64) / 32))) & 15;
+    for mt in 0..n_mt {
+        for sb in 0..n_sb {
+            let blk = |r: usize| {
+                let at = (mt * MMA_TILE_ROWS + r) * in_row + sb * 144;
+                &src[at..at + 144]
+            };
+            let o = &mut out[(mt * n_sb + sb) * MMA_BLOCK..(mt * n_sb + sb + 1) * MMA_BLOCK];
+            for g in 0..8 {
+                for t in 0..4 {
+                    let lane = 4 * g + t;
+                    for ks in 0..16 {
+                        let mut w = 0u32;
+                        for h in 0..2 {
+                            for half in 0..2 {
+                                for pos in 0..2 {
+                                    let q = quant(blk(g + 8 * h), ks * 16 + 8 * half + 2 * t + pos);
+                                    w |= (q as u32) << (4 * (h + 2 * half + 4 * pos));
+                                }
+                            }
+                        }
+                        let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
+                        o[at..at + 4].copy_from_slice(&w.to_le_bytes());
+                    }
+                }
+                for (h, r) in [g, g + 8].into_iter().enumerate() {
+                    let b = blk(r);
+                    for j in 0..8 {
+                        let (sc, m) = scale_min_k4(&b[4..16], j);
+                        o[2048 + 32 * g + 8 * h + j] = sc;
+                        o[2048 + 32 * g + 16 + 8 * h + j] = m;
+                    }
+                    o[2304 + 8 * g + 4 * h..2304 + 8 * g + 4 * h + 4].copy_from_slice(&b[..4]);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Host mirror of the tensor-core kernels' reading of a repacked matrix: the weights
+/// w = (d * sc) * q - dmin * m (the crate's f32 Q4_K expression) rebuilt from the layout as
+/// the kernel's lanes see it: the PTX m16n8k16 A-fragment definition (reg 0: row g, k 2t,
+/// 2t+1; reg 1: row g+8; reg 2: row g, k 2t+8, 2t+9; reg 3: row g+8, k 2t+8..) and mma.cu's
+/// nibble-to-register masks (afrag: bits 0/16, 4/20, 8/24, 12/28), with each register's
+/// sub-block scale byte (ks / 2) of its row. Derived from those definitions, not from
+/// `repack_mma_q4k`'s loops: the two must agree (tests), as bench.py --cpu checks.
+#[cfg(test)]
+pub(crate) fn mma_q4k_weights(rows: usize, cols: usize, packed: &[u8]) -> Vec<f32> {
+    let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+    let n_sb = cols / 256;
+    let mut w = vec![f32::NAN; rows * cols];
+    for mt in 0..rows / MMA_TILE_ROWS {
+        for sb in 0..n_sb {
+            let o = &packed[(mt * n_sb + sb) * MMA_BLOCK..(mt * n_sb + sb + 1) * MMA_BLOCK];
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                for ks in 0..16 {
+                    let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
+                    let word = u32::from_le_bytes([o[at], o[at + 1], o[at + 2], o[at + 3]]);
+                    let k0 = ks * 16 + 2 * t;
+                    // (register's low-nibble bit, its row offset, its first k)
+                    for (bit, dr, k) in [(0, 0, k0), (4, 8, k0), (8, 0, k0 + 8), (12, 8, k0 + 8)] {
+                        let r = g + dr;
+                        let h = dr / 8;
+                        let sc = o[2048 + 32 * g + 8 * h + ks / 2] as f32;
+                        let m = o[2048 + 32 * g + 16 + 8 * h + ks / 2] as f32;
+                        let d = h16(o, 2304 + 8 * g + 4 * h);
+                        let dmin = h16(o, 2304 + 8 * g + 4 * h + 2);
+                        for (p, shift) in [(0, bit), (1, bit + 16)] {
+                            let q = ((word >> shift) & 15) as f32;
+                            let e = (mt * MMA_TILE_ROWS + r) * cols + sb * 256 + k + p;
+                            w[e] = (d * sc) * q - dmin * m;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    w
+}
+
 /// Host mirror of the kernel's decode of unit `u` (32 elements) of a repacked row: which
 /// elements the unit covers and, for each, the value its (scale A, offset B, quant q) stand
 /// for, A * q + B in one fused multiply-add. (The kernel never forms that value: it takes
@@ -332,6 +459,58 @@ mod tests {
                 assert!(seen.iter().all(|&s| s), "{} misses elements", ty.name());
             }
         }
+    }
+
+    /// The tensor-core layout rebuilt by the lanes' mirror (`mma_q4k_weights`) is every
+    /// weight of the dequantized matrix, bit for bit; one moved byte is caught (the negative
+    /// control: the check can fail).
+    #[test]
+    fn mma_q4k_layout_round_trips_to_the_dequantized_matrix() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+        let (rows, cols) = (32usize, 512usize);
+        let v: Vec<f32> = (0..rows * cols)
+            .map(|_| rng.gen_range(-2.0f32..2.0))
+            .collect();
+        let src = quantize(GgmlType::Q4K, &v).unwrap();
+        let mut want = vec![0f32; rows * cols];
+        dequantize(GgmlType::Q4K, &src, &mut want).unwrap();
+        let packed = repack_mma_q4k(rows, cols, &src).unwrap();
+        assert_eq!(
+            packed.len(),
+            rows * cols / 256 * 148,
+            "2.8% over GGUF's 144 per row"
+        );
+        let got = mma_q4k_weights(rows, cols, &packed);
+        for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "element {e}: {g} vs {w}");
+        }
+        // Negative control: swap two nibble words of one lane (k-steps 0 and 1).
+        let mut bad = packed.clone();
+        for i in 0..4 {
+            bad.swap(i, 4 + i);
+        }
+        let worse = mma_q4k_weights(rows, cols, &bad);
+        assert!(
+            worse
+                .iter()
+                .zip(&want)
+                .any(|(g, w)| g.to_bits() != w.to_bits()),
+            "a moved word went unnoticed"
+        );
+    }
+
+    #[test]
+    fn mma_q4k_refuses_partial_tiles() {
+        assert!(mma_ok(GgmlType::Q4K, 32, 256));
+        assert!(
+            !mma_ok(GgmlType::Q4K, 40, 256),
+            "40 rows: not whole m-tiles"
+        );
+        assert!(!mma_ok(GgmlType::Q6K, 32, 256), "not Q4_K");
+        let e = repack_mma_q4k(40, 256, &[0; 40 * 144]).unwrap_err();
+        assert!(e.contains("40 x 256"), "{e}");
+        let e = repack_mma_q4k(16, 256, &[0; 100]).unwrap_err();
+        assert!(e.contains("100 bytes"), "{e}");
     }
 
     #[test]

@@ -57,6 +57,10 @@ pub struct BackendInfo {
     /// says where the spins went. Absent on the CPU backend and from older receipts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graphs: Option<String>,
+    /// CUDA: the tensor-core Q4_K matvec (`--mma`): "on" or "off". Absent on the CPU backend
+    /// and from older receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mma: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

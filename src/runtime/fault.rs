@@ -19,6 +19,10 @@ pub struct Site<'a> {
     pub multi_row: bool,
     /// Whether an arm rolls caches back (verify).
     pub rollback: bool,
+    /// Whether an arm launches several sequences' rows per step (batched).
+    pub batched: bool,
+    /// Whether the engines run the tensor-core Q4_K matvec (`--mma on`, cuda).
+    pub mma: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,10 +60,14 @@ pub enum Fault {
     /// A verify round's rollback skips the last stage: it keeps the rejected positions in
     /// its cache, and its next rows store and attend past them.
     NoRollback,
+    /// `--mma on`: the tensor-core matvec's order depends on how many rows its launch has
+    /// (mma_prep swaps each super-block's hi and lo fragments when a launch has more than
+    /// one row, so the mma chain adds lo before hi), as a batch-dependent kernel would.
+    MmaRowOrder,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 11] = [
+    pub const ALL: [Fault; 12] = [
         Fault::RxNoWait,
         Fault::NoWarGuard,
         Fault::SingleSlot,
@@ -71,6 +79,7 @@ impl Fault {
         Fault::MisplacedCache,
         Fault::ChunkKvOrder,
         Fault::NoRollback,
+        Fault::MmaRowOrder,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +95,7 @@ impl Fault {
             Fault::MisplacedCache => "misplaced-cache",
             Fault::ChunkKvOrder => "chunk-kv-order",
             Fault::NoRollback => "no-rollback",
+            Fault::MmaRowOrder => "mma-row-order",
         }
     }
 
@@ -109,6 +119,9 @@ impl Fault {
             Fault::NoRollback => {
                 "a verify round rolls every stage's cache back to the accepted length"
             }
+            Fault::MmaRowOrder => {
+                "a row's matvec order never depends on how many rows share its launch"
+            }
         }
     }
 
@@ -131,6 +144,9 @@ impl Fault {
             Fault::MisplacedCache => "the first and last stages on different devices",
             Fault::ChunkKvOrder => "a prime or verify arm (multi-row steps of one sequence)",
             Fault::NoRollback => "the verify arm",
+            Fault::MmaRowOrder => {
+                "--mma on (cuda), a batched, prime or verify arm, a model with Q4_K matrices"
+            }
         }
     }
 
@@ -193,6 +209,14 @@ impl Fault {
                 "it skips a verify round's cache rollback, and these arms roll nothing back (verify does)"
                     .into(),
             ),
+            Fault::MmaRowOrder if !site.mma => Some(
+                "it plants a row-count-dependent order in the tensor-core matvec, which runs only with --mma on on the cuda backend"
+                    .into(),
+            ),
+            Fault::MmaRowOrder if !(site.batched || site.multi_row) => Some(
+                "it changes the order of launches of several rows, and these arms launch one row at a time (batched, prime and verify launch several)"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -217,5 +241,37 @@ impl Fault {
 impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Fault, Site};
+
+    /// mma-row-order opens only where the tensor-core matvec runs (`--mma on`) and an arm
+    /// launches several rows; everywhere else the gate refuses it, saying why.
+    #[test]
+    fn mma_row_order_opens_only_with_mma_and_multi_row_launches() {
+        let site = |mma: bool, batched: bool, multi_row: bool| Site {
+            devices: &[0],
+            in_flight: 3,
+            uploads_weights: true,
+            multi_row,
+            rollback: false,
+            batched,
+            mma,
+        };
+        let f = Fault::MmaRowOrder;
+        assert_eq!(f.cannot_open(&site(true, true, false)), None);
+        assert_eq!(f.cannot_open(&site(true, false, true)), None);
+        assert!(f
+            .cannot_open(&site(false, true, true))
+            .unwrap()
+            .contains("only with --mma on"));
+        assert!(f
+            .cannot_open(&site(true, false, false))
+            .unwrap()
+            .contains("one row at a time"));
+        assert_eq!(Fault::parse("mma-row-order").unwrap(), f);
     }
 }

@@ -301,6 +301,7 @@ impl<B: Backend> Runtime<B> {
                 embed: s == 0,
                 head: s == n - 1,
                 max_rows: cfg.max_rows,
+                fault_mma_row_order: cfg.faults.contains(&Fault::MmaRowOrder),
             };
             if s == 0 && cfg.faults.contains(&Fault::SharedScratch) {
                 // The fault's setup: stage 0's engine holds the whole model, and every

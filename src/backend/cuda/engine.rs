@@ -16,7 +16,9 @@
 //! before a vectorized matvec whose input tile is too large to stage in shared memory
 //! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
-//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. Every
+//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. With
+//! `--mma on`, Q4_K matrices of whole 16-row tiles take kernels/mma.cu instead (two launches
+//! per op: mma_prep, then the decode kernel or the GEMM; `mma_launch`). Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 //! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
 //! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
@@ -361,6 +363,9 @@ struct DevWeight {
     cols: usize,
     row_bytes: usize,
     packed: bool,
+    /// In the tensor-core layout (`--mma on`, crate::quant::repack::repack_mma_q4k): only
+    /// the kernels of kernels/mma.cu read it.
+    mma: bool,
 }
 
 /// Whether matrices of `ty` with rows of `cols` elements take the vectorized matvec: a
@@ -375,11 +380,28 @@ pub(super) fn vectorized(ty: GgmlType, cols: usize) -> bool {
 pub(super) const MVQ_MIN_IN: usize = 512;
 
 impl DevWeight {
-    /// Uploads `w`, repacked for the vectorized matvec when `pack` (callers pass
-    /// `vectorized(..)` of the matrix, and for gate|up of both).
-    fn upload(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream, pack: bool) -> BResult<DevWeight> {
+    /// Uploads `w`, repacked for the tensor-core kernels when `mma` (callers pass `--mma`
+    /// and `repack::mma_ok` of the matrix, and for gate|up of both), else for the vectorized
+    /// matvec when `pack` (callers pass `vectorized(..)` of the matrix, and for gate|up of
+    /// both).
+    fn upload(
+        dx: &Arc<DevCtx>,
+        w: &Weight,
+        s: &GpuStream,
+        pack: bool,
+        mma: bool,
+    ) -> BResult<DevWeight> {
         let name = format!("weight {}", w.name);
-        let (bytes, row_bytes): (std::borrow::Cow<[u8]>, usize) = if pack {
+        let (bytes, row_bytes): (std::borrow::Cow<[u8]>, usize) = if mma {
+            let b = repack::repack_mma_q4k(w.rows, w.cols, w.bytes())
+                .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
+            // A row's share of its m-tile's blocks (never used as a row stride: the mma
+            // kernels address whole m-tiles).
+            (
+                b.into(),
+                w.cols / 256 * repack::MMA_BLOCK / repack::MMA_TILE_ROWS,
+            )
+        } else if pack {
             let (b, rb) = repack::repack(w.ty, w.rows, w.cols, w.bytes())
                 .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
             (b.into(), rb)
@@ -394,7 +416,8 @@ impl DevWeight {
             rows: w.rows,
             cols: w.cols,
             row_bytes,
-            packed: pack,
+            packed: pack && !mma,
+            mma,
         })
     }
 
@@ -403,12 +426,68 @@ impl DevWeight {
         (self.ty, self.packed)
     }
 
-    /// Uploads a matrix that only matvecs read, packed when its format and shape take the
-    /// vectorized kernel.
-    fn upload_mv(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream) -> BResult<DevWeight> {
-        DevWeight::upload(dx, w, s, vectorized(w.ty, w.cols))
+    /// Uploads a matrix that only matvecs read: in the tensor-core layout when `mma` (the
+    /// `--mma` setting) and the matrix takes it, else packed when its format and shape take
+    /// the vectorized kernel. A function of the matrix and the setting alone.
+    fn upload_mv(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream, mma: bool) -> BResult<DevWeight> {
+        let m = mma && repack::mma_ok(w.ty, w.rows, w.cols);
+        DevWeight::upload(dx, w, s, vectorized(w.ty, w.cols), m)
     }
 }
+
+/// mma_prep's output (kernels/mma.cu) for one launch at a time, in one buffer: per column
+/// (max_rows rounded up to whole 8-column n-tiles) and super-block of the widest input, the
+/// B fragments XF (256 words), then 2^E (XE, 1 float), then the sub-block sums (XS, 8
+/// floats); a launch of n_sb super-blocks packs its columns at stride n_sb from each start.
+struct MmaScratch {
+    buf: GpuBuf,
+    cols: usize,
+    sbs: usize,
+}
+
+impl MmaScratch {
+    fn new(dx: &Arc<DevCtx>, max_rows: usize, width: usize, s: &GpuStream) -> BResult<Self> {
+        let (cols, sbs) = (max_rows.div_ceil(8) * 8, width.div_ceil(256));
+        let n = cols
+            .checked_mul(sbs)
+            .and_then(|u| u.checked_mul(256 + 1 + 8))
+            .ok_or_else(|| op_err(format!("mma scratch of {cols} x {sbs} overflows")))?;
+        Ok(MmaScratch {
+            buf: alloc_zeroed_on(dx, n, s)?,
+            cols,
+            sbs,
+        })
+    }
+
+    /// (XF, XE, XS) device pointers. Each part starts 32-byte aligned (cols is a multiple
+    /// of 8), as the kernels' uint4 / float4 loads need.
+    fn parts(&self) -> (u64, u64, u64) {
+        let n = self.cols * self.sbs;
+        (self.buf.at(0), self.buf.at(256 * n), self.buf.at(257 * n))
+    }
+}
+
+/// Indices into MMA_KERNELS (src/backend/cuda/mod.rs).
+const MMA_PREP: usize = 0;
+const MMA_DECODE_K8: usize = 1;
+const MMA_DECODE_K16: usize = 2;
+const MMA_GEMM: usize = 3;
+
+/// The mma decode kernel of a launch of `n_mt` m-tiles (2 per block): 16 warps (super-blocks
+/// in flight) when fewer than two blocks per SM would run, else 8. A function of the
+/// launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so the bits are the
+/// same either way (research/mma-q4k measured every decode variant equal).
+pub(super) fn mma_decode_kernel(n_mt: usize, sms: usize) -> (usize, u32) {
+    if n_mt.div_ceil(2) < 2 * sms {
+        (MMA_DECODE_K16, 16)
+    } else {
+        (MMA_DECODE_K8, 8)
+    }
+}
+
+/// Rows of a launch the decode kernel takes (one n-tile of 8 columns); more go to the GEMM.
+/// Timing only: both kernels compute THE ORDER (the GPU script's chunk gates check it).
+pub(super) const MMA_DECODE_MAX: usize = 8;
 
 fn upload_f32(dx: &Arc<DevCtx>, v: &[f32], s: &GpuStream) -> BResult<GpuBuf> {
     let b = alloc_zeroed_on(dx, v.len(), s)?;
@@ -586,6 +665,9 @@ pub struct CudaEngine {
     /// out (and normalized) by stage_rows: max_rows x xn_width.
     xn: GpuBuf,
     xn_width: usize,
+    /// `--mma on` with a matrix in the tensor-core layout: mma_prep's output for any launch
+    /// (MmaScratch), sized for max_rows rounded up to 8 columns and the widest input.
+    mma: Option<MmaScratch>,
     /// The step's RowPos groups (ROWPOS_WORDS u32 each, max_rows / POS_ROWS rounded up).
     rowpos: GpuBuf,
     /// Layer walks replay CUDA graphs (`--graphs on`, and no PPN_CUDA_PROF).
@@ -642,6 +724,9 @@ impl CudaEngine {
         ] {
             b.raw.tally(&mut r.scratch)?;
         }
+        if let Some(m) = &self.mma {
+            m.buf.raw.tally(&mut r.scratch)?;
+        }
         Ok(())
     }
 
@@ -651,6 +736,7 @@ impl CudaEngine {
         spec: EngineSpec,
         s: &GpuStream,
         graphs: bool,
+        mma: bool,
     ) -> BResult<CudaEngine> {
         if s.device() != dx.dev {
             return Err(op_err(format!(
@@ -683,16 +769,21 @@ impl CudaEngine {
         let mut layers = Vec::with_capacity(spec.layers.len());
         for il in spec.layers.clone() {
             let lw = &model.layers[il];
-            // gate|up is one launch: both vectorized (one format) or both byte-wise.
+            // gate|up is one launch: both vectorized (one format) or both byte-wise, or with
+            // --mma both in the tensor-core layout (both Q4_K, one shape).
             let gu = lw.gate.ty == lw.up.ty
                 && vectorized(lw.gate.ty, lw.gate.cols)
                 && vectorized(lw.up.ty, lw.up.cols);
+            let gu_mma = mma
+                && lw.gate.rows == lw.up.rows
+                && repack::mma_ok(lw.gate.ty, lw.gate.rows, lw.gate.cols)
+                && repack::mma_ok(lw.up.ty, lw.up.rows, lw.up.cols);
             layers.push(DevLayer {
                 attn_norm: upload_f32(dx, &lw.attn_norm, s)?,
-                wq: DevWeight::upload_mv(dx, &lw.wq, s)?,
-                wk: DevWeight::upload_mv(dx, &lw.wk, s)?,
-                wv: DevWeight::upload_mv(dx, &lw.wv, s)?,
-                wo: DevWeight::upload_mv(dx, &lw.wo, s)?,
+                wq: DevWeight::upload_mv(dx, &lw.wq, s, mma)?,
+                wk: DevWeight::upload_mv(dx, &lw.wk, s, mma)?,
+                wv: DevWeight::upload_mv(dx, &lw.wv, s, mma)?,
+                wo: DevWeight::upload_mv(dx, &lw.wo, s, mma)?,
                 bq: opt(&lw.bq)?,
                 bk: opt(&lw.bk)?,
                 bv: opt(&lw.bv)?,
@@ -700,32 +791,35 @@ impl CudaEngine {
                 k_norm: opt(&lw.k_norm)?,
                 post_attn_norm: opt(&lw.post_attn_norm)?,
                 ffn_norm: upload_f32(dx, &lw.ffn_norm, s)?,
-                gate: DevWeight::upload(dx, &lw.gate, s, gu)?,
-                up: DevWeight::upload(dx, &lw.up, s, gu)?,
-                down: DevWeight::upload_mv(dx, &lw.down, s)?,
+                gate: DevWeight::upload(dx, &lw.gate, s, gu, gu_mma)?,
+                up: DevWeight::upload(dx, &lw.up, s, gu, gu_mma)?,
+                down: DevWeight::upload_mv(dx, &lw.down, s, mma)?,
                 post_ffn_norm: opt(&lw.post_ffn_norm)?,
             });
         }
         let embd = if spec.embed {
             // The embedding is read row by row (embed_rows), in the file's layout.
-            Some(DevWeight::upload(dx, &model.tok_embd, s, false)?)
+            Some(DevWeight::upload(dx, &model.tok_embd, s, false, false)?)
         } else {
             None
         };
         let (out_norm, output) = if spec.head {
             (
                 Some(upload_f32(dx, &model.out_norm, s)?),
-                Some(DevWeight::upload_mv(dx, &model.output, s)?),
+                Some(DevWeight::upload_mv(dx, &model.output, s, mma)?),
             )
         } else {
             (None, None)
         };
         // The matvec modules this engine's launches need (see `mv`): compiled now, once per
         // device, so no launch compiles.
+        // (Matrices in the tensor-core layout run the mma module instead: see `mv`.)
         let mut kinds: Vec<usize> = Vec::new();
+        let mut any_mma = false;
         let mut need = |tys: &[&DevWeight], mode: i32| {
+            any_mma |= tys.iter().any(|w| w.mma);
             kinds.extend(
-                launch_groups(tys.iter().map(|w| w.kind()), mode)
+                launch_groups(tys.iter().filter(|w| !w.mma).map(|w| w.kind()), mode)
                     .into_iter()
                     .map(|g| g.1),
             );
@@ -748,6 +842,10 @@ impl CudaEngine {
             .collect();
         dx.prepare_mv(&need)
             .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
+        if any_mma {
+            dx.prepare_mma()
+                .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
+        }
         let r = spec.max_rows;
         // stage_rows lays out the input of any matvec: x (n_embd), att (q_dim) or h (n_ff).
         let xn_width = c.n_embd.max(c.n_ff).max(c.q_dim());
@@ -773,6 +871,11 @@ impl CudaEngine {
             h: mk(c.n_ff)?,
             xn: mk(xn_width)?,
             xn_width,
+            mma: if any_mma {
+                Some(MmaScratch::new(dx, r, xn_width, s)?)
+            } else {
+                None
+            },
             rowpos: alloc_zeroed_on(dx, r.div_ceil(POS_ROWS) * ROWPOS_WORDS, s)?,
             use_graphs: graphs && !super::prof_enabled(),
             graphs: Mutex::new(HashMap::new()),
@@ -1335,6 +1438,24 @@ impl CudaEngine {
         // The split of each byte-wise dot over warps, from the op's shape (a vectorized dot
         // is one warp's, whatever the shape).
         let wpf = warps_per_feature(features);
+        // --mma on: the matrices in the tensor-core layout go out as one mma launch (gate|up:
+        // both or neither, decided at upload), the rest below as without it. Which matrices
+        // those are is fixed at upload from the matrices alone, never by the rows.
+        let rest_buf: Vec<(&DevWeight, u64)>;
+        let mats = if mats.iter().any(|(w, _)| w.mma) {
+            let (m, rest): (Vec<_>, Vec<_>) = mats.iter().copied().partition(|(w, _)| w.mma);
+            if mode == MODE_GATE_UP && !rest.is_empty() {
+                return Err(self.err(&op(), "gate|up with one matrix in the mma layout"));
+            }
+            self.mma_launch(s, &m, x, norm, rows, mode, op)?;
+            if rest.is_empty() {
+                return Ok(());
+            }
+            rest_buf = rest;
+            &rest_buf[..]
+        } else {
+            mats
+        };
         // One launch (the decode path: every op of a one-format model) without building the
         // groups; exactly the cases where `launch_groups` gives one.
         let k0 = mats[0].0.kind();
@@ -1354,20 +1475,17 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// One matvec launch over `mats` with `wpf` warps per feature (byte-wise), or the
-    /// vectorized launch when they are packed.
-    #[allow(clippy::too_many_arguments)]
-    fn mv_launch(
+    /// The arguments of one fused matvec launch over `mats` (kernels/matvec.cu MvArgs; the
+    /// rows are set per launch) and its output features (mode 2: the gate's). Checks that
+    /// every matrix has the launch's width, a whole number of 32-element chunks.
+    fn mv_args(
         &self,
-        s: &GpuStream,
         mats: &[(&DevWeight, u64)],
         x: u64,
         norm: Option<&GpuBuf>,
-        rows: usize,
         mode: i32,
-        wpf: usize,
         op: &dyn Fn() -> String,
-    ) -> BResult<()> {
+    ) -> BResult<(MvArgs, usize)> {
         let c = &self.model.cfg;
         let n_in = mats[0].0.cols;
         // The kernel walks whole 32-element chunks (every block format's block is 32 or 256
@@ -1410,6 +1528,25 @@ impl CudaEngine {
                 features += w.rows;
             }
         }
+        Ok((a, features))
+    }
+
+    /// One matvec launch over `mats` with `wpf` warps per feature (byte-wise), or the
+    /// vectorized launch when they are packed.
+    #[allow(clippy::too_many_arguments)]
+    fn mv_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        norm: Option<&GpuBuf>,
+        rows: usize,
+        mode: i32,
+        wpf: usize,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let n_in = mats[0].0.cols;
+        let (a, features) = self.mv_args(mats, x, norm, mode, op)?;
         let kind = mv_kind(mats.iter().map(|(w, _)| w.kind()));
         // Two dots per pass: gate and up of one feature when they share a format, or two
         // adjacent features of a lone matrix whose features each get one warp (the head).
@@ -1479,6 +1616,133 @@ impl CudaEngine {
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
             self.prof_end(s, prof_kind, e0);
         }
+        Ok(())
+    }
+
+    /// The tensor-core launch (kernels/mma.cu) over `mats`, every one in the mma layout:
+    /// mma_prep (the rows normalized as stage_rows does, then split into f16 fragments),
+    /// then for all `rows` at once the decode kernel (up to MMA_DECODE_MAX rows) or the
+    /// GEMM, each ending in mv_finish (store, += residual, act(gate) * up). Every output
+    /// is THE ORDER of kernels/mma.cu, whatever the rows: the kernel choice is timing only.
+    #[allow(clippy::too_many_arguments)]
+    fn mma_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        norm: Option<&GpuBuf>,
+        rows: usize,
+        mode: i32,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let Some(scratch) = &self.mma else {
+            return Err(self.err(&op(), "an mma launch on an engine without mma scratch"));
+        };
+        if mats.iter().any(|(w, _)| !w.mma) {
+            return Err(self.err(&op(), "an mma launch over a matrix not in the mma layout"));
+        }
+        let gate_up = mode == MODE_GATE_UP;
+        if gate_up && (mats.len() != 2 || mats[0].0.rows != mats[1].0.rows) {
+            return Err(self.err(&op(), "mma gate|up needs two matrices of one shape"));
+        }
+        let n_in = mats[0].0.cols;
+        let n_sb = n_in / 256;
+        if rows == 0 || rows > scratch.cols || n_sb > scratch.sbs || !n_in.is_multiple_of(256) {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "mma launch of {rows} rows of width {n_in}: scratch holds {} x {}",
+                    scratch.cols,
+                    256 * scratch.sbs
+                ),
+            ));
+        }
+        let (mut a, _) = self.mv_args(mats, x, norm, mode, op)?;
+        a.rows = to_i32(rows, "rows")?;
+        // m-tiles: the matrices' back to back, or gate|up's pairs (kernels/mma.cu head).
+        let n_mt: usize = if gate_up {
+            2 * mats[0].0.rows / 16
+        } else {
+            mats.iter().map(|(w, _)| w.rows / 16).sum()
+        };
+        let (xf, xe, xs) = scratch.parts();
+        let decode = rows <= MMA_DECODE_MAX;
+        // The GEMM reads whole n-tiles of 8 columns (the padding prepared as zeros); the
+        // decode kernel reads only the launch's rows. Warps of a block take 8 super-blocks.
+        let cols = if decode { rows } else { rows.div_ceil(8) * 8 };
+        let prep = LaunchConfig {
+            grid_dim: (
+                to_u32(cols, "mma prep columns")?,
+                to_u32(n_sb.div_ceil(8), "mma prep super-block groups")?,
+                1,
+            ),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // --fault mma-row-order: the planted row-count-dependent order (kernels/mma.cu).
+        let plant = i32::from(self.spec.fault_mma_row_order);
+        let e0 = self.prof_start(s);
+        let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant)];
+        // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant); a.x holds a.rows rows
+        // of n_in floats (engine scratch of max_rows, rows checked by callers; the head's x
+        // offset is checked), n_in a multiple of 256 (float4-aligned rows); a.norm, when
+        // set, holds n_in values; the scratch parts hold scratch.cols >= cols columns of
+        // scratch.sbs >= n_sb super-blocks (checked above, cols <= rows rounded up to 8),
+        // written at stride n_sb (grid.y * 8 warps cover every super-block).
+        unsafe {
+            self.dx
+                .launch(s, self.dx.mma_func(MMA_PREP)?, &prep, &mut p)
+        }
+        .map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, "mma prep", e0);
+        let (n_mt_i, n_sb_i, rows_i) = (
+            to_i32(n_mt, "mma m-tiles")?,
+            to_i32(n_sb, "mma super-blocks")?,
+            to_i32(rows, "rows")?,
+        );
+        let (f, cfg, kind) = if decode {
+            let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
+            let cfg = LaunchConfig {
+                grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
+                block_dim: (32 * warps, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            (self.dx.mma_func(k)?, cfg, "mma decode")
+        } else {
+            // g2x2w4x4: a block covers 4 x 2 m-tiles and 4 x 2 n-tiles of 8 columns.
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    to_u32(n_mt.div_ceil(8), "mma gemm m-blocks")?,
+                    to_u32(rows.div_ceil(64), "mma gemm n-blocks")?,
+                    1,
+                ),
+                block_dim: (512, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            (self.dx.mma_func(MMA_GEMM)?, cfg, "mma gemm")
+        };
+        let e0 = self.prof_start(s);
+        let mut p = [
+            kp(&a),
+            kp(&xf),
+            kp(&xe),
+            kp(&xs),
+            kp(&n_mt_i),
+            kp(&n_sb_i),
+            kp(&rows_i),
+        ];
+        // SAFETY: mma_decode_k8/k16/mma_gemm(MvArgs a, const uint4* XF, const float* XE,
+        // const float* XS, int n_mt, int n_sb, int ncols); every matrix pointer holds
+        // n_out / 16 m-tiles of n_sb blocks of MMA_BLOCK bytes (repack_mma_q4k at upload,
+        // n_out a multiple of 16) and n_mt counts them as the kernel maps them (mode 2:
+        // gate and up of one shape, checked above); XF/XE/XS were written by mma_prep above
+        // on this stream for `cols` columns (the GEMM reads up to its last n-tile, all
+        // prepared; the decode kernel reads columns < rows only, zeros past them); each y
+        // holds rows x n_out (engine
+        // scratch of max_rows, or the head's checked logits range); the decode kernel's
+        // grid covers ceil(n_mt / 2) blocks of 2 m-tiles, the GEMM's its 8 x 8 tile blocks.
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, kind, e0);
         Ok(())
     }
 

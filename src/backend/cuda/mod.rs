@@ -43,11 +43,12 @@ use crate::model::Model;
 
 /// The kernel sources, one file per op family, concatenated into one NVRTC program (in this
 /// order: later files use the helpers of earlier ones).
-const SOURCES: [(&str, &str); 7] = [
+const SOURCES: [(&str, &str); 8] = [
     ("common.cu", include_str!("kernels/common.cu")),
     ("ffn.cu", include_str!("kernels/ffn.cu")),
     ("matvec.cu", include_str!("kernels/matvec.cu")),
     ("mvq.cu", include_str!("kernels/mvq.cu")),
+    ("mma.cu", include_str!("kernels/mma.cu")),
     ("norm.cu", include_str!("kernels/norm.cu")),
     ("attention.cu", include_str!("kernels/attention.cu")),
     ("sched.cu", include_str!("kernels/sched.cu")),
@@ -83,6 +84,12 @@ pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
 /// The kernels of a vectorized module, by weight rows per warp (1, 2, 4).
 pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
+/// The tensor-core Q4_K module (`--mma on`, kernels/mma.cu under `#define MMA_Q4K`, with the
+/// matvec sources for MvArgs and the epilogue): compiled once per device, on first need.
+pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"];
+/// The kernels of the mma module, indexed by `MmaKernel`.
+pub(crate) const MMA_KERNELS: [&str; 4] =
+    ["mma_prep", "mma_decode_k8", "mma_decode_k16", "mma_gemm"];
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
 /// The one kernel of every matvec module.
@@ -131,6 +138,8 @@ pub struct DevCtx {
     mv: Vec<OnceLock<Vec<CudaFunction>>>,
     /// Serializes `prepare_mv` (two engines on one device compile a kind once).
     mv_build: Mutex<()>,
+    /// The mma module's kernels (`MMA_KERNELS`), compiled by `prepare_mma` on first need.
+    mma: OnceLock<Vec<CudaFunction>>,
 }
 
 impl DevCtx {
@@ -312,6 +321,52 @@ impl DevCtx {
         Ok(())
     }
 
+    /// Compiles and loads the tensor-core Q4_K module (`--mma on`) unless this device has it.
+    /// mma.sync m16n8k16 with f16 inputs needs sm_80 or later: an older device is an error
+    /// naming it, never a silent fallback.
+    pub(crate) fn prepare_mma(&self) -> BResult<()> {
+        let _g = self
+            .mv_build
+            .lock()
+            .map_err(|_| op_err(format!("device {}: matvec build lock poisoned", self.dev)))?;
+        if self.mma.get().is_some() {
+            return Ok(());
+        }
+        if self.cc.0 < 8 {
+            return Err(op_err(format!(
+                "device {}: --mma on needs tensor cores with f16 mma.sync (sm_80 or later), \
+                 this device is sm_{}{}",
+                self.dev, self.cc.0, self.cc.1
+            )));
+        }
+        let t0 = Instant::now();
+        let src = module_source("#define MMA_Q4K\n".to_string(), MMA_SOURCES.iter());
+        let what = format!("device {}: mma module", self.dev);
+        let module = compile_and_load(self, &src, &what)?;
+        let fs = MMA_KERNELS
+            .iter()
+            .map(|name| load_kernel(&module, &what, name, None))
+            .collect::<BResult<Vec<_>>>()?;
+        let _ = self.mma.set(fs);
+        eprintln!(
+            "cuda: device {}: mma module ready (NVRTC or module cache, + load) in {:.0} ms",
+            self.dev,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(())
+    }
+
+    /// Kernel `i` of the mma module (`MMA_KERNELS`); `prepare_mma` must have built it.
+    pub(crate) fn mma_func(&self, i: usize) -> BResult<&CudaFunction> {
+        self.mma.get().and_then(|v| v.get(i)).ok_or_else(|| {
+            op_err(format!(
+                "device {}: mma kernel {} was not compiled for this engine",
+                self.dev,
+                MMA_KERNELS.get(i).unwrap_or(&"?")
+            ))
+        })
+    }
+
     fn build_mv(&self, kind: usize, tile: usize) -> BResult<Vec<CudaFunction>> {
         let vectorized = kind >= MVQ_BASE;
         let head = if kind == MV_GENERIC {
@@ -325,15 +380,7 @@ impl DevCtx {
             format!("#define MV_FMT {kind}\n#define MV_RT {tile}\n")
         };
         let extra: &[&str] = if vectorized { &["mvq.cu"] } else { &[] };
-        let src: String = std::iter::once(head)
-            .chain(MV_SOURCES.iter().chain(extra).map(|name| {
-                let s = SOURCES
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map_or("", |(_, s)| s);
-                format!("// ---- {name}\n{s}\n")
-            }))
-            .collect();
+        let src = module_source(head, MV_SOURCES.iter().chain(extra));
         let what = format!("device {}: matvec module {kind} tile {tile}", self.dev);
         let module = compile_and_load(self, &src, &what)?;
         let names: &[&str] = if vectorized {
@@ -341,35 +388,14 @@ impl DevCtx {
         } else {
             &[MV_KERNEL]
         };
+        let smem = if vectorized {
+            self.smem_max
+        } else {
+            self.stage_max
+        };
         names
             .iter()
-            .map(|name| {
-                let f = module
-                    .load_function(name)
-                    .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))?;
-                let smem = if vectorized {
-                    self.smem_max
-                } else {
-                    self.stage_max
-                };
-                f.set_attribute(
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    smem as i32,
-                )
-                .map_err(|e| {
-                    op_err(format!(
-                        "{what}: kernel {name}: allowing {smem} bytes of dynamic shared memory: {e}"
-                    ))
-                })?;
-                if std::env::var_os("PPN_CUDA_PROF").is_some() {
-                    eprintln!(
-                        "cuda prof: {what} {name}: {:?} regs, {:?} local bytes",
-                        f.num_regs(),
-                        f.local_size_bytes()
-                    );
-                }
-                Ok(f)
-            })
+            .map(|name| load_kernel(&module, &what, name, Some(smem)))
             .collect()
     }
 
@@ -381,6 +407,51 @@ impl DevCtx {
             ))
         })
     }
+}
+
+/// Kernel `name` of `module` (`what` names the module in errors), opted in to `smem` bytes
+/// of dynamic shared memory when given; with PPN_CUDA_PROF its registers and spills printed.
+fn load_kernel(
+    module: &Arc<CudaModule>,
+    what: &str,
+    name: &str,
+    smem: Option<usize>,
+) -> BResult<CudaFunction> {
+    let f = module
+        .load_function(name)
+        .map_err(|e| op_err(format!("{what}: kernel {name}: {e}")))?;
+    if let Some(smem) = smem {
+        f.set_attribute(
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )
+        .map_err(|e| {
+            op_err(format!(
+                "{what}: kernel {name}: allowing {smem} bytes of dynamic shared memory: {e}"
+            ))
+        })?;
+    }
+    if std::env::var_os("PPN_CUDA_PROF").is_some() {
+        eprintln!(
+            "cuda prof: {what} {name}: {:?} regs, {:?} local bytes",
+            f.num_regs(),
+            f.local_size_bytes()
+        );
+    }
+    Ok(f)
+}
+
+/// A module's program text: its `#define` head, then the named SOURCES in the order given.
+fn module_source<'a>(head: String, names: impl Iterator<Item = &'a &'a str>) -> String {
+    std::iter::once(head)
+        .chain(names.map(|name| {
+            let s = SOURCES
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or("", |(_, s)| s);
+            format!("// ---- {name}\n{s}\n")
+        }))
+        .collect()
 }
 
 /// A stream: the cudarc stream, its device and a label for error messages.
@@ -448,6 +519,8 @@ pub struct CudaBackend {
     pdl: bool,
     /// Each stage's layer walk replayed as a CUDA graph (`--graphs`, on by default).
     graphs: bool,
+    /// Q4_K matrices on the tensor-core kernels (`--mma`, off by default).
+    mma: bool,
     next_stream: AtomicU64,
     modules: Arc<Modules>,
     /// `--trace`: the trace streams made from now on record into.
@@ -561,6 +634,7 @@ impl CudaBackend {
             seed: 0,
             pdl: true,
             graphs: true,
+            mma: false,
             next_stream: AtomicU64::new(0),
             modules: Arc::new(Modules::new(None)),
             trace: Mutex::new(None),
@@ -603,6 +677,31 @@ impl CudaBackend {
     pub fn with_graphs(mut self, on: bool) -> CudaBackend {
         self.graphs = on;
         self
+    }
+
+    /// The tensor-core Q4_K matvec (`--mma`): `true` uploads every Q4_K matrix of whole
+    /// 16-row tiles in the layout of kernels/mma.cu and runs every launch over such matrices
+    /// there, for every row count (decode tiles and prime/verify chunks alike, one reduction
+    /// order); `false` (the default) keeps the FFMA kernels. A different order: the logits'
+    /// bits differ from `false`'s (every arm of a gate still matches its reference, which
+    /// runs with the same setting). Set before the first engine is built.
+    pub fn with_mma(mut self, on: bool) -> CudaBackend {
+        self.mma = on;
+        self
+    }
+
+    /// Whether engines run the tensor-core Q4_K matvec (`--mma on`).
+    pub fn mma(&self) -> bool {
+        self.mma
+    }
+
+    /// `--mma` as receipts record it.
+    pub fn mma_note(&self) -> &'static str {
+        if self.mma {
+            "on"
+        } else {
+            "off"
+        }
     }
 
     /// Whether engines replay graphs, and where they cannot although asked, why (receipts
@@ -699,6 +798,7 @@ fn open_device(dev: usize, pdl: bool, modules: Arc<Modules>) -> BResult<DevCtx> 
             .map(|_| OnceLock::new())
             .collect(),
         mv_build: Mutex::new(()),
+        mma: OnceLock::new(),
     };
     let t0 = Instant::now();
     let hits0 = dx.modules.stats().hits;
@@ -1280,7 +1380,7 @@ impl Backend for CudaBackend {
         s: &GpuStream,
     ) -> BResult<CudaEngine> {
         let dx = self.device(dev)?;
-        CudaEngine::new(&dx, model, spec, s, self.graphs)
+        CudaEngine::new(&dx, model, spec, s, self.graphs, self.mma)
     }
 
     fn bandwidth_gbs(&self, dev: usize) -> BResult<Option<f64>> {

@@ -4,11 +4,11 @@
 use super::engine::{
     att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,
     mvq_blocks_per_sm, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to,
-    vectorized, warps_per_feature, MVQ_MIN_IN,
+    vectorized, warps_per_feature, MMA_DECODE_MAX, MVQ_MIN_IN,
 };
 use super::{
-    CudaBackend, KERNELS, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE,
-    MV_SOURCES, SOURCES,
+    CudaBackend, KERNELS, MMA_KERNELS, MMA_SOURCES, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL,
+    MV_KINDS, MV_MAX_TILE, MV_SOURCES, SOURCES,
 };
 use crate::quant::GgmlType;
 
@@ -48,10 +48,11 @@ fn kernels_in_sources() -> Vec<String> {
 #[test]
 fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
     // The main module's table plus the matvec modules' one kernel, which `DevCtx::build_mv`
-    // loads by name.
+    // loads by name, and the mma module's, which `DevCtx::prepare_mma` loads.
     let mut listed: Vec<String> = KERNELS
         .iter()
         .chain([MV_KERNEL].iter())
+        .chain(MMA_KERNELS.iter())
         .map(|s| s.to_string())
         .collect();
     listed.sort();
@@ -604,4 +605,52 @@ fn the_split_warp_reduction_gives_tree32_s_bits_for_every_output() {
     let src = source("mvq.cu");
     assert!(src.contains("tree32_split<NW, RT>(acc, lane)"));
     assert!(src.contains("(lane << SH) & 31"));
+}
+
+#[test]
+fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
+    // kernels/mma.cu is empty outside the mma module (the main module concatenates every
+    // source) and needs MvArgs / mv_finish from matvec.cu, whose embed_rows stays out of it.
+    let mma = source("mma.cu");
+    assert!(mma.contains("#if defined(MMA_Q4K)"));
+    assert_eq!(MMA_SOURCES, ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"]);
+    assert!(source("matvec.cu").contains("!defined(MVQ_FMT) && !defined(MMA_Q4K)"));
+    // scripts/nvrtc-check.py compiles the same module (CI covers it).
+    let py = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/nvrtc-check.py"),
+    )
+    .expect("scripts/nvrtc-check.py");
+    assert!(
+        py.contains(r##""#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])"##)
+    );
+    // The launch geometry of engine.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
+    // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
+    // pairs gate and up in one block / lane only with an even tile count per block or warp.
+    assert!(mma.contains("mma_decode_body<2, 8>"));
+    assert!(mma.contains("mma_decode_body<2, 16>"));
+    assert!(mma.contains("mma_gemm_body<2, 2, 4, 4>"));
+    assert_eq!(
+        MMA_DECODE_MAX, 8,
+        "the decode kernel holds one n-tile of 8 columns"
+    );
+    for n_mt in [2, 64, 256, 528, 1792, 4000] {
+        let (k, warps) = super::engine::mma_decode_kernel(n_mt, 132);
+        assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}"));
+    }
+    // Read after write: every mma kernel reads activations and scratch only after its
+    // pdl_wait (weights are read-only; the bodies wait first). Negative control below.
+    for body in ["mma_decode_body", "mma_gemm_body"] {
+        let at = mma.find(&format!("void {body}(")).expect(body);
+        let b = &mma[at..];
+        assert!(
+            b.find("pdl_wait();").unwrap() < b.find("XF +").unwrap(),
+            "{body}"
+        );
+    }
+    let prep = &mma[mma.find(" mma_prep(MvArgs a").expect("mma_prep")..];
+    let prep = &prep[..prep.find("__global__").expect("a kernel after it")];
+    let first = |b: &str| b.find("a.x").expect("reads x");
+    assert!(prep.find("pdl_wait();").unwrap() < first(prep));
+    let moved = prep.replacen("pdl_wait();", "", 1) + "pdl_wait();";
+    assert!(moved.find("pdl_wait();").unwrap() > first(&moved));
 }

@@ -142,7 +142,7 @@ __device__ __forceinline__ float deq(int fmt, const u8* row, int e) {
     return __int_as_float(0x7fc00000);
 }
 
-#if !defined(MV_FMT) && !defined(MV_GENERIC) && !defined(MVQ_FMT)
+#if !defined(MV_FMT) && !defined(MV_GENERIC) && !defined(MVQ_FMT) && !defined(MMA_Q4K)
 // x[r] = dequant(table row tokens[r]) * scale; grid (rows), block 256. Token ids arrive as
 // f32; one that is not an exact integer below `vocab` (a torn or unordered read) poisons its
 // row with NaN so the logits show it, as the CPU backend's embed refuses it.

@@ -1,0 +1,507 @@
+// The tensor-core Q4_K matvec / GEMM (`--mma on`): mma.sync m16n8k16, f16 in, f32 accumulate,
+// ported from research/mma-q4k/mma_q4k.cu (measured there on an H200: every column's bits
+// equal its bits run alone, decode B = 1..8 and GEMM C = 16/64/512 alike). Compiled only into
+// the mma module (`#define MMA_Q4K`, with common.cu, ffn.cu and matvec.cu for MvArgs and
+// mv_finish); the main module sees an empty file.
+//
+// THE ORDER (every output y[row, col] of every kernel here, whatever the batch, the column's
+// place in a tile, the tile or launch shape; fixed by n_in alone):
+//   for each super-block sb (256 inputs) independently:
+//     S_sb = 0; for ks in 0..16: S_sb = mma(A_ks, Xhi_ks, S_sb); S_sb = mma(A_ks, Xlo_ks, S_sb)
+//       A: the row's 16 values sc_s * q of k-step ks, EXACT small integers in f16 (<= 945);
+//       Xhi + Xlo: the column's 16 inputs times 2^-E_sb (a power of two per column and
+//       super-block) split into two f16s (hi = rn(x'), lo = rn(x' - hi)).
+//     msum_sb = 0; for s in 0..8: msum_sb = fmaf(m_s, xsum_s, msum_sb)   (xsum: mma_prep's order)
+//     v_sb = fmaf(d, S_sb * 2^E_sb, (-dmin) * msum_sb)
+//   y = 0; for sb in 0..n_sb: y = y + v_sb;   then mv_finish (kernels/matvec.cu) as every
+//   other matvec: store, += residual, or act(gate) * up.
+// Each mma output element is its own row-by-column dot plus its own C input, so column j's
+// bits cannot depend on the other columns (the hardware claim research/mma-q4k measured,
+// with a planted batch-dependent order caught). v_sb depends on sb alone, so the decode
+// kernel computes super-blocks in parallel warps and adds them afterwards in sb order, and
+// the GEMM walks them in order in registers: the same bits. The input x of a column is
+// normalized (a norm launch) by mma_prep with stage_rows' expressions (kernels/norm.cu), per
+// column: a row's prepared bytes never depend on the other rows of its launch.
+//
+// Weights (crate::quant::repack::repack_mma_q4k): per (m-tile of 16 rows, super-block) one
+// 2368-byte block:
+//   [0, 2048)    nibbles: u32 word (ks / 4) * 128 + lane * 4 + ks % 4 is lane (g = lane / 4,
+//                t = lane % 4)'s k-step ks: nibble i = h + 2 * half + 4 * pos holds
+//                q[row g + 8h][k = ks * 16 + 8 * half + 2t + pos]
+//   [2048, 2304) per g: sc[g][0..8], sc[g+8][0..8], m[g][0..8], m[g+8][0..8]   (bytes, 6-bit)
+//   [2304, 2368) per g: d[g], dmin[g], d[g+8], dmin[g+8]                       (f16 bits)
+// A launch's m-tiles are its matrices' tiles back to back (modes 0, 1), or in mode 2 gate
+// tile p at 2p and up tile p at 2p + 1, so one block (decode) or one lane (GEMM) holds a
+// feature's gate and up values together for act(gate) * up.
+// Prepared activations (mma_prep), per column and super-block:
+//   XF: 256 u32: uint4 (ks * 4 + t) = {hi(k0, k0+1), hi(k0+8, k0+9), lo(k0, k0+1), lo(k0+8, k0+9)}
+//       with k0 = ks * 16 + 2t: the B fragment (col = g) of lane (g, t), hi and lo.
+//   XE: 2^E (f32);  XS: the 8 sub-block sums of x (f32, fixed order).
+
+#if defined(MMA_Q4K)
+
+#define MMA_BLK 2368
+#define MMA_SC_OFF 2048
+#define MMA_DD_OFF 2304
+
+// Weights are read once per launch: no L1 allocation (keeps x in L1). Read-only for the
+// engine's life (uploaded at build), so the non-coherent path is valid.
+__device__ __forceinline__ uint4 mma_ld16(const u8* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+__device__ __forceinline__ uint2 mma_ld8(const u8* p) {
+    uint2 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+                 : "=r"(v.x), "=r"(v.y)
+                 : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ u32 mma_comp4(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ u32 mma_byte_at(u32 lo, u32 hi, int s) {  // byte s (0..8) of hi:lo
+    return ((s < 4 ? lo : hi) >> (8 * (s & 3))) & 255u;
+}
+
+// f32 -> f16 pair {f, f} (round to nearest; every value used here is exact in f16).
+__device__ __forceinline__ u32 mma_h2dup(float f) {
+    u32 r;
+    asm("{.reg .b16 h; cvt.rn.f16.f32 h, %1; mov.b32 %0, {h, h};}" : "=r"(r) : "f"(f));
+    return r;
+}
+__device__ __forceinline__ float mma_h2f(u32 bits16) {
+    float f;
+    unsigned short s = (unsigned short)(bits16 & 0xFFFFu);
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
+    return f;
+}
+__device__ __forceinline__ unsigned short mma_f2h(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+__device__ __forceinline__ u32 mma_hfma2(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+// D = A * B + D, f16 inputs, f32 accumulate; each D element is its own row-by-column dot.
+__device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Per (m-tile, sub-block) constants of lane row g (low-nibble path) and g+8 (high-nibble path).
+struct MmaKc {
+    u32 a, b, c, d;
+};
+__device__ __forceinline__ MmaKc mma_kconsts(u32 scg, u32 scg8) {
+    const float fg = (float)scg, f8 = (float)scg8;
+    MmaKc k;
+    k.a = mma_h2dup(fg);             // (1024 + q) * sc - 1024 * sc = q * sc
+    k.b = mma_h2dup(-1024.0f * fg);  // |1024 * 63| < 65504: exact
+    k.c = mma_h2dup(f8 * 0.0625f);   // (1024 + 16 q) * sc / 16 - 64 sc = q * sc
+    k.d = mma_h2dup(-64.0f * f8);
+    return k;
+}
+
+// The A fragment of one k-step from its packed word. (w & mask) | 0x6400 puts a nibble in
+// the mantissa of 1024.0 (f16), exactly; the FMA's result q * sc <= 945 is an integer < 2048,
+// so it is exact too: A holds the weights' integer part without any rounding.
+__device__ __forceinline__ void mma_afrag(u32 w, const MmaKc& k, u32 (&a)[4]) {
+    const u32 w8 = w >> 8;
+    a[0] = mma_hfma2((w & 0x000F000Fu) | 0x64006400u, k.a, k.b);   // row g,   k0, k0+1
+    a[1] = mma_hfma2((w & 0x00F000F0u) | 0x64006400u, k.c, k.d);   // row g+8, k0, k0+1
+    a[2] = mma_hfma2((w8 & 0x000F000Fu) | 0x64006400u, k.a, k.b);  // row g,   k0+8, k0+9
+    a[3] = mma_hfma2((w8 & 0x00F000F0u) | 0x64006400u, k.c, k.d);  // row g+8, k0+8, k0+9
+}
+
+// v_sb of one output (THE ORDER). m03/m47: the row's 8 mins (bytes); xs: the column's 8
+// sub-block sums; e = 2^E_sb of the column. S * e is exact (a power of two).
+__device__ __forceinline__ float mma_sb_value(float S, float d, float dmin, u32 m03, u32 m47,
+                                              const float (&xs)[8], float e) {
+    float ms = 0.0f;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) ms = fmaf((float)mma_byte_at(m03, m47, s), xs[s], ms);
+    return fmaf(d, __fmul_rn(S, e), __fmul_rn(-dmin, ms));
+}
+
+// The four v of one C fragment: rows g, g+8 x columns 2t (xa, ea), 2t+1 (xb, eb).
+__device__ __forceinline__ void mma_frag_values(const float (&S)[4], uint2 dd, uint4 mn,
+                                                const float (&xa)[8], const float (&xb)[8],
+                                                float ea, float eb, float (&v)[4]) {
+    const float dg = mma_h2f(dd.x), mg = mma_h2f(dd.x >> 16);
+    const float d8 = mma_h2f(dd.y), m8 = mma_h2f(dd.y >> 16);
+    v[0] = mma_sb_value(S[0], dg, mg, mn.x, mn.y, xa, ea);
+    v[1] = mma_sb_value(S[1], dg, mg, mn.x, mn.y, xb, eb);
+    v[2] = mma_sb_value(S[2], d8, m8, mn.z, mn.w, xa, ea);
+    v[3] = mma_sb_value(S[3], d8, m8, mn.z, mn.w, xb, eb);
+}
+
+__device__ __forceinline__ void mma_load_xs(const float* XS, const float* XE, int col, int ncols,
+                                            int n_sb, int sb, float (&xs)[8], float& e) {
+    if (col < ncols) {
+        const float4* p = (const float4*)(XS + ((size_t)col * n_sb + sb) * 8);
+        const float4 a = p[0], b = p[1];
+        xs[0] = a.x; xs[1] = a.y; xs[2] = a.z; xs[3] = a.w;
+        xs[4] = b.x; xs[5] = b.y; xs[6] = b.z; xs[7] = b.w;
+        e = XE[(size_t)col * n_sb + sb];
+    } else {
+#pragma unroll
+        for (int s = 0; s < 8; ++s) xs[s] = 0.0f;
+        e = 0.0f;
+    }
+}
+
+// The weight blocks of m-tile `mt` of the launch (see the head), its matrix and first row.
+__device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb, int* mi,
+                                              int* o0) {
+    int m, t;
+    if (a.mode == 2) {
+        m = mt & 1;
+        t = mt >> 1;
+    } else {
+        const int t0 = a.m[0].n_out >> 4, t1 = a.n_mat > 1 ? a.m[1].n_out >> 4 : 0;
+        m = mt < t0 ? 0 : mt < t0 + t1 ? 1 : 2;
+        t = mt - (m == 0 ? 0 : m == 1 ? t0 : t0 + t1);
+    }
+    *mi = m;
+    *o0 = t * 16;
+    return MV_FIELD(a, m, w) + (size_t)t * n_sb * MMA_BLK;
+}
+
+// ---- activations: rows x [ncols][n_in] (a.x) -> XF, XE, XS. grid (columns, ceil(n_sb / 8)),
+// block 256: warp w of block (col, j) prepares super-block 8j + w of column col.
+// A norm launch (a.norm set) first normalizes the row with stage_rows' expressions
+// (kernels/norm.cu: inv = 1 / sqrt(sumsq256 / n + eps), then (x * inv) * w), so the values
+// are the ones every other matvec of the engine sees; each block of a column forms the same
+// sum (the same function of the same row). Columns from ncols up to the grid's (the GEMM's
+// last n-tile; the decode kernel reads none past ncols) are written as zeros. Each column
+// alone decides its own bytes.
+// plant (`--fault mma-row-order`, the negative control): a launch of more than one row stores
+// each super-block's lo fragments where hi belong and hi where lo belong, so the mma chain
+// adds lo before hi: an order that depends on the launch's rows, which the gate must catch
+// (research/mma-q4k measured this swap changing most outputs' bits).
+extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __restrict__ XF,
+                                                           float* __restrict__ XE,
+                                                           float* __restrict__ XS, int plant) {
+    __shared__ float red[8];
+    pdl_trigger();
+    pdl_wait();
+    const int col = blockIdx.x, n = a.n_in, n_sb = n >> 8;
+    const int warp = threadIdx.x >> 5, L = threadIdx.x & 31, sb = blockIdx.y * 8 + warp;
+    if (col >= a.rows) {  // padding column: uniform over the block
+        if (sb < n_sb) {
+            u32* out = XF + ((size_t)col * n_sb + sb) * 256;
+            for (int i = L; i < 256; i += 32) out[i] = 0u;
+            if (L < 8) XS[((size_t)col * n_sb + sb) * 8 + L] = 0.0f;
+            if (L == 0) XE[(size_t)col * n_sb + sb] = 0.0f;
+        }
+        return;
+    }
+    const float* X = a.x + (size_t)col * n;
+    const float inv = a.norm ? 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + a.eps) : 0.0f;
+    if (sb < n_sb) {
+        const int e0 = sb * 256 + L * 8;
+        const float4 p0 = *(const float4*)(X + e0), p1 = *(const float4*)(X + e0 + 4);
+        float x[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+        if (a.norm) {
+            const float4 g0 = *(const float4*)(a.norm + e0), g1 = *(const float4*)(a.norm + e0 + 4);
+            const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i) x[i] = (x[i] * inv) * g[i];  // stage_rows' expression
+        }
+        float m = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+        // E: max |x| * 2^-E in [2^14, 2^15) so hi keeps 11 bits of the block's largest values
+        // and lo (2^-11 below) stays normal in f16 for all but negligible elements. Clamped so
+        // both 2^E and 2^-E are normal f32 (all-zero or subnormal blocks take E = -126).
+        int E = ((__float_as_int(m) >> 23) & 255) - 141;
+        if (E < -126) E = -126;
+        const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
+        u32 hw[4], lw[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            u32 hh[2], ll[2];
+#pragma unroll
+            for (int p = 0; p < 2; ++p) {
+                const float xs = __fmul_rn(x[2 * j + p], sinv);  // exact: a power of two
+                const unsigned short h = mma_f2h(xs);
+                hh[p] = h;
+                ll[p] = mma_f2h(__fsub_rn(xs, mma_h2f(h)));  // xs - hi is exact in f32
+            }
+            hw[j] = hh[0] | (hh[1] << 16);
+            lw[j] = ll[0] | (ll[1] << 16);
+        }
+        // Lane L holds inputs 8L..8L+7: k-step L/2, half L%2, pairs t = 0..3.
+        u32* out = XF + ((size_t)col * n_sb + sb) * 256 + (L >> 1) * 16 + (L & 1);
+        const bool swap = plant && a.rows > 1;  // the fault only: THE ORDER is hi, then lo
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            out[j * 4] = swap ? lw[j] : hw[j];
+            out[j * 4 + 2] = swap ? hw[j] : lw[j];
+        }
+        // Sub-block sums: each lane's 8 in order, then ((l0 + l1) + (l2 + l3)) over its 4 lanes.
+        float s = x[0];
+#pragma unroll
+        for (int i = 1; i < 8; ++i) s = __fadd_rn(s, x[i]);
+        const float q = __fadd_rn(s, __shfl_down_sync(0xFFFFFFFFu, s, 1));
+        const float r = __fadd_rn(q, __shfl_down_sync(0xFFFFFFFFu, q, 2));
+        if ((L & 3) == 0) XS[((size_t)col * n_sb + sb) * 8 + (L >> 2)] = r;
+        if (L == 0) XE[(size_t)col * n_sb + sb] = e;
+    }
+}
+
+// (XF, XE, XS are read with plain loads, never the non-coherent path: with programmatic
+// dependent launch a kernel starts while mma_prep still writes them, which the read-only
+// contract of ld.global.nc does not allow; only the weights take it.)
+
+// ---- decode: nb <= 8 columns (one n-tile), MT m-tiles per block, KP warps each taking one
+// super-block per round; the v of a round go through shared memory and are added in sb order.
+// grid: ceil(n_mt / MT), block KP * 32. MT is even, so a mode-2 block holds gate tile p and
+// up tile p (mt0 even).
+template <int MT, int KP>
+__device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF, const float* XE,
+                                                const float* XS, int n_mt, int n_sb, int nb) {
+    __shared__ __align__(16) float red[KP][MT * 128];
+    pdl_trigger();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int mt0 = blockIdx.x * MT;
+    constexpr int NO = (MT * 128 + KP * 32 - 1) / (KP * 32);
+    float acc[NO];
+#pragma unroll
+    for (int i = 0; i < NO; ++i) acc[i] = 0.0f;
+    const u8* base[MT];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+        int m, o0;  // past the end: a real tile computed, never stored
+        base[mi] = mma_tile(a, min(mt0 + mi, n_mt - 1), n_sb, &m, &o0);
+        // The first round's weight block starts its DRAM trip while the previous kernels
+        // finish (weights are read-only: safe before pdl_wait; a prefetch writes nothing and
+        // carries no ordering). Lane l takes the 128-byte line at byte 128 l of the block,
+        // lane 19 the block's last byte (a block spans up to 20 lines).
+        if (warp < n_sb && lane < 20) {
+            const u8* p = base[mi] + (size_t)warp * MMA_BLK + min(lane * 128, MMA_BLK - 1);
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+        }
+    }
+    pdl_wait();
+    const int rounds = (n_sb + KP - 1) / KP;
+    for (int r = 0; r < rounds; ++r) {
+        const int sb = r * KP + warp;
+        if (sb < n_sb) {
+            uint4 nib[MT][4], sc[MT], mn[MT];
+            uint2 dd[MT];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                const u8* blk = base[mi] + (size_t)sb * MMA_BLK;
+#pragma unroll
+                for (int i = 0; i < 4; ++i) nib[mi][i] = mma_ld16(blk + i * 512 + lane * 16);
+                sc[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32);
+                mn[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32 + 16);
+                dd[mi] = mma_ld8(blk + MMA_DD_OFF + g * 8);
+            }
+            float S[MT][4];
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) S[mi][c] = 0.0f;
+            const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
+#pragma unroll
+            for (int ks = 0; ks < 16; ++ks) {
+                // Columns past nb are zeros: they change nothing in the real columns.
+                const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    const MmaKc k = mma_kconsts(mma_byte_at(sc[mi].x, sc[mi].y, ks >> 1),
+                                                mma_byte_at(sc[mi].z, sc[mi].w, ks >> 1));
+                    u32 w4[4];
+                    mma_afrag(mma_comp4(nib[mi][ks >> 2], ks & 3), k, w4);
+                    mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
+                    mma16816(S[mi], w4, xb.z, xb.w);
+                }
+            }
+            float xa[8], xc[8], ea, ec;
+            mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
+            mma_load_xs(XS, XE, 2 * t + 1, nb, n_sb, sb, xc, ec);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                float v[4];
+                mma_frag_values(S[mi], dd[mi], mn[mi], xa, xc, ea, ec, v);
+                *(float4*)&red[warp][mi * 128 + lane * 4] = make_float4(v[0], v[1], v[2], v[3]);
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < NO; ++i) {
+            const int o = threadIdx.x + i * KP * 32;
+            if (o < MT * 128) {
+#pragma unroll
+                for (int p = 0; p < KP; ++p)
+                    if (r * KP + p < n_sb) acc[i] = __fadd_rn(acc[i], red[p][o]);  // sb order
+            }
+        }
+        __syncthreads();
+    }
+    // The finished sums through shared memory, so a mode-2 gate output (tile mi, even) meets
+    // its up partner (tile mi + 1, same lane slot: o + 128) in one thread.
+#pragma unroll
+    for (int i = 0; i < NO; ++i) {
+        const int o = threadIdx.x + i * KP * 32;
+        if (o < MT * 128) red[0][o] = acc[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < NO; ++i) {
+        const int o = threadIdx.x + i * KP * 32;
+        if (o >= MT * 128) continue;
+        const int mi = o >> 7, ln = (o >> 2) & 31, c = o & 3;
+        const int rin = (ln >> 2) + (c >= 2 ? 8 : 0);
+        const int col = 2 * (ln & 3) + (c & 1);
+        if (mt0 + mi >= n_mt || col >= nb) continue;
+        int m, o0;
+        mma_tile(a, mt0 + mi, n_sb, &m, &o0);
+        if (a.mode == 2) {
+            if (mi & 1) continue;  // the up tile: finished by its gate's thread
+            mv_finish(a, 0, o0 + rin, col, red[0][o], red[0][o + 128]);
+        } else {
+            mv_finish(a, m, o0 + rin, col, red[0][o], 0.0f);
+        }
+    }
+}
+
+// ---- GEMM (prefill): ncols columns (XF padded with zero columns to a multiple of 8 by
+// mma_prep), each warp GMT m-tiles x GNT n-tiles over all super-blocks in order, accumulating
+// in registers. grid (ceil(n_mt / (GMT * GWM)), ceil(n_nt / (GNT * GWN))), block GWM * GWN * 32.
+// GMT is even, so in mode 2 a lane holds gate tile p (mi even) and up tile p (mi + 1).
+template <int GMT, int GNT, int GWM, int GWN>
+__device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, const float* XE,
+                                              const float* XS, int n_mt, int n_sb, int ncols) {
+    pdl_trigger();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp % GWM, wn = warp / GWM;
+    const int n_nt = (ncols + 7) >> 3;
+    const int mtb = (blockIdx.x * GWM + wm) * GMT, ntb = (blockIdx.y * GWN + wn) * GNT;
+    if (mtb >= n_mt || ntb >= n_nt) return;  // no block-wide barrier in this kernel
+    float acc[GMT][GNT][4];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.0f;
+    const u8* blk[GMT];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi) {
+        int m, o0;  // past the end: a real tile computed, never stored
+        blk[mi] = mma_tile(a, min(mtb + mi, n_mt - 1), n_sb, &m, &o0);
+    }
+    const uint4* xf[GNT];
+#pragma unroll
+    for (int ni = 0; ni < GNT; ++ni)
+        xf[ni] = XF + (size_t)(min(ntb + ni, n_nt - 1) * 8 + g) * n_sb * 64 + t;
+    for (int sb = 0; sb < n_sb; ++sb) {
+        uint4 sc[GMT], mn[GMT];
+        uint2 dd[GMT];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi) {
+            const u8* b = blk[mi] + (size_t)sb * MMA_BLK;
+            sc[mi] = __ldg((const uint4*)(b + MMA_SC_OFF + g * 32));
+            mn[mi] = __ldg((const uint4*)(b + MMA_SC_OFF + g * 32 + 16));
+            dd[mi] = __ldg((const uint2*)(b + MMA_DD_OFF + g * 8));
+        }
+        float S[GMT][GNT][4];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) S[mi][ni][c] = 0.0f;
+#pragma unroll
+        for (int k4 = 0; k4 < 4; ++k4) {
+            uint4 nib[GMT];
+#pragma unroll
+            for (int mi = 0; mi < GMT; ++mi)
+                nib[mi] = __ldg((const uint4*)(blk[mi] + (size_t)sb * MMA_BLK + k4 * 512 + lane * 16));
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                const int ks = k4 * 4 + kk;
+                uint4 xb[GNT];
+#pragma unroll
+                for (int ni = 0; ni < GNT; ++ni) xb[ni] = xf[ni][(size_t)sb * 64 + ks * 4];
+#pragma unroll
+                for (int mi = 0; mi < GMT; ++mi) {
+                    const MmaKc k = mma_kconsts(mma_byte_at(sc[mi].x, sc[mi].y, ks >> 1),
+                                                mma_byte_at(sc[mi].z, sc[mi].w, ks >> 1));
+                    u32 w4[4];
+                    mma_afrag(mma_comp4(nib[mi], kk), k, w4);
+#pragma unroll
+                    for (int ni = 0; ni < GNT; ++ni) {
+                        mma16816(S[mi][ni], w4, xb[ni].x, xb[ni].y);  // hi, then lo: THE ORDER
+                        mma16816(S[mi][ni], w4, xb[ni].z, xb[ni].w);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni) {
+            const int c0 = (ntb + ni) * 8 + 2 * t;
+            float xa[8], xc[8], ea, ec;
+            mma_load_xs(XS, XE, c0, ncols, n_sb, sb, xa, ea);
+            mma_load_xs(XS, XE, c0 + 1, ncols, n_sb, sb, xc, ec);
+#pragma unroll
+            for (int mi = 0; mi < GMT; ++mi) {
+                float v[4];
+                mma_frag_values(S[mi][ni], dd[mi], mn[mi], xa, xc, ea, ec, v);
+#pragma unroll
+                for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], v[c]);
+            }
+        }
+    }
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi) {
+        if (mtb + mi >= n_mt) continue;
+        if (a.mode == 2 && (mi & 1)) continue;  // the up tile: finished with its gate
+        int m, o0;
+        mma_tile(a, mtb + mi, n_sb, &m, &o0);
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int rin = g + (c >= 2 ? 8 : 0);
+                const int col = (ntb + ni) * 8 + 2 * t + (c & 1);
+                if (ntb + ni >= n_nt || col >= ncols) continue;
+                if (a.mode == 2) mv_finish(a, 0, o0 + rin, col, acc[mi][ni][c], acc[mi | 1][ni][c]);
+                else mv_finish(a, m, o0 + rin, col, acc[mi][ni][c], 0.0f);
+            }
+    }
+}
+
+// The kernels the engine launches (src/backend/cuda/mod.rs MMA_KERNELS). Decode: MT = 2
+// m-tiles per block, KP = 8 or 16 warps (super-blocks in flight; the host picks by the
+// launch's m-tile count, never by the batch); GEMM: the prototype's fastest variant
+// (g2x2w4x4: 2 x 2 mma tiles per warp, 4 x 4 warps). Every one computes THE ORDER.
+#define MMA_ARGS MvArgs a, const uint4* XF, const float* XE, const float* XS, int n_mt, int n_sb, int ncols
+extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8(MMA_ARGS) {
+    mma_decode_body<2, 8>(a, XF, XE, XS, n_mt, n_sb, ncols);
+}
+extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_k16(MMA_ARGS) {
+    mma_decode_body<2, 16>(a, XF, XE, XS, n_mt, n_sb, ncols);
+}
+extern "C" __global__ void __launch_bounds__(4 * 4 * 32) mma_gemm(MMA_ARGS) {
+    mma_gemm_body<2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);
+}
+
+#endif
