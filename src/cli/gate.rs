@@ -12,7 +12,7 @@ use super::{GateArgs, SynthArgs, EXIT_FAIL, EXIT_PASS};
 use crate::arms::{self, ArmKind, GateSpec};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::modcache::ModuleCache;
-use crate::backend::cuda::CudaBackend;
+use crate::backend::cuda::{CudaBackend, MmaMode};
 use crate::backend::trace::Tracer;
 use crate::backend::Backend;
 use crate::gguf::GgufFile;
@@ -112,10 +112,21 @@ pub(crate) fn on_off(flag: &str, v: &Option<String>, default: bool) -> Result<bo
     }
 }
 
+/// `--mma`: on, off or auto (the default: on for models at least MMA_AUTO_MIN_EMBD wide);
+/// anything else names the value.
+pub(crate) fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
+    match v.as_deref() {
+        None | Some("auto") => Ok(MmaMode::Auto),
+        Some("on") => Ok(MmaMode::On),
+        Some("off") => Ok(MmaMode::Off),
+        Some(other) => bail!("--mma {other:?}: expected on, off or auto"),
+    }
+}
+
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
     let pdl = on_off("--pdl", &args.pdl, true)?;
     let graphs = on_off("--graphs", &args.graphs, true)?;
-    let mma = on_off("--mma", &args.mma, false)?;
+    let mma = mma_mode(&args.mma)?;
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
             bail!("--cpu-devices 0: need at least one CPU device");
@@ -303,7 +314,9 @@ pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
             .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
         rollback: arms.contains(&ArmKind::Verify),
         batched: arms.contains(&ArmKind::Batched),
-        mma: matches!(&be, AnyBackend::Cuda(b) if b.mma()),
+        // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
+        // kernels (decided when it loads), where the fault would plant nothing.
+        mma: matches!(&be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
     };
     let mut faults = Vec::new();
     for f in &args.faults {
@@ -680,7 +693,7 @@ pub fn backend_info(p: &Prepared) -> BackendInfo {
         },
         mma: match &p.be {
             AnyBackend::Cpu(_) => None,
-            AnyBackend::Cuda(b) => Some(b.mma_note().into()),
+            AnyBackend::Cuda(b) => Some(b.mma_note(p.model.cfg.n_embd)),
         },
     }
 }
@@ -934,17 +947,33 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::on_off;
+    use super::{mma_mode, on_off, MmaMode};
+    use crate::backend::cuda::MMA_AUTO_MIN_EMBD;
 
-    /// `--pdl`/`--graphs` default on, `--mma` off; only "on" and "off" parse, anything else
-    /// is an error naming the flag and the value.
+    /// `--pdl`/`--graphs` default on; only "on" and "off" parse, anything else is an error
+    /// naming the flag and the value.
     #[test]
     fn on_off_flags_take_their_default_and_name_bad_values() {
         assert!(on_off("--pdl", &None, true).unwrap());
-        assert!(!on_off("--mma", &None, false).unwrap());
-        assert!(on_off("--mma", &Some("on".into()), false).unwrap());
         assert!(!on_off("--graphs", &Some("off".into()), true).unwrap());
-        let e = on_off("--mma", &Some("yes".into()), false).unwrap_err();
-        assert_eq!(e.to_string(), "--mma \"yes\": expected on or off");
+        let e = on_off("--graphs", &Some("yes".into()), true).unwrap_err();
+        assert_eq!(e.to_string(), "--graphs \"yes\": expected on or off");
+    }
+
+    /// `--mma` defaults to auto, which is on exactly for models MMA_AUTO_MIN_EMBD wide and
+    /// wider (a function of the model alone); on and off are what they say; anything else
+    /// names the value.
+    #[test]
+    fn mma_defaults_to_auto_which_turns_on_at_its_width() {
+        assert_eq!(mma_mode(&None).unwrap(), MmaMode::Auto);
+        assert_eq!(mma_mode(&Some("auto".into())).unwrap(), MmaMode::Auto);
+        assert_eq!(mma_mode(&Some("on".into())).unwrap(), MmaMode::On);
+        assert_eq!(mma_mode(&Some("off".into())).unwrap(), MmaMode::Off);
+        let e = mma_mode(&Some("yes".into())).unwrap_err();
+        assert_eq!(e.to_string(), "--mma \"yes\": expected on, off or auto");
+        let w = MMA_AUTO_MIN_EMBD;
+        assert!(MmaMode::Auto.resolve(w) && MmaMode::Auto.resolve(2 * w));
+        assert!(!MmaMode::Auto.resolve(w - 1) && !MmaMode::Auto.resolve(576));
+        assert!(MmaMode::On.resolve(576) && !MmaMode::Off.resolve(2 * w));
     }
 }

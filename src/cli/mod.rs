@@ -187,12 +187,15 @@ pub struct GateArgs {
     /// the CPU backend, which launches no kernels.
     #[arg(long)]
     pub graphs: Option<String>,
-    /// CUDA: the tensor-core Q4_K matvec (on: every Q4_K matrix of whole 16-row tiles is
-    /// uploaded in the layout of kernels/mma.cu and every launch over such matrices runs
-    /// there, for decode tiles and prime/verify chunks alike, in one reduction order; off,
-    /// the default: the FFMA kernels). A different order than off, so different logit bits;
-    /// every arm is still compared with a reference run on the same setting. The receipt's
-    /// backend.mma records it. Refused on the CPU backend, which launches no kernels.
+    /// CUDA: the tensor-core Q4_K matvec: on, off or auto (the default: on for models at
+    /// least 4096 wide, where it was measured faster at B=8 and prefill; narrower models
+    /// keep the FFMA kernels). On: every Q4_K matrix of whole 16-row tiles is uploaded in
+    /// the layout of kernels/mma.cu and every launch over such matrices runs there, for
+    /// decode tiles and prime/verify chunks alike, in one reduction order. A different order
+    /// than the FFMA kernels, so different logit bits; every arm is still compared with a
+    /// reference run on the same setting. The receipt's backend.mma records what ran (and
+    /// why, for auto). `--fault mma-row-order` needs an explicit `--mma on`. Refused on the
+    /// CPU backend, which launches no kernels.
     #[arg(long)]
     pub mma: Option<String>,
     /// CUDA: directory of the compiled-module cache (default $XDG_CACHE_HOME/ppn-gate, else

@@ -84,6 +84,34 @@ pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
 /// The kernels of a vectorized module, by weight rows per warp (1, 2, 4).
 pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
+/// `--mma auto` turns the tensor-core path on for models at least this wide. Why 4096: the
+/// widths it was measured on against the FFMA kernels (llama8b- and llama70b-shaped Q4_K
+/// files, one H200, 2026-11-30: B=8 2.2-2.8x and prefill512 4x the FFMA kernels, eager
+/// 7-10 % slower, each at or above llama.cpp); the narrow models (SmolLM2's 576, Gemma-3's
+/// 640) are latency-bound at decode, where mma's extra prep launch per op costs most, and
+/// were not measured on it, so they keep the FFMA kernels unless `--mma on`.
+pub const MMA_AUTO_MIN_EMBD: usize = 4096;
+
+/// `--mma`: which matvec Q4_K matrices take (see `CudaBackend::with_mma`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmaMode {
+    Off,
+    On,
+    /// On for models at least `MMA_AUTO_MIN_EMBD` wide.
+    Auto,
+}
+
+impl MmaMode {
+    /// Whether engines of a model `n_embd` wide run the tensor-core kernels.
+    pub fn resolve(self, n_embd: usize) -> bool {
+        match self {
+            MmaMode::Off => false,
+            MmaMode::On => true,
+            MmaMode::Auto => n_embd >= MMA_AUTO_MIN_EMBD,
+        }
+    }
+}
+
 /// The tensor-core Q4_K module (`--mma on`, kernels/mma.cu under `#define MMA_Q4K`, with the
 /// matvec sources for MvArgs and the epilogue): compiled once per device, on first need.
 pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"];
@@ -519,8 +547,8 @@ pub struct CudaBackend {
     pdl: bool,
     /// Each stage's layer walk replayed as a CUDA graph (`--graphs`, on by default).
     graphs: bool,
-    /// Q4_K matrices on the tensor-core kernels (`--mma`, off by default).
-    mma: bool,
+    /// Q4_K matrices on the tensor-core kernels (`--mma`, auto by default).
+    mma: MmaMode,
     next_stream: AtomicU64,
     modules: Arc<Modules>,
     /// `--trace`: the trace streams made from now on record into.
@@ -634,7 +662,7 @@ impl CudaBackend {
             seed: 0,
             pdl: true,
             graphs: true,
-            mma: false,
+            mma: MmaMode::Auto,
             next_stream: AtomicU64::new(0),
             modules: Arc::new(Modules::new(None)),
             trace: Mutex::new(None),
@@ -679,28 +707,35 @@ impl CudaBackend {
         self
     }
 
-    /// The tensor-core Q4_K matvec (`--mma`): `true` uploads every Q4_K matrix of whole
-    /// 16-row tiles in the layout of kernels/mma.cu and runs every launch over such matrices
+    /// The tensor-core Q4_K matvec (`--mma`): on, every Q4_K matrix of whole 16-row tiles is
+    /// uploaded in the layout of kernels/mma.cu and every launch over such matrices runs
     /// there, for every row count (decode tiles and prime/verify chunks alike, one reduction
-    /// order); `false` (the default) keeps the FFMA kernels. A different order: the logits'
-    /// bits differ from `false`'s (every arm of a gate still matches its reference, which
-    /// runs with the same setting). Set before the first engine is built.
-    pub fn with_mma(mut self, on: bool) -> CudaBackend {
-        self.mma = on;
+    /// order); off keeps the FFMA kernels; auto (the default) is on for models at least
+    /// `MMA_AUTO_MIN_EMBD` wide. A function of the model alone, so every engine of a gate
+    /// (reference and arms, every stage and process) takes the same kernels: each arm still
+    /// matches its reference bit for bit. A different order than off, so different bits.
+    /// Set before the first engine is built.
+    pub fn with_mma(mut self, mode: MmaMode) -> CudaBackend {
+        self.mma = mode;
         self
     }
 
-    /// Whether engines run the tensor-core Q4_K matvec (`--mma on`).
-    pub fn mma(&self) -> bool {
+    /// The `--mma` setting as given (auto unresolved).
+    pub fn mma(&self) -> MmaMode {
         self.mma
     }
 
-    /// `--mma` as receipts record it.
-    pub fn mma_note(&self) -> &'static str {
-        if self.mma {
-            "on"
-        } else {
-            "off"
+    /// `--mma` as receipts record it: what engines of a model `n_embd` wide run, and why
+    /// when auto chose it.
+    pub fn mma_note(&self, n_embd: usize) -> String {
+        let on = |b: bool| if b { "on" } else { "off" };
+        match self.mma {
+            MmaMode::Auto => format!(
+                "auto: {} (n_embd {n_embd} {} {MMA_AUTO_MIN_EMBD})",
+                on(self.mma.resolve(n_embd)),
+                if self.mma.resolve(n_embd) { ">=" } else { "<" }
+            ),
+            m => on(m.resolve(n_embd)).to_string(),
         }
     }
 
@@ -1380,7 +1415,8 @@ impl Backend for CudaBackend {
         s: &GpuStream,
     ) -> BResult<CudaEngine> {
         let dx = self.device(dev)?;
-        CudaEngine::new(&dx, model, spec, s, self.graphs, self.mma)
+        let mma = self.mma.resolve(model.cfg.n_embd);
+        CudaEngine::new(&dx, model, spec, s, self.graphs, mma)
     }
 
     fn bandwidth_gbs(&self, dev: usize) -> BResult<Option<f64>> {
