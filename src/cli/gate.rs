@@ -101,11 +101,11 @@ pub struct Prepared {
     pub load_ms: f64,
 }
 
-/// A CUDA on/off flag (`--pdl`, `--graphs`, `--mma`): `default` when absent; anything but
-/// on or off names the value.
-pub(crate) fn on_off(flag: &str, v: &Option<String>, default: bool) -> Result<bool> {
+/// A CUDA on/off flag (`--pdl`, `--graphs`): on when absent; anything but on or off names
+/// the value.
+pub(crate) fn on_off(flag: &str, v: &Option<String>) -> Result<bool> {
     match v.as_deref() {
-        None => Ok(default),
+        None => Ok(true),
         Some("on") => Ok(true),
         Some("off") => Ok(false),
         Some(other) => bail!("{flag} {other:?}: expected on or off"),
@@ -124,8 +124,8 @@ pub(crate) fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
 }
 
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
-    let pdl = on_off("--pdl", &args.pdl, true)?;
-    let graphs = on_off("--graphs", &args.graphs, true)?;
+    let pdl = on_off("--pdl", &args.pdl)?;
+    let graphs = on_off("--graphs", &args.graphs)?;
     let mma = mma_mode(&args.mma)?;
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
@@ -954,9 +954,9 @@ mod tests {
     /// naming the flag and the value.
     #[test]
     fn on_off_flags_take_their_default_and_name_bad_values() {
-        assert!(on_off("--pdl", &None, true).unwrap());
-        assert!(!on_off("--graphs", &Some("off".into()), true).unwrap());
-        let e = on_off("--graphs", &Some("yes".into()), true).unwrap_err();
+        assert!(on_off("--pdl", &None).unwrap());
+        assert!(!on_off("--graphs", &Some("off".into())).unwrap());
+        let e = on_off("--graphs", &Some("yes".into())).unwrap_err();
         assert_eq!(e.to_string(), "--graphs \"yes\": expected on or off");
     }
 

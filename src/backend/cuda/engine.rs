@@ -1441,6 +1441,11 @@ impl CudaEngine {
         // --mma on: the matrices in the tensor-core layout go out as one mma launch (gate|up:
         // both or neither, decided at upload), the rest below as without it. Which matrices
         // those are is fixed at upload from the matrices alone, never by the rows.
+        // An op whose matrices all take it (every op of a Q4_K model) goes out as it is, with
+        // no split to build on the walk.
+        if mats.iter().all(|(w, _)| w.mma) {
+            return self.mma_launch(s, mats, x, norm, rows, mode, op);
+        }
         let rest_buf: Vec<(&DevWeight, u64)>;
         let mats = if mats.iter().any(|(w, _)| w.mma) {
             let (m, rest): (Vec<_>, Vec<_>) = mats.iter().copied().partition(|(w, _)| w.mma);
@@ -1448,9 +1453,6 @@ impl CudaEngine {
                 return Err(self.err(&op(), "gate|up with one matrix in the mma layout"));
             }
             self.mma_launch(s, &m, x, norm, rows, mode, op)?;
-            if rest.is_empty() {
-                return Ok(());
-            }
             rest_buf = rest;
             &rest_buf[..]
         } else {

@@ -728,14 +728,14 @@ impl CudaBackend {
     /// `--mma` as receipts record it: what engines of a model `n_embd` wide run, and why
     /// when auto chose it.
     pub fn mma_note(&self, n_embd: usize) -> String {
-        let on = |b: bool| if b { "on" } else { "off" };
+        let (on, cmp) = if self.mma.resolve(n_embd) {
+            ("on", ">=")
+        } else {
+            ("off", "<")
+        };
         match self.mma {
-            MmaMode::Auto => format!(
-                "auto: {} (n_embd {n_embd} {} {MMA_AUTO_MIN_EMBD})",
-                on(self.mma.resolve(n_embd)),
-                if self.mma.resolve(n_embd) { ">=" } else { "<" }
-            ),
-            m => on(m.resolve(n_embd)).to_string(),
+            MmaMode::Auto => format!("auto: {on} (n_embd {n_embd} {cmp} {MMA_AUTO_MIN_EMBD})"),
+            _ => on.to_string(),
         }
     }
 
