@@ -96,7 +96,7 @@ pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
             opens("--stages 2 --splits 1 --window 8 --arms pipelined", true)
         }
         (Fault::MmaRowOrder, _) => Recipe::Closed(
-            "it needs the cuda backend with --mma on, and selftest runs the engines' default kernels (scripts/gpu-mma-engine.sh and gpu-mma32.sh run it on the GPU)".into(),
+            "it needs --mma on (cuda), and selftest runs the engines' default kernels (scripts/gpu-mma-engine.sh and gpu-mma32.sh run it on the GPU)".into(),
         ),
         (Fault::NoLoadBarrier, true) => Recipe::Closed(
             "a finding, not a control: it never fails on CUDA (40/40 runs PASS on the H200; pageable uploads return only once the driver has staged the bytes), see README".into(),

@@ -40,6 +40,24 @@ fn kernels_in_sources() -> Vec<String> {
                 }
             }
         }
+        // kernels/mma.cu's per-format sets: a name `X##SUF` stands for X + each suffix of
+        // the source's `MMA_KERNEL_SET(F, SUF)` instantiations.
+        let sufs: Vec<&str> = src
+            .lines()
+            .filter_map(|l| l.strip_prefix("MMA_KERNEL_SET("))
+            .filter_map(|r| r.split_once(", ").map(|(_, s)| s.trim_end_matches(')')))
+            .collect();
+        let templated: Vec<String> = out
+            .iter()
+            .filter(|n| n.ends_with("##SUF"))
+            .cloned()
+            .collect();
+        out.retain(|n| !n.ends_with("##SUF"));
+        for t in templated {
+            for suf in &sufs {
+                out.push(t.replace("##SUF", suf));
+            }
+        }
     }
     out.sort();
     out
