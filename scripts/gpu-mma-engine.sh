@@ -29,7 +29,8 @@
 # 37,845); acc: top-1 24/24 (or misses only at tiny margins) and mma's max |diff| vs CPU no
 # larger than FFMA's in order of magnitude.
 # OUT gets 4 files: summary.txt (the table, printed last too), log.txt, receipts.tar.gz,
-# bench.txt. BACKEND=cpu rehearses the flow here (no --mma: the CPU refuses it; slow).
+# bench.txt. Helpers: scripts/gpu-mma-lib.sh. BACKEND=cpu rehearses the flow here (no --mma:
+# the CPU refuses it; slow).
 set -u
 BIN=${1:?usage: scripts/gpu-mma-engine.sh BIN MODELDIR OUT}
 M=${2:?usage: scripts/gpu-mma-engine.sh BIN MODELDIR OUT}
@@ -47,14 +48,9 @@ BENCH="$OUT/bench.txt"
 : >"$SUM"
 : >"$LOG"
 : >"$BENCH"
-row() { printf '%-62s %s\n' "$1" "$2" | tee -a "$SUM" >/dev/null; }
-want() { [[ " $SECTIONS " == *" $1 "* ]]; }
+. scripts/gpu-mma-lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 || true
 T0=$(date +%s)
-# mma on|off: the flag for this backend (none on the CPU, which refuses it).
-mma() { [ "$BACKEND" = cpu ] || echo "--mma $1"; }
-# devs N: N stages on device 0.
-devs() { local l=0 i; for ((i = 1; i < $1; i++)); do l+=,0; done; echo "$l"; }
 
 # Models: small shapes whose every Q4_K matrix is whole 16-row tiles of 256-wide rows.
 SMALL="$M/mma-llama-q4k.gguf"
@@ -62,31 +58,12 @@ GEMMA="$M/mma-gemma3-q4k.gguf"
 MIXED="$M/mma-llama-q4km.gguf"
 L8="$M/llama8b-L8-q4k.gguf"
 shape="--layers 4 --embd 512 --ff 1536 --vocab 2048"
-synth() { # FILE ARGS...
-    local f=$1
-    shift
-    [ -f "$f" ] || timeout 150 "$BIN" synth "$@" -o "$f" >>"$LOG" 2>&1 || row "synth $(basename "$f")" "FAILED rc=$?"
-}
 synth "$SMALL" --arch llama $shape --heads 8 --kv-heads 2 --quant q4_k
 synth "$GEMMA" --arch gemma3 $shape --heads 4 --kv-heads 1 --quant q4_k
 synth "$MIXED" --arch llama $shape --heads 8 --kv-heads 2 --quant q4_k_m
 (want bench || want acc) && synth "$L8" --preset llama8b --layers 8 --quant q4_k
 row "models ready" "$(($(date +%s) - T0)) s"
 
-# gate NAME ARGS...: one gate, receipt in $WORK/r/NAME.json; the row is its exit code and
-# verdict lines.
-gate() {
-    local name=$1
-    shift
-    local t
-    t=$(date +%s%N)
-    timeout 120 "$BIN" --backend "$BACKEND" "$@" --receipt "$WORK/r/$name.json" -q >"$WORK/$name.out" 2>&1
-    local rc=$?
-    { echo "== $name: $*"; cat "$WORK/$name.out"; } >>"$LOG"
-    local v
-    v=$(grep -E '^[a-z]+ +(PASS|FAIL) ' "$WORK/$name.out" | awk '{print $1"="$2}' | tr '\n' ' ')
-    row "$name" "rc=$rc $v($(( ($(date +%s%N) - t) / 1000000 )) ms)"
-}
 
 DECODE="--arms eager,pipelined,batched --batch 8 --gen-len 32"
 CHUNKS="--arms prime,verify --prompt-len 40 --chunk 1,8,16,40 --gen-len 8"
@@ -142,18 +119,7 @@ if want acc; then
         timeout 150 "$BIN" --backend cpu $ACC --receipt "$WORK/r/acc-l8-cpu.json" -q >>"$LOG" 2>&1
         row "acc-l8-cpu (the crate's f32 reference)" "rc=$?"
     fi
-    # cmp_acc A B: top-1 agreement and max |diff| over A's top-20 (the tolerance only sets the
-    # exit code; the numbers are the finding).
-    cmp_acc() {
-        local a=$WORK/r/acc-l8-$1.json b=$WORK/r/acc-l8-$2.json
-        [ -f "$a" ] && [ -f "$b" ] || { row "acc $1 vs $2" "missing receipt"; return; }
-        local o
-        o=$(python3 scripts/cmp-receipts.py --tol 1e-2 "$a" "$b" 2>&1)
-        local rc=$?
-        echo "$o" >>"$LOG"
-        row "acc $1 vs $2 (rc=$rc; 1: above 1e-2 or top-1 lost)" ""
-        echo "$o" | while read -r l; do row "  ${l#*: }" ""; done
-    }
+    cmp_acc() { cmp_acc_files "$WORK/r/acc-l8-$1.json" "$WORK/r/acc-l8-$2.json" "$1 vs $2"; }
     cmp_acc mma-off mma-on
     if [ "$ACC_CPU" = 1 ]; then
         cmp_acc cpu mma-off

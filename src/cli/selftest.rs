@@ -96,7 +96,7 @@ pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
             opens("--stages 2 --splits 1 --window 8 --arms pipelined", true)
         }
         (Fault::MmaRowOrder, _) => Recipe::Closed(
-            "it needs --mma on and a model with Q4_K matrices, and selftest's models have none (scripts/gpu-mma-engine.sh runs it on the GPU)".into(),
+            "it needs --mma on (cuda), and selftest runs the engines' default kernels (scripts/gpu-mma-engine.sh and gpu-mma32.sh run it on the GPU)".into(),
         ),
         (Fault::NoLoadBarrier, true) => Recipe::Closed(
             "a finding, not a control: it never fails on CUDA (40/40 runs PASS on the H200; pageable uploads return only once the driver has staged the bytes), see README".into(),
@@ -578,7 +578,7 @@ mod tests {
                             assert!(!why.is_empty());
                             // Only these cannot open: one device to misplace nothing on,
                             // the load race (CPU: nothing loads; CUDA: never fails), and
-                            // the mma control (selftest's models have no Q4_K matrices).
+                            // the mma control (selftest does not run --mma on).
                             assert!(
                                 f == Fault::NoLoadBarrier
                                     || f == Fault::MmaRowOrder

@@ -138,6 +138,25 @@ fn par_units(out: &mut [u8], unit: usize, f: impl Fn(usize, &mut [u8]) + Sync) {
     });
 }
 
+/// `src` must hold `rows` GGUF rows of `in_row` bytes: else an error naming the mismatch.
+fn check_len(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    src: &[u8],
+    in_row: usize,
+) -> Result<(), String> {
+    if src.len() != rows * in_row {
+        return Err(format!(
+            "{} matrix {rows} x {cols}: {} bytes, expected {}",
+            ty.name(),
+            src.len(),
+            rows * in_row
+        ));
+    }
+    Ok(())
+}
+
 /// The repacked bytes of `rows` rows of `cols` elements given as GGUF blocks (`src` holds
 /// rows * row_bytes of the file layout), and their row stride (`row_bytes`). Errors name
 /// the mismatch.
@@ -155,14 +174,7 @@ pub fn repack(
     })?;
     let blocks = cols / ty.block_len();
     let in_row = blocks * ty.block_bytes();
-    if src.len() != rows * in_row {
-        return Err(format!(
-            "{} matrix {rows} x {cols}: {} bytes, expected {}",
-            ty.name(),
-            src.len(),
-            rows * in_row
-        ));
-    }
+    check_len(ty, rows, cols, src, in_row)?;
     let Some((qb, sb)) = planes(ty) else {
         return Err(format!("{} has no vectorized layout", ty.name()));
     };
@@ -223,14 +235,26 @@ pub const MMA_BLOCK: usize = 2368;
 /// Rows of one m-tile of the tensor-core layout (the mma's M).
 pub const MMA_TILE_ROWS: usize = 16;
 
-/// Whether a matrix takes the tensor-core Q4_K layout (and kernels): Q4_K, whole m-tiles of
-/// rows, whole super-blocks of columns. A function of the matrix alone, never of a batch.
+/// Whether a matrix takes a tensor-core layout (and kernels): Q4_K with whole super-blocks
+/// of columns, or Q8_0, Q4_0, Q4_1, Q5_0 with whole blocks of 32 (a last partial
+/// super-block padded); whole m-tiles of rows. A function of the matrix alone, never of a
+/// batch (which formats an engine takes is `--mma`'s, engine.rs MmaSel).
 pub fn mma_ok(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    ty == GgmlType::Q4K
-        && rows > 0
-        && rows.is_multiple_of(MMA_TILE_ROWS)
-        && cols > 0
-        && cols.is_multiple_of(256)
+    let cols_ok = if ty == GgmlType::Q4K {
+        cols.is_multiple_of(256)
+    } else {
+        mma_b32(ty) && cols.is_multiple_of(32)
+    };
+    cols_ok && rows > 0 && rows.is_multiple_of(MMA_TILE_ROWS) && cols > 0
+}
+
+/// The tensor-core layout of any format `mma_ok` takes.
+pub fn repack_mma(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, String> {
+    if ty == GgmlType::Q4K {
+        repack_mma_q4k(rows, cols, src)
+    } else {
+        repack_mma_b32(ty, rows, cols, src)
+    }
 }
 
 /// The tensor-core layout of a Q4_K matrix (`src`: rows x cols in GGUF blocks): per (m-tile
@@ -252,13 +276,7 @@ pub fn repack_mma_q4k(rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, S
     }
     let n_sb = cols / 256;
     let in_row = n_sb * ty.block_bytes();
-    if src.len() != rows * in_row {
-        return Err(format!(
-            "Q4_K matrix {rows} x {cols}: {} bytes, expected {}",
-            src.len(),
-            rows * in_row
-        ));
-    }
+    check_len(ty, rows, cols, src, in_row)?;
     let n_mt = rows / MMA_TILE_ROWS;
     let mut out = vec![0u8; n_mt * n_sb * MMA_BLOCK];
     // The GGUF quant of element e of super-block `b`: qs[c * 32 + l] >> 4k, e = c*64 + k*32 + l.
@@ -300,6 +318,231 @@ pub fn repack_mma_q4k(rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, S
         }
     });
     Ok(out)
+}
+
+/// The 32-element formats the tensor-core kernels take (kernels/mma.cu MF_Q8_0..MF_Q5_0).
+pub fn mma_b32(ty: GgmlType) -> bool {
+    matches!(
+        ty,
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0
+    )
+}
+
+/// Bytes of one (16-row m-tile, 256-column super-block) block of the tensor-core layout of
+/// `ty` (kernels/mma.cu MmaF<F>::BLK): each the GGUF bytes of its 16 x 8 blocks of 32
+/// (Q8_0 4352, Q4_0 2304, Q4_1 2560, Q5_0 2816), Q4_K's 2368; None for other formats.
+pub fn mma_block_bytes(ty: GgmlType) -> Option<usize> {
+    Some(match ty {
+        GgmlType::Q4K => MMA_BLOCK,
+        GgmlType::Q8_0 => 4352,
+        GgmlType::Q4_0 => 2304,
+        GgmlType::Q4_1 => 2560,
+        GgmlType::Q5_0 => 2816,
+        _ => return None,
+    })
+}
+
+/// Per 32-element format: (offset of the scale area, 16-byte scale words per row pair g,
+/// offset of Q5_0's high-bit plane, the bias of the stored quant u = q + bias). Mirrors
+/// MmaF<F> of kernels/mma.cu.
+fn b32_geometry(ty: GgmlType) -> (usize, usize, Option<usize>, i32) {
+    match ty {
+        GgmlType::Q8_0 => (4096, 2, None, 128),
+        GgmlType::Q4_0 => (2048, 2, None, 8),
+        GgmlType::Q4_1 => (2048, 4, None, 0),
+        GgmlType::Q5_0 => (2560, 2, Some(2048), 16),
+        _ => unreachable!("mma_b32 formats only"),
+    }
+}
+
+/// The stored unsigned quant u = q + bias of element j (0..32) of a GGUF block of `ty`
+/// (Q8_0: the i8 plus 128; Q4_0, Q4_1: the nibble; Q5_0: nibble | high bit << 4).
+fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
+    let nib = |at: usize| {
+        if j < 16 {
+            b[at + j] & 15
+        } else {
+            b[at + j - 16] >> 4
+        }
+    };
+    match ty {
+        GgmlType::Q8_0 => b[2 + j] ^ 0x80,
+        GgmlType::Q4_0 => nib(2),
+        GgmlType::Q4_1 => nib(4),
+        GgmlType::Q5_0 => {
+            let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+            nib(6) | ((((qh >> j) & 1) as u8) << 4)
+        }
+        _ => unreachable!("mma_b32 formats only"),
+    }
+}
+
+/// The tensor-core layout of a Q8_0, Q4_0, Q4_1 or Q5_0 matrix (`src`: rows x cols in GGUF
+/// blocks of 32; cols a multiple of 32, the last super-block padded with zero bytes, which
+/// the kernels never add): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
+/// one mma_block_bytes(ty) block (kernels/mma.cu MmaF<F>), for lane (g, t) = lane / 4, lane % 4:
+///   quants, u = q + bias:
+///     Q8_0: byte (ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2r + p holds u[row g + 8 (r % 2)]
+///           [ks * 16 + 8 (r / 2) + 2t + p] (register r of the A fragment, element p);
+///     Q4_0, Q4_1, Q5_0: Q4_K's nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
+///           h + 2 * half + 4 * pos = u[row g + 8h][ks * 16 + 8 * half + 2t + pos] & 15);
+///     Q5_0 also: byte 2048 + lane * 16 + ks, bit h + 2 * half + 4 * pos = that u's bit 4;
+///   scales at the format's offset, per g 16-byte words: d[g][0..8], d[g+8][0..8] (f16, the
+///   super-block's eight blocks), Q4_1 then m[g][0..8], m[g+8][0..8].
+/// Every quant, d and m is moved unchanged.
+pub fn repack_mma_b32(
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    src: &[u8],
+) -> Result<Vec<u8>, String> {
+    if !mma_ok(ty, rows, cols) || !mma_b32(ty) {
+        return Err(format!(
+            "{} matrix {rows} x {cols}: the 32-element tensor-core layout takes Q8_0, Q4_0, \
+             Q4_1 or Q5_0 with rows a multiple of {MMA_TILE_ROWS} and columns of 32",
+            ty.name()
+        ));
+    }
+    let bb = ty.block_bytes();
+    let (nblk, n_sb) = (cols / 32, cols.div_ceil(256));
+    let in_row = nblk * bb;
+    check_len(ty, rows, cols, src, in_row)?;
+    let blk_bytes = mma_block_bytes(ty).expect("mma_b32 formats have a block size");
+    let (doff, nd, hboff, _) = b32_geometry(ty);
+    let mut out = vec![0u8; rows / MMA_TILE_ROWS * n_sb * blk_bytes];
+    par_units(&mut out, n_sb * blk_bytes, |mt, tile| {
+        for sb in 0..n_sb {
+            let o = &mut tile[sb * blk_bytes..(sb + 1) * blk_bytes];
+            // u of (row in tile, column in super-block); None past the matrix's columns.
+            let block = |r: usize, b: usize| {
+                let at = (mt * MMA_TILE_ROWS + r) * in_row + (sb * 8 + b) * bb;
+                (sb * 8 + b < nblk).then(|| &src[at..at + bb])
+            };
+            let u = |r: usize, k: usize| block(r, k / 32).map_or(0, |b| b32_quant(ty, b, k % 32));
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                for ks in 0..16 {
+                    let mut w = 0u32;
+                    let mut hb = 0u8;
+                    for h in 0..2 {
+                        for half in 0..2 {
+                            for pos in 0..2 {
+                                let v = u(g + 8 * h, ks * 16 + 8 * half + 2 * t + pos);
+                                let i = h + 2 * half + 4 * pos;
+                                if ty == GgmlType::Q8_0 {
+                                    let r = h + 2 * half;
+                                    o[(ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2 * r + pos] = v;
+                                } else {
+                                    w |= ((v & 15) as u32) << (4 * i);
+                                    hb |= ((v >> 4) & 1) << i;
+                                }
+                            }
+                        }
+                    }
+                    if ty != GgmlType::Q8_0 {
+                        let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
+                        o[at..at + 4].copy_from_slice(&w.to_le_bytes());
+                    }
+                    if let Some(hbo) = hboff {
+                        o[hbo + lane * 16 + ks] = hb;
+                    }
+                }
+            }
+            for g in 0..8 {
+                for (j, (r, off)) in [(g, 0), (g + 8, 0), (g, 2), (g + 8, 2)]
+                    .into_iter()
+                    .take(nd)
+                    .enumerate()
+                {
+                    for b in 0..8 {
+                        if let Some(blk) = block(r, b) {
+                            let at = doff + g * 16 * nd + 16 * j + 2 * b;
+                            o[at..at + 2].copy_from_slice(&blk[off..off + 2]);
+                        }
+                    }
+                }
+            }
+        }
+    });
+    Ok(out)
+}
+
+/// Host mirror of the tensor-core kernels' reading of a 32-element-format matrix: every
+/// weight d * q (Q4_1: d * q + m, the crate's f32 expressions) rebuilt from the layout as
+/// kernels/mma.cu's lanes see it: m32_afrag's PRMT selectors (Q8_0: register r from bytes
+/// 2r, 2r + 1 of its k-step's 8) or nibble masks (bits 0/16, 4/20 of w and of w >> 8) with
+/// the Q5_0 high-bit spread (t = hb & 15 | (hb & 0xF0) << 12, then << 4, 7, 2, 5), minus the
+/// bias, and m32_add_block's scale words (d[g + 8h][b] at word h, m at word 2 + h). Derived
+/// from those definitions, not from `repack_mma_b32`'s loops: the two must agree (tests).
+/// Padding columns (past `cols`) are not rebuilt.
+#[cfg(test)]
+pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[u8]) -> Vec<f32> {
+    let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+    let blk_bytes = mma_block_bytes(ty).unwrap();
+    let (doff, nd, hboff, bias) = b32_geometry(ty);
+    let n_sb = cols.div_ceil(256);
+    let mut w = vec![f32::NAN; rows * cols];
+    for mt in 0..rows / MMA_TILE_ROWS {
+        for sb in 0..n_sb {
+            let o = &packed[(mt * n_sb + sb) * blk_bytes..(mt * n_sb + sb + 1) * blk_bytes];
+            let word = |at: usize| u32::from_le_bytes([o[at], o[at + 1], o[at + 2], o[at + 3]]);
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                for ks in 0..16 {
+                    let k0 = ks * 16 + 2 * t;
+                    // The four registers as (row offset, first k, [u of element 0, 1]).
+                    let regs: [(usize, usize, [u32; 2]); 4] = if ty == GgmlType::Q8_0 {
+                        let base = (ks / 2) * 512 + lane * 16 + (ks % 2) * 8;
+                        let (w0, w1) = (word(base), word(base + 4));
+                        // __byte_perm(w, 0x64646464, 0x4140 | 0x4342): bytes 0, 1 | 2, 3
+                        let sel = |w: u32, hi: bool| {
+                            let s = if hi { 16 } else { 0 };
+                            [(w >> s) & 255, (w >> (s + 8)) & 255]
+                        };
+                        [
+                            (0, k0, sel(w0, false)),
+                            (8, k0, sel(w0, true)),
+                            (0, k0 + 8, sel(w1, false)),
+                            (8, k0 + 8, sel(w1, true)),
+                        ]
+                    } else {
+                        let wd = word(4 * ((ks / 4) * 128 + lane * 4 + ks % 4));
+                        let hb = hboff.map_or(0, |h| o[h + lane * 16 + ks] as u32);
+                        let t2 = (hb & 0x0F) | ((hb & 0xF0) << 12);
+                        let (h0, h1) = ((t2 << 4) & 0x0010_0010, (t2 << 7) & 0x0100_0100);
+                        let (h2, h3) = ((t2 << 2) & 0x0010_0010, (t2 << 5) & 0x0100_0100);
+                        let w8 = wd >> 8;
+                        // The register's two 16-bit halves less 0x6400's place: u, or 16 u.
+                        let lo = |v: u32| [v & 0xFFFF, v >> 16];
+                        let r0 = lo((wd & 0x000F_000F) | h0);
+                        let r1 = lo((wd & 0x00F0_00F0) | h1).map(|v| v / 16);
+                        let r2 = lo((w8 & 0x000F_000F) | h2);
+                        let r3 = lo((w8 & 0x00F0_00F0) | h3).map(|v| v / 16);
+                        [(0, k0, r0), (8, k0, r1), (0, k0 + 8, r2), (8, k0 + 8, r3)]
+                    };
+                    for (dr, k, us) in regs {
+                        let (r, h) = (g + dr, dr / 8);
+                        for (p, &uv) in us.iter().enumerate() {
+                            let c = sb * 256 + k + p;
+                            if c >= cols {
+                                continue;
+                            }
+                            let b = (k + p) / 32;
+                            let q = (uv as i32 - bias) as f32;
+                            let d = h16(o, doff + g * 16 * nd + 16 * h + 2 * b);
+                            w[(mt * MMA_TILE_ROWS + r) * cols + c] = if nd == 4 {
+                                let m = h16(o, doff + g * 16 * nd + 16 * (2 + h) + 2 * b);
+                                d * q + m
+                            } else {
+                                d * q // Q8_0's q * d: the same product
+                            };
+                        }
+                    }
+                }
+            }
+        }
+    }
+    w
 }
 
 /// Host mirror of the tensor-core kernels' reading of a repacked matrix: the weights
@@ -561,6 +804,186 @@ mod tests {
                 .any(|(g, w)| g.to_bits() != w.to_bits()),
             "a moved word went unnoticed"
         );
+    }
+
+    /// Each 32-element format's tensor-core layout rebuilt by the lanes' mirror
+    /// (`mma_b32_weights`) is every weight of the dequantized matrix, bit for bit, at a width
+    /// of whole super-blocks and at SmolLM2's 576 (a last super-block of 64 columns, padded);
+    /// a moved quant byte and a moved scale are each caught (negative controls).
+    #[test]
+    fn mma_b32_layouts_round_trip_to_the_dequantized_matrix() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+        ] {
+            for (rows, cols) in [(32usize, 512usize), (16, 576)] {
+                let v: Vec<f32> = (0..rows * cols)
+                    .map(|_| rng.gen_range(-2.0f32..2.0))
+                    .collect();
+                let src = quantize(ty, &v).unwrap();
+                let mut want = vec![0f32; rows * cols];
+                dequantize(ty, &src, &mut want).unwrap();
+                let packed = repack_mma_b32(ty, rows, cols, &src).unwrap();
+                let blk = mma_block_bytes(ty).unwrap();
+                assert_eq!(
+                    blk,
+                    16 * 8 * ty.block_bytes(),
+                    "{}: GGUF's bytes",
+                    ty.name()
+                );
+                assert_eq!(packed.len(), rows / 16 * cols.div_ceil(256) * blk);
+                let got = mma_b32_weights(ty, rows, cols, &packed);
+                for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(
+                        g.to_bits(),
+                        w.to_bits(),
+                        "{} {cols}: element {e}: {g} vs {w}",
+                        ty.name()
+                    );
+                }
+                let (doff, ..) = b32_geometry(ty);
+                // Negative controls: a quant byte moved (k-step 0 <-> 1 of lane 0), and the
+                // d of block 0 of row 0 moved to block 1.
+                for (a, b) in [(0usize, 4usize), (doff, doff + 2)] {
+                    let mut bad = packed.clone();
+                    bad.swap(a, b);
+                    bad.swap(a + 1, b + 1);
+                    let worse = mma_b32_weights(ty, rows, cols, &bad);
+                    assert!(
+                        worse
+                            .iter()
+                            .zip(&want)
+                            .any(|(g, w)| g.to_bits() != w.to_bits()),
+                        "{}: moved bytes {a} <-> {b} went unnoticed",
+                        ty.name()
+                    );
+                }
+            }
+        }
+    }
+
+    /// THE ORDER of kernels/mma.cu for the 32-element formats, emulated on the host (the
+    /// prep's 2^E and hi/lo split in f32 as mma_prep does, each 32-block's mma chain in
+    /// float64 rounded to f32 once: the hardware's f32 accumulation is within that of it,
+    /// then v_b, u_sb and y with the kernels' f32 expressions) against a float64 dot of the
+    /// dequantized weights: within 4e-6 of |W||x| (research/mma-q4k measured Q4_K at
+    /// 2.4e-7 on the GPU). Inputs with outliers (+-50 beside 1e-4 values). Negative control:
+    /// the same order without the lo halves (f16 activations) misses the bound.
+    #[test]
+    fn mma_b32_order_emulated_matches_a_float64_dot() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
+        let (rows, cols) = (16usize, 576usize);
+        let x: Vec<f32> = (0..cols)
+            .map(|i| match i % 97 {
+                0 => 50.0,
+                1 => -37.5,
+                2..=9 => rng.gen_range(-1e-4f32..1e-4),
+                _ => rng.gen_range(-1.5f32..1.5),
+            })
+            .collect();
+        let f16r = |v: f32| half::f16::from_f32(v).to_f32();
+        // mma_prep: per 256-group E from the group's max |x|, hi = f16(x 2^-E), lo = f16(rest).
+        let mut hi = vec![0f32; cols];
+        let mut lo = vec![0f32; cols];
+        let mut es = vec![0f32; cols.div_ceil(256)];
+        for (sb, e) in es.iter_mut().enumerate() {
+            let r = sb * 256..(sb * 256 + 256).min(cols);
+            let m = x[r.clone()].iter().fold(0f32, |m, v| m.max(v.abs()));
+            let ex = (((m.to_bits() >> 23) & 255) as i32 - 141).max(-126);
+            *e = f32::from_bits(((127 + ex) as u32) << 23);
+            let sinv = f32::from_bits(((127 - ex) as u32) << 23);
+            for i in r {
+                let xs = x[i] * sinv;
+                hi[i] = f16r(xs);
+                lo[i] = f16r(xs - hi[i]);
+            }
+        }
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+        ] {
+            let v: Vec<f32> = (0..rows * cols)
+                .map(|_| rng.gen_range(-2.0f32..2.0))
+                .collect();
+            let src = quantize(ty, &v).unwrap();
+            let mut w = vec![0f32; rows * cols];
+            dequantize(ty, &src, &mut w).unwrap();
+            let (.., bias) = b32_geometry(ty);
+            let bb = ty.block_bytes();
+            let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+            let order = |r: usize, with_lo: bool| {
+                let mut y = 0f32;
+                for (sb, &e) in es.iter().enumerate() {
+                    let mut u = 0f32;
+                    for b in sb * 8..(sb * 8 + 8).min(cols / 32) {
+                        let blk = &src[(r * cols / 32 + b) * bb..][..bb];
+                        let mut s = 0f64;
+                        for j in 0..32 {
+                            let q = (b32_quant(ty, blk, j) as i32 - bias) as f64;
+                            let xb = hi[b * 32 + j] as f64
+                                + if with_lo { lo[b * 32 + j] as f64 } else { 0.0 };
+                            s += q * xb;
+                        }
+                        let sx = (s as f32) * e;
+                        let vb = if ty == GgmlType::Q4_1 {
+                            let xsum = x[b * 32..b * 32 + 32].iter().sum::<f32>();
+                            h16(blk, 0).mul_add(sx, h16(blk, 2) * xsum)
+                        } else {
+                            h16(blk, 0) * sx
+                        };
+                        u += vb;
+                    }
+                    y += u;
+                }
+                y
+            };
+            let (mut worst, mut worst_hi_only) = (0f64, 0f64);
+            for r in 0..rows {
+                let wr = &w[r * cols..(r + 1) * cols];
+                let exact: f64 = wr.iter().zip(&x).map(|(&a, &b)| a as f64 * b as f64).sum();
+                let mag: f64 = wr
+                    .iter()
+                    .zip(&x)
+                    .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                    .sum();
+                worst = worst.max((order(r, true) as f64 - exact).abs() / mag);
+                worst_hi_only = worst_hi_only.max((order(r, false) as f64 - exact).abs() / mag);
+            }
+            assert!(worst <= 4e-6, "{}: error {worst:e} of |W||x|", ty.name());
+            assert!(
+                worst_hi_only > 4e-6,
+                "{}: hi-only {worst_hi_only:e}: the check cannot fail",
+                ty.name()
+            );
+        }
+    }
+
+    #[test]
+    fn mma_b32_takes_whole_tiles_and_blocks_only() {
+        for ty in [
+            GgmlType::Q8_0,
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+        ] {
+            assert!(mma_ok(ty, 32, 576), "{}: 576 = 18 blocks of 32", ty.name());
+            assert!(!mma_ok(ty, 40, 576), "{}: 40 rows", ty.name());
+            assert!(!mma_ok(ty, 32, 48), "{}: 48 columns", ty.name());
+        }
+        assert!(!mma_ok(GgmlType::Q5_1, 32, 256), "Q5_1 has no mma layout");
+        assert!(
+            !mma_ok(GgmlType::Q4K, 32, 576),
+            "Q4_K needs whole super-blocks"
+        );
+        let e = repack_mma_b32(GgmlType::Q8_0, 16, 64, &[0; 10]).unwrap_err();
+        assert!(e.contains("10 bytes"), "{e}");
+        let e = repack_mma_b32(GgmlType::Q4K, 16, 256, &[0; 16 * 144]).unwrap_err();
+        assert!(e.to_lowercase().contains("q4_k"), "{e}");
     }
 
     #[test]

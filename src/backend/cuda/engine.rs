@@ -17,7 +17,8 @@
 //! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
 //! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. With
-//! `--mma on`, Q4_K matrices of whole 16-row tiles take kernels/mma.cu instead (two launches
+//! `--mma on`, Q4_K matrices of whole 16-row tiles (and Q8_0/Q4_0/Q4_1/Q5_0 ones of whole
+//! blocks of 32; `--mma auto`: Q4_K only) take kernels/mma.cu instead (two launches
 //! per op: mma_prep, then the decode kernel or the GEMM; `mma_launch`). Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 //! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
@@ -35,8 +36,8 @@ use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
 use super::mem::{check_range, GpuBuf, Raw};
 use super::{
-    alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MVQ_BASE, MV_GENERIC,
-    MV_MAX_TILE,
+    alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MmaSel, MMA_FORMATS,
+    MVQ_BASE, MV_GENERIC, MV_MAX_TILE,
 };
 use crate::backend::{BResult, Engine, EngineSpec, KvOrder, Residency, RowAt};
 use crate::math::RopeStyle;
@@ -363,8 +364,8 @@ struct DevWeight {
     cols: usize,
     row_bytes: usize,
     packed: bool,
-    /// In the tensor-core layout (`--mma on`, crate::quant::repack::repack_mma_q4k): only
-    /// the kernels of kernels/mma.cu read it.
+    /// In the tensor-core layout of its format (`--mma`, crate::quant::repack::repack_mma):
+    /// only the kernels of kernels/mma.cu read it.
     mma: bool,
 }
 
@@ -393,14 +394,18 @@ impl DevWeight {
     ) -> BResult<DevWeight> {
         let name = format!("weight {}", w.name);
         let (bytes, row_bytes): (std::borrow::Cow<[u8]>, usize) = if mma {
-            let b = repack::repack_mma_q4k(w.rows, w.cols, w.bytes())
+            let b = repack::repack_mma(w.ty, w.rows, w.cols, w.bytes())
                 .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
+            let blk = repack::mma_block_bytes(w.ty).ok_or_else(|| {
+                op_err(format!(
+                    "device {}: {name}: {} has no mma layout",
+                    dx.dev,
+                    w.ty.name()
+                ))
+            })?;
             // A row's share of its m-tile's blocks (never used as a row stride: the mma
             // kernels address whole m-tiles).
-            (
-                b.into(),
-                w.cols / 256 * repack::MMA_BLOCK / repack::MMA_TILE_ROWS,
-            )
+            (b.into(), w.cols.div_ceil(256) * blk / repack::MMA_TILE_ROWS)
         } else if pack {
             let (b, rb) = repack::repack(w.ty, w.rows, w.cols, w.bytes())
                 .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
@@ -427,10 +432,10 @@ impl DevWeight {
     }
 
     /// Uploads a matrix that only matvecs read: in the tensor-core layout when `mma` (the
-    /// `--mma` setting) and the matrix takes it, else packed when its format and shape take
-    /// the vectorized kernel. A function of the matrix and the setting alone.
-    fn upload_mv(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream, mma: bool) -> BResult<DevWeight> {
-        let m = mma && repack::mma_ok(w.ty, w.rows, w.cols);
+    /// `--mma` setting, resolved) takes the matrix, else packed when its format and shape
+    /// take the vectorized kernel. A function of the matrix and the setting alone.
+    fn upload_mv(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream, mma: MmaSel) -> BResult<DevWeight> {
+        let m = mma.takes(w.ty, w.rows, w.cols);
         DevWeight::upload(dx, w, s, vectorized(w.ty, w.cols), m)
     }
 }
@@ -467,16 +472,23 @@ impl MmaScratch {
     }
 }
 
-/// Indices into MMA_KERNELS (src/backend/cuda/mod.rs).
+/// Index of mma_prep in MMA_KERNELS (src/backend/cuda/mod.rs).
 const MMA_PREP: usize = 0;
-const MMA_DECODE_K8: usize = 1;
-const MMA_DECODE_K16: usize = 2;
-const MMA_GEMM: usize = 3;
+/// Slots of a format's kernel set (mma_kernel): decode with 8 or 16 warps, GEMM.
+const MMA_DECODE_K8: usize = 0;
+const MMA_DECODE_K16: usize = 1;
+const MMA_GEMM: usize = 2;
 
-/// The mma decode kernel of a launch of `n_mt` m-tiles (2 per block): 16 warps (super-blocks
-/// in flight) when fewer than two blocks per SM would run, else 8. A function of the
-/// launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so the bits are the
-/// same either way (research/mma-q4k measured every decode variant equal).
+/// The MMA_KERNELS index of kernel `slot` of format `ty`'s set, None for a format without one.
+pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
+    let f = MMA_FORMATS.iter().position(|(t, _)| *t == ty)?;
+    Some(1 + 3 * f + slot)
+}
+
+/// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block): 16 warps
+/// (super-blocks in flight) when fewer than two blocks per SM would run, else 8. A function
+/// of the launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so the bits are
+/// the same either way (research/mma-q4k measured every decode variant equal).
 pub(super) fn mma_decode_kernel(n_mt: usize, sms: usize) -> (usize, u32) {
     if n_mt.div_ceil(2) < 2 * sms {
         (MMA_DECODE_K16, 16)
@@ -736,7 +748,7 @@ impl CudaEngine {
         spec: EngineSpec,
         s: &GpuStream,
         graphs: bool,
-        mma: bool,
+        mma: MmaSel,
     ) -> BResult<CudaEngine> {
         if s.device() != dx.dev {
             return Err(op_err(format!(
@@ -770,14 +782,14 @@ impl CudaEngine {
         for il in spec.layers.clone() {
             let lw = &model.layers[il];
             // gate|up is one launch: both vectorized (one format) or both byte-wise, or with
-            // --mma both in the tensor-core layout (both Q4_K, one shape).
+            // --mma both in the tensor-core layout (one format, one shape).
             let gu = lw.gate.ty == lw.up.ty
                 && vectorized(lw.gate.ty, lw.gate.cols)
                 && vectorized(lw.up.ty, lw.up.cols);
-            let gu_mma = mma
+            let gu_mma = lw.gate.ty == lw.up.ty
                 && lw.gate.rows == lw.up.rows
-                && repack::mma_ok(lw.gate.ty, lw.gate.rows, lw.gate.cols)
-                && repack::mma_ok(lw.up.ty, lw.up.rows, lw.up.cols);
+                && mma.takes(lw.gate.ty, lw.gate.rows, lw.gate.cols)
+                && mma.takes(lw.up.ty, lw.up.rows, lw.up.cols);
             layers.push(DevLayer {
                 attn_norm: upload_f32(dx, &lw.attn_norm, s)?,
                 wq: DevWeight::upload_mv(dx, &lw.wq, s, mma)?,
@@ -1438,13 +1450,17 @@ impl CudaEngine {
         // The split of each byte-wise dot over warps, from the op's shape (a vectorized dot
         // is one warp's, whatever the shape).
         let wpf = warps_per_feature(features);
-        // --mma on: the matrices in the tensor-core layout go out as one mma launch (gate|up:
-        // both or neither, decided at upload), the rest below as without it. Which matrices
-        // those are is fixed at upload from the matrices alone, never by the rows.
-        // An op whose matrices all take it (every op of a Q4_K model) goes out as it is, with
-        // no split to build on the walk.
-        if mats.iter().all(|(w, _)| w.mma) {
-            return self.mma_launch(s, mats, x, norm, rows, mode, op);
+        // --mma: the matrices in a tensor-core layout go out as one mma launch per format, in
+        // order of first appearance (gate|up: both or neither, one format, decided at
+        // upload), the rest below as without it. Which matrices those are is fixed at upload
+        // from the matrices alone, never by the rows; each output's order is its own row's
+        // (kernels/mma.cu), so how the launches are split changes no bits.
+        // An op whose matrices all take it in one format (every op of a Q4_K model) goes out
+        // as it is, with no split to build on the walk.
+        if let Some((w0, _)) = mats.first() {
+            if mats.iter().all(|(w, _)| w.mma && w.ty == w0.ty) {
+                return self.mma_launch(s, mats, x, norm, rows, mode, op);
+            }
         }
         let rest_buf: Vec<(&DevWeight, u64)>;
         let mats = if mats.iter().any(|(w, _)| w.mma) {
@@ -1452,7 +1468,19 @@ impl CudaEngine {
             if mode == MODE_GATE_UP && !rest.is_empty() {
                 return Err(self.err(&op(), "gate|up with one matrix in the mma layout"));
             }
-            self.mma_launch(s, &m, x, norm, rows, mode, op)?;
+            let mut tys: Vec<GgmlType> = Vec::new();
+            for (w, _) in &m {
+                if !tys.contains(&w.ty) {
+                    tys.push(w.ty);
+                }
+            }
+            for ty in tys {
+                let group: Vec<_> = m.iter().copied().filter(|(w, _)| w.ty == ty).collect();
+                self.mma_launch(s, &group, x, norm, rows, mode, op)?;
+            }
+            if rest.is_empty() {
+                return Ok(());
+            }
             rest_buf = rest;
             &rest_buf[..]
         } else {
@@ -1640,16 +1668,27 @@ impl CudaEngine {
         let Some(scratch) = &self.mma else {
             return Err(self.err(&op(), "an mma launch on an engine without mma scratch"));
         };
-        if mats.iter().any(|(w, _)| !w.mma) {
-            return Err(self.err(&op(), "an mma launch over a matrix not in the mma layout"));
+        let ty = mats[0].0.ty;
+        if mats.iter().any(|(w, _)| !w.mma || w.ty != ty) {
+            return Err(self.err(
+                &op(),
+                "an mma launch over a matrix not in the mma layout or of another format",
+            ));
         }
         let gate_up = mode == MODE_GATE_UP;
         if gate_up && (mats.len() != 2 || mats[0].0.rows != mats[1].0.rows) {
             return Err(self.err(&op(), "mma gate|up needs two matrices of one shape"));
         }
+        let kernel = |slot: usize| {
+            mma_kernel(ty, slot)
+                .ok_or_else(|| self.err(&op(), format!("no mma kernels for {}", ty.name())))
+        };
         let n_in = mats[0].0.cols;
-        let n_sb = n_in / 256;
-        if rows == 0 || rows > scratch.cols || n_sb > scratch.sbs || !n_in.is_multiple_of(256) {
+        // Super-blocks of 256 inputs; the 32-element formats' last one may be partial
+        // (mma_prep pads it with zeros, the kernels add only whole blocks of 32 of n_in).
+        let n_sb = n_in.div_ceil(256);
+        let unit = if ty == GgmlType::Q4K { 256 } else { 32 };
+        if rows == 0 || rows > scratch.cols || n_sb > scratch.sbs || !n_in.is_multiple_of(unit) {
             return Err(self.err(
                 &op(),
                 format!(
@@ -1687,7 +1726,8 @@ impl CudaEngine {
         let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant)];
         // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant); a.x holds a.rows rows
         // of n_in floats (engine scratch of max_rows, rows checked by callers; the head's x
-        // offset is checked), n_in a multiple of 256 (float4-aligned rows); a.norm, when
+        // offset is checked), n_in a multiple of 32 (float4-aligned rows; the kernel reads
+        // no input at or past n_in, checked above per format); a.norm, when
         // set, holds n_in values; the scratch parts hold scratch.cols >= cols columns of
         // scratch.sbs >= n_sb super-blocks (checked above, cols <= rows rounded up to 8),
         // written at stride n_sb (grid.y * 8 warps cover every super-block).
@@ -1709,7 +1749,7 @@ impl CudaEngine {
                 block_dim: (32 * warps, 1, 1),
                 shared_mem_bytes: 0,
             };
-            (self.dx.mma_func(k)?, cfg, "mma decode")
+            (self.dx.mma_func(kernel(k)?)?, cfg, "mma decode")
         } else {
             // g2x2w4x4: a block covers 4 x 2 m-tiles and 4 x 2 n-tiles of 8 columns.
             let cfg = LaunchConfig {
@@ -1721,7 +1761,7 @@ impl CudaEngine {
                 block_dim: (512, 1, 1),
                 shared_mem_bytes: 0,
             };
-            (self.dx.mma_func(MMA_GEMM)?, cfg, "mma gemm")
+            (self.dx.mma_func(kernel(MMA_GEMM)?)?, cfg, "mma gemm")
         };
         let e0 = self.prof_start(s);
         let mut p = [
@@ -1733,10 +1773,12 @@ impl CudaEngine {
             kp(&n_sb_i),
             kp(&rows_i),
         ];
-        // SAFETY: mma_decode_k8/k16/mma_gemm(MvArgs a, const uint4* XF, const float* XE,
-        // const float* XS, int n_mt, int n_sb, int ncols); every matrix pointer holds
-        // n_out / 16 m-tiles of n_sb blocks of MMA_BLOCK bytes (repack_mma_q4k at upload,
-        // n_out a multiple of 16) and n_mt counts them as the kernel maps them (mode 2:
+        // SAFETY: mma_decode_k8/k16/mma_gemm of format ty (MMA_KERNEL_SET: MvArgs a, const
+        // uint4* XF, const float* XE, const float* XS, int n_mt, int n_sb, int ncols); every
+        // matrix is of format ty (checked above) and its pointer holds n_out / 16 m-tiles of
+        // n_sb blocks of mma_block_bytes(ty) (repack_mma at upload, n_out a multiple of 16;
+        // the kernels read blocks of 32 below n_in only, n_in checked a multiple of the
+        // format's unit above) and n_mt counts them as the kernel maps them (mode 2:
         // gate and up of one shape, checked above); XF/XE/XS were written by mma_prep above
         // on this stream for `cols` columns (the GEMM reads up to its last n-tile, all
         // prepared; the decode kernel reads columns < rows only, zeros past them); each y

@@ -40,6 +40,7 @@ use modcache::{ImageKind, Key, KeyParts, ModuleCache, Outcome};
 use super::trace::{Piece, Tracer};
 use super::{BResult, Backend, BackendError, EngineSpec, Link, Residency};
 use crate::model::Model;
+use crate::quant::GgmlType;
 
 /// The kernel sources, one file per op family, concatenated into one NVRTC program (in this
 /// order: later files use the helpers of earlier ones).
@@ -92,7 +93,8 @@ pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
 /// were not measured on it, so they keep the FFMA kernels unless `--mma on`.
 pub const MMA_AUTO_MIN_EMBD: usize = 4096;
 
-/// `--mma`: which matvec Q4_K matrices take (see `CudaBackend::with_mma`).
+/// `--mma`: which matvec Q4_K (and, on, the 32-element formats') matrices take (see
+/// `CudaBackend::with_mma`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmaMode {
     Off,
@@ -110,14 +112,73 @@ impl MmaMode {
             MmaMode::Auto => n_embd >= MMA_AUTO_MIN_EMBD,
         }
     }
+
+    /// The formats engines of a model `n_embd` wide take the tensor-core kernels for: Q4_K as
+    /// `resolve` says; Q8_0, Q4_0, Q4_1, Q5_0 only with `--mma on` (not yet measured on a
+    /// GPU, so auto keeps their FFMA kernels: its choices stay those it was measured with).
+    pub fn select(self, n_embd: usize) -> MmaSel {
+        MmaSel {
+            q4k: self.resolve(n_embd),
+            b32: self == MmaMode::On,
+        }
+    }
 }
+
+/// Which matrices an engine uploads in a tensor-core layout (`MmaMode::select`): a function
+/// of the model and the setting alone, the same for every engine of a gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MmaSel {
+    /// Q4_K matrices of whole super-blocks.
+    pub q4k: bool,
+    /// Q8_0, Q4_0, Q4_1 and Q5_0 matrices (repack::mma_b32).
+    pub b32: bool,
+}
+
+impl MmaSel {
+    /// Whether a matrix of `ty`, `rows` x `cols` takes the tensor-core layout and kernels.
+    pub fn takes(self, ty: GgmlType, rows: usize, cols: usize) -> bool {
+        let on = if ty == GgmlType::Q4K {
+            self.q4k
+        } else {
+            self.b32
+        };
+        on && crate::quant::repack::mma_ok(ty, rows, cols)
+    }
+}
+
+/// The formats of the mma module's kernel sets, in MMA_KERNELS order (kernels/mma.cu
+/// MMA_KERNEL_SET: F, suffix).
+pub(crate) const MMA_FORMATS: [(GgmlType, &str); 5] = [
+    (GgmlType::Q4K, ""),
+    (GgmlType::Q8_0, "_q8_0"),
+    (GgmlType::Q4_0, "_q4_0"),
+    (GgmlType::Q4_1, "_q4_1"),
+    (GgmlType::Q5_0, "_q5_0"),
+];
 
 /// The tensor-core Q4_K module (`--mma on`, kernels/mma.cu under `#define MMA_Q4K`, with the
 /// matvec sources for MvArgs and the epilogue): compiled once per device, on first need.
 pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"];
-/// The kernels of the mma module, indexed by `MmaKernel`.
-pub(crate) const MMA_KERNELS: [&str; 4] =
-    ["mma_prep", "mma_decode_k8", "mma_decode_k16", "mma_gemm"];
+/// The kernels of the mma module: mma_prep, then per MMA_FORMATS entry its decode (8 and 16
+/// warps) and GEMM kernels (engine.rs mma_kernel indexes them).
+pub(crate) const MMA_KERNELS: [&str; 16] = [
+    "mma_prep",
+    "mma_decode_k8",
+    "mma_decode_k16",
+    "mma_gemm",
+    "mma_decode_k8_q8_0",
+    "mma_decode_k16_q8_0",
+    "mma_gemm_q8_0",
+    "mma_decode_k8_q4_0",
+    "mma_decode_k16_q4_0",
+    "mma_gemm_q4_0",
+    "mma_decode_k8_q4_1",
+    "mma_decode_k16_q4_1",
+    "mma_gemm_q4_1",
+    "mma_decode_k8_q5_0",
+    "mma_decode_k16_q5_0",
+    "mma_gemm_q5_0",
+];
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
 /// The one kernel of every matvec module.
@@ -547,7 +608,8 @@ pub struct CudaBackend {
     pdl: bool,
     /// Each stage's layer walk replayed as a CUDA graph (`--graphs`, on by default).
     graphs: bool,
-    /// Q4_K matrices on the tensor-core kernels (`--mma`, auto by default).
+    /// Q4_K (on: also Q8_0, Q4_0, Q4_1, Q5_0) matrices on the tensor-core kernels (`--mma`,
+    /// auto by default).
     mma: MmaMode,
     next_stream: AtomicU64,
     modules: Arc<Modules>,
@@ -707,11 +769,12 @@ impl CudaBackend {
         self
     }
 
-    /// The tensor-core Q4_K matvec (`--mma`): on, every Q4_K matrix of whole 16-row tiles is
-    /// uploaded in the layout of kernels/mma.cu and every launch over such matrices runs
-    /// there, for every row count (decode tiles and prime/verify chunks alike, one reduction
-    /// order); off keeps the FFMA kernels; auto (the default) is on for models at least
-    /// `MMA_AUTO_MIN_EMBD` wide. A function of the model alone, so every engine of a gate
+    /// The tensor-core matvec (`--mma`): on, every Q4_K matrix of whole 16-row tiles and
+    /// whole super-blocks, and every Q8_0, Q4_0, Q4_1, Q5_0 matrix of whole 16-row tiles and
+    /// blocks of 32, is uploaded in its layout of kernels/mma.cu and every launch over such
+    /// matrices runs there, for every row count (decode tiles and prime/verify chunks alike,
+    /// one reduction order); off keeps the FFMA kernels; auto (the default) is on for the
+    /// Q4_K matrices of models at least `MMA_AUTO_MIN_EMBD` wide (`MmaMode::select`). A function of the model alone, so every engine of a gate
     /// (reference and arms, every stage and process) takes the same kernels: each arm still
     /// matches its reference bit for bit. A different order than off, so different bits.
     /// Set before the first engine is built.
@@ -1415,7 +1478,7 @@ impl Backend for CudaBackend {
         s: &GpuStream,
     ) -> BResult<CudaEngine> {
         let dx = self.device(dev)?;
-        let mma = self.mma.resolve(model.cfg.n_embd);
+        let mma = self.mma.select(model.cfg.n_embd);
         CudaEngine::new(&dx, model, spec, s, self.graphs, mma)
     }
 

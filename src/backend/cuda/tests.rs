@@ -7,8 +7,8 @@ use super::engine::{
     vectorized, warps_per_feature, MMA_DECODE_MAX, MVQ_MIN_IN,
 };
 use super::{
-    CudaBackend, KERNELS, MMA_KERNELS, MMA_SOURCES, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL,
-    MV_KINDS, MV_MAX_TILE, MV_SOURCES, SOURCES,
+    CudaBackend, KERNELS, MMA_FORMATS, MMA_KERNELS, MMA_SOURCES, MVQ_BASE, MVQ_KERNELS, MV_GENERIC,
+    MV_KERNEL, MV_KINDS, MV_MAX_TILE, MV_SOURCES, SOURCES,
 };
 use crate::quant::GgmlType;
 
@@ -38,6 +38,24 @@ fn kernels_in_sources() -> Vec<String> {
                         out.push(name.to_string());
                     }
                 }
+            }
+        }
+        // kernels/mma.cu's per-format sets: a name `X##SUF` stands for X + each suffix of
+        // the source's `MMA_KERNEL_SET(F, SUF)` instantiations.
+        let sufs: Vec<&str> = src
+            .lines()
+            .filter_map(|l| l.strip_prefix("MMA_KERNEL_SET("))
+            .filter_map(|r| r.split_once(", ").map(|(_, s)| s.trim_end_matches(')')))
+            .collect();
+        let templated: Vec<String> = out
+            .iter()
+            .filter(|n| n.ends_with("##SUF"))
+            .cloned()
+            .collect();
+        out.retain(|n| !n.ends_with("##SUF"));
+        for t in templated {
+            for suf in &sufs {
+                out.push(t.replace("##SUF", suf));
             }
         }
     }
@@ -626,31 +644,85 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // The launch geometry of engine.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
     // pairs gate and up in one block / lane only with an even tile count per block or warp.
-    assert!(mma.contains("mma_decode_body<2, 8>"));
-    assert!(mma.contains("mma_decode_body<2, 16>"));
-    assert!(mma.contains("mma_gemm_body<2, 2, 4, 4>"));
+    assert!(mma.contains("mma_decode_body<F, 2, 8>"));
+    assert!(mma.contains("mma_decode_body<F, 2, 16>"));
+    assert!(mma.contains("mma_gemm_body<F, 2, 2, 4, 4>"));
     assert_eq!(
         MMA_DECODE_MAX, 8,
         "the decode kernel holds one n-tile of 8 columns"
     );
-    for n_mt in [2, 64, 256, 528, 1792, 4000] {
-        let (k, warps) = super::engine::mma_decode_kernel(n_mt, 132);
-        assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}"));
+    // Every format's kernel set is instantiated under the names MMA_KERNELS lists, and the
+    // engine's index of (format, slot) names that format's kernel.
+    let tags = ["MF_Q4K", "MF_Q8_0", "MF_Q4_0", "MF_Q4_1", "MF_Q5_0"];
+    for (f, ((ty, suf), tag)) in MMA_FORMATS.iter().zip(tags).enumerate() {
+        assert!(mma.contains(&format!("#define {tag} {f}\n")), "{tag} = {f}");
+        let set = format!("MMA_KERNEL_SET({tag}, {suf})");
+        assert!(mma.contains(&set), "{set}");
+        for n_mt in [2, 64, 256, 528, 1792, 4000] {
+            let (slot, warps) = super::engine::mma_decode_kernel(n_mt, 132);
+            let k = super::engine::mma_kernel(*ty, slot).unwrap();
+            assert_eq!(k, 1 + 3 * f + slot);
+            assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
+        }
+        assert_eq!(
+            MMA_KERNELS[super::engine::mma_kernel(*ty, 2).unwrap()],
+            format!("mma_gemm{suf}")
+        );
     }
+    assert_eq!(MMA_KERNELS.len(), 1 + 3 * MMA_FORMATS.len());
+    assert_eq!(
+        super::engine::mma_kernel(crate::quant::GgmlType::Q6K, 0),
+        None
+    );
     // Read after write: every mma kernel reads activations and scratch only after its
-    // pdl_wait (weights are read-only; the bodies wait first). Negative control below.
-    for body in ["mma_decode_body", "mma_gemm_body"] {
+    // pdl_wait (weights are read-only; the bodies wait first, then call the per-super-block
+    // functions that read XF/XE/XS). Negative control below.
+    for (body, reader) in [
+        ("mma_decode_body", "mma_dec_sb<F, MT>("),
+        ("mma_gemm_body", "XF +"),
+    ] {
         let at = mma.find(&format!("void {body}(")).expect(body);
         let b = &mma[at..];
         assert!(
-            b.find("pdl_wait();").unwrap() < b.find("XF +").unwrap(),
+            b.find("pdl_wait();").unwrap() < b.find(reader).unwrap(),
             "{body}"
         );
     }
+    let gemm = &mma[mma.find("void mma_gemm_body(").unwrap()..];
+    assert!(gemm.find("pdl_wait();").unwrap() < gemm.find("mma_gemm_sb<F, GMT, GNT>(").unwrap());
     let prep = &mma[mma.find(" mma_prep(MvArgs a").expect("mma_prep")..];
     let prep = &prep[..prep.find("__global__").expect("a kernel after it")];
     let first = |b: &str| b.find("a.x").expect("reads x");
     assert!(prep.find("pdl_wait();").unwrap() < first(prep));
     let moved = prep.replacen("pdl_wait();", "", 1) + "pdl_wait();";
     assert!(moved.find("pdl_wait();").unwrap() > first(&moved));
+}
+
+/// `--mma auto` keeps today's choice (Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else);
+/// the 32-element formats take the tensor-core layout only with `--mma on`, and only whole
+/// m-tiles of whole blocks of 32 (SmolLM2's 576 and Gemma-3's 640 included).
+#[test]
+fn mma_auto_keeps_the_32_element_formats_on_their_ffma_kernels() {
+    use super::{MmaMode, MmaSel};
+    use GgmlType::*;
+    let auto = MmaMode::Auto.select(4096);
+    assert!(auto.takes(Q4K, 32, 4096));
+    for ty in [Q8_0, Q4_0, Q4_1, Q5_0] {
+        assert!(!auto.takes(ty, 32, 4096), "auto took {}", ty.name());
+        assert!(MmaMode::On.select(576).takes(ty, 32, 576), "{}", ty.name());
+        assert!(
+            MmaMode::On.select(640).takes(ty, 1024, 640),
+            "{}",
+            ty.name()
+        );
+        assert!(
+            !MmaMode::On.select(576).takes(ty, 40, 576),
+            "{}: 40 rows",
+            ty.name()
+        );
+    }
+    assert!(!MmaMode::On.select(4096).takes(Q6K, 32, 4096));
+    assert!(!MmaMode::On.select(576).takes(Q4K, 32, 576));
+    assert_eq!(MmaMode::Off.select(8192), MmaSel::default());
+    assert_eq!(MmaMode::Auto.select(576), MmaSel::default());
 }

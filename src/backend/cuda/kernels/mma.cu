@@ -1,4 +1,5 @@
-// The tensor-core Q4_K matvec / GEMM (`--mma on`): mma.sync m16n8k16, f16 in, f32 accumulate,
+// The tensor-core matvec / GEMM (`--mma on`) for Q4_K and (below, "32-element formats") Q8_0,
+// Q4_0, Q4_1, Q5_0: mma.sync m16n8k16, f16 in, f32 accumulate,
 // ported from research/mma-q4k/mma_q4k.cu (measured there on an H200: every column's bits
 // equal its bits run alone, decode B = 1..8 and GEMM C = 16/64/512 alike). Compiled only into
 // the mma module (`#define MMA_Q4K`, with common.cu, ffn.cu and matvec.cu for MvArgs and
@@ -33,6 +34,32 @@
 // A launch's m-tiles are its matrices' tiles back to back (modes 0, 1), or in mode 2 gate
 // tile p at 2p and up tile p at 2p + 1, so one block (decode) or one lane (GEMM) holds a
 // feature's gate and up values together for act(gate) * up.
+//
+// THE ORDER of the 32-element formats (F = MF_Q8_0, MF_Q4_0, MF_Q4_1, MF_Q5_0; n_in a multiple
+// of 32, the super-blocks of 256 as above, the last one possibly partial; fixed by n_in alone):
+//   for each super-block sb independently:
+//     u_sb = 0; for each 32-block b of sb (b < n_in / 32, in order):
+//       S_b = 0; for ks in 2b', 2b'+1 (b' = b - 8 sb): S_b = mma(A_ks, Xhi_ks, S_b);
+//                                                      S_b = mma(A_ks, Xlo_ks, S_b)
+//         A: the row's q (Q8_0 -128..127, Q4_0 q-8, Q4_1 0..15, Q5_0 q-16), exact in f16;
+//         X: mma_prep's fragments, unchanged (2^E per column and super-block).
+//       v_b = d_b * (S_b * 2^E_sb)                            (Q8_0, Q4_0, Q5_0)
+//       v_b = fmaf(d_b, S_b * 2^E_sb, m_b * xsum_b)           (Q4_1; xsum_b = XS[b'])
+//       u_sb = u_sb + v_b
+//   y = 0; for sb in 0..n_sb: y = y + u_sb;   then mv_finish.
+// Why a chain per 32-block: d_b (f16, per row and block) scales it; A's row is the output
+// feature, so d is applied per row to the f32 C fragment (lane g holds rows g and g+8) and
+// the A fragment stays an exact integer. Why two levels (u_sb, then y) and not one running
+// sum over all blocks: the decode kernel keeps its super-block-parallel warps (a warp's
+// u_sb through shared memory, added in sb order, as Q4_K's v_sb) while the GEMM sums u_sb in
+// registers: the same bits, neither depends on the row count. The f32 cost is one mul (Q4_1:
+// an fmaf and a mul), one add per block per output.
+// Weights (crate::quant::repack::repack_mma_b32), per (m-tile, super-block) one MmaF<F>::BLK
+// block, the bytes of its 16 x 8 GGUF blocks: quants (Q8_0: 4096 B, byte (ks/2)*512 +
+// lane*16 + (ks%2)*8 + 2r + p = u of A register r, element p; the others: Q4_K's 2048-byte
+// nibble words; Q5_0 then 512 B of fifth bits, lane's 16 bytes, byte ks, bit = nibble index),
+// then per g 16-byte words of f16 d[g][0..8], d[g+8][0..8] (Q4_1 also m[g][..], m[g+8][..]).
+// Stored quants are u = q + BIAS (unsigned); m32_afrag subtracts BIAS exactly.
 // Prepared activations (mma_prep), per column and super-block:
 //   XF: 256 u32: uint4 (ks * 4 + t) = {hi(k0, k0+1), hi(k0+8, k0+9), lo(k0, k0+1), lo(k0+8, k0+9)}
 //       with k0 = ks * 16 + 2t: the B fragment (col = g) of lane (g, t), hi and lo.
@@ -162,7 +189,7 @@ __device__ __forceinline__ void mma_load_xs(const float* XS, const float* XE, in
 }
 
 // The weight blocks of m-tile `mt` of the launch (see the head), its matrix and first row.
-__device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb, int* mi,
+__device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb, int blk, int* mi,
                                               int* o0) {
     int m, t;
     if (a.mode == 2) {
@@ -175,7 +202,123 @@ __device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb,
     }
     *mi = m;
     *o0 = t * 16;
-    return MV_FIELD(a, m, w) + (size_t)t * n_sb * MMA_BLK;
+    return MV_FIELD(a, m, w) + (size_t)t * n_sb * blk;
+}
+
+// ---- formats. F: the matrix format of a kernel (engine.rs MmaFmt, mod.rs MMA_KERNELS order).
+#define MF_Q4K 0
+#define MF_Q8_0 1
+#define MF_Q4_0 2
+#define MF_Q4_1 3
+#define MF_Q5_0 4
+// BLK: bytes per (m-tile, super-block); for the 32-element formats (repack::repack_mma_b32):
+// NQ: 16-byte quant words per lane per 4 k-steps (k4 group); DOFF: the scale area (per g: ND
+// uint4s: d[g][0..8], d[g+8][0..8] and, with MIN, m[g][0..8], m[g+8][0..8], f16); HB: a
+// Q5_0 high-bit plane at HBOFF (lane's uint4, byte ks, bit i = bit 4 of nibble i's quant);
+// BIAS: stored u = q + BIAS (unsigned), so q = u - BIAS exactly.
+template <int F>
+struct MmaF;
+template <>
+struct MmaF<MF_Q4K> {
+    enum { BLK = MMA_BLK };
+};
+template <>
+struct MmaF<MF_Q8_0> {
+    enum { BLK = 4352, DOFF = 4096, NQ = 2, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 128 };
+};
+template <>
+struct MmaF<MF_Q4_0> {
+    enum { BLK = 2304, DOFF = 2048, NQ = 1, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 8 };
+};
+template <>
+struct MmaF<MF_Q4_1> {
+    enum { BLK = 2560, DOFF = 2048, NQ = 1, ND = 4, HB = 0, HBOFF = 0, MIN = 1, BIAS = 0 };
+};
+template <>
+struct MmaF<MF_Q5_0> {
+    enum { BLK = 2816, DOFF = 2560, NQ = 1, ND = 2, HB = 1, HBOFF = 2048, MIN = 0, BIAS = 16 };
+};
+
+// Constants of the 32-element formats' A build: rows g: (1024 + u) * 1 - (1024 + BIAS) = q;
+// rows g+8 (u sits 4 bits up): (1024 + 16u) / 16 - (64 + BIAS) = q. Every operand and result
+// is an integer (or 1/16) exact in f16, so A holds q exactly (as Q4_K's mma_afrag).
+struct M32c {
+    u32 one, b, c16, d;
+};
+template <int F>
+__device__ __forceinline__ M32c m32_consts() {
+    M32c k;
+    k.one = mma_h2dup(1.0f);
+    k.b = mma_h2dup(-(1024.0f + (float)MmaF<F>::BIAS));
+    k.c16 = mma_h2dup(0.0625f);
+    k.d = mma_h2dup(-(64.0f + (float)MmaF<F>::BIAS));
+    return k;
+}
+
+// The A fragment of k-step 4 * k4 + kk from the lane's k4-group quant words qv and (Q5_0) the
+// k-step's high-bit byte hb. Q8_0: byte 2r + p of the k-step's 8 bytes is register r's element
+// p; PRMT puts it under 0x64 (1024 + u, u = q + 128). Nibble formats: the Q4_K nibble layout.
+template <int F>
+__device__ __forceinline__ void m32_afrag(const uint4 (&qv)[MmaF<F>::NQ], u32 hb, int kk,
+                                          const M32c& k, u32 (&a)[4]) {
+    if constexpr (F == MF_Q8_0) {
+        const uint4 v = qv[(kk >> 1) & (MmaF<F>::NQ - 1)];
+        const u32 w0 = (kk & 1) ? v.z : v.x, w1 = (kk & 1) ? v.w : v.y;
+        a[0] = mma_hfma2(__byte_perm(w0, 0x64646464u, 0x4140), k.one, k.b);  // row g,   k0, k0+1
+        a[1] = mma_hfma2(__byte_perm(w0, 0x64646464u, 0x4342), k.one, k.b);  // row g+8, k0, k0+1
+        a[2] = mma_hfma2(__byte_perm(w1, 0x64646464u, 0x4140), k.one, k.b);  // row g,   k0+8..
+        a[3] = mma_hfma2(__byte_perm(w1, 0x64646464u, 0x4342), k.one, k.b);  // row g+8, k0+8..
+    } else {
+        const u32 w = mma_comp4(qv[0], kk), w8 = w >> 8;
+        u32 h0 = 0, h1 = 0, h2 = 0, h3 = 0;
+        if constexpr (MmaF<F>::HB) {
+            // bit i of hb (nibble i's fifth bit) to bit 4 above the nibble's place in its
+            // register: nibbles 0..3 at bits 0..3, 4..7 at 16..19, then shifted per register.
+            const u32 t = (hb & 0x0Fu) | ((hb & 0xF0u) << 12);
+            h0 = (t << 4) & 0x00100010u;  // bits 0, 4  -> 4, 20
+            h1 = (t << 7) & 0x01000100u;  // bits 1, 5  -> 8, 24
+            h2 = (t << 2) & 0x00100010u;  // bits 2, 6  -> 4, 20 (of w >> 8)
+            h3 = (t << 5) & 0x01000100u;  // bits 3, 7  -> 8, 24 (of w >> 8)
+        }
+        a[0] = mma_hfma2((w & 0x000F000Fu) | h0 | 0x64006400u, k.one, k.b);
+        a[1] = mma_hfma2((w & 0x00F000F0u) | h1 | 0x64006400u, k.c16, k.d);
+        a[2] = mma_hfma2((w8 & 0x000F000Fu) | h2 | 0x64006400u, k.one, k.b);
+        a[3] = mma_hfma2((w8 & 0x00F000F0u) | h3 | 0x64006400u, k.c16, k.d);
+    }
+}
+
+// f16 number j (0..8) of a uint4 of eight.
+__device__ __forceinline__ float m32_h8(const uint4& v, int j) {
+    return mma_h2f(mma_comp4(v, j >> 1) >> (16 * (j & 1)));
+}
+
+// v_b of one output of a 32-element format (THE ORDER, see the head): d * (S_b * 2^E), or with
+// a min (Q4_1) fmaf(d, S_b * 2^E, m * xsum_b). S * e is exact (a power of two).
+template <int F>
+__device__ __forceinline__ float m32_value(float S, float d, float m, float xs, float e) {
+    if constexpr (MmaF<F>::MIN) return fmaf(d, __fmul_rn(S, e), __fmul_rn(m, xs));
+    else return __fmul_rn(d, __fmul_rn(S, e));
+}
+
+// One column's sum of 32-block b (Q4_1 only) and its super-block's 2^E (padding columns: 0).
+__device__ __forceinline__ float m32_xs(const float* XS, int col, int ncols, int n_sb, int sb,
+                                        int b) {
+    return col < ncols ? XS[((size_t)col * n_sb + sb) * 8 + b] : 0.0f;
+}
+__device__ __forceinline__ float m32_xe(const float* XE, int col, int ncols, int n_sb, int sb) {
+    return col < ncols ? XE[(size_t)col * n_sb + sb] : 0.0f;
+}
+
+// u_sb += v_b for the four outputs of one C fragment (rows g, g+8 x columns ca, cb) of a
+// 32-block: its d (and m) of rows g, g+8, S its chain.
+template <int F>
+__device__ __forceinline__ void m32_add_block(float (&u)[4], const float (&S)[4], float dg,
+                                              float d8, float mg, float m8, float xa, float xc,
+                                              float ea, float ec) {
+    u[0] = __fadd_rn(u[0], m32_value<F>(S[0], dg, mg, xa, ea));
+    u[1] = __fadd_rn(u[1], m32_value<F>(S[1], dg, mg, xc, ec));
+    u[2] = __fadd_rn(u[2], m32_value<F>(S[2], d8, m8, xa, ea));
+    u[3] = __fadd_rn(u[3], m32_value<F>(S[3], d8, m8, xc, ec));
 }
 
 // ---- activations: rows x [ncols][n_in] (a.x) -> XF, XE, XS. grid (columns, ceil(n_sb / 8)),
@@ -196,7 +339,9 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     __shared__ float red[8];
     pdl_trigger();
     pdl_wait();
-    const int col = blockIdx.x, n = a.n_in, n_sb = n >> 8;
+    // n_in: a multiple of 256 (Q4_K) or of 32 (the 32-element formats): a last partial
+    // super-block is prepared with zeros past n_in (its 2^E from the real inputs only).
+    const int col = blockIdx.x, n = a.n_in, n_sb = (n + 255) >> 8;
     const int warp = threadIdx.x >> 5, L = threadIdx.x & 31, sb = blockIdx.y * 8 + warp;
     if (col >= a.rows) {  // padding column: uniform over the block
         if (sb < n_sb) {
@@ -211,9 +356,13 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     const float inv = a.norm ? 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + a.eps) : 0.0f;
     if (sb < n_sb) {
         const int e0 = sb * 256 + L * 8;
-        const float4 p0 = *(const float4*)(X + e0), p1 = *(const float4*)(X + e0 + 4);
+        // n is a multiple of 32, so a lane's 8 inputs are all in the row or all past it.
+        const bool in = e0 < n;
+        const float4 z4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        const float4 p0 = in ? *(const float4*)(X + e0) : z4;
+        const float4 p1 = in ? *(const float4*)(X + e0 + 4) : z4;
         float x[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-        if (a.norm) {
+        if (a.norm && in) {
             const float4 g0 = *(const float4*)(a.norm + e0), g1 = *(const float4*)(a.norm + e0 + 4);
             const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
 #pragma unroll
@@ -267,17 +416,119 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
 // dependent launch a kernel starts while mma_prep still writes them, which the read-only
 // contract of ld.global.nc does not allow; only the weights take it.)
 
+// The value of super-block sb (Q4_K: v_sb; 32-element formats: u_sb) for the C fragments of
+// MT m-tiles x the decode's one n-tile (columns < nb; zeros past them), one warp.
+template <int F, int MT>
+__device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, int n_sb,
+                                           int nblk, const uint4* XF, const float* XE,
+                                           const float* XS, int nb, int lane, float (&v)[MT][4]) {
+    const int g = lane >> 2, t = lane & 3;
+    if constexpr (F == MF_Q4K) {
+        uint4 nib[MT][4], sc[MT], mn[MT];
+        uint2 dd[MT];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            const u8* blk = base[mi] + (size_t)sb * MMA_BLK;
+#pragma unroll
+            for (int i = 0; i < 4; ++i) nib[mi][i] = mma_ld16(blk + i * 512 + lane * 16);
+            sc[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32);
+            mn[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32 + 16);
+            dd[mi] = mma_ld8(blk + MMA_DD_OFF + g * 8);
+        }
+        float S[MT][4];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) S[mi][c] = 0.0f;
+        const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
+#pragma unroll
+        for (int ks = 0; ks < 16; ++ks) {
+            // Columns past nb are zeros: they change nothing in the real columns.
+            const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                const MmaKc k = mma_kconsts(mma_byte_at(sc[mi].x, sc[mi].y, ks >> 1),
+                                            mma_byte_at(sc[mi].z, sc[mi].w, ks >> 1));
+                u32 w4[4];
+                mma_afrag(mma_comp4(nib[mi][ks >> 2], ks & 3), k, w4);
+                mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
+                mma16816(S[mi], w4, xb.z, xb.w);
+            }
+        }
+        float xa[8], xc[8], ea, ec;
+        mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
+        mma_load_xs(XS, XE, 2 * t + 1, nb, n_sb, sb, xc, ec);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) mma_frag_values(S[mi], dd[mi], mn[mi], xa, xc, ea, ec, v[mi]);
+    } else {
+        typedef MmaF<F> T;
+        // Every weight load of the super-block issued up front (as Q4_K's).
+        uint4 q[MT][4][T::NQ], hb[MT], dm[MT][T::ND];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            const u8* blk = base[mi] + (size_t)sb * T::BLK;
+#pragma unroll
+            for (int k4 = 0; k4 < 4; ++k4)
+#pragma unroll
+                for (int j = 0; j < T::NQ; ++j)
+                    q[mi][k4][j] = mma_ld16(blk + (k4 * T::NQ + j) * 512 + lane * 16);
+            hb[mi] = T::HB ? mma_ld16(blk + T::HBOFF + lane * 16) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int j = 0; j < T::ND; ++j) dm[mi][j] = mma_ld16(blk + T::DOFF + g * 16 * T::ND + 16 * j);
+        }
+        const float ea = m32_xe(XE, 2 * t, nb, n_sb, sb), ec = m32_xe(XE, 2 * t + 1, nb, n_sb, sb);
+        const M32c k = m32_consts<F>();
+        float S[MT][4];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) v[mi][c] = 0.0f;  // u_sb = 0
+        const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
+#pragma unroll
+        for (int ks = 0; ks < 16; ++ks) {
+            if ((ks & 1) == 0) {  // a 32-block's chain starts from zero: THE ORDER
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+                    for (int c = 0; c < 4; ++c) S[mi][c] = 0.0f;
+            }
+            // Columns past nb are zeros: they change nothing in the real columns.
+            const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                u32 w4[4];
+                const u32 hbk = (mma_comp4(hb[mi], ks >> 2) >> (8 * (ks & 3))) & 255u;
+                m32_afrag<F>(q[mi][ks >> 2], hbk, ks & 3, k, w4);
+                mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
+                mma16816(S[mi], w4, xb.z, xb.w);
+            }
+            const int b = ks >> 1;
+            if ((ks & 1) && sb * 8 + b < nblk) {  // block b done: u_sb += v_b, in block order
+                const float xa = T::MIN ? m32_xs(XS, 2 * t, nb, n_sb, sb, b) : 0.0f;
+                const float xc = T::MIN ? m32_xs(XS, 2 * t + 1, nb, n_sb, sb, b) : 0.0f;
+#pragma unroll
+                for (int mi = 0; mi < MT; ++mi) {
+                    const float mg = T::MIN ? m32_h8(dm[mi][2 & (T::ND - 1)], b) : 0.0f;
+                    const float m8 = T::MIN ? m32_h8(dm[mi][3 & (T::ND - 1)], b) : 0.0f;
+                    m32_add_block<F>(v[mi], S[mi], m32_h8(dm[mi][0], b), m32_h8(dm[mi][1], b),
+                                     mg, m8, xa, xc, ea, ec);
+                }
+            }
+        }
+    }
+}
+
 // ---- decode: nb <= 8 columns (one n-tile), MT m-tiles per block, KP warps each taking one
 // super-block per round; the v of a round go through shared memory and are added in sb order.
 // grid: ceil(n_mt / MT), block KP * 32. MT is even, so a mode-2 block holds gate tile p and
 // up tile p (mt0 even).
-template <int MT, int KP>
+template <int F, int MT, int KP>
 __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF, const float* XE,
                                                 const float* XS, int n_mt, int n_sb, int nb) {
     __shared__ __align__(16) float red[KP][MT * 128];
     pdl_trigger();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int mt0 = blockIdx.x * MT;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int mt0 = blockIdx.x * MT, nblk = a.n_in >> 5;
     constexpr int NO = (MT * 128 + KP * 32 - 1) / (KP * 32);
     float acc[NO];
 #pragma unroll
@@ -286,13 +537,15 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi) {
         int m, o0;  // past the end: a real tile computed, never stored
-        base[mi] = mma_tile(a, min(mt0 + mi, n_mt - 1), n_sb, &m, &o0);
+        base[mi] = mma_tile(a, min(mt0 + mi, n_mt - 1), n_sb, MmaF<F>::BLK, &m, &o0);
         // The first round's weight block starts its DRAM trip while the previous kernels
         // finish (weights are read-only: safe before pdl_wait; a prefetch writes nothing and
         // carries no ordering). Lane l takes the 128-byte line at byte 128 l of the block,
-        // lane 19 the block's last byte (a block spans up to 20 lines).
-        if (warp < n_sb && lane < 20) {
-            const u8* p = base[mi] + (size_t)warp * MMA_BLK + min(lane * 128, MMA_BLK - 1);
+        // the last such lane the block's last byte (a Q4_K block spans up to 20 lines; a
+        // Q8_0 block's last lines beyond 32 lanes are left to the loads).
+        constexpr int BLK = MmaF<F>::BLK;
+        if (warp < n_sb && lane * 128 < BLK + 127) {
+            const u8* p = base[mi] + (size_t)warp * BLK + min(lane * 128, BLK - 1);
             asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
         }
     }
@@ -301,46 +554,12 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
     for (int r = 0; r < rounds; ++r) {
         const int sb = r * KP + warp;
         if (sb < n_sb) {
-            uint4 nib[MT][4], sc[MT], mn[MT];
-            uint2 dd[MT];
-#pragma unroll
-            for (int mi = 0; mi < MT; ++mi) {
-                const u8* blk = base[mi] + (size_t)sb * MMA_BLK;
-#pragma unroll
-                for (int i = 0; i < 4; ++i) nib[mi][i] = mma_ld16(blk + i * 512 + lane * 16);
-                sc[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32);
-                mn[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32 + 16);
-                dd[mi] = mma_ld8(blk + MMA_DD_OFF + g * 8);
-            }
-            float S[MT][4];
+            float v[MT][4];
+            mma_dec_sb<F, MT>(base, sb, n_sb, nblk, XF, XE, XS, nb, lane, v);
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) S[mi][c] = 0.0f;
-            const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
-#pragma unroll
-            for (int ks = 0; ks < 16; ++ks) {
-                // Columns past nb are zeros: they change nothing in the real columns.
-                const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
-#pragma unroll
-                for (int mi = 0; mi < MT; ++mi) {
-                    const MmaKc k = mma_kconsts(mma_byte_at(sc[mi].x, sc[mi].y, ks >> 1),
-                                                mma_byte_at(sc[mi].z, sc[mi].w, ks >> 1));
-                    u32 w4[4];
-                    mma_afrag(mma_comp4(nib[mi][ks >> 2], ks & 3), k, w4);
-                    mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
-                    mma16816(S[mi], w4, xb.z, xb.w);
-                }
-            }
-            float xa[8], xc[8], ea, ec;
-            mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
-            mma_load_xs(XS, XE, 2 * t + 1, nb, n_sb, sb, xc, ec);
-#pragma unroll
-            for (int mi = 0; mi < MT; ++mi) {
-                float v[4];
-                mma_frag_values(S[mi], dd[mi], mn[mi], xa, xc, ea, ec, v);
-                *(float4*)&red[warp][mi * 128 + lane * 4] = make_float4(v[0], v[1], v[2], v[3]);
-            }
+                *(float4*)&red[warp][mi * 128 + lane * 4] =
+                    make_float4(v[mi][0], v[mi][1], v[mi][2], v[mi][3]);
         }
         __syncthreads();
 #pragma unroll
@@ -371,7 +590,7 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         const int col = 2 * (ln & 3) + (c & 1);
         if (mt0 + mi >= n_mt || col >= nb) continue;
         int m, o0;
-        mma_tile(a, mt0 + mi, n_sb, &m, &o0);
+        mma_tile(a, mt0 + mi, n_sb, MmaF<F>::BLK, &m, &o0);
         if (a.mode == 2) {
             if (mi & 1) continue;  // the up tile: finished by its gate's thread
             mv_finish(a, 0, o0 + rin, col, red[0][o], red[0][o + 128]);
@@ -381,38 +600,15 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
     }
 }
 
-// ---- GEMM (prefill): ncols columns (XF padded with zero columns to a multiple of 8 by
-// mma_prep), each warp GMT m-tiles x GNT n-tiles over all super-blocks in order, accumulating
-// in registers. grid (ceil(n_mt / (GMT * GWM)), ceil(n_nt / (GNT * GWN))), block GWM * GWN * 32.
-// GMT is even, so in mode 2 a lane holds gate tile p (mi even) and up tile p (mi + 1).
-template <int GMT, int GNT, int GWM, int GWN>
-__device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, const float* XE,
-                                              const float* XS, int n_mt, int n_sb, int ncols) {
-    pdl_trigger();
-    pdl_wait();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int wm = warp % GWM, wn = warp / GWM;
-    const int n_nt = (ncols + 7) >> 3;
-    const int mtb = (blockIdx.x * GWM + wm) * GMT, ntb = (blockIdx.y * GWN + wn) * GNT;
-    if (mtb >= n_mt || ntb >= n_nt) return;  // no block-wide barrier in this kernel
-    float acc[GMT][GNT][4];
-#pragma unroll
-    for (int mi = 0; mi < GMT; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < GNT; ++ni)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.0f;
-    const u8* blk[GMT];
-#pragma unroll
-    for (int mi = 0; mi < GMT; ++mi) {
-        int m, o0;  // past the end: a real tile computed, never stored
-        blk[mi] = mma_tile(a, min(mtb + mi, n_mt - 1), n_sb, &m, &o0);
-    }
-    const uint4* xf[GNT];
-#pragma unroll
-    for (int ni = 0; ni < GNT; ++ni)
-        xf[ni] = XF + (size_t)(min(ntb + ni, n_nt - 1) * 8 + g) * n_sb * 64 + t;
-    for (int sb = 0; sb < n_sb; ++sb) {
+// Super-block sb of one GEMM warp (GMT m-tiles x GNT n-tiles): acc += v_sb (Q4_K) or u_sb
+// (32-element formats), each output's one add of this super-block.
+template <int F, int GMT, int GNT>
+__device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb, int n_sb,
+                                            int nblk, const uint4* const (&xf)[GNT],
+                                            const float* XE, const float* XS, int ntb, int ncols,
+                                            int lane, float (&acc)[GMT][GNT][4]) {
+    const int g = lane >> 2, t = lane & 3;
+    if constexpr (F == MF_Q4K) {
         uint4 sc[GMT], mn[GMT];
         uint2 dd[GMT];
 #pragma unroll
@@ -469,13 +665,138 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
                 for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], v[c]);
             }
         }
+        } else {
+        typedef MmaF<F> T;
+        // Q5_0's high bits once per super-block; the quants and the scales' 32-bit words
+        // (d rows g, g+8 of the group's 2 blocks; Q4_1 also m) per k4 group (4 k-steps, 2
+        // blocks), as Q4_K's nibbles: fewer live registers than whole scale words.
+        uint4 hb[GMT];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi) {
+            const u8* b = blk[mi] + (size_t)sb * T::BLK;
+            hb[mi] = T::HB ? __ldg((const uint4*)(b + T::HBOFF + lane * 16)) : make_uint4(0u, 0u, 0u, 0u);
+        }
+        float ea[GNT], ec[GNT];
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni) {
+            const int c0 = (ntb + ni) * 8 + 2 * t;
+            ea[ni] = m32_xe(XE, c0, ncols, n_sb, sb);
+            ec[ni] = m32_xe(XE, c0 + 1, ncols, n_sb, sb);
+        }
+        const M32c k = m32_consts<F>();
+        float S[GMT][GNT][4], u[GMT][GNT][4];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) u[mi][ni][c] = 0.0f;  // u_sb = 0
+#pragma unroll
+        for (int k4 = 0; k4 < 4; ++k4) {
+            uint4 q[GMT][T::NQ];
+            u32 dw[GMT][T::ND];
+#pragma unroll
+            for (int mi = 0; mi < GMT; ++mi) {
+                const u8* b = blk[mi] + (size_t)sb * T::BLK;
+#pragma unroll
+                for (int j = 0; j < T::NQ; ++j)
+                    q[mi][j] = __ldg((const uint4*)(b + (k4 * T::NQ + j) * 512 + lane * 16));
+#pragma unroll
+                for (int j = 0; j < T::ND; ++j)
+                    dw[mi][j] = __ldg((const u32*)(b + T::DOFF + g * 16 * T::ND + 16 * j + 4 * k4));
+            }
+#pragma unroll
+            for (int kk = 0; kk < 4; ++kk) {
+                const int ks = k4 * 4 + kk;
+                if ((kk & 1) == 0) {  // a 32-block's chain starts from zero: THE ORDER
+#pragma unroll
+                    for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+                        for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+                            for (int c = 0; c < 4; ++c) S[mi][ni][c] = 0.0f;
+                }
+                uint4 xb[GNT];
+#pragma unroll
+                for (int ni = 0; ni < GNT; ++ni) xb[ni] = xf[ni][(size_t)sb * 64 + ks * 4];
+#pragma unroll
+                for (int mi = 0; mi < GMT; ++mi) {
+                    u32 w4[4];
+                    const u32 hbk = (mma_comp4(hb[mi], k4) >> (8 * kk)) & 255u;
+                    m32_afrag<F>(q[mi], hbk, kk, k, w4);
+#pragma unroll
+                    for (int ni = 0; ni < GNT; ++ni) {
+                        mma16816(S[mi][ni], w4, xb[ni].x, xb[ni].y);  // hi, then lo: THE ORDER
+                        mma16816(S[mi][ni], w4, xb[ni].z, xb[ni].w);
+                    }
+                }
+                const int b = ks >> 1;
+                if ((kk & 1) && sb * 8 + b < nblk) {  // block b done: u_sb += v_b, block order
+#pragma unroll
+                    for (int ni = 0; ni < GNT; ++ni) {
+                        const int c0 = (ntb + ni) * 8 + 2 * t;
+                        const float xa = T::MIN ? m32_xs(XS, c0, ncols, n_sb, sb, b) : 0.0f;
+                        const float xc = T::MIN ? m32_xs(XS, c0 + 1, ncols, n_sb, sb, b) : 0.0f;
+#pragma unroll
+                        for (int mi = 0; mi < GMT; ++mi) {
+                            const int sh = 16 * (b & 1);  // block b's f16 in word b / 2 = k4
+                            const float mg = T::MIN ? mma_h2f(dw[mi][2 & (T::ND - 1)] >> sh) : 0.0f;
+                            const float m8 = T::MIN ? mma_h2f(dw[mi][3 & (T::ND - 1)] >> sh) : 0.0f;
+                            m32_add_block<F>(u[mi][ni], S[mi][ni], mma_h2f(dw[mi][0] >> sh),
+                                             mma_h2f(dw[mi][1] >> sh), mg, m8, xa, xc, ea[ni], ec[ni]);
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], u[mi][ni][c]);
     }
+}
+
+// ---- GEMM (prefill): ncols columns (XF padded with zero columns to a multiple of 8 by
+// mma_prep), each warp GMT m-tiles x GNT n-tiles over all super-blocks in order, accumulating
+// in registers. grid (ceil(n_mt / (GMT * GWM)), ceil(n_nt / (GNT * GWN))), block GWM * GWN * 32.
+// GMT is even, so in mode 2 a lane holds gate tile p (mi even) and up tile p (mi + 1).
+template <int F, int GMT, int GNT, int GWM, int GWN>
+__device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, const float* XE,
+                                              const float* XS, int n_mt, int n_sb, int ncols) {
+    pdl_trigger();
+    pdl_wait();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp % GWM, wn = warp / GWM, nblk = a.n_in >> 5;
+    const int n_nt = (ncols + 7) >> 3;
+    const int mtb = (blockIdx.x * GWM + wm) * GMT, ntb = (blockIdx.y * GWN + wn) * GNT;
+    if (mtb >= n_mt || ntb >= n_nt) return;  // no block-wide barrier in this kernel
+    float acc[GMT][GNT][4];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.0f;
+    const u8* blk[GMT];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi) {
+        int m, o0;  // past the end: a real tile computed, never stored
+        blk[mi] = mma_tile(a, min(mtb + mi, n_mt - 1), n_sb, MmaF<F>::BLK, &m, &o0);
+    }
+    const uint4* xf[GNT];
+#pragma unroll
+    for (int ni = 0; ni < GNT; ++ni)
+        xf[ni] = XF + (size_t)(min(ntb + ni, n_nt - 1) * 8 + g) * n_sb * 64 + t;
+    for (int sb = 0; sb < n_sb; ++sb)  // super-blocks in order: THE ORDER's y = y + v_sb
+        mma_gemm_sb<F, GMT, GNT>(blk, sb, n_sb, nblk, xf, XE, XS, ntb, ncols, lane, acc);
 #pragma unroll
     for (int mi = 0; mi < GMT; ++mi) {
         if (mtb + mi >= n_mt) continue;
         if (a.mode == 2 && (mi & 1)) continue;  // the up tile: finished with its gate
         int m, o0;
-        mma_tile(a, mtb + mi, n_sb, &m, &o0);
+        mma_tile(a, mtb + mi, n_sb, MmaF<F>::BLK, &m, &o0);
 #pragma unroll
         for (int ni = 0; ni < GNT; ++ni)
 #pragma unroll
@@ -494,14 +815,21 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
 // launch's m-tile count, never by the batch); GEMM: the prototype's fastest variant
 // (g2x2w4x4: 2 x 2 mma tiles per warp, 4 x 4 warps). Every one computes THE ORDER.
 #define MMA_ARGS MvArgs a, const uint4* XF, const float* XE, const float* XS, int n_mt, int n_sb, int ncols
-extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8(MMA_ARGS) {
-    mma_decode_body<2, 8>(a, XF, XE, XS, n_mt, n_sb, ncols);
-}
-extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_k16(MMA_ARGS) {
-    mma_decode_body<2, 16>(a, XF, XE, XS, n_mt, n_sb, ncols);
-}
-extern "C" __global__ void __launch_bounds__(4 * 4 * 32) mma_gemm(MMA_ARGS) {
-    mma_gemm_body<2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);
-}
+// One set per format F, named with suffix SUF (empty for Q4_K, as before the other formats).
+#define MMA_KERNEL_SET(F, SUF)                                                                  \
+    extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8##SUF(MMA_ARGS) {       \
+        mma_decode_body<F, 2, 8>(a, XF, XE, XS, n_mt, n_sb, ncols);                            \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_k16##SUF(MMA_ARGS) {     \
+        mma_decode_body<F, 2, 16>(a, XF, XE, XS, n_mt, n_sb, ncols);                           \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(4 * 4 * 32) mma_gemm##SUF(MMA_ARGS) {        \
+        mma_gemm_body<F, 2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);                        \
+    }
+MMA_KERNEL_SET(MF_Q4K, )
+MMA_KERNEL_SET(MF_Q8_0, _q8_0)
+MMA_KERNEL_SET(MF_Q4_0, _q4_0)
+MMA_KERNEL_SET(MF_Q4_1, _q4_1)
+MMA_KERNEL_SET(MF_Q5_0, _q5_0)
 
 #endif

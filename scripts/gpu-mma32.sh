@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# `--mma on` for the 32-element formats (Q8_0, Q4_0, Q4_1, Q5_0: kernels/mma.cu MF_Q8_0..,
+# repack::repack_mma_b32), on ONE GPU. Usage, from the repository root:
+#
+#   scripts/gpu-mma32.sh BIN MODELDIR OUT
+#
+# MODELDIR: empty scratch; the synthetic models are written there (BIN synth). Sections,
+# about 3 minutes in all (SECTIONS="gates faults bench acc", default all, in this order):
+#   gates   --mma on, every arm must PASS (exit 0): a small llama of each format (512 wide:
+#           whole super-blocks) at N = 1, 2 stages on device 0: decode (eager, pipelined,
+#           batched B=8) and chunks (prime, verify; chunks 1, 8, 16, 40: the decode kernel
+#           for <= 8 rows, the GEMM above, one order); then a small SmolLM2-shaped Q4_1
+#           (576 wide, tied) and Gemma-3-shaped Q5_0 (640 wide, head_dim 256) at N = 2:
+#           their last super-block is partial (64 / 128 columns), mma_prep's zero padding.
+#   faults  --mma on, the planted row-count-dependent order (mma-row-order) must FAIL
+#           (exit 1): batched B=8 at N=2 on the Q8_0 model, a 40-row prime chunk on the
+#           576-wide Q4_1 one.
+#   bench   SmolLM2-shaped (30 layers, 576, Q4_1, tied, vocab 49152) and Gemma-3-shaped (18
+#           layers, 640, Q5_0, vocab 262144) files, one stage: prefill512 (prime, C=512) and
+#           batched B=8, --mma off then on.
+#   acc     the two bench files, one stage, a 24-token tape, --topk 20: --mma off and on,
+#           compared by scripts/cmp-receipts.py (top-1 agreement, max |logit diff| over the
+#           top-20; the bits differ by design), and each against the CPU backend (the
+#           crate's f32 reference) unless ACC_CPU=0.
+# What to look for: every gate row rc=0 with PASS (a FAIL names the format and whether the
+# 256-wide or the partial super-block path broke); the fault rows rc=1; the bench rows'
+# prefill tok/s on vs off (the target of issue #13; FFMA's are the "off" rows); acc: top-1
+# 24/24 (or misses only at tiny margins) and mma's max |diff| vs CPU no larger than FFMA's in
+# order of magnitude.
+# OUT gets 4 files: summary.txt (the table, printed last too), log.txt, receipts.tar.gz,
+# bench.txt. Helpers: scripts/gpu-mma-lib.sh. BACKEND=cpu rehearses the flow here (no --mma:
+# the CPU refuses it; slow:
+# SECTIONS="gates faults" is enough to check the flow).
+set -u
+BIN=${1:?usage: scripts/gpu-mma32.sh BIN MODELDIR OUT}
+M=${2:?usage: scripts/gpu-mma32.sh BIN MODELDIR OUT}
+OUT=${3:?usage: scripts/gpu-mma32.sh BIN MODELDIR OUT}
+WORK=${WORK:-/tmp/gpu-mma32}
+BACKEND=${BACKEND:-cuda}
+SECTIONS=${SECTIONS:-gates faults bench acc}
+ACC_CPU=${ACC_CPU:-1}
+cd "$(dirname "$0")/.."
+rm -rf "$WORK"
+mkdir -p "$OUT" "$WORK/r" "$M"
+SUM="$OUT/summary.txt"
+LOG="$OUT/log.txt"
+BENCH="$OUT/bench.txt"
+: >"$SUM"
+: >"$LOG"
+: >"$BENCH"
+. scripts/gpu-mma-lib.sh
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 || true
+T0=$(date +%s)
+
+FMTS="q8_0 q4_1 q5_0 q4_0"
+small="--arch llama --layers 2 --embd 512 --heads 8 --kv-heads 2 --ff 1536 --vocab 2048"
+SMOL_S="$M/smol-small-q4_1.gguf"
+GEMMA_S="$M/gemma-small-q5_0.gguf"
+SMOL="$M/smollm2-shape-q4_1.gguf"
+GEMMA="$M/gemma3-shape-q5_0.gguf"
+if want gates || want faults; then
+    for q in $FMTS; do synth "$M/llama-small-$q.gguf" $small --quant "$q"; done
+    synth "$SMOL_S" --arch llama --layers 2 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 2048 --quant q4_1 --tied
+    synth "$GEMMA_S" --arch gemma3 --layers 2 --embd 640 --heads 4 --kv-heads 1 --head-dim 256 --ff 2048 --vocab 2048 --quant q5_0
+fi
+if want bench || want acc; then
+    synth "$SMOL" --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 49152 --quant q4_1 --tied
+    synth "$GEMMA" --arch gemma3 --layers 18 --embd 640 --heads 4 --kv-heads 1 --head-dim 256 --ff 2048 --vocab 262144 --quant q5_0
+fi
+row "models ready" "$(($(date +%s) - T0)) s"
+
+
+DECODE="--arms eager,pipelined,batched --batch 8 --gen-len 24"
+CHUNKS="--arms prime,verify --prompt-len 40 --chunk 1,8,16,40 --gen-len 8"
+if want gates; then
+    for q in $FMTS; do
+        for n in 1 2; do
+            gate "$q-n$n-decode" $(mma on) --model "$M/llama-small-$q.gguf" --stages $n --devices "$(devs $n)" $DECODE
+            gate "$q-n$n-chunks" $(mma on) --model "$M/llama-small-$q.gguf" --stages $n --devices "$(devs $n)" $CHUNKS
+        done
+    done
+    for m in smol576-q4_1:"$SMOL_S" gemma640-q5_0:"$GEMMA_S"; do
+        gate "${m%%:*}-n2-decode" $(mma on) --model "${m#*:}" --stages 2 --devices 0,0 $DECODE
+        gate "${m%%:*}-n2-chunks" $(mma on) --model "${m#*:}" --stages 2 --devices 0,0 $CHUNKS
+    done
+fi
+
+if want faults; then
+    gate "fault-mma-row-order q8_0 batched (want rc=1)" $(mma on) --model "$M/llama-small-q8_0.gguf" \
+        --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order
+    gate "fault-mma-row-order smol576 prime (want rc=1)" $(mma on) --model "$SMOL_S" \
+        --stages 1 --devices 0 --arms prime --prompt-len 40 --chunk 40 --gen-len 4 --fault mma-row-order
+fi
+
+# bench NAME FILE ARGS...: one bench run; its tok/s lines into the table and bench.txt.
+bench() {
+    local name=$1 f=$2
+    shift 2
+    timeout 150 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --devices 0 "$@" \
+        --receipt "$WORK/r/bench-$name.json" >"$WORK/bench-$name.out" 2>&1
+    local rc=$?
+    { echo "== bench $name: $*"; cat "$WORK/bench-$name.out"; } | tee -a "$BENCH" >>"$LOG"
+    row "bench $name" "rc=$rc"
+    grep -E '^  (eager|batched|prime|prefill) ' "$WORK/bench-$name.out" | while read -r l; do row "  $l" ""; done
+}
+if want bench; then
+    for m in smollm2-q4_1:"$SMOL" gemma3-q5_0:"$GEMMA"; do
+        for s in off on; do
+            bench "${m%%:*}-prefill512-mma-$s" "${m#*:}" $(mma $s) --arms prime --chunk 512 --prompt-len 512 --repeat 2 --steps 4
+            bench "${m%%:*}-b8-mma-$s" "${m#*:}" $(mma $s) --arms batched --batch 8 --steps 32
+        done
+    done
+fi
+
+if want acc; then
+    python3 -c "import json; print(json.dumps({'tokens': [(i * 7919 + 13) % 2000 for i in range(24)]}))" >"$WORK/tape.json"
+    for m in smollm2-q4_1:"$SMOL" gemma3-q5_0:"$GEMMA"; do
+        name=${m%%:*}
+        ACC="--model ${m#*:} --stages 1 --devices 0 --arms eager --tape $WORK/tape.json --topk 20"
+        for s in off on; do
+            gate "acc-$name-mma-$s" $(mma $s) $ACC
+        done
+        if [ "$ACC_CPU" = 1 ]; then
+            timeout 150 "$BIN" --backend cpu $ACC --receipt "$WORK/r/acc-$name-cpu.json" -q >>"$LOG" 2>&1
+            row "acc-$name-cpu (the crate's f32 reference)" "rc=$?"
+        fi
+        cmp_acc() { cmp_acc_files "$WORK/r/acc-$name-$1.json" "$WORK/r/acc-$name-$2.json" "$name $1 vs $2"; }
+        cmp_acc mma-off mma-on
+        if [ "$ACC_CPU" = 1 ]; then
+            cmp_acc cpu mma-off
+            cmp_acc cpu mma-on
+        fi
+    done
+fi
+
+row "total" "$(($(date +%s) - T0)) s"
+tar -czf "$OUT/receipts.tar.gz" -C "$WORK" r 2>>"$LOG"
+cat "$SUM"
