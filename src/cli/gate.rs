@@ -112,8 +112,9 @@ pub(crate) fn on_off(flag: &str, v: &Option<String>) -> Result<bool> {
     }
 }
 
-/// `--mma`: on, off or auto (the default: on for models at least MMA_AUTO_MIN_EMBD wide);
-/// anything else names the value.
+/// `--mma`: on, off or auto (the default: the Q4_K matrices of models at least
+/// MMA_AUTO_MIN_EMBD wide, every format the path takes in runs that prime chunks of at least
+/// MMA_AUTO_MIN_ROWS rows); anything else names the value.
 pub(crate) fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
     match v.as_deref() {
         None | Some("auto") => Ok(MmaMode::Auto),
@@ -123,10 +124,31 @@ pub(crate) fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
     }
 }
 
+/// The run's largest prime chunk from its flags (0: no prime arm), what `--mma auto` looks
+/// at besides the model's width: the chunks as the prime arm runs them (`--chunk`, default
+/// 1, 8, 16 and the whole prompt), each at most `--prompt-len`. From the flags alone, so
+/// every process and engine of a run agrees. A bad `--arms` is named later by `check_on`.
+fn prime_rows(args: &GateArgs) -> Result<usize> {
+    let primes = args
+        .arms
+        .split(',')
+        .any(|a| ArmKind::parse(a.trim()) == Some(ArmKind::Prime));
+    if !primes {
+        return Ok(0);
+    }
+    let p = args.prompt_len.max(1);
+    let most = match list_flag("--chunk", &args.chunk)? {
+        Some(c) => c.into_iter().max().unwrap_or(0),
+        None => p,
+    };
+    Ok(most.min(p))
+}
+
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
     let pdl = on_off("--pdl", &args.pdl)?;
     let graphs = on_off("--graphs", &args.graphs)?;
     let mma = mma_mode(&args.mma)?;
+    let mma_rows = prime_rows(args)?;
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
             bail!("--cpu-devices 0: need at least one CPU device");
@@ -182,6 +204,7 @@ pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
                 .with_pdl(pdl)
                 .with_graphs(graphs)
                 .with_mma(mma)
+                .with_mma_rows(mma_rows)
                 .with_module_cache(cache),
         )))
     };
@@ -947,8 +970,9 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mma_mode, on_off, MmaMode};
-    use crate::backend::cuda::MMA_AUTO_MIN_EMBD;
+    use super::{mma_mode, on_off, prime_rows, MmaMode};
+    use crate::cli::Cli;
+    use clap::Parser;
 
     /// `--pdl`/`--graphs` default on; only "on" and "off" parse, anything else is an error
     /// naming the flag and the value.
@@ -960,20 +984,36 @@ mod tests {
         assert_eq!(e.to_string(), "--graphs \"yes\": expected on or off");
     }
 
-    /// `--mma` defaults to auto, which is on exactly for models MMA_AUTO_MIN_EMBD wide and
-    /// wider (a function of the model alone); on and off are what they say; anything else
-    /// names the value.
+    /// `--mma` defaults to auto; on and off are what they say; anything else names the
+    /// value (what auto selects: backend::cuda::tests).
     #[test]
-    fn mma_defaults_to_auto_which_turns_on_at_its_width() {
+    fn mma_defaults_to_auto_and_names_bad_values() {
         assert_eq!(mma_mode(&None).unwrap(), MmaMode::Auto);
         assert_eq!(mma_mode(&Some("auto".into())).unwrap(), MmaMode::Auto);
         assert_eq!(mma_mode(&Some("on".into())).unwrap(), MmaMode::On);
         assert_eq!(mma_mode(&Some("off".into())).unwrap(), MmaMode::Off);
         let e = mma_mode(&Some("yes".into())).unwrap_err();
         assert_eq!(e.to_string(), "--mma \"yes\": expected on, off or auto");
-        let w = MMA_AUTO_MIN_EMBD;
-        assert!(MmaMode::Auto.resolve(w) && MmaMode::Auto.resolve(2 * w));
-        assert!(!MmaMode::Auto.resolve(w - 1) && !MmaMode::Auto.resolve(576));
-        assert!(MmaMode::On.resolve(576) && !MmaMode::Off.resolve(2 * w));
+    }
+
+    /// What `--mma auto` reads off the flags: the prime arm's largest chunk as it runs
+    /// (default: the whole prompt; every chunk at most --prompt-len), 0 without a prime arm.
+    #[test]
+    fn prime_rows_is_the_largest_chunk_the_prime_arm_runs() {
+        let rows = |flags: &str| {
+            let cli =
+                Cli::try_parse_from(std::iter::once("ppn-gate").chain(flags.split(' '))).unwrap();
+            prime_rows(&cli.gate).unwrap()
+        };
+        assert_eq!(rows("--arms eager,batched --chunk 512"), 0);
+        assert_eq!(rows("--arms prime --chunk 8,512,16 --prompt-len 512"), 512);
+        assert_eq!(rows("--arms eager,prime --prompt-len 100"), 100);
+        assert_eq!(rows("--arms prime --chunk 512 --prompt-len 40"), 40);
+        assert_eq!(rows("--arms verify --prompt-len 100"), 0);
+        let cli = Cli::try_parse_from(["ppn-gate", "--arms", "prime", "--chunk", "8,x"]).unwrap();
+        assert!(prime_rows(&cli.gate)
+            .unwrap_err()
+            .to_string()
+            .contains("--chunk"));
     }
 }

@@ -85,41 +85,51 @@ pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
 /// The kernels of a vectorized module, by weight rows per warp (1, 2, 4).
 pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
-/// `--mma auto` turns the tensor-core path on for models at least this wide. Why 4096: the
-/// widths it was measured on against the FFMA kernels (llama8b- and llama70b-shaped Q4_K
-/// files, one H200, 2026-11-30: B=8 2.2-2.8x and prefill512 4x the FFMA kernels, eager
-/// 7-10 % slower, each at or above llama.cpp); the narrow models (SmolLM2's 576, Gemma-3's
-/// 640) are latency-bound at decode, where mma's extra prep launch per op costs most, and
-/// were not measured on it, so they keep the FFMA kernels unless `--mma on`.
+/// `--mma auto` turns the tensor-core path on for the Q4_K matrices of models at least this
+/// wide. Why 4096: the widths it was measured on against the FFMA kernels (llama8b- and
+/// llama70b-shaped Q4_K files, one H200, 2026-11-30: B=8 2.2-2.8x and prefill512 4x the FFMA
+/// kernels, eager 7-10 % slower, each at or above llama.cpp). The narrow models (SmolLM2's
+/// 576, Gemma-3's 640) are latency-bound at decode, where mma's extra prep launch per op costs
+/// most (measured on their shapes: eager 25 % / 15 % slower), so decode-only runs keep the
+/// FFMA kernels there.
 pub const MMA_AUTO_MIN_EMBD: usize = 4096;
+/// `--mma auto` turns the tensor-core path on for every format it takes when the run primes
+/// chunks of at least this many rows (the prime arm's largest `--chunk`), whatever the
+/// width: a GEMM's rows share each weight tile, where the FFMA kernels reread it every 8
+/// rows. Measured on one H200 (2026-11-30, session 5 call a1): prefill512 on the SmolLM2
+/// shape 36.1k -> 56.5k tok/s, on the Gemma-3 shape (Q5_0) 46.4k -> 97.0k, at the eager cost
+/// above. 64: a chunk that size already spends most of its time in the matvec GEMMs.
+pub const MMA_AUTO_MIN_ROWS: usize = 64;
 
-/// `--mma`: which matvec Q4_K (and, on, the 32-element formats') matrices take (see
-/// `CudaBackend::with_mma`).
+/// `--mma`: which matrices take the tensor-core kernels (see `CudaBackend::with_mma`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MmaMode {
     Off,
     On,
-    /// On for models at least `MMA_AUTO_MIN_EMBD` wide.
+    /// Q4_K for models at least `MMA_AUTO_MIN_EMBD` wide; every format the path takes when
+    /// the run primes chunks of at least `MMA_AUTO_MIN_ROWS` rows.
     Auto,
 }
 
 impl MmaMode {
-    /// Whether engines of a model `n_embd` wide run the tensor-core kernels.
-    pub fn resolve(self, n_embd: usize) -> bool {
+    /// The formats engines of a model `n_embd` wide take the tensor-core kernels for, in a
+    /// run whose largest prime chunk is `prime_rows` (0: no prime arm). A function of the
+    /// model and the run's flags alone, so every engine of a gate (reference, arms, stages,
+    /// processes) takes the same kernels.
+    pub fn select(self, n_embd: usize, prime_rows: usize) -> MmaSel {
         match self {
-            MmaMode::Off => false,
-            MmaMode::On => true,
-            MmaMode::Auto => n_embd >= MMA_AUTO_MIN_EMBD,
-        }
-    }
-
-    /// The formats engines of a model `n_embd` wide take the tensor-core kernels for: Q4_K as
-    /// `resolve` says; Q8_0, Q4_0, Q4_1, Q5_0 only with `--mma on` (not yet measured on a
-    /// GPU, so auto keeps their FFMA kernels: its choices stay those it was measured with).
-    pub fn select(self, n_embd: usize) -> MmaSel {
-        MmaSel {
-            q4k: self.resolve(n_embd),
-            b32: self == MmaMode::On,
+            MmaMode::Off => MmaSel::default(),
+            MmaMode::On => MmaSel {
+                q4k: true,
+                b32: true,
+            },
+            MmaMode::Auto => {
+                let chunks = prime_rows >= MMA_AUTO_MIN_ROWS;
+                MmaSel {
+                    q4k: chunks || n_embd >= MMA_AUTO_MIN_EMBD,
+                    b32: chunks,
+                }
+            }
         }
     }
 }
@@ -143,6 +153,24 @@ impl MmaSel {
             self.b32
         };
         on && crate::quant::repack::mma_ok(ty, rows, cols)
+    }
+}
+
+/// `--mma` as receipts record it (`CudaBackend::mma_note`): on, off, or auto with what it
+/// chose and why.
+pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize) -> String {
+    match mode {
+        MmaMode::On => "on".into(),
+        MmaMode::Off => "off".into(),
+        MmaMode::Auto if prime_rows >= MMA_AUTO_MIN_ROWS => format!(
+            "auto: on, every format it takes (prime chunks of {prime_rows} rows >= {MMA_AUTO_MIN_ROWS})"
+        ),
+        MmaMode::Auto if n_embd >= MMA_AUTO_MIN_EMBD => {
+            format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
+        }
+        MmaMode::Auto => format!(
+            "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS})"
+        ),
     }
 }
 
@@ -611,6 +639,9 @@ pub struct CudaBackend {
     /// Q4_K (on: also Q8_0, Q4_0, Q4_1, Q5_0) matrices on the tensor-core kernels (`--mma`,
     /// auto by default).
     mma: MmaMode,
+    /// The run's largest prime chunk (0: no prime arm), what `--mma auto` looks at besides
+    /// the model's width (`MmaMode::select`).
+    mma_rows: usize,
     next_stream: AtomicU64,
     modules: Arc<Modules>,
     /// `--trace`: the trace streams made from now on record into.
@@ -725,6 +756,7 @@ impl CudaBackend {
             pdl: true,
             graphs: true,
             mma: MmaMode::Auto,
+            mma_rows: 0,
             next_stream: AtomicU64::new(0),
             modules: Arc::new(Modules::new(None)),
             trace: Mutex::new(None),
@@ -773,8 +805,9 @@ impl CudaBackend {
     /// whole super-blocks, and every Q8_0, Q4_0, Q4_1, Q5_0 matrix of whole 16-row tiles and
     /// blocks of 32, is uploaded in its layout of kernels/mma.cu and every launch over such
     /// matrices runs there, for every row count (decode tiles and prime/verify chunks alike,
-    /// one reduction order); off keeps the FFMA kernels; auto (the default) is on for the
-    /// Q4_K matrices of models at least `MMA_AUTO_MIN_EMBD` wide (`MmaMode::select`). A function of the model alone, so every engine of a gate
+    /// one reduction order); off keeps the FFMA kernels; auto (the default) picks by the
+    /// model's width and the run's largest prime chunk (`MmaMode::select`, `with_mma_rows`).
+    /// A function of the model and the run's flags alone, so every engine of a gate
     /// (reference and arms, every stage and process) takes the same kernels: each arm still
     /// matches its reference bit for bit. A different order than off, so different bits.
     /// Set before the first engine is built.
@@ -783,23 +816,22 @@ impl CudaBackend {
         self
     }
 
+    /// The run's largest prime chunk in rows (0: the run has no prime arm), for `--mma auto`.
+    /// Set from the run's flags before the first engine is built, the same for all of them.
+    pub fn with_mma_rows(mut self, prime_rows: usize) -> CudaBackend {
+        self.mma_rows = prime_rows;
+        self
+    }
+
     /// The `--mma` setting as given (auto unresolved).
     pub fn mma(&self) -> MmaMode {
         self.mma
     }
 
-    /// `--mma` as receipts record it: what engines of a model `n_embd` wide run, and why
-    /// when auto chose it.
+    /// `--mma` as receipts record it: which formats engines of a model `n_embd` wide run on
+    /// the tensor cores, and why when auto chose.
     pub fn mma_note(&self, n_embd: usize) -> String {
-        let (on, cmp) = if self.mma.resolve(n_embd) {
-            ("on", ">=")
-        } else {
-            ("off", "<")
-        };
-        match self.mma {
-            MmaMode::Auto => format!("auto: {on} (n_embd {n_embd} {cmp} {MMA_AUTO_MIN_EMBD})"),
-            _ => on.to_string(),
-        }
+        mma_note(self.mma, n_embd, self.mma_rows)
     }
 
     /// Whether engines replay graphs, and where they cannot although asked, why (receipts
@@ -1478,7 +1510,7 @@ impl Backend for CudaBackend {
         s: &GpuStream,
     ) -> BResult<CudaEngine> {
         let dx = self.device(dev)?;
-        let mma = self.mma.select(model.cfg.n_embd);
+        let mma = self.mma.select(model.cfg.n_embd, self.mma_rows);
         CudaEngine::new(&dx, model, spec, s, self.graphs, mma)
     }
 

@@ -698,31 +698,54 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(moved.find("pdl_wait();").unwrap() > first(&moved));
 }
 
-/// `--mma auto` keeps today's choice (Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else);
-/// the 32-element formats take the tensor-core layout only with `--mma on`, and only whole
-/// m-tiles of whole blocks of 32 (SmolLM2's 576 and Gemma-3's 640 included).
+/// `--mma auto`: Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else, in runs that prime no
+/// chunk of MMA_AUTO_MIN_ROWS rows; in runs that do, every format the path takes, at any
+/// width. On: every format; off: none. Only whole m-tiles of whole blocks of 32 take the
+/// 32-element formats' layout (SmolLM2's 576 and Gemma-3's 640 included).
 #[test]
-fn mma_auto_keeps_the_32_element_formats_on_their_ffma_kernels() {
-    use super::{MmaMode, MmaSel};
+fn mma_auto_selects_by_width_and_prime_chunk() {
+    use super::{mma_note, MmaMode, MmaSel, MMA_AUTO_MIN_EMBD as W, MMA_AUTO_MIN_ROWS as R};
     use GgmlType::*;
-    let auto = MmaMode::Auto.select(4096);
-    assert!(auto.takes(Q4K, 32, 4096));
+    let auto = MmaMode::Auto.select(W, 0);
+    assert!(auto.takes(Q4K, 32, W));
+    assert!(!MmaMode::Auto.select(W - 1, R - 1).takes(Q4K, 32, W - 256));
+    assert!(MmaMode::Auto.select(576, R).takes(Q4K, 32, 1536));
     for ty in [Q8_0, Q4_0, Q4_1, Q5_0] {
-        assert!(!auto.takes(ty, 32, 4096), "auto took {}", ty.name());
-        assert!(MmaMode::On.select(576).takes(ty, 32, 576), "{}", ty.name());
+        assert!(!auto.takes(ty, 32, W), "auto took {}", ty.name());
+        assert!(!MmaMode::Auto.select(576, R - 1).takes(ty, 32, 576));
         assert!(
-            MmaMode::On.select(640).takes(ty, 1024, 640),
+            MmaMode::Auto.select(576, R).takes(ty, 32, 576),
             "{}",
             ty.name()
         );
         assert!(
-            !MmaMode::On.select(576).takes(ty, 40, 576),
+            MmaMode::On.select(576, 0).takes(ty, 32, 576),
+            "{}",
+            ty.name()
+        );
+        assert!(
+            MmaMode::On.select(640, 0).takes(ty, 1024, 640),
+            "{}",
+            ty.name()
+        );
+        assert!(
+            !MmaMode::On.select(576, 0).takes(ty, 40, 576),
             "{}: 40 rows",
             ty.name()
         );
     }
-    assert!(!MmaMode::On.select(4096).takes(Q6K, 32, 4096));
-    assert!(!MmaMode::On.select(576).takes(Q4K, 32, 576));
-    assert_eq!(MmaMode::Off.select(8192), MmaSel::default());
-    assert_eq!(MmaMode::Auto.select(576), MmaSel::default());
+    assert!(!MmaMode::On.select(W, R).takes(Q6K, 32, W));
+    assert!(!MmaMode::On.select(576, 0).takes(Q4K, 32, 576));
+    assert_eq!(MmaMode::Off.select(2 * W, 512), MmaSel::default());
+    assert_eq!(MmaMode::Auto.select(576, 0), MmaSel::default());
+    assert_eq!(
+        mma_note(MmaMode::Auto, 576, 512),
+        format!("auto: on, every format it takes (prime chunks of 512 rows >= {R})")
+    );
+    assert_eq!(
+        mma_note(MmaMode::Auto, W, 0),
+        format!("auto: on, Q4_K (n_embd {W} >= {W})")
+    );
+    assert!(mma_note(MmaMode::Auto, 576, 16).starts_with("auto: off (n_embd 576 <"));
+    assert_eq!(mma_note(MmaMode::On, 576, 0), "on");
 }
