@@ -381,7 +381,7 @@ fn selftest_catches_every_fault_that_opens_on_the_cpu() {
         assert_eq!(r["status"], want, "{r}");
         if want == "cannot-open" {
             let why = if id == "mma-row-order" {
-                "needs --mma on"
+                "only the cuda backend has"
             } else {
                 "no load to race"
             };
@@ -606,7 +606,7 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &[
                 "--fault mma-row-order: cannot open",
                 "runs only with --mma on on the cuda backend",
-                "no placement opens it on this backend: it needs --mma on",
+                "no placement opens it on this backend: it plants in the tensor-core matvec, which only the cuda backend has",
             ],
         ),
         // soak and bench check the same way (bench refuses every fault).

@@ -18,6 +18,7 @@ use super::gate::{
     AnyBackend, Prepared,
 };
 use super::{Cli, GateArgs, SelftestArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use crate::backend::cuda::MmaMode;
 use crate::model::synth::{builtin_spec, SynthSpec};
 use crate::model::Model;
 use crate::receipt::write_atomic;
@@ -95,9 +96,13 @@ pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
         (Fault::NoWarGuard | Fault::SingleSlot | Fault::SlotFirstUse, true) => {
             opens("--stages 2 --splits 1 --window 8 --arms pipelined", true)
         }
-        (Fault::MmaRowOrder, _) => Recipe::Closed(
-            "it needs --mma on (cuda), and selftest runs the engines' default kernels (scripts/gpu-mma-engine.sh and gpu-mma32.sh run it on the GPU)".into(),
+        (Fault::MmaRowOrder, false) => Recipe::Closed(
+            "it plants in the tensor-core matvec, which only the cuda backend has".into(),
         ),
+        // B = 8 rows share every launch: the planted hi/lo swap reorders all of them. On a
+        // model without a matrix the path takes it cannot plant: `selftest` closes the row
+        // there (`mma_closed`).
+        (Fault::MmaRowOrder, true) => opens("--mma on --stages 2 --arms batched --batch 8", false),
         (Fault::NoLoadBarrier, true) => Recipe::Closed(
             "a finding, not a control: it never fails on CUDA (40/40 runs PASS on the H200; pageable uploads return only once the driver has staged the bytes), see README".into(),
         ),
@@ -124,6 +129,24 @@ pub fn where_it_opens(f: Fault, be: &AnyBackend) -> String {
         ),
         Recipe::Closed(why) => format!("no placement opens it on this backend: {why}"),
     }
+}
+
+/// Whether `--mma on` puts any of the model's matrices on the tensor cores (mma-row-order's
+/// plant needs one: a launch over no such matrix plants nothing and would read as a miss).
+fn has_mma_matrix(m: &Model) -> bool {
+    let on = MmaMode::On.select(m.cfg.n_embd, 0);
+    m.layers.iter().any(|l| {
+        [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
+            .iter()
+            .any(|w| on.takes(w.ty, w.rows, w.cols))
+    })
+}
+
+/// mma-row-order's row on a model none of whose matrices the tensor-core path takes.
+fn mma_closed() -> Recipe {
+    Recipe::Closed(
+        "the model has no matrix the tensor-core path takes (Q4_K of whole super-blocks; Q8_0, Q4_0, Q4_1, Q5_0 of whole blocks of 32; whole 16-row tiles), so nothing can plant".into(),
+    )
 }
 
 /// One line of the selftest: a fault, or a clean control (`fault` None) of a placement.
@@ -521,7 +544,15 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
         .clone()
         .unwrap_or_else(|| default_receipt_path("selftest").with_extension(""));
     std::fs::create_dir_all(&out).with_context(|| format!("--out {}", out.display()))?;
-    let rows = plan(cuda, devices);
+    let mut rows = plan(cuda, devices);
+    if cuda && !has_mma_matrix(&model.0) {
+        for r in rows
+            .iter_mut()
+            .filter(|r| r.fault == Some(Fault::MmaRowOrder))
+        {
+            r.recipe = mma_closed();
+        }
+    }
     let mut runner = GateRunner::new(common, out.clone(), model, synth_heavy);
     let results = execute(
         &rows,
@@ -578,10 +609,10 @@ mod tests {
                             assert!(!why.is_empty());
                             // Only these cannot open: one device to misplace nothing on,
                             // the load race (CPU: nothing loads; CUDA: never fails), and
-                            // the mma control (selftest does not run --mma on).
+                            // the mma control on the CPU (no tensor-core matvec there).
                             assert!(
                                 f == Fault::NoLoadBarrier
-                                    || f == Fault::MmaRowOrder
+                                    || (f == Fault::MmaRowOrder && !cuda)
                                     || (f == Fault::MisplacedCache && g == 1),
                                 "{f} cuda={cuda} g={g}: {why}"
                             );
@@ -590,6 +621,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// mma-row-order runs on CUDA only on a model with a matrix `--mma on` takes (the
+    /// built-in Q8_0 model has them); on one without (F16) its row is closed, not missed.
+    #[test]
+    fn mma_row_order_needs_a_model_the_tensor_core_path_takes() {
+        use crate::quant::GgmlType;
+        let (builtin, _) = synth_model(&builtin_spec(), "builtin").unwrap();
+        assert!(has_mma_matrix(&builtin));
+        let mut f16 = builtin_spec();
+        f16.quant = crate::model::synth::SynthQuant::Uniform(GgmlType::F16);
+        let (m, _) = synth_model(&f16, "f16").unwrap();
+        assert!(!has_mma_matrix(&m));
+        assert!(matches!(
+            recipe(Fault::MmaRowOrder, true, 1),
+            Recipe::Opens { ref flags, heavy: false } if flags.join(" ").starts_with("--mma on")
+        ));
+        assert!(matches!(mma_closed(), Recipe::Closed(ref w) if w.contains("no matrix")));
     }
 
     #[test]
