@@ -330,6 +330,8 @@ for name in rows_wanted:
             "floor_tok_s": floor,
         }
         row.update(extra)
+        # Which matvec kernels ran (the receipt's backend.mma: --mma auto's choice and why).
+        row["ppn_kernels"] = (ppn or {}).get("backend", {}).get("mma")
         rows.append(row)
     pp_text = read(f"{raw}/{name}.pp.json")
     if pp_text:
@@ -349,6 +351,7 @@ for name in rows_wanted:
             "ratio": (mine / theirs) if mine and theirs else None,
             "floor_tok_s": None,
             "ppn_every_logits_tok_s": every,
+            "ppn_kernels": pp.get("backend", {}).get("mma"),
         })
     pipe_text = read(f"{raw}/{name}.pipe2.json")
     if pipe_text:
@@ -401,7 +404,8 @@ for r in rows:
     ratio = r["ratio"] if r["ratio"] is not None else r.get("x_ppn_eager_1gpu")
     tag = "" if r["ratio"] is not None or ratio is None else " (x eager)"
     print(f"{r['model']:<22} {r['path']:<15} {fmt(wb and wb / 1e6, 0):>9} {fmt(r['ppn_tok_s']):>10}"
-          f" {fmt(r['llamacpp_tok_s']):>10} {fmt(ratio, 2):>6} {fmt(r['floor_tok_s'], 0):>8}{tag}")
+          f" {fmt(r['llamacpp_tok_s']):>10} {fmt(ratio, 2):>6} {fmt(r['floor_tok_s'], 0):>8}{tag}"
+          f"  {(r.get('ppn_kernels') or '').split(' (')[0]}")
 for s in skipped:
     print(f"skipped {s['model']}: {s['reason']}")
 print(f"commit {commit}; {out['machine']}; {out['date']}")
