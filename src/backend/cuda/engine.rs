@@ -497,6 +497,19 @@ pub(super) fn mma_decode_kernel(n_mt: usize, sms: usize) -> (usize, u32) {
     }
 }
 
+/// Warps along n of a GEMM block (4 x wn warps, 2 x 2 tiles each): 4, the measured
+/// prototype's shape, unless its grid would not give every SM a block (SmolLM2's and
+/// Gemma-3's narrow matrices: 576 rows are 5 m-blocks, 40 blocks at 512 rows for 132 SMs);
+/// then the largest of 2, 1 that does, else 1. A function of the launch's shape alone;
+/// timing only: every tiling adds each output's super-blocks in order in one lane.
+pub(super) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: usize) -> usize {
+    let m_blocks = n_mt.div_ceil(8);
+    [4, 2]
+        .into_iter()
+        .find(|wn| m_blocks * rows.div_ceil(16 * wn) >= sms)
+        .unwrap_or(1)
+}
+
 /// Rows of a launch the decode kernel takes (one n-tile of 8 columns); more go to the GEMM.
 /// Timing only: both kernels compute THE ORDER (the GPU script's chunk gates check it).
 pub(super) const MMA_DECODE_MAX: usize = 8;
@@ -1751,14 +1764,16 @@ impl CudaEngine {
             };
             (self.dx.mma_func(kernel(k)?)?, cfg, "mma decode")
         } else {
-            // g2x2w4x4: a block covers 4 x 2 m-tiles and 4 x 2 n-tiles of 8 columns.
+            // g2x2w4x4: a block covers 4 x 2 m-tiles and wn x 2 n-tiles of 8 columns (wn = 4,
+            // or fewer on a narrow launch).
+            let wn = mma_gemm_warps_n(n_mt, rows, self.dx.sms);
             let cfg = LaunchConfig {
                 grid_dim: (
                     to_u32(n_mt.div_ceil(8), "mma gemm m-blocks")?,
-                    to_u32(rows.div_ceil(64), "mma gemm n-blocks")?,
+                    to_u32(rows.div_ceil(16 * wn), "mma gemm n-blocks")?,
                     1,
                 ),
-                block_dim: (512, 1, 1),
+                block_dim: (to_u32(128 * wn, "mma gemm threads")?, 1, 1),
                 shared_mem_bytes: 0,
             };
             (self.dx.mma_func(kernel(MMA_GEMM)?)?, cfg, "mma gemm")
@@ -1784,7 +1799,8 @@ impl CudaEngine {
         // prepared; the decode kernel reads columns < rows only, zeros past them); each y
         // holds rows x n_out (engine
         // scratch of max_rows, or the head's checked logits range); the decode kernel's
-        // grid covers ceil(n_mt / 2) blocks of 2 m-tiles, the GEMM's its 8 x 8 tile blocks.
+        // grid covers ceil(n_mt / 2) blocks of 2 m-tiles, the GEMM's its 8 x 2wn tile blocks
+        // (the kernel reads its warps along n from blockDim).
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, kind, e0);
         Ok(())

@@ -749,3 +749,26 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
     assert!(mma_note(MmaMode::Auto, 576, 16).starts_with("auto: off (n_embd 576 <"));
     assert_eq!(mma_note(MmaMode::On, 576, 0), "on");
 }
+
+/// The GEMM's block width along n: the prototype's 4 warps unless the grid would leave SMs
+/// without a block (narrow matrices), then 2 or 1; the grid then covers every n-tile.
+#[test]
+fn mma_gemm_blocks_narrow_launches_finer_and_still_cover_every_column() {
+    use super::engine::mma_gemm_warps_n as wn;
+    // The 8B shape's matrices keep the measured tiling at 512 rows.
+    assert_eq!(wn(4096 / 16, 512, 132), 4);
+    assert_eq!(wn(2 * 14336 / 16, 512, 132), 4);
+    // SmolLM2's o / down (576 rows: 36 m-tiles, 5 m-blocks): 5 x 8 = 40 blocks at wn 4,
+    // 5 x 16 = 80 at 2, 5 x 32 = 160 at 1.
+    assert_eq!(wn(36, 512, 132), 1);
+    // Gemma-3's q|k|v (1536 rows: 12 m-blocks): 12 x 16 = 192 at wn 2.
+    assert_eq!(wn(96, 512, 132), 2);
+    // A short chunk has too few columns for any tiling to fill the SMs: 1.
+    assert_eq!(wn(36, 40, 132), 1);
+    for (n_mt, rows) in [(36, 512), (96, 512), (256, 512), (36, 40), (4000, 9)] {
+        let w = wn(n_mt, rows, 132);
+        // blocks along n times n-tiles per block (w warps x 2 tiles of 8) cover every column.
+        assert!(rows.div_ceil(16 * w) * 16 * w >= rows);
+        assert!([1, 2, 4].contains(&w));
+    }
+}

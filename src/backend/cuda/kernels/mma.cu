@@ -770,7 +770,12 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int wm = warp % GWM, wn = warp / GWM, nblk = a.n_in >> 5;
     const int n_nt = (ncols + 7) >> 3;
-    const int mtb = (blockIdx.x * GWM + wm) * GMT, ntb = (blockIdx.y * GWN + wn) * GNT;
+    // The block's warps along n: GWN, or fewer when the host launches fewer warps (narrow
+    // launches: more, smaller blocks over the SMs, engine.rs mma_gemm_warps_n). Which warp
+    // computes an output never enters its order: each output's super-blocks are added in
+    // order in its own lane's registers, whatever the tiling.
+    const int gwn = (int)(blockDim.x >> 5) / GWM;
+    const int mtb = (blockIdx.x * GWM + wm) * GMT, ntb = (blockIdx.y * gwn + wn) * GNT;
     if (mtb >= n_mt || ntb >= n_nt) return;  // no block-wide barrier in this kernel
     float acc[GMT][GNT][4];
 #pragma unroll
