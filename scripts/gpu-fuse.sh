@@ -23,7 +23,8 @@
 # What to look for: gate rows rc=0 with every arm PASS; every diff row `same`; the fault row
 # rc=1 with a FAIL; in the table at the end, eager tok/s of new/mma-on above base/mma-on
 # (the target: near or above mma-off's), B=8 of new/mma-on not below base/mma-on (if it
-# is, the B=8 ops should not fuse: lower engine.rs MMA_FUSE_SMEM_MAX), mma-off rows equal
+# is, the B=8 ops should not fuse: lower engine.rs MMA_FUSE_SMEM_MAX or MMA_FUSE_ROUNDS;
+# Gemma's B=8 down-proj and every 4096-wide B=8 op do not fuse already), mma-off rows equal
 # between binaries (untouched path; their spread is the noise).
 # OUT gets 4 files: summary.txt (the table, printed last too), log.txt, receipts.tar.gz,
 # bench.txt. Helpers: scripts/gpu-mma-lib.sh.

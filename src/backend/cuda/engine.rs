@@ -495,24 +495,35 @@ pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
 pub(super) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
 /// The fused decode's dynamic shared memory budget: 64 KiB holds a one-row launch of up to
 /// 61 super-blocks (15616 inputs: every matrix of Llama-3-8B, down-proj's 14336 included)
-/// and 8 rows of up to 7 (1792 inputs: SmolLM2's every op at B = 8). Beside the 16-warp
+/// and 8 rows of up to 7 (1792 inputs: with MMA_FUSE_ROUNDS, SmolLM2's every op at B = 8,
+/// its 576-input head on the 8-warp kernel in 3 rounds). Beside the 16-warp
 /// kernel's static 16.3 KiB that is ~82 KiB per block, under every sm_80+ opt-in limit.
 pub(super) const MMA_FUSE_SMEM_MAX: usize = 64 * 1024;
 /// The decode kernels' static shared memory, rounded up (ptxas sm_90: 16672 bytes for the
 /// 16-warp fused kernel: red, sumsq256_rows_inv's 64 + 8 floats).
 pub(super) const MMA_DECODE_STATIC_SMEM: usize = 17 * 1024;
 
+/// Rounds of (row, super-block) preparation a fused decode block's warps may take: every
+/// block prepares all the launch's rows itself (no scratch to share), one item per warp a
+/// round, each round about one L2 round trip plus the split; past ~4 rounds (~1 us) that
+/// redundant work would cost about what the mma_prep launch it replaces does (~1.8 us a
+/// dependent launch, measured as the eager gap). An estimate, not a measurement:
+/// scripts/gpu-fuse.sh's bench is where to tune it and MMA_FUSE_SMEM_MAX.
+pub(super) const MMA_FUSE_ROUNDS: usize = 4;
+
 /// The host rule for the fused decode: Some(dynamic shared memory bytes) when a launch of
-/// `rows` rows of `n_in` inputs runs as ONE kernel that prepares its rows itself (decode
-/// sized, rows <= MMA_DECODE_MAX, and its rows x super-blocks fit `cap`, the device's
-/// mma_fuse_cap), None for mma_prep then the decode kernel or GEMM. A function of the
-/// launch's shape alone (never of timing); both paths write the same bytes of XF/XE/XS
-/// (kernels/mma.cu mma_prep_sb), so the choice changes no bit.
-pub(super) fn mma_fused_smem(rows: usize, n_in: usize, cap: usize) -> Option<usize> {
-    let bytes = rows
-        .checked_mul(n_in.div_ceil(256))?
-        .checked_mul(MMA_FUSE_UNIT)?;
-    ((1..=MMA_DECODE_MAX).contains(&rows) && bytes <= cap).then_some(bytes)
+/// `rows` rows of `n_in` inputs on the decode kernel of `warps` warps (mma_decode_kernel)
+/// runs as ONE kernel that prepares its rows itself (decode sized, rows <= MMA_DECODE_MAX;
+/// its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take at most
+/// MMA_FUSE_ROUNDS rounds of the block's warps), None for mma_prep then the decode kernel
+/// or GEMM. A function of the launch's shape alone (never of timing); both paths write the
+/// same bytes of XF/XE/XS (kernels/mma.cu mma_prep_sb), so the choice changes no bit.
+pub(super) fn mma_fused_smem(rows: usize, n_in: usize, warps: usize, cap: usize) -> Option<usize> {
+    let items = rows.checked_mul(n_in.div_ceil(256))?;
+    let bytes = items.checked_mul(MMA_FUSE_UNIT)?;
+    let rounds = items.div_ceil(warps.max(1));
+    ((1..=MMA_DECODE_MAX).contains(&rows) && bytes <= cap && rounds <= MMA_FUSE_ROUNDS)
+        .then_some(bytes)
 }
 
 /// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block): 16 warps
@@ -1748,8 +1759,8 @@ impl CudaEngine {
             to_i32(n_sb, "mma super-blocks")?,
             to_i32(rows, "rows")?,
         );
-        if let Some(smem) = mma_fused_smem(rows, n_in, self.dx.mma_fuse_cap()) {
-            let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
+        let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
+        if let Some(smem) = mma_fused_smem(rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
             let cfg = LaunchConfig {
                 grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
                 block_dim: (32 * warps, 1, 1),
@@ -1796,7 +1807,6 @@ impl CudaEngine {
         .map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "mma prep", e0);
         let (f, cfg, kind) = if decode {
-            let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
             let cfg = LaunchConfig {
                 grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
                 block_dim: (32 * warps, 1, 1),

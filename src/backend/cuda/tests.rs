@@ -707,7 +707,8 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
 }
 
 /// The fused decode rule (engine.rs mma_fused_smem): decode-sized launches whose rows x
-/// super-blocks of prepared activations fit the shared memory budget run as one kernel;
+/// super-blocks of prepared activations fit the shared memory budget and the block's warps
+/// in MMA_FUSE_ROUNDS rounds run as one kernel;
 /// the bytes are what the kernel lays out (kernels/mma.cu mma_decode_body, FUSE).
 #[test]
 fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
@@ -719,27 +720,39 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     let mma = source("mma.cu");
     assert!(mma.contains("float* xs = (float*)(xf + (size_t)nb * n_sb * 256);"));
     assert!(mma.contains("float* xe = xs + (size_t)nb * n_sb * 8;"));
-    // Eager (one row): every width up to 61 super-blocks (Llama-3-8B's 14336 included);
-    // a partial last super-block counts whole (SmolLM2's 576: 3).
-    assert_eq!(mma_fused_smem(1, 576, cap), Some(3 * MMA_FUSE_UNIT));
-    assert_eq!(mma_fused_smem(1, 14336, cap), Some(56 * MMA_FUSE_UNIT));
-    assert_eq!(mma_fused_smem(1, 61 * 256, cap), Some(61 * MMA_FUSE_UNIT));
-    assert_eq!(mma_fused_smem(1, 62 * 256, cap), None);
-    // B = 8: SmolLM2's widths fit, Gemma-3's 2048 (8 x 8 super-blocks) and 4096 do not.
-    assert_eq!(mma_fused_smem(8, 1536, cap), Some(48 * MMA_FUSE_UNIT));
-    assert_eq!(mma_fused_smem(8, 2048, cap), None);
-    assert_eq!(mma_fused_smem(8, 4096, cap), None);
-    // More rows than the decode kernel's n-tile (the GEMM's), or none: never fused.
-    assert_eq!(mma_fused_smem(9, 256, cap), None);
-    assert_eq!(mma_fused_smem(0, 256, cap), None);
-    // A device whose opt-in limit is smaller fuses less; a cap of 0 never.
+    // Eager (one row) on the 16-warp kernel: every width up to 61 super-blocks (Llama-3-8B's
+    // 14336 included: 4 rounds); a partial last super-block counts whole (SmolLM2's 576: 3).
+    assert_eq!(mma_fused_smem(1, 576, 16, cap), Some(3 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(1, 14336, 16, cap), Some(56 * MMA_FUSE_UNIT));
     assert_eq!(
-        mma_fused_smem(1, 4096, 16 * MMA_FUSE_UNIT),
-        Some(16 * MMA_FUSE_UNIT)
+        mma_fused_smem(1, 61 * 256, 16, cap),
+        Some(61 * MMA_FUSE_UNIT)
     );
-    assert_eq!(mma_fused_smem(1, 4096, 16 * MMA_FUSE_UNIT - 1), None);
-    assert_eq!(mma_fused_smem(1, 256, 0), None);
-    assert_eq!(mma_fused_smem(usize::MAX, usize::MAX, cap), None);
+    assert_eq!(mma_fused_smem(1, 62 * 256, 16, cap), None);
+    // The rounds: 8 warps take up to 32 (row, super-block) items, 16 warps 64.
+    assert_eq!(mma_fused_smem(1, 4096, 8, cap), Some(16 * MMA_FUSE_UNIT));
+    assert_eq!(
+        mma_fused_smem(1, 32 * 256, 8, cap),
+        Some(32 * MMA_FUSE_UNIT)
+    );
+    assert_eq!(mma_fused_smem(1, 33 * 256, 8, cap), None);
+    assert_eq!(mma_fused_smem(1, 14336, 8, cap), None);
+    // B = 8: SmolLM2's widths fit (its 576-wide head on 8 warps: 24 items), Gemma-3's 2048
+    // (8 x 8 super-blocks) and 4096 do not; 1536 on 8 warps is 6 rounds.
+    assert_eq!(mma_fused_smem(8, 1536, 16, cap), Some(48 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(8, 576, 8, cap), Some(24 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(8, 1536, 8, cap), None);
+    assert_eq!(mma_fused_smem(8, 2048, 16, cap), None);
+    assert_eq!(mma_fused_smem(8, 4096, 16, cap), None);
+    // More rows than the decode kernel's n-tile (the GEMM's), or none: never fused.
+    assert_eq!(mma_fused_smem(9, 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(0, 256, 16, cap), None);
+    // A device whose opt-in limit is smaller fuses less; a cap of 0 never.
+    let c16 = 16 * MMA_FUSE_UNIT;
+    assert_eq!(mma_fused_smem(1, 4096, 16, c16), Some(c16));
+    assert_eq!(mma_fused_smem(1, 4096, 16, c16 - 1), None);
+    assert_eq!(mma_fused_smem(1, 256, 16, 0), None);
+    assert_eq!(mma_fused_smem(usize::MAX, usize::MAX, 16, cap), None);
 }
 
 /// `--mma auto` keeps today's choice (Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else);
