@@ -40,17 +40,8 @@ BACKEND=${BACKEND:-cuda}
 SECTIONS=${SECTIONS:-gates faults bench acc}
 ACC_CPU=${ACC_CPU:-1}
 cd "$(dirname "$0")/.."
-rm -rf "$WORK"
-mkdir -p "$OUT" "$WORK/r" "$M"
-SUM="$OUT/summary.txt"
-LOG="$OUT/log.txt"
-BENCH="$OUT/bench.txt"
-: >"$SUM"
-: >"$LOG"
-: >"$BENCH"
 . scripts/gpu-mma-lib.sh
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 || true
-T0=$(date +%s)
+init_out
 
 # Models: small shapes whose every Q4_K matrix is whole 16-row tiles of 256-wide rows.
 SMALL="$M/mma-llama-q4k.gguf"

@@ -1,6 +1,21 @@
-# Shared helpers of the tensor-core GPU scripts (gpu-mma-engine.sh, gpu-mma32.sh), sourced
-# after they set BIN, BACKEND, SECTIONS, WORK, SUM and LOG: the summary row printer, the
-# section test, the --mma flag, stage placements, synthetic models and one gate run.
+# Shared helpers of the tensor-core GPU scripts (gpu-mma-engine.sh, gpu-mma32.sh, gpu-fuse.sh),
+# sourced after they set BIN, BACKEND, SECTIONS, WORK, M and OUT: the output files (init_out),
+# the summary row printer, the section test, the --mma flag, stage placements, synthetic
+# models and one gate run.
+# init_out: a fresh WORK (receipts under WORK/r), MODELDIR M and OUT with empty SUM, LOG and
+# BENCH (summary.txt, log.txt, bench.txt), the GPU's name first in the summary; T0 = now.
+init_out() {
+    rm -rf "$WORK"
+    mkdir -p "$OUT" "$WORK/r" "$M"
+    SUM="$OUT/summary.txt"
+    LOG="$OUT/log.txt"
+    BENCH="$OUT/bench.txt"
+    : >"$SUM"
+    : >"$LOG"
+    : >"$BENCH"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 || true
+    T0=$(date +%s)
+}
 row() { printf '%-62s %s\n' "$1" "$2" | tee -a "$SUM" >/dev/null; }
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 # mma on|off: the flag for this backend (none on the CPU, which refuses it).

@@ -40,17 +40,8 @@ BACKEND=${BACKEND:-cuda}
 SECTIONS=${SECTIONS:-gates faults bench acc}
 ACC_CPU=${ACC_CPU:-1}
 cd "$(dirname "$0")/.."
-rm -rf "$WORK"
-mkdir -p "$OUT" "$WORK/r" "$M"
-SUM="$OUT/summary.txt"
-LOG="$OUT/log.txt"
-BENCH="$OUT/bench.txt"
-: >"$SUM"
-: >"$LOG"
-: >"$BENCH"
 . scripts/gpu-mma-lib.sh
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 || true
-T0=$(date +%s)
+init_out
 
 FMTS="q8_0 q4_1 q5_0 q4_0"
 small="--arch llama --layers 2 --embd 512 --heads 8 --kv-heads 2 --ff 1536 --vocab 2048"

@@ -7,13 +7,14 @@ module: every source in order; a matvec module: a #define head, then common.cu, 
 matvec.cu, and mvq.cu for a vectorized kind or mma.cu for the mma module) and compiled with the engine's options
 (compile_options: no FMA contraction, no flush-to-zero, IEEE division and square root).
 
-Usage: scripts/nvrtc-check.py [--all] [--cubin DIR] [LIBNVRTC]
+Usage: scripts/nvrtc-check.py [--all] [--cubin DIR] [--regs] [LIBNVRTC]
 Default: the main module, the mma module, every vectorized module at row tiles 1 and 8 and
 every byte-wise module at tile 1 (what scripts/test.sh runs); --all: every module at tiles 1, 3 and 8.
 LIBNVRTC: default libnvrtc.so.13 from the nvidia-cuda-nvrtc wheel, found in site-packages or
 in .cache/nvrtc (installed there with pip when absent). Exit 0 when every module compiles.
 --cubin DIR (with NVRTC_ARCH=sm_90): each module's CUBIN into DIR, to read its SASS with
-cuobjdump -sass (the nvidia-cuda-cuobjdump wheel) without a GPU.
+cuobjdump -sass (the nvidia-cuda-cuobjdump wheel) without a GPU. --regs (with NVRTC_ARCH=sm_90):
+ptxas's registers, spill bytes and shared memory of every kernel.
 """
 import ctypes, glob, os, subprocess, sys, site
 
@@ -62,7 +63,7 @@ def src(name):
         return f.read()
 
 
-def compile_module(lib, what, text, arch=ARCH, extra=(), cubin=None):
+def compile_module(lib, what, text, arch=ARCH, extra=(), cubin=None, verbose=False):
     """Compile `text` with the engine's options for `arch` (plus `extra`); with `cubin`, write
     the CUBIN there as WHAT.cubin. None when it compiles, else the error and log."""
     prog = ctypes.c_void_p()
@@ -88,7 +89,9 @@ def compile_module(lib, what, text, arch=ARCH, extra=(), cubin=None):
     text_log = log.value.decode(errors="replace").strip()
     if r != 0:
         return f"{what}: compile failed ({r}):\n{text_log}"
-    if "warning" in text_log:
+    if verbose:
+        print(f"{what}:\n{text_log}")
+    elif "warning" in text_log:
         print(f"{what}: warnings:\n{text_log}")
     return None
 
@@ -101,7 +104,9 @@ def main():
         cubin = argv[i + 1]
         del argv[i:i + 2]
     all_ = "--all" in argv
-    lib = ctypes.CDLL(find_lib([a for a in argv if a != "--all"]))
+    # --regs (with NVRTC_ARCH=sm_XX): ptxas -v per kernel (registers, spill bytes, shared memory).
+    regs = "--regs" in argv
+    lib = ctypes.CDLL(find_lib([a for a in argv if a not in ("--all", "--regs")]))
     modules = [("main module", "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES))]
     for tile in (1, 3, 8) if all_ else (1, 8):
         for kind in list(range(FORMATS)) + ["generic"]:
@@ -120,7 +125,8 @@ def main():
     modules = [(w, t) for w, t in modules if not only or only in w]
     bad = 0
     for what, text in modules:
-        err = compile_module(lib, what, text, cubin=cubin)
+        err = compile_module(lib, what, text, cubin=cubin,
+                             extra=["--ptxas-options=-v"] if regs else [], verbose=regs)
         if err:
             bad += 1
             print(err)

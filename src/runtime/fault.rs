@@ -61,8 +61,9 @@ pub enum Fault {
     /// its cache, and its next rows store and attend past them.
     NoRollback,
     /// `--mma on`: the tensor-core matvec's order depends on how many rows its launch has
-    /// (mma_prep swaps each super-block's hi and lo fragments when a launch has more than
-    /// one row, so the mma chain adds lo before hi), as a batch-dependent kernel would.
+    /// (mma_prep, and the fused decode kernel that does its work, swaps each super-block's
+    /// hi and lo fragments when a launch has more than one row, so the mma chain adds lo
+    /// before hi), as a batch-dependent kernel would.
     MmaRowOrder,
 }
 

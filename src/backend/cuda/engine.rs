@@ -18,8 +18,9 @@
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
 //! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. With
 //! `--mma on`, Q4_K matrices of whole 16-row tiles (and Q8_0/Q4_0/Q4_1/Q5_0 ones of whole
-//! blocks of 32; `--mma auto`: Q4_K only) take kernels/mma.cu instead (two launches
-//! per op: mma_prep, then the decode kernel or the GEMM; `mma_launch`). Every
+//! blocks of 32; `--mma auto`: Q4_K only) take kernels/mma.cu instead (one fused decode
+//! launch for a decode-sized op whose rows fit its shared memory, else two: mma_prep, then
+//! the decode kernel or the GEMM; `mma_launch`). Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 //! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
 //! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
@@ -474,15 +475,55 @@ impl MmaScratch {
 
 /// Index of mma_prep in MMA_KERNELS (src/backend/cuda/mod.rs).
 const MMA_PREP: usize = 0;
-/// Slots of a format's kernel set (mma_kernel): decode with 8 or 16 warps, GEMM.
+/// Slots of a format's kernel set (mma_kernel): decode with 8 or 16 warps, GEMM, then the
+/// fused decode with 8 or 16 warps (slot MMA_FUSED + the unfused decode slot).
 const MMA_DECODE_K8: usize = 0;
 const MMA_DECODE_K16: usize = 1;
 const MMA_GEMM: usize = 2;
+pub(super) const MMA_FUSED: usize = 3;
+/// Kernels per format (kernels/mma.cu MMA_KERNEL_SET).
+pub(super) const MMA_SET: usize = 5;
 
 /// The MMA_KERNELS index of kernel `slot` of format `ty`'s set, None for a format without one.
 pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
     let f = MMA_FORMATS.iter().position(|(t, _)| *t == ty)?;
-    Some(1 + 3 * f + slot)
+    Some(1 + MMA_SET * f + slot)
+}
+
+/// Shared memory of one (row, super-block) of prepared activations in the fused decode
+/// kernel (kernels/mma.cu mma_prep_block): XF 256 words, 8 sub-block sums, 2^E.
+pub(super) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
+/// The fused decode's dynamic shared memory budget: 64 KiB holds a one-row launch of up to
+/// 61 super-blocks (15616 inputs: every matrix of Llama-3-8B, down-proj's 14336 included)
+/// and 8 rows of up to 7 (1792 inputs: with MMA_FUSE_ROUNDS, SmolLM2's every op at B = 8,
+/// its 576-input head on the 8-warp kernel in 3 rounds). Beside the 16-warp
+/// kernel's static 16.3 KiB that is ~82 KiB per block, under every sm_80+ opt-in limit.
+pub(super) const MMA_FUSE_SMEM_MAX: usize = 64 * 1024;
+/// The decode kernels' static shared memory, rounded up (ptxas sm_90: 16672 bytes for the
+/// 16-warp fused kernel: red, sumsq256_rows_inv's 64 + 8 floats).
+pub(super) const MMA_DECODE_STATIC_SMEM: usize = 17 * 1024;
+
+/// Rounds of (row, super-block) preparation a fused decode block's warps may take: every
+/// block prepares all the launch's rows itself (no scratch to share), one item per warp a
+/// round, each round about one L2 round trip plus the split; past ~4 rounds (~1 us) that
+/// redundant work would cost about what the mma_prep launch it replaces does (~1.8 us a
+/// dependent launch, measured as the eager gap). An estimate, not a measurement:
+/// scripts/gpu-fuse.sh's bench is where to tune it and MMA_FUSE_SMEM_MAX.
+pub(super) const MMA_FUSE_ROUNDS: usize = 4;
+
+/// The host rule for the fused decode: Some(dynamic shared memory bytes) when a launch of
+/// `rows` rows of `n_in` inputs on the decode kernel of `warps` warps (mma_decode_kernel)
+/// runs as ONE kernel that prepares its rows itself (decode sized, rows <= MMA_DECODE_MAX;
+/// its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take at most
+/// MMA_FUSE_ROUNDS rounds of the block's warps), None for mma_prep then the decode kernel
+/// or GEMM. A function of the launch's shape alone (never of timing); both paths write the
+/// same bytes of XF/XE/XS (kernels/mma.cu mma_prep_sb), so the choice changes no bit.
+pub(super) fn mma_fused_smem(rows: usize, n_in: usize, warps: usize, cap: usize) -> Option<usize> {
+    let items = rows.checked_mul(n_in.div_ceil(256))?;
+    let bytes = items.checked_mul(MMA_FUSE_UNIT)?;
+    let rounds = items.div_ceil(warps.max(1));
+    ((1..=MMA_DECODE_MAX).contains(&rows) && bytes <= cap && rounds <= MMA_FUSE_ROUNDS)
+        .then_some(bytes)
 }
 
 /// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block): 16 warps
@@ -1665,8 +1706,10 @@ impl CudaEngine {
     /// The tensor-core launch (kernels/mma.cu) over `mats`, every one in the mma layout:
     /// mma_prep (the rows normalized as stage_rows does, then split into f16 fragments),
     /// then for all `rows` at once the decode kernel (up to MMA_DECODE_MAX rows) or the
-    /// GEMM, each ending in mv_finish (store, += residual, act(gate) * up). Every output
-    /// is THE ORDER of kernels/mma.cu, whatever the rows: the kernel choice is timing only.
+    /// GEMM, each ending in mv_finish (store, += residual, act(gate) * up); or, when
+    /// mma_fused_smem takes the launch's shape, one fused decode kernel that prepares the
+    /// rows itself with mma_prep's expressions. Every output is THE ORDER of
+    /// kernels/mma.cu, whatever the rows: the kernel choice is timing only.
     #[allow(clippy::too_many_arguments)]
     fn mma_launch(
         &self,
@@ -1721,6 +1764,34 @@ impl CudaEngine {
         };
         let (xf, xe, xs) = scratch.parts();
         let decode = rows <= MMA_DECODE_MAX;
+        // --fault mma-row-order: the planted row-count-dependent order (kernels/mma.cu),
+        // in mma_prep and the fused decode alike.
+        let plant = i32::from(self.spec.fault_mma_row_order);
+        let (n_mt_i, n_sb_i, rows_i) = (
+            to_i32(n_mt, "mma m-tiles")?,
+            to_i32(n_sb, "mma super-blocks")?,
+            to_i32(rows, "rows")?,
+        );
+        let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
+        if let Some(smem) = mma_fused_smem(rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
+            let cfg = LaunchConfig {
+                grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
+                block_dim: (32 * warps, 1, 1),
+                shared_mem_bytes: to_u32(smem, "mma fused shared memory")?,
+            };
+            let f = self.dx.mma_func(kernel(MMA_FUSED + k)?)?;
+            let e0 = self.prof_start(s);
+            let mut p = [kp(&a), kp(&n_mt_i), kp(&n_sb_i), kp(&rows_i), kp(&plant)];
+            // SAFETY: mma_decode_f8/f16 of format ty (MMA_KERNEL_SET: MvArgs a, int n_mt, int
+            // n_sb, int ncols, int plant); the weights and outputs as for the decode kernel
+            // below (same checks above); a.x holds `rows` rows of n_in floats and a.norm, when
+            // set, n_in values (as for mma_prep below); the dynamic shared memory `smem` is
+            // rows * n_sb * MMA_FUSE_UNIT bytes, what mma_prep_block lays out, and at most
+            // mma_fuse_cap, which prepare_mma opted the kernel in to.
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+            self.prof_end(s, "mma decode fused", e0);
+            return Ok(());
+        }
         // The GEMM reads whole n-tiles of 8 columns (the padding prepared as zeros); the
         // decode kernel reads only the launch's rows. Warps of a block take 8 super-blocks.
         let cols = if decode { rows } else { rows.div_ceil(8) * 8 };
@@ -1733,8 +1804,6 @@ impl CudaEngine {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // --fault mma-row-order: the planted row-count-dependent order (kernels/mma.cu).
-        let plant = i32::from(self.spec.fault_mma_row_order);
         let e0 = self.prof_start(s);
         let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant)];
         // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant); a.x holds a.rows rows
@@ -1750,13 +1819,7 @@ impl CudaEngine {
         }
         .map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "mma prep", e0);
-        let (n_mt_i, n_sb_i, rows_i) = (
-            to_i32(n_mt, "mma m-tiles")?,
-            to_i32(n_sb, "mma super-blocks")?,
-            to_i32(rows, "rows")?,
-        );
         let (f, cfg, kind) = if decode {
-            let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
             let cfg = LaunchConfig {
                 grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
                 block_dim: (32 * warps, 1, 1),

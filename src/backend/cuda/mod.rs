@@ -188,24 +188,35 @@ pub(crate) const MMA_FORMATS: [(GgmlType, &str); 5] = [
 /// matvec sources for MvArgs and the epilogue): compiled once per device, on first need.
 pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"];
 /// The kernels of the mma module: mma_prep, then per MMA_FORMATS entry its decode (8 and 16
-/// warps) and GEMM kernels (engine.rs mma_kernel indexes them).
-pub(crate) const MMA_KERNELS: [&str; 16] = [
+/// warps), GEMM and fused decode (8 and 16 warps; its own prep in shared memory) kernels
+/// (engine.rs mma_kernel indexes them).
+pub(crate) const MMA_KERNELS: [&str; 26] = [
     "mma_prep",
     "mma_decode_k8",
     "mma_decode_k16",
     "mma_gemm",
+    "mma_decode_f8",
+    "mma_decode_f16",
     "mma_decode_k8_q8_0",
     "mma_decode_k16_q8_0",
     "mma_gemm_q8_0",
+    "mma_decode_f8_q8_0",
+    "mma_decode_f16_q8_0",
     "mma_decode_k8_q4_0",
     "mma_decode_k16_q4_0",
     "mma_gemm_q4_0",
+    "mma_decode_f8_q4_0",
+    "mma_decode_f16_q4_0",
     "mma_decode_k8_q4_1",
     "mma_decode_k16_q4_1",
     "mma_gemm_q4_1",
+    "mma_decode_f8_q4_1",
+    "mma_decode_f16_q4_1",
     "mma_decode_k8_q5_0",
     "mma_decode_k16_q5_0",
     "mma_gemm_q5_0",
+    "mma_decode_f8_q5_0",
+    "mma_decode_f16_q5_0",
 ];
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
@@ -460,9 +471,14 @@ impl DevCtx {
         let src = module_source("#define MMA_Q4K\n".to_string(), MMA_SOURCES.iter());
         let what = format!("device {}: mma module", self.dev);
         let module = compile_and_load(self, &src, &what)?;
+        // The fused decode kernels take their prepared rows in dynamic shared memory, up to
+        // mma_fuse_cap bytes (engine.rs mma_fused_smem).
         let fs = MMA_KERNELS
             .iter()
-            .map(|name| load_kernel(&module, &what, name, None))
+            .map(|name| {
+                let fused = name.starts_with("mma_decode_f");
+                load_kernel(&module, &what, name, fused.then(|| self.mma_fuse_cap()))
+            })
             .collect::<BResult<Vec<_>>>()?;
         let _ = self.mma.set(fs);
         eprintln!(
@@ -471,6 +487,13 @@ impl DevCtx {
             t0.elapsed().as_secs_f64() * 1e3
         );
         Ok(())
+    }
+
+    /// Dynamic shared memory a fused mma decode launch may take on this device: the crate's
+    /// budget (engine.rs MMA_FUSE_SMEM_MAX), less where the device's opt-in limit cannot hold
+    /// it beside the kernel's static arrays (every sm_80+ device holds the whole budget).
+    pub(crate) fn mma_fuse_cap(&self) -> usize {
+        engine::MMA_FUSE_SMEM_MAX.min(self.smem_max.saturating_sub(engine::MMA_DECODE_STATIC_SMEM))
     }
 
     /// Kernel `i` of the mma module (`MMA_KERNELS`); `prepare_mma` must have built it.

@@ -644,8 +644,9 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // The launch geometry of engine.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
     // pairs gate and up in one block / lane only with an even tile count per block or warp.
-    assert!(mma.contains("mma_decode_body<F, 2, 8>"));
-    assert!(mma.contains("mma_decode_body<F, 2, 16>"));
+    for (warps, fused) in [(8, "false"), (16, "false"), (8, "true"), (16, "true")] {
+        assert!(mma.contains(&format!("mma_decode_kernel<F, 2, {warps}, {fused}>")));
+    }
     assert!(mma.contains("mma_gemm_body<F, 2, 2, 4, 4>"));
     assert_eq!(
         MMA_DECODE_MAX, 8,
@@ -661,15 +662,20 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
             let (slot, warps) = super::engine::mma_decode_kernel(n_mt, 132);
             let k = super::engine::mma_kernel(*ty, slot).unwrap();
-            assert_eq!(k, 1 + 3 * f + slot);
+            assert_eq!(k, 1 + 5 * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
+            let k = super::engine::mma_kernel(*ty, super::engine::MMA_FUSED + slot).unwrap();
+            assert_eq!(MMA_KERNELS[k], format!("mma_decode_f{warps}{suf}"));
         }
         assert_eq!(
             MMA_KERNELS[super::engine::mma_kernel(*ty, 2).unwrap()],
             format!("mma_gemm{suf}")
         );
     }
-    assert_eq!(MMA_KERNELS.len(), 1 + 3 * MMA_FORMATS.len());
+    assert_eq!(
+        MMA_KERNELS.len(),
+        1 + super::engine::MMA_SET * MMA_FORMATS.len()
+    );
     assert_eq!(
         super::engine::mma_kernel(crate::quant::GgmlType::Q6K, 0),
         None
@@ -679,6 +685,8 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // functions that read XF/XE/XS). Negative control below.
     for (body, reader) in [
         ("mma_decode_body", "mma_dec_sb<F, MT>("),
+        // the fused decode's prep reads a.x (the previous kernel's output)
+        ("mma_decode_body", "mma_prep_block("),
         ("mma_gemm_body", "XF +"),
     ] {
         let at = mma.find(&format!("void {body}(")).expect(body);
@@ -696,6 +704,55 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(prep.find("pdl_wait();").unwrap() < first(prep));
     let moved = prep.replacen("pdl_wait();", "", 1) + "pdl_wait();";
     assert!(moved.find("pdl_wait();").unwrap() > first(&moved));
+}
+
+/// The fused decode rule (engine.rs mma_fused_smem): decode-sized launches whose rows x
+/// super-blocks of prepared activations fit the shared memory budget and the block's warps
+/// in MMA_FUSE_ROUNDS rounds run as one kernel;
+/// the bytes are what the kernel lays out (kernels/mma.cu mma_decode_body, FUSE).
+#[test]
+fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
+    use super::engine::{mma_fused_smem, MMA_FUSE_SMEM_MAX, MMA_FUSE_UNIT};
+    let cap = MMA_FUSE_SMEM_MAX;
+    // XF (256 words), XS (8 floats), XE (1 float) per (row, super-block), as the kernel
+    // carves its dynamic shared memory.
+    assert_eq!(MMA_FUSE_UNIT, 4 * (256 + 8 + 1));
+    let mma = source("mma.cu");
+    assert!(mma.contains("float* xs = (float*)(xf + (size_t)nb * n_sb * 256);"));
+    assert!(mma.contains("float* xe = xs + (size_t)nb * n_sb * 8;"));
+    // Eager (one row) on the 16-warp kernel: every width up to 61 super-blocks (Llama-3-8B's
+    // 14336 included: 4 rounds); a partial last super-block counts whole (SmolLM2's 576: 3).
+    assert_eq!(mma_fused_smem(1, 576, 16, cap), Some(3 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(1, 14336, 16, cap), Some(56 * MMA_FUSE_UNIT));
+    assert_eq!(
+        mma_fused_smem(1, 61 * 256, 16, cap),
+        Some(61 * MMA_FUSE_UNIT)
+    );
+    assert_eq!(mma_fused_smem(1, 62 * 256, 16, cap), None);
+    // The rounds: 8 warps take up to 32 (row, super-block) items, 16 warps 64.
+    assert_eq!(mma_fused_smem(1, 4096, 8, cap), Some(16 * MMA_FUSE_UNIT));
+    assert_eq!(
+        mma_fused_smem(1, 32 * 256, 8, cap),
+        Some(32 * MMA_FUSE_UNIT)
+    );
+    assert_eq!(mma_fused_smem(1, 33 * 256, 8, cap), None);
+    assert_eq!(mma_fused_smem(1, 14336, 8, cap), None);
+    // B = 8: SmolLM2's widths fit (its 576-wide head on 8 warps: 24 items), Gemma-3's 2048
+    // (8 x 8 super-blocks) and 4096 do not; 1536 on 8 warps is 6 rounds.
+    assert_eq!(mma_fused_smem(8, 1536, 16, cap), Some(48 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(8, 576, 8, cap), Some(24 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(8, 1536, 8, cap), None);
+    assert_eq!(mma_fused_smem(8, 2048, 16, cap), None);
+    assert_eq!(mma_fused_smem(8, 4096, 16, cap), None);
+    // More rows than the decode kernel's n-tile (the GEMM's), or none: never fused.
+    assert_eq!(mma_fused_smem(9, 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(0, 256, 16, cap), None);
+    // A device whose opt-in limit is smaller fuses less; a cap of 0 never.
+    let c16 = 16 * MMA_FUSE_UNIT;
+    assert_eq!(mma_fused_smem(1, 4096, 16, c16), Some(c16));
+    assert_eq!(mma_fused_smem(1, 4096, 16, c16 - 1), None);
+    assert_eq!(mma_fused_smem(1, 256, 16, 0), None);
+    assert_eq!(mma_fused_smem(usize::MAX, usize::MAX, 16, cap), None);
 }
 
 /// `--mma auto`: Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else, in runs that prime no

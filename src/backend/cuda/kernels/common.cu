@@ -99,16 +99,10 @@ __device__ __forceinline__ float sumsq32(const float* x, int n) {
     return tree32(acc);
 }
 
-// sum of x[i] * x[i] over i < n (n a multiple of 4, x 16-byte aligned) by a whole block of
-// 256 threads (8 warps; every thread must call it, `red` is 8 floats of shared memory):
-// thread t takes float4s v = t, t + 256, ... in order (x, y, z, w of each in order), then
-// tree32 in each warp, then the 8 warp sums as ((w0 + w1) + (w2 + w3)) + ((w4 + w5) +
-// (w6 + w7)). Every thread returns the same bits, fixed by n alone. The vectorized matvec's
-// norm (its staged prologue and stage_rows) uses it: a warp-per-row sum walks a 4096-wide row
-// in 16 dependent rounds of loads (about 5 us), 256 threads in one or two.
-__device__ __forceinline__ float sumsq256(const float* x, int n, float* red) {
+// Thread t's share of sumsq256 (t < 256): float4s t, t + 256, ... in order, x y z w each.
+__device__ __forceinline__ float sumsq256_part(const float* x, int n, int t) {
     const float4* x4 = (const float4*)x;
-    const int n4 = n >> 2, t = threadIdx.x;
+    const int n4 = n >> 2;
     float acc = 0.0f;
     for (int v0 = t; v0 < n4; v0 += 4 * 256) {
         float4 q[4];
@@ -124,12 +118,48 @@ __device__ __forceinline__ float sumsq256(const float* x, int n, float* red) {
                 acc = acc + q[k].w * q[k].w;
             }
     }
-    acc = tree32(acc);
+    return acc;
+}
+// sumsq256's last level: the 8 warp sums w[0..8] in its fixed tree.
+__device__ __forceinline__ float sumsq256_fold(const float* w) {
+    return ((w[0] + w[1]) + (w[2] + w[3])) + ((w[4] + w[5]) + (w[6] + w[7]));
+}
+// sum of x[i] * x[i] over i < n (n a multiple of 4, x 16-byte aligned) by a whole block of
+// 256 threads (8 warps; every thread must call it, `red` is 8 floats of shared memory):
+// thread t takes float4s v = t, t + 256, ... in order (x, y, z, w of each in order), then
+// tree32 in each warp, then the 8 warp sums as ((w0 + w1) + (w2 + w3)) + ((w4 + w5) +
+// (w6 + w7)). Every thread returns the same bits, fixed by n alone. The vectorized matvec's
+// norm (its staged prologue and stage_rows) uses it: a warp-per-row sum walks a 4096-wide row
+// in 16 dependent rounds of loads (about 5 us), 256 threads in one or two.
+__device__ __forceinline__ float sumsq256(const float* x, int n, float* red) {
+    const int t = threadIdx.x;
+    float acc = tree32(sumsq256_part(x, n, t));
     if ((t & 31) == 0) red[t >> 5] = acc;
     __syncthreads();
-    float s = ((red[0] + red[1]) + (red[2] + red[3])) + ((red[4] + red[5]) + (red[6] + red[7]));
+    float s = sumsq256_fold(red);
     __syncthreads();  // red is reused by the next call
     return s;
+}
+
+// sumsq256 of rows 0..nb (nb <= 8; row b at x + b * n) by a block of 256 * G threads (every
+// thread must call it; `red` is 64 floats of shared memory): thread t works for row group
+// t / 256 on rows b = t / 256, t / 256 + G, ..., as thread t % 256 of a 256-thread block:
+// exactly sumsq256's share (sumsq256_part), tree32 within its warp (a warp never straddles
+// two groups), its warp sum in slot (t % 256) / 32 of the row, and the row's 8 slots summed
+// in sumsq256's tree (sumsq256_fold). So each row's sum is sumsq256's, bit for bit, whatever
+// G (mma.cu's fused decode runs it with 256 and 512 threads; the groups only let two rows'
+// loads be in flight at once). Thread b < nb writes inv[b] = 1 / sqrt(ss_b / n + eps),
+// stage_rows' and mma_prep's expression; visible to the block on return.
+__device__ __forceinline__ void sumsq256_rows_inv(const float* x, int n, int nb, float eps,
+                                                  float* red, float* inv) {
+    const int t = threadIdx.x & 255, G = blockDim.x >> 8;
+    for (int b = threadIdx.x >> 8; b < nb; b += G) {  // uniform over each warp
+        const float acc = tree32(sumsq256_part(x + (size_t)b * n, n, t));
+        if ((t & 31) == 0) red[8 * b + (t >> 5)] = acc;
+    }
+    __syncthreads();
+    if (threadIdx.x < nb) inv[threadIdx.x] = 1.0f / sqrtf(sumsq256_fold(red + 8 * threadIdx.x) / (float)n + eps);
+    __syncthreads();
 }
 
 // Physical float4 slot of float4 v of an x row as the vectorized matvec reads it (staged in

@@ -22,7 +22,9 @@
 // kernel computes super-blocks in parallel warps and adds them afterwards in sb order, and
 // the GEMM walks them in order in registers: the same bits. The input x of a column is
 // normalized (a norm launch) by mma_prep with stage_rows' expressions (kernels/norm.cu), per
-// column: a row's prepared bytes never depend on the other rows of its launch.
+// column: a row's prepared bytes never depend on the other rows of its launch. The fused
+// decode kernels (mma_decode_f8/f16) prepare their rows themselves, in shared memory, with
+// the same function (mma_prep_sb) and norm order: the same bytes, so the same bits.
 //
 // Weights (crate::quant::repack::repack_mma_q4k): per (m-tile of 16 rows, super-block) one
 // 2368-byte block:
@@ -333,6 +335,69 @@ __device__ __forceinline__ void m32_add_block(float (&u)[4], const float (&S)[4]
 // each super-block's lo fragments where hi belong and hi where lo belong, so the mma chain
 // adds lo before hi: an order that depends on the launch's rows, which the gate must catch
 // (research/mma-q4k measured this swap changing most outputs' bits).
+// One warp's share of mma_prep: super-block sb (< n_sb) of the row X (n inputs; normalized with
+// inv and the norm weights g when g is set), into the column's XF words xf (256), its 2^E *xe
+// and its 8 sub-block sums xs. Lane L takes inputs 8L..8L+7. Pointers are generic: mma_prep
+// writes global scratch, the fused decode kernel (mma_prep_block) shared memory, with these
+// same expressions, so the bytes are the same either way. swap: the planted fault (below).
+__device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, float inv, int n,
+                                            int sb, int L, u32* xf, float* xe, float* xs,
+                                            bool swap) {
+    const int e0 = sb * 256 + L * 8;
+    // n is a multiple of 32, so a lane's 8 inputs are all in the row or all past it.
+    const bool in = e0 < n;
+    const float4 z4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 p0 = in ? *(const float4*)(X + e0) : z4;
+    const float4 p1 = in ? *(const float4*)(X + e0 + 4) : z4;
+    float x[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+    if (gw && in) {
+        const float4 g0 = *(const float4*)(gw + e0), g1 = *(const float4*)(gw + e0 + 4);
+        const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) x[i] = (x[i] * inv) * g[i];  // stage_rows' expression
+    }
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    // E: max |x| * 2^-E in [2^14, 2^15) so hi keeps 11 bits of the block's largest values
+    // and lo (2^-11 below) stays normal in f16 for all but negligible elements. Clamped so
+    // both 2^E and 2^-E are normal f32 (all-zero or subnormal blocks take E = -126).
+    int E = ((__float_as_int(m) >> 23) & 255) - 141;
+    if (E < -126) E = -126;
+    const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
+    u32 hw[4], lw[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        u32 hh[2], ll[2];
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+            const float xs = __fmul_rn(x[2 * j + p], sinv);  // exact: a power of two
+            const unsigned short h = mma_f2h(xs);
+            hh[p] = h;
+            ll[p] = mma_f2h(__fsub_rn(xs, mma_h2f(h)));  // xs - hi is exact in f32
+        }
+        hw[j] = hh[0] | (hh[1] << 16);
+        lw[j] = ll[0] | (ll[1] << 16);
+    }
+    // Lane L holds inputs 8L..8L+7: k-step L/2, half L%2, pairs t = 0..3.
+    u32* out = xf + (L >> 1) * 16 + (L & 1);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        out[j * 4] = swap ? lw[j] : hw[j];
+        out[j * 4 + 2] = swap ? hw[j] : lw[j];
+    }
+    // Sub-block sums: each lane's 8 in order, then ((l0 + l1) + (l2 + l3)) over its 4 lanes.
+    float s = x[0];
+#pragma unroll
+    for (int i = 1; i < 8; ++i) s = __fadd_rn(s, x[i]);
+    const float q = __fadd_rn(s, __shfl_down_sync(0xFFFFFFFFu, s, 1));
+    const float r = __fadd_rn(q, __shfl_down_sync(0xFFFFFFFFu, q, 2));
+    if ((L & 3) == 0) xs[L >> 2] = r;
+    if (L == 0) *xe = e;
+}
+
 extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __restrict__ XF,
                                                            float* __restrict__ XE,
                                                            float* __restrict__ XS, int plant) {
@@ -354,62 +419,30 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     }
     const float* X = a.x + (size_t)col * n;
     const float inv = a.norm ? 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + a.eps) : 0.0f;
-    if (sb < n_sb) {
-        const int e0 = sb * 256 + L * 8;
-        // n is a multiple of 32, so a lane's 8 inputs are all in the row or all past it.
-        const bool in = e0 < n;
-        const float4 z4 = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        const float4 p0 = in ? *(const float4*)(X + e0) : z4;
-        const float4 p1 = in ? *(const float4*)(X + e0 + 4) : z4;
-        float x[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
-        if (a.norm && in) {
-            const float4 g0 = *(const float4*)(a.norm + e0), g1 = *(const float4*)(a.norm + e0 + 4);
-            const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-#pragma unroll
-            for (int i = 0; i < 8; ++i) x[i] = (x[i] * inv) * g[i];  // stage_rows' expression
-        }
-        float m = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-        // E: max |x| * 2^-E in [2^14, 2^15) so hi keeps 11 bits of the block's largest values
-        // and lo (2^-11 below) stays normal in f16 for all but negligible elements. Clamped so
-        // both 2^E and 2^-E are normal f32 (all-zero or subnormal blocks take E = -126).
-        int E = ((__float_as_int(m) >> 23) & 255) - 141;
-        if (E < -126) E = -126;
-        const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
-        u32 hw[4], lw[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            u32 hh[2], ll[2];
-#pragma unroll
-            for (int p = 0; p < 2; ++p) {
-                const float xs = __fmul_rn(x[2 * j + p], sinv);  // exact: a power of two
-                const unsigned short h = mma_f2h(xs);
-                hh[p] = h;
-                ll[p] = mma_f2h(__fsub_rn(xs, mma_h2f(h)));  // xs - hi is exact in f32
-            }
-            hw[j] = hh[0] | (hh[1] << 16);
-            lw[j] = ll[0] | (ll[1] << 16);
-        }
-        // Lane L holds inputs 8L..8L+7: k-step L/2, half L%2, pairs t = 0..3.
-        u32* out = XF + ((size_t)col * n_sb + sb) * 256 + (L >> 1) * 16 + (L & 1);
-        const bool swap = plant && a.rows > 1;  // the fault only: THE ORDER is hi, then lo
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            out[j * 4] = swap ? lw[j] : hw[j];
-            out[j * 4 + 2] = swap ? hw[j] : lw[j];
-        }
-        // Sub-block sums: each lane's 8 in order, then ((l0 + l1) + (l2 + l3)) over its 4 lanes.
-        float s = x[0];
-#pragma unroll
-        for (int i = 1; i < 8; ++i) s = __fadd_rn(s, x[i]);
-        const float q = __fadd_rn(s, __shfl_down_sync(0xFFFFFFFFu, s, 1));
-        const float r = __fadd_rn(q, __shfl_down_sync(0xFFFFFFFFu, q, 2));
-        if ((L & 3) == 0) XS[((size_t)col * n_sb + sb) * 8 + (L >> 2)] = r;
-        if (L == 0) XE[(size_t)col * n_sb + sb] = e;
+    const size_t i = (size_t)col * n_sb + sb;
+    // the fault only: THE ORDER is hi, then lo
+    if (sb < n_sb) mma_prep_sb(X, a.norm, inv, n, sb, L, XF + i * 256, XE + i, XS + i * 8, plant && a.rows > 1);
+}
+
+// The fused decode's prep (mma_decode_body<.., FUSE = true>): all nb <= 8 rows of the launch,
+// every super-block, into shared memory (xf: nb * n_sb * 256 words, xe, xs at the same strides
+// as mma_prep's scratch, column stride n_sb), by the whole block after pdl_wait (a.x is the
+// previous kernel's output). The values are mma_prep's bit for bit: the norm's sum by
+// sumsq256_rows_inv (sumsq256's exact order whatever blockDim: the 512-thread k16 kernel
+// too), inv by the same expression, each (row, super-block) by one warp through mma_prep_sb
+// (lanes, shuffles and expressions unchanged), and the plant under the same condition (a
+// launch of more than one row). Ends with a barrier: the block reads every column.
+__device__ __forceinline__ void mma_prep_block(const MvArgs& a, int n_sb, int nb, int plant,
+                                               u32* xf, float* xe, float* xs) {
+    __shared__ float red[64], inv[8];
+    const int n = a.n_in, warp = threadIdx.x >> 5, L = threadIdx.x & 31, nw = blockDim.x >> 5;
+    if (a.norm) sumsq256_rows_inv(a.x, n, nb, a.eps, red, inv);  // a.norm: uniform
+    for (int it = warp; it < nb * n_sb; it += nw) {
+        const int col = it / n_sb, sb = it - col * n_sb;
+        mma_prep_sb(a.x + (size_t)col * n, a.norm, a.norm ? inv[col] : 0.0f, n, sb, L,
+                    xf + (size_t)it * 256, xe + it, xs + (size_t)it * 8, plant && a.rows > 1);
     }
+    __syncthreads();
 }
 
 // (XF, XE, XS are read with plain loads, never the non-coherent path: with programmatic
@@ -522,10 +555,13 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
 // super-block per round; the v of a round go through shared memory and are added in sb order.
 // grid: ceil(n_mt / MT), block KP * 32. MT is even, so a mode-2 block holds gate tile p and
 // up tile p (mt0 even).
-template <int F, int MT, int KP>
+// FUSE: the kernel prepares the activations itself (mma_prep_block, into dynamic shared
+// memory of nb * n_sb * MMA_FUSE_UNIT bytes, engine.rs mma_fused_smem) instead of reading
+// mma_prep's scratch: one launch per op instead of two, the same bytes, so the same bits.
+template <int F, int MT, int KP, bool FUSE>
 __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF, const float* XE,
-                                                const float* XS, int n_mt, int n_sb, int nb) {
-    __shared__ __align__(16) float red[KP][MT * 128];
+                                                const float* XS, int n_mt, int n_sb, int nb,
+                                                int plant, float (&red)[KP][MT * 128]) {
     pdl_trigger();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int mt0 = blockIdx.x * MT, nblk = a.n_in >> 5;
@@ -550,6 +586,18 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         }
     }
     pdl_wait();
+    if constexpr (FUSE) {
+        // After pdl_wait: a.x is the previous kernel's output. XF first (uint4 reads), then
+        // XS (float4 reads: 16-byte aligned, as XF's size is), then XE.
+        extern __shared__ __align__(16) uint4 mma_xsm[];
+        u32* xf = (u32*)mma_xsm;
+        float* xs = (float*)(xf + (size_t)nb * n_sb * 256);
+        float* xe = xs + (size_t)nb * n_sb * 8;
+        mma_prep_block(a, n_sb, nb, plant, xf, xe, xs);
+        XF = (const uint4*)xf;
+        XE = xe;
+        XS = xs;
+    }
     const int rounds = (n_sb + KP - 1) / KP;
     for (int r = 0; r < rounds; ++r) {
         const int sb = r * KP + warp;
@@ -820,16 +868,33 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
 // launch's m-tile count, never by the batch); GEMM: the prototype's fastest variant
 // (g2x2w4x4: 2 x 2 mma tiles per warp, 4 x 4 warps). Every one computes THE ORDER.
 #define MMA_ARGS MvArgs a, const uint4* XF, const float* XE, const float* XS, int n_mt, int n_sb, int ncols
+#define MMA_FARGS MvArgs a, int n_mt, int n_sb, int ncols, int plant
+// The fused decode kernels (mma_decode_f8/f16: the same bodies with FUSE, no scratch; plant:
+// the fault, as mma_prep's) are kernels of their own, not a branch in the others: one kernel
+// holding both bodies took the register budget of the larger and spilled (ptxas, sm_90: 4-8
+// bytes in four of the 32-element formats' kernels; each alone spills none). `red` is declared
+// here, once per kernel.
+template <int F, int MT, int KP, bool FUSE>
+__device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
+    __shared__ __align__(16) float red[KP][MT * 128];
+    mma_decode_body<F, MT, KP, FUSE>(a, XF, XE, XS, n_mt, n_sb, ncols, plant, red);
+}
 // One set per format F, named with suffix SUF (empty for Q4_K, as before the other formats).
 #define MMA_KERNEL_SET(F, SUF)                                                                  \
     extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8##SUF(MMA_ARGS) {       \
-        mma_decode_body<F, 2, 8>(a, XF, XE, XS, n_mt, n_sb, ncols);                            \
+        mma_decode_kernel<F, 2, 8, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0);                \
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_k16##SUF(MMA_ARGS) {     \
-        mma_decode_body<F, 2, 16>(a, XF, XE, XS, n_mt, n_sb, ncols);                           \
+        mma_decode_kernel<F, 2, 16, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0);               \
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(4 * 4 * 32) mma_gemm##SUF(MMA_ARGS) {        \
         mma_gemm_body<F, 2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);                        \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_f8##SUF(MMA_FARGS) {      \
+        mma_decode_kernel<F, 2, 8, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_f16##SUF(MMA_FARGS) {    \
+        mma_decode_kernel<F, 2, 16, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
     }
 MMA_KERNEL_SET(MF_Q4K, )
 MMA_KERNEL_SET(MF_Q8_0, _q8_0)
