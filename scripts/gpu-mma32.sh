@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `--mma on` for the 32-element formats (Q8_0, Q4_0, Q4_1, Q5_0: kernels/mma.cu MF_Q8_0..,
-# repack::repack_mma_b32), on ONE GPU. Usage, from the repository root:
+# repack::repack_mma_b32) and Q6_K (MF_Q6_K, same layout family), on ONE GPU. Usage, from
+# the repository root:
 #
 #   scripts/gpu-mma32.sh BIN MODELDIR OUT
 #
@@ -12,9 +13,14 @@
 #           for <= 8 rows, the GEMM above, one order); then a small SmolLM2-shaped Q4_1
 #           (576 wide, tied) and Gemma-3-shaped Q5_0 (640 wide, head_dim 256) at N = 2:
 #           their last super-block is partial (64 / 128 columns), mma_prep's zero padding.
+#           q6_k is in the format list (every matrix Q6_K: MF_Q6_K's kernels, decode k8 and
+#           GEMM); then a llama.cpp Q4_K_M mix (2 layers, 512 wide: Q4_K with layer 1's attn_v,
+#           ffn_down and the head in Q6_K, so q|k|v is one Q4_K and one Q6_K mma launch) at
+#           N = 1, 2, decode and chunks.
 #   faults  --mma on, the planted row-count-dependent order (mma-row-order) must FAIL
 #           (exit 1): batched B=8 at N=2 on the Q8_0 model, a 40-row prime chunk on the
-#           576-wide Q4_1 one.
+#           576-wide Q4_1 one, and batched B=8 at N=2 on the all-Q6_K model (its exit 1 also
+#           shows Q6_K took the mma kernels: the plant touches no FFMA launch).
 #   bench   SmolLM2-shaped (30 layers, 576, Q4_1, tied, vocab 49152) and Gemma-3-shaped (18
 #           layers, 640, Q5_0, vocab 262144) files, one stage: prefill512 (prime, C=512) and
 #           batched B=8, --mma off then on.
@@ -52,7 +58,7 @@ BENCH="$OUT/bench.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$SUM" 2>&1 || true
 T0=$(date +%s)
 
-FMTS="q8_0 q4_1 q5_0 q4_0"
+FMTS=${FMTS:-q8_0 q4_1 q5_0 q4_0 q6_k}  # FMTS=q6_k SECTIONS="gates faults": the Q6_K rows alone
 small="--arch llama --layers 2 --embd 512 --heads 8 --kv-heads 2 --ff 1536 --vocab 2048"
 SMOL_S="$M/smol-small-q4_1.gguf"
 GEMMA_S="$M/gemma-small-q5_0.gguf"
@@ -62,6 +68,7 @@ if want gates || want faults; then
     for q in $FMTS; do synth "$M/llama-small-$q.gguf" $small --quant "$q"; done
     synth "$SMOL_S" --arch llama --layers 2 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 2048 --quant q4_1 --tied
     synth "$GEMMA_S" --arch gemma3 --layers 2 --embd 640 --heads 4 --kv-heads 1 --head-dim 256 --ff 2048 --vocab 2048 --quant q5_0
+    synth "$M/llama-small-q4_k_m.gguf" $small --quant q4_k_m
 fi
 if want bench || want acc; then
     synth "$SMOL" --arch llama --layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 49152 --quant q4_1 --tied
@@ -83,6 +90,10 @@ if want gates; then
         gate "${m%%:*}-n2-decode" $(mma on) --model "${m#*:}" --stages 2 --devices 0,0 $DECODE
         gate "${m%%:*}-n2-chunks" $(mma on) --model "${m#*:}" --stages 2 --devices 0,0 $CHUNKS
     done
+    for n in 1 2; do
+        gate "q4_k_m-mix-n$n-decode" $(mma on) --model "$M/llama-small-q4_k_m.gguf" --stages $n --devices "$(devs $n)" $DECODE
+        gate "q4_k_m-mix-n$n-chunks" $(mma on) --model "$M/llama-small-q4_k_m.gguf" --stages $n --devices "$(devs $n)" $CHUNKS
+    done
 fi
 
 if want faults; then
@@ -90,6 +101,8 @@ if want faults; then
         --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order
     gate "fault-mma-row-order smol576 prime (want rc=1)" $(mma on) --model "$SMOL_S" \
         --stages 1 --devices 0 --arms prime --prompt-len 40 --chunk 40 --gen-len 4 --fault mma-row-order
+    gate "fault-mma-row-order q6_k batched (want rc=1)" $(mma on) --model "$M/llama-small-q6_k.gguf" \
+        --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order
 fi
 
 # bench NAME FILE ARGS...: one bench run; its tok/s lines into the table and bench.txt.

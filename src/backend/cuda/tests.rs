@@ -653,13 +653,15 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     );
     // Every format's kernel set is instantiated under the names MMA_KERNELS lists, and the
     // engine's index of (format, slot) names that format's kernel.
-    let tags = ["MF_Q4K", "MF_Q8_0", "MF_Q4_0", "MF_Q4_1", "MF_Q5_0"];
+    let tags = [
+        "MF_Q4K", "MF_Q8_0", "MF_Q4_0", "MF_Q4_1", "MF_Q5_0", "MF_Q6_K",
+    ];
     for (f, ((ty, suf), tag)) in MMA_FORMATS.iter().zip(tags).enumerate() {
         assert!(mma.contains(&format!("#define {tag} {f}\n")), "{tag} = {f}");
         let set = format!("MMA_KERNEL_SET({tag}, {suf})");
         assert!(mma.contains(&set), "{set}");
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
-            let (slot, warps) = super::engine::mma_decode_kernel(n_mt, 132);
+            let (slot, warps) = super::engine::mma_decode_kernel(*ty, n_mt, 132);
             let k = super::engine::mma_kernel(*ty, slot).unwrap();
             assert_eq!(k, 1 + 3 * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
@@ -670,8 +672,13 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         );
     }
     assert_eq!(MMA_KERNELS.len(), 1 + 3 * MMA_FORMATS.len());
+    // Q6_K decodes on 8 warps at every size (its 16-warp kernel spills); Q4_K on 16 when
+    // the launch is small.
+    use crate::quant::GgmlType::{Q4K, Q6K};
+    assert_eq!(super::engine::mma_decode_kernel(Q6K, 2, 132).1, 8);
+    assert_eq!(super::engine::mma_decode_kernel(Q4K, 2, 132).1, 16);
     assert_eq!(
-        super::engine::mma_kernel(crate::quant::GgmlType::Q6K, 0),
+        super::engine::mma_kernel(crate::quant::GgmlType::Q5K, 0),
         None
     );
     // Read after write: every mma kernel reads activations and scratch only after its
@@ -699,8 +706,9 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
 }
 
 /// `--mma auto` keeps today's choice (Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else);
-/// the 32-element formats take the tensor-core layout only with `--mma on`, and only whole
-/// m-tiles of whole blocks of 32 (SmolLM2's 576 and Gemma-3's 640 included).
+/// the 32-element formats and Q6_K take the tensor-core layout only with `--mma on`, and
+/// only whole m-tiles of whole blocks of 32 (SmolLM2's 576 and Gemma-3's 640 included) or,
+/// Q6_K, of whole super-blocks.
 #[test]
 fn mma_auto_keeps_the_32_element_formats_on_their_ffma_kernels() {
     use super::{MmaMode, MmaSel};
@@ -721,7 +729,12 @@ fn mma_auto_keeps_the_32_element_formats_on_their_ffma_kernels() {
             ty.name()
         );
     }
-    assert!(!MmaMode::On.select(4096).takes(Q6K, 32, 4096));
+    // Q6_K: `--mma on` only, whole super-blocks (Gemma-3's 640 is 2.5 of them: FFMA).
+    assert!(!auto.takes(Q6K, 32, 4096), "auto took q6_k");
+    assert!(MmaMode::On.select(4096).takes(Q6K, 32, 4096));
+    assert!(MmaMode::On.select(4096).takes(Q6K, 4096, 14336));
+    assert!(!MmaMode::On.select(640).takes(Q6K, 1024, 640));
+    assert!(!MmaMode::On.select(4096).takes(Q5K, 32, 4096));
     assert!(!MmaMode::On.select(576).takes(Q4K, 32, 576));
     assert_eq!(MmaMode::Off.select(8192), MmaSel::default());
     assert_eq!(MmaMode::Auto.select(576), MmaSel::default());
