@@ -6,7 +6,8 @@
 #   scripts/gpu-mma32.sh BIN MODELDIR OUT
 #
 # MODELDIR: empty scratch; the synthetic models are written there (BIN synth). Sections,
-# about 3 minutes in all (SECTIONS="gates faults bench acc", default all, in this order):
+# about 4 minutes in all (SECTIONS="gates faults bench q6bench acc", default all, in this
+# order; the Q6_K rows alone, ~1.5 minutes: FMTS=q6_k SECTIONS="gates faults q6bench"):
 #   gates   --mma on, every arm must PASS (exit 0): a small llama of each format (512 wide:
 #           whole super-blocks) at N = 1, 2 stages on device 0: decode (eager, pipelined,
 #           batched B=8) and chunks (prime, verify; chunks 1, 8, 16, 40: the decode kernel
@@ -24,11 +25,16 @@
 #   bench   SmolLM2-shaped (30 layers, 576, Q4_1, tied, vocab 49152) and Gemma-3-shaped (18
 #           layers, 640, Q5_0, vocab 262144) files, one stage: prefill512 (prime, C=512) and
 #           batched B=8, --mma off then on.
+#   q6bench an 8B-shaped Q4_K_M slice (llama8b preset, 2 layers, vocab 32000: the head and
+#           layer 1's attn_v and ffn_down in Q6_K, ~440 MB), one stage: prefill512 and B=8
+#           with --mma auto (Q4_K on tensor cores, Q6_K on FFMA) then on (Q6_K too): the
+#           rows' tok/s difference is what Q6_K on tensor cores buys (~40 s).
 #   acc     the two bench files, one stage, a 24-token tape, --topk 20: --mma off and on,
 #           compared by scripts/cmp-receipts.py (top-1 agreement, max |logit diff| over the
 #           top-20; the bits differ by design), and each against the CPU backend (the
 #           crate's f32 reference) unless ACC_CPU=0.
-# What to look for: every gate row rc=0 with PASS (a FAIL names the format and whether the
+# What to look for (Q6_K: the q6_k-*, q4_k_m-mix-* gate rows rc=0 PASS, its fault row rc=1,
+# q6bench's "on" rows at or above "auto"'s): every gate row rc=0 with PASS (a FAIL names the format and whether the
 # 256-wide or the partial super-block path broke); the fault rows rc=1; the bench rows'
 # prefill tok/s on vs off (the target of issue #13; FFMA's are the "off" rows); acc: top-1
 # 24/24 (or misses only at tiny margins) and mma's max |diff| vs CPU no larger than FFMA's in
@@ -43,7 +49,7 @@ M=${2:?usage: scripts/gpu-mma32.sh BIN MODELDIR OUT}
 OUT=${3:?usage: scripts/gpu-mma32.sh BIN MODELDIR OUT}
 WORK=${WORK:-/tmp/gpu-mma32}
 BACKEND=${BACKEND:-cuda}
-SECTIONS=${SECTIONS:-gates faults bench acc}
+SECTIONS=${SECTIONS:-gates faults bench acc q6bench}
 ACC_CPU=${ACC_CPU:-1}
 cd "$(dirname "$0")/.."
 rm -rf "$WORK"
@@ -97,11 +103,12 @@ if want gates; then
 fi
 
 if want faults; then
-    gate "fault-mma-row-order q8_0 batched (want rc=1)" $(mma on) --model "$M/llama-small-q8_0.gguf" \
+    has() { [[ " $FMTS " == *" $1 "* ]]; }  # the format's small llama was written
+    has q8_0 && gate "fault-mma-row-order q8_0 batched (want rc=1)" $(mma on) --model "$M/llama-small-q8_0.gguf" \
         --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order
     gate "fault-mma-row-order smol576 prime (want rc=1)" $(mma on) --model "$SMOL_S" \
         --stages 1 --devices 0 --arms prime --prompt-len 40 --chunk 40 --gen-len 4 --fault mma-row-order
-    gate "fault-mma-row-order q6_k batched (want rc=1)" $(mma on) --model "$M/llama-small-q6_k.gguf" \
+    has q6_k && gate "fault-mma-row-order q6_k batched (want rc=1)" $(mma on) --model "$M/llama-small-q6_k.gguf" \
         --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order
 fi
 
@@ -122,6 +129,15 @@ if want bench; then
             bench "${m%%:*}-prefill512-mma-$s" "${m#*:}" $(mma $s) --arms prime --chunk 512 --prompt-len 512 --repeat 2 --steps 4
             bench "${m%%:*}-b8-mma-$s" "${m#*:}" $(mma $s) --arms batched --batch 8 --steps 32
         done
+    done
+fi
+
+if want q6bench; then
+    Q6B="$M/llama8b-2l-q4_k_m.gguf"
+    synth "$Q6B" --preset llama8b --layers 2 --quant q4_k_m
+    for s in auto on; do
+        bench "llama8b-2l-q4_k_m-prefill512-mma-$s" "$Q6B" $(mma $s) --arms prime --chunk 512 --prompt-len 512 --repeat 2 --steps 4
+        bench "llama8b-2l-q4_k_m-b8-mma-$s" "$Q6B" $(mma $s) --arms batched --batch 8 --steps 32
     done
 fi
 

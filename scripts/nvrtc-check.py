@@ -14,6 +14,8 @@ LIBNVRTC: default libnvrtc.so.13 from the nvidia-cuda-nvrtc wheel, found in site
 in .cache/nvrtc (installed there with pip when absent). Exit 0 when every module compiles.
 --cubin DIR (with NVRTC_ARCH=sm_90): each module's CUBIN into DIR, to read its SASS with
 cuobjdump -sass (the nvidia-cuda-cuobjdump wheel) without a GPU.
+--regs (with NVRTC_ARCH=sm_90): one line per kernel with ptxas' registers and spill bytes
+(e.g. ONLY=mma: the tensor-core kernels, where a 512-thread block caps a thread at 128).
 """
 import ctypes, glob, os, subprocess, sys, site
 
@@ -62,6 +64,22 @@ def src(name):
         return f.read()
 
 
+def ptxas_summary(log):
+    """ptxas -v's log as one line per kernel: name, registers, spill stores / loads."""
+    out, name = [], None
+    for line in log.splitlines():
+        if "Function properties for" in line:
+            name = line.split("Function properties for")[1].strip()
+        elif name and "spill stores" in line:
+            parts = line.split(",")
+            spill = "/".join(p.strip().split()[0] for p in parts if "spill" in p)
+        elif name and "Used" in line and "registers" in line:
+            regs = line.split("Used")[1].split("registers")[0].strip()
+            out.append(f"  {name}: {regs} registers, spill stores/loads {spill} bytes")
+            name = None
+    return "\n".join(out)
+
+
 def compile_module(lib, what, text, arch=ARCH, extra=(), cubin=None):
     """Compile `text` with the engine's options for `arch` (plus `extra`); with `cubin`, write
     the CUBIN there as WHAT.cubin. None when it compiles, else the error and log."""
@@ -88,7 +106,9 @@ def compile_module(lib, what, text, arch=ARCH, extra=(), cubin=None):
     text_log = log.value.decode(errors="replace").strip()
     if r != 0:
         return f"{what}: compile failed ({r}):\n{text_log}"
-    if "warning" in text_log:
+    if "--ptxas-options=-v" in extra:
+        print(f"{what}:\n{ptxas_summary(text_log)}")
+    elif "warning" in text_log:
         print(f"{what}: warnings:\n{text_log}")
     return None
 
@@ -100,6 +120,10 @@ def main():
         i = argv.index("--cubin")
         cubin = argv[i + 1]
         del argv[i:i + 2]
+    regs = "--regs" in argv
+    argv = [a for a in argv if a != "--regs"]
+    if regs and not ARCH.startswith("sm_"):
+        sys.exit("nvrtc-check: --regs needs NVRTC_ARCH=sm_XX (registers are assigned for a real GPU)")
     all_ = "--all" in argv
     lib = ctypes.CDLL(find_lib([a for a in argv if a != "--all"]))
     modules = [("main module", "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES))]
@@ -120,7 +144,8 @@ def main():
     modules = [(w, t) for w, t in modules if not only or only in w]
     bad = 0
     for what, text in modules:
-        err = compile_module(lib, what, text, cubin=cubin)
+        err = compile_module(lib, what, text, cubin=cubin,
+                             extra=["--ptxas-options=-v"] if regs else ())
         if err:
             bad += 1
             print(err)

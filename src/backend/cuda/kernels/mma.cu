@@ -742,9 +742,11 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
         for (int mi = 0; mi < GMT; ++mi) {
             const u8* b = blk[mi] + (size_t)sb * T::BLK;
+            // Q6_K's second high-bit uint4 (k-steps 8..15) is loaded at k4 = 2 below: fewer
+            // live registers across the first half (the GEMM is capped at 128).
 #pragma unroll
             for (int j = 0; j < T::HBN; ++j)
-                hb[mi][j] = T::HB ? __ldg((const uint4*)(b + T::HBOFF + j * 512 + lane * 16)) : make_uint4(0u, 0u, 0u, 0u);
+                hb[mi][j] = T::HB && j == 0 ? __ldg((const uint4*)(b + T::HBOFF + j * 512 + lane * 16)) : make_uint4(0u, 0u, 0u, 0u);
             dd[mi] = T::DDOFF ? __ldg((const u32*)(b + T::DDOFF + g * 4)) : 0u;
         }
         float ea[GNT], ec[GNT];
@@ -764,6 +766,13 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                 for (int c = 0; c < 4; ++c) u[mi][ni][c] = 0.0f;  // u_sb = 0
 #pragma unroll
         for (int k4 = 0; k4 < 4; ++k4) {
+            if constexpr (T::HBN == 2) {
+                if (k4 == 2) {
+#pragma unroll
+                    for (int mi = 0; mi < GMT; ++mi)
+                        hb[mi][1] = __ldg((const uint4*)(blk[mi] + (size_t)sb * T::BLK + T::HBOFF + 512 + lane * 16));
+                }
+            }
             uint4 q[GMT][T::NQ];
             u32 dw[GMT][T::ND];
 #pragma unroll
