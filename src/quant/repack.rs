@@ -392,16 +392,17 @@ fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
 
 /// The tensor-core layout of a Q8_0, Q4_0, Q4_1 or Q5_0 matrix (`src`: rows x cols in GGUF
 /// blocks of 32; cols a multiple of 32, the last super-block padded with zero bytes, which
-/// the kernels never add): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
+/// the kernels never add), or of a Q6_K one (cols a multiple of 256): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
 /// one mma_block_bytes(ty) block (kernels/mma.cu MmaF<F>), for lane (g, t) = lane / 4, lane % 4:
 ///   quants, u = q + bias:
 ///     Q8_0: byte (ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2r + p holds u[row g + 8 (r % 2)]
 ///           [ks * 16 + 8 (r / 2) + 2t + p] (register r of the A fragment, element p);
-///     Q4_0, Q4_1, Q5_0: Q4_K's nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
+///     Q4_0, Q4_1, Q5_0, Q6_K: Q4_K's nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
 ///           h + 2 * half + 4 * pos = u[row g + 8h][ks * 16 + 8 * half + 2t + pos] & 15);
 ///     Q5_0 also: byte 2048 + lane * 16 + ks, bit h + 2 * half + 4 * pos = that u's bit 4;
-///     Q6_K also (u = the raw 6 bits, q + 32): u32 2048 / 4 + (ks / 8) * 128 + lane * 4 +
-///           (ks / 2) % 4, bits 4i + 2 (ks % 2) + {0, 1} = bits 4, 5 of nibble i's u;
+///     Q6_K also (u = the raw 6 bits, value q = u - 32): u32 2048 / 4 + (ks / 8) * 128 +
+///           lane * 4 + (ks / 2) % 4, bits 4i + 2 (ks % 2) + {0, 1} = bits 4, 5 of nibble
+///           i's u (i = h + 2 * half + 4 * pos as above);
 ///   scales at the format's offset, per g 16-byte words: d[g][0..8], d[g+8][0..8] (f16, the
 ///   super-block's eight blocks), Q4_1 then m[g][0..8], m[g+8][0..8]; Q6_K: the int8
 ///   sc[g][0..16], sc[g+8][0..16], and at 3328 + 4g the f16 d[g], d[g+8].
