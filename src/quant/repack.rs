@@ -347,7 +347,7 @@ pub fn mma_block_bytes(ty: GgmlType) -> Option<usize> {
 /// Per 32-element format and Q6_K: (offset of the scale area, 16-byte scale words per row
 /// pair g, offset of Q5_0's / Q6_K's high-bit plane, the bias of the stored quant u = q +
 /// bias). Mirrors MmaF<F> of kernels/mma.cu.
-fn b32_geometry(ty: GgmlType) -> (usize, usize, Option<usize>, i32) {
+pub(crate) fn b32_geometry(ty: GgmlType) -> (usize, usize, Option<usize>, i32) {
     match ty {
         GgmlType::Q8_0 => (4096, 2, None, 128),
         GgmlType::Q4_0 => (2048, 2, None, 8),
@@ -359,7 +359,7 @@ fn b32_geometry(ty: GgmlType) -> (usize, usize, Option<usize>, i32) {
 }
 
 /// Q6_K's f16 d of its super-block, per g: d[g], d[g + 8] (MmaF<MF_Q6_K>::DDOFF).
-const Q6K_DOFF: usize = 3328;
+pub(crate) const Q6K_DOFF: usize = 3328;
 
 /// The stored unsigned quant u = q + bias of element j (0..32, Q6_K 0..256) of a GGUF block
 /// of `ty` (Q8_0: the i8 plus 128; Q4_0, Q4_1: the nibble; Q5_0: nibble | high bit << 4;

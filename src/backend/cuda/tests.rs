@@ -705,6 +705,59 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(moved.find("pdl_wait();").unwrap() > first(&moved));
 }
 
+/// The layout constants of kernels/mma.cu's MmaF<F> (block size, scale area, scale words per
+/// row pair, high-bit plane, quant bias; Q6_K's d area) are the host layout's
+/// (repack::mma_block_bytes, b32_geometry, Q6K_DOFF), format by format: the kernels read
+/// where `repack_mma_b32` wrote, which the host round-trip tests alone cannot show. And
+/// the Q6_K high-bit spread in m32_afrag / m32_hbits is the one `mma_b32_weights` mirrors.
+/// Negative control: a changed constant is caught.
+#[test]
+fn mma_format_table_matches_the_host_layouts() {
+    use crate::quant::repack::{b32_geometry, mma_block_bytes, Q6K_DOFF};
+    let mma = source("mma.cu");
+    let field = |text: &str, tag: &str, name: &str| -> Option<usize> {
+        let at = text.find(&format!("struct MmaF<{tag}> {{"))?;
+        let body = &text[at..at + text[at..].find("};")?];
+        let v = body.split(&format!(" {name} = ")).nth(1)?;
+        v.split([',', ' ']).next()?.parse().ok()
+    };
+    for (ty, tag) in [
+        (GgmlType::Q8_0, "MF_Q8_0"),
+        (GgmlType::Q4_0, "MF_Q4_0"),
+        (GgmlType::Q4_1, "MF_Q4_1"),
+        (GgmlType::Q5_0, "MF_Q5_0"),
+        (GgmlType::Q6K, "MF_Q6_K"),
+    ] {
+        let (doff, nd, hboff, bias) = b32_geometry(ty);
+        let f = |name: &str| field(mma, tag, name).unwrap_or_else(|| panic!("{tag} {name}"));
+        assert_eq!(Some(f("BLK")), mma_block_bytes(ty), "{tag} BLK");
+        assert_eq!(f("DOFF"), doff, "{tag} DOFF");
+        assert_eq!(f("ND"), nd, "{tag} ND");
+        assert_eq!(f("HB") > 0, hboff.is_some(), "{tag} HB");
+        assert_eq!(f("HBOFF"), hboff.unwrap_or(0), "{tag} HBOFF");
+        assert_eq!(f("BIAS") as i32, bias, "{tag} BIAS");
+        let q6 = ty == GgmlType::Q6K;
+        assert_eq!(f("DDOFF"), if q6 { Q6K_DOFF } else { 0 }, "{tag} DDOFF");
+        assert_eq!(f("KPB"), if q6 { 1 } else { 2 }, "{tag}: k-steps per scale");
+    }
+    let moved = mma.replacen("BLK = 3360", "BLK = 3376", 1);
+    assert_ne!(
+        field(&moved, "MF_Q6_K", "BLK"),
+        mma_block_bytes(GgmlType::Q6K)
+    );
+    // The Q6_K spread: hb's slot bits 0-1 above each nibble (the mirror's masks and shifts).
+    for line in [
+        "h0 = (hb << 4) & 0x00300030u;",
+        "h1 = (hb << 4) & 0x03000300u;",
+        "h2 = (hb >> 4) & 0x00300030u;",
+        "h3 = (hb >> 4) & 0x03000300u;",
+        "return mma_comp4(hb[ks >> 3], (ks >> 1) & 3) >> (2 * (ks & 1));",
+        "(float)(int)(signed char)((w >> (8 * (ks & 3))) & 255u)",
+    ] {
+        assert!(mma.contains(line), "mma.cu: {line}");
+    }
+}
+
 /// `--mma auto` keeps today's choice (Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else);
 /// the 32-element formats and Q6_K take the tensor-core layout only with `--mma on`, and
 /// only whole m-tiles of whole blocks of 32 (SmolLM2's 576 and Gemma-3's 640 included) or,
