@@ -103,10 +103,12 @@ def main():
         i = argv.index("--cubin")
         cubin = argv[i + 1]
         del argv[i:i + 2]
-    all_ = "--all" in argv
-    # --regs (with NVRTC_ARCH=sm_XX): ptxas -v per kernel (registers, spill bytes, shared memory).
     regs = "--regs" in argv
-    lib = ctypes.CDLL(find_lib([a for a in argv if a not in ("--all", "--regs")]))
+    argv = [a for a in argv if a != "--regs"]
+    if regs and not ARCH.startswith("sm_"):
+        sys.exit("nvrtc-check: --regs needs NVRTC_ARCH=sm_XX (registers are assigned for a real GPU)")
+    all_ = "--all" in argv
+    lib = ctypes.CDLL(find_lib([a for a in argv if a != "--all"]))
     modules = [("main module", "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES))]
     for tile in (1, 3, 8) if all_ else (1, 8):
         for kind in list(range(FORMATS)) + ["generic"]:

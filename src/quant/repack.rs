@@ -235,15 +235,14 @@ pub const MMA_BLOCK: usize = 2368;
 /// Rows of one m-tile of the tensor-core layout (the mma's M).
 pub const MMA_TILE_ROWS: usize = 16;
 
-/// Whether a matrix takes a tensor-core layout (and kernels): Q4_K with whole super-blocks
-/// of columns, or Q8_0, Q4_0, Q4_1, Q5_0 with whole blocks of 32 (a last partial
+/// Whether a matrix takes a tensor-core layout (and kernels): Q4_K or Q6_K with whole
+/// super-blocks of columns, or Q8_0, Q4_0, Q4_1, Q5_0 with whole blocks of 32 (a last partial
 /// super-block padded); whole m-tiles of rows. A function of the matrix alone, never of a
 /// batch (which formats an engine takes is `--mma`'s, engine.rs MmaSel).
 pub fn mma_ok(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    let cols_ok = if ty == GgmlType::Q4K {
-        cols.is_multiple_of(256)
-    } else {
-        mma_b32(ty) && cols.is_multiple_of(32)
+    let cols_ok = match ty {
+        GgmlType::Q4K | GgmlType::Q6K => cols.is_multiple_of(256),
+        _ => mma_b32(ty) && cols.is_multiple_of(32),
     };
     cols_ok && rows > 0 && rows.is_multiple_of(MMA_TILE_ROWS) && cols > 0
 }
@@ -320,17 +319,19 @@ pub fn repack_mma_q4k(rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, S
     Ok(out)
 }
 
-/// The 32-element formats the tensor-core kernels take (kernels/mma.cu MF_Q8_0..MF_Q5_0).
+/// The formats of `repack_mma_b32`'s layout (kernels/mma.cu MF_Q8_0..MF_Q6_K): the 32-element
+/// ones and Q6_K (its 16-element sub-blocks scaled the same way, one k-step each).
 pub fn mma_b32(ty: GgmlType) -> bool {
     matches!(
         ty,
-        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q6K
     )
 }
 
 /// Bytes of one (16-row m-tile, 256-column super-block) block of the tensor-core layout of
 /// `ty` (kernels/mma.cu MmaF<F>::BLK): each the GGUF bytes of its 16 x 8 blocks of 32
-/// (Q8_0 4352, Q4_0 2304, Q4_1 2560, Q5_0 2816), Q4_K's 2368; None for other formats.
+/// (Q8_0 4352, Q4_0 2304, Q4_1 2560, Q5_0 2816) or 16 super-blocks (Q6_K 3360), Q4_K's
+/// 2368; None for other formats.
 pub fn mma_block_bytes(ty: GgmlType) -> Option<usize> {
     Some(match ty {
         GgmlType::Q4K => MMA_BLOCK,
@@ -338,25 +339,31 @@ pub fn mma_block_bytes(ty: GgmlType) -> Option<usize> {
         GgmlType::Q4_0 => 2304,
         GgmlType::Q4_1 => 2560,
         GgmlType::Q5_0 => 2816,
+        GgmlType::Q6K => 3360,
         _ => return None,
     })
 }
 
-/// Per 32-element format: (offset of the scale area, 16-byte scale words per row pair g,
-/// offset of Q5_0's high-bit plane, the bias of the stored quant u = q + bias). Mirrors
-/// MmaF<F> of kernels/mma.cu.
-fn b32_geometry(ty: GgmlType) -> (usize, usize, Option<usize>, i32) {
+/// Per 32-element format and Q6_K: (offset of the scale area, 16-byte scale words per row
+/// pair g, offset of Q5_0's / Q6_K's high-bit plane, the bias of the stored quant u = q +
+/// bias). Mirrors MmaF<F> of kernels/mma.cu.
+pub(crate) fn b32_geometry(ty: GgmlType) -> (usize, usize, Option<usize>, i32) {
     match ty {
         GgmlType::Q8_0 => (4096, 2, None, 128),
         GgmlType::Q4_0 => (2048, 2, None, 8),
         GgmlType::Q4_1 => (2048, 4, None, 0),
         GgmlType::Q5_0 => (2560, 2, Some(2048), 16),
+        GgmlType::Q6K => (3072, 2, Some(2048), 32),
         _ => unreachable!("mma_b32 formats only"),
     }
 }
 
-/// The stored unsigned quant u = q + bias of element j (0..32) of a GGUF block of `ty`
-/// (Q8_0: the i8 plus 128; Q4_0, Q4_1: the nibble; Q5_0: nibble | high bit << 4).
+/// Q6_K's f16 d of its super-block, per g: d[g], d[g + 8] (MmaF<MF_Q6_K>::DDOFF).
+pub(crate) const Q6K_DOFF: usize = 3328;
+
+/// The stored unsigned quant u = q + bias of element j (0..32, Q6_K 0..256) of a GGUF block
+/// of `ty` (Q8_0: the i8 plus 128; Q4_0, Q4_1: the nibble; Q5_0: nibble | high bit << 4;
+/// Q6_K: the 6-bit ql | qh << 4, bit positions as quant/dequant.rs).
 fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
     let nib = |at: usize| {
         if j < 16 {
@@ -373,23 +380,33 @@ fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
             let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
             nib(6) | ((((qh >> j) & 1) as u8) << 4)
         }
+        GgmlType::Q6K => {
+            let (h, s, l) = (j / 128, (j % 128) / 32, j % 32);
+            let within = s * 32 + l;
+            let lo = (b[h * 64 + within % 64] >> (4 * (within / 64))) & 15;
+            lo | (((b[128 + h * 32 + l] >> (2 * s)) & 3) << 4)
+        }
         _ => unreachable!("mma_b32 formats only"),
     }
 }
 
 /// The tensor-core layout of a Q8_0, Q4_0, Q4_1 or Q5_0 matrix (`src`: rows x cols in GGUF
 /// blocks of 32; cols a multiple of 32, the last super-block padded with zero bytes, which
-/// the kernels never add): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
+/// the kernels never add), or of a Q6_K one (cols a multiple of 256): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
 /// one mma_block_bytes(ty) block (kernels/mma.cu MmaF<F>), for lane (g, t) = lane / 4, lane % 4:
 ///   quants, u = q + bias:
 ///     Q8_0: byte (ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2r + p holds u[row g + 8 (r % 2)]
 ///           [ks * 16 + 8 (r / 2) + 2t + p] (register r of the A fragment, element p);
-///     Q4_0, Q4_1, Q5_0: Q4_K's nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
+///     Q4_0, Q4_1, Q5_0, Q6_K: Q4_K's nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
 ///           h + 2 * half + 4 * pos = u[row g + 8h][ks * 16 + 8 * half + 2t + pos] & 15);
 ///     Q5_0 also: byte 2048 + lane * 16 + ks, bit h + 2 * half + 4 * pos = that u's bit 4;
+///     Q6_K also (u = the raw 6 bits, value q = u - 32): u32 2048 / 4 + (ks / 8) * 128 +
+///           lane * 4 + (ks / 2) % 4, bits 4i + 2 (ks % 2) + {0, 1} = bits 4, 5 of nibble
+///           i's u (i = h + 2 * half + 4 * pos as above);
 ///   scales at the format's offset, per g 16-byte words: d[g][0..8], d[g+8][0..8] (f16, the
-///   super-block's eight blocks), Q4_1 then m[g][0..8], m[g+8][0..8].
-/// Every quant, d and m is moved unchanged.
+///   super-block's eight blocks), Q4_1 then m[g][0..8], m[g+8][0..8]; Q6_K: the int8
+///   sc[g][0..16], sc[g+8][0..16], and at 3328 + 4g the f16 d[g], d[g+8].
+/// Every quant, d, m and sc is moved unchanged.
 pub fn repack_mma_b32(
     ty: GgmlType,
     rows: usize,
@@ -399,13 +416,15 @@ pub fn repack_mma_b32(
     if !mma_ok(ty, rows, cols) || !mma_b32(ty) {
         return Err(format!(
             "{} matrix {rows} x {cols}: the 32-element tensor-core layout takes Q8_0, Q4_0, \
-             Q4_1 or Q5_0 with rows a multiple of {MMA_TILE_ROWS} and columns of 32",
+             Q4_1 or Q5_0 with rows a multiple of {MMA_TILE_ROWS} and columns of 32, or Q6_K \
+             with columns of 256",
             ty.name()
         ));
     }
-    let bb = ty.block_bytes();
-    let (nblk, n_sb) = (cols / 32, cols.div_ceil(256));
+    let (bb, bl) = (ty.block_bytes(), ty.block_len());
+    let (nblk, n_sb) = (cols / bl, cols.div_ceil(256));
     let in_row = nblk * bb;
+    let q6 = ty == GgmlType::Q6K;
     check_len(ty, rows, cols, src, in_row)?;
     let blk_bytes = mma_block_bytes(ty).expect("mma_b32 formats have a block size");
     let (doff, nd, hboff, _) = b32_geometry(ty);
@@ -413,17 +432,22 @@ pub fn repack_mma_b32(
     par_units(&mut out, n_sb * blk_bytes, |mt, tile| {
         for sb in 0..n_sb {
             let o = &mut tile[sb * blk_bytes..(sb + 1) * blk_bytes];
-            // u of (row in tile, column in super-block); None past the matrix's columns.
-            let block = |r: usize, b: usize| {
-                let at = (mt * MMA_TILE_ROWS + r) * in_row + (sb * 8 + b) * bb;
-                (sb * 8 + b < nblk).then(|| &src[at..at + bb])
+            // GGUF block bi of row r of the tile; None past the matrix's columns.
+            let block = |r: usize, bi: usize| {
+                let at = (mt * MMA_TILE_ROWS + r) * in_row + bi * bb;
+                (bi < nblk).then(|| &src[at..at + bb])
             };
-            let u = |r: usize, k: usize| block(r, k / 32).map_or(0, |b| b32_quant(ty, b, k % 32));
+            // u of (row in tile, column in super-block).
+            let u = |r: usize, k: usize| {
+                let e = sb * 256 + k;
+                block(r, e / bl).map_or(0, |b| b32_quant(ty, b, e % bl))
+            };
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
                 for ks in 0..16 {
                     let mut w = 0u32;
                     let mut hb = 0u8;
+                    let mut h6 = 0u32;
                     for h in 0..2 {
                         for half in 0..2 {
                             for pos in 0..2 {
@@ -435,6 +459,7 @@ pub fn repack_mma_b32(
                                 } else {
                                     w |= ((v & 15) as u32) << (4 * i);
                                     hb |= ((v >> 4) & 1) << i;
+                                    h6 |= (((v >> 4) & 3) as u32) << (4 * i + 2 * (ks % 2));
                                 }
                             }
                         }
@@ -443,10 +468,27 @@ pub fn repack_mma_b32(
                         let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
                         o[at..at + 4].copy_from_slice(&w.to_le_bytes());
                     }
-                    if let Some(hbo) = hboff {
-                        o[hbo + lane * 16 + ks] = hb;
+                    match hboff {
+                        Some(hbo) if q6 => {
+                            let at = hbo + 4 * ((ks / 8) * 128 + lane * 4 + (ks / 2) % 4);
+                            for (i, by) in h6.to_le_bytes().into_iter().enumerate() {
+                                o[at + i] |= by; // the pair's other k-step: other bits
+                            }
+                        }
+                        Some(hbo) => o[hbo + lane * 16 + ks] = hb,
+                        None => {}
                     }
                 }
+            }
+            if q6 {
+                for g in 0..8 {
+                    for (h, r) in [g, g + 8].into_iter().enumerate() {
+                        let b = block(r, sb).expect("Q6_K: whole super-blocks");
+                        o[doff + 32 * g + 16 * h..][..16].copy_from_slice(&b[192..208]);
+                        o[Q6K_DOFF + 4 * g + 2 * h..][..2].copy_from_slice(&b[208..210]);
+                    }
+                }
+                continue;
             }
             for g in 0..8 {
                 for (j, (r, off)) in [(g, 0), (g + 8, 0), (g, 2), (g + 8, 2)]
@@ -455,7 +497,7 @@ pub fn repack_mma_b32(
                     .enumerate()
                 {
                     for b in 0..8 {
-                        if let Some(blk) = block(r, b) {
+                        if let Some(blk) = block(r, sb * 8 + b) {
                             let at = doff + g * 16 * nd + 16 * j + 2 * b;
                             o[at..at + 2].copy_from_slice(&blk[off..off + 2]);
                         }
@@ -471,8 +513,10 @@ pub fn repack_mma_b32(
 /// weight d * q (Q4_1: d * q + m, the crate's f32 expressions) rebuilt from the layout as
 /// kernels/mma.cu's lanes see it: m32_afrag's PRMT selectors (Q8_0: register r from bytes
 /// 2r, 2r + 1 of its k-step's 8) or nibble masks (bits 0/16, 4/20 of w and of w >> 8) with
-/// the Q5_0 high-bit spread (t = hb & 15 | (hb & 0xF0) << 12, then << 4, 7, 2, 5), minus the
-/// bias, and m32_add_block's scale words (d[g + 8h][b] at word h, m at word 2 + h). Derived
+/// the Q5_0 high-bit spread (t = hb & 15 | (hb & 0xF0) << 12, then << 4, 7, 2, 5) or Q6_K's
+/// (m32_hbits' word, then << 4, << 4, >> 4, >> 4 under masks), minus the bias, and
+/// m32_add_block's scale words (d[g + 8h][b] at word h, m at word 2 + h; Q6_K m32_dscale's
+/// d * sc: the crate's (d * sc) * q). Derived
 /// from those definitions, not from `repack_mma_b32`'s loops: the two must agree (tests).
 /// Padding columns (past `cols`) are not rebuilt.
 #[cfg(test)]
@@ -507,10 +551,25 @@ pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[
                         ]
                     } else {
                         let wd = word(4 * ((ks / 4) * 128 + lane * 4 + ks % 4));
-                        let hb = hboff.map_or(0, |h| o[h + lane * 16 + ks] as u32);
-                        let t2 = (hb & 0x0F) | ((hb & 0xF0) << 12);
-                        let (h0, h1) = ((t2 << 4) & 0x0010_0010, (t2 << 7) & 0x0100_0100);
-                        let (h2, h3) = ((t2 << 2) & 0x0010_0010, (t2 << 5) & 0x0100_0100);
+                        let (h0, h1, h2, h3) = if ty == GgmlType::Q6K {
+                            let at = 4 * ((ks / 8) * 128 + lane * 4 + (ks / 2) % 4);
+                            let hb = word(hboff.unwrap() + at) >> (2 * (ks % 2));
+                            (
+                                (hb << 4) & 0x0030_0030,
+                                (hb << 4) & 0x0300_0300,
+                                (hb >> 4) & 0x0030_0030,
+                                (hb >> 4) & 0x0300_0300,
+                            )
+                        } else {
+                            let hb = hboff.map_or(0, |h| o[h + lane * 16 + ks] as u32);
+                            let t2 = (hb & 0x0F) | ((hb & 0xF0) << 12);
+                            (
+                                (t2 << 4) & 0x0010_0010,
+                                (t2 << 7) & 0x0100_0100,
+                                (t2 << 2) & 0x0010_0010,
+                                (t2 << 5) & 0x0100_0100,
+                            )
+                        };
                         let w8 = wd >> 8;
                         // The register's two 16-bit halves less 0x6400's place: u, or 16 u.
                         let lo = |v: u32| [v & 0xFFFF, v >> 16];
@@ -529,7 +588,12 @@ pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[
                             }
                             let b = (k + p) / 32;
                             let q = (uv as i32 - bias) as f32;
-                            let d = h16(o, doff + g * 16 * nd + 16 * h + 2 * b);
+                            let d = if ty == GgmlType::Q6K {
+                                let sc = o[doff + 32 * g + 16 * h + ks] as i8 as f32;
+                                h16(o, Q6K_DOFF + 4 * g + 2 * h) * sc
+                            } else {
+                                h16(o, doff + g * 16 * nd + 16 * h + 2 * b)
+                            };
                             w[(mt * MMA_TILE_ROWS + r) * cols + c] = if nd == 4 {
                                 let m = h16(o, doff + g * 16 * nd + 16 * (2 + h) + 2 * b);
                                 d * q + m
@@ -806,10 +870,11 @@ mod tests {
         );
     }
 
-    /// Each 32-element format's tensor-core layout rebuilt by the lanes' mirror
+    /// Each 32-element format's and Q6_K's tensor-core layout rebuilt by the lanes' mirror
     /// (`mma_b32_weights`) is every weight of the dequantized matrix, bit for bit, at a width
-    /// of whole super-blocks and at SmolLM2's 576 (a last super-block of 64 columns, padded);
-    /// a moved quant byte and a moved scale are each caught (negative controls).
+    /// of whole super-blocks and (not Q6_K) at SmolLM2's 576 (a last super-block of 64
+    /// columns, padded); a moved quant byte and a moved scale are each caught, and for Q6_K
+    /// also moved high bits and a moved d (negative controls).
     #[test]
     fn mma_b32_layouts_round_trip_to_the_dequantized_matrix() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
@@ -818,8 +883,15 @@ mod tests {
             GgmlType::Q4_0,
             GgmlType::Q4_1,
             GgmlType::Q5_0,
+            GgmlType::Q6K,
         ] {
-            for (rows, cols) in [(32usize, 512usize), (16, 576)] {
+            let q6 = ty == GgmlType::Q6K;
+            let shapes: &[(usize, usize)] = if q6 {
+                &[(32, 512), (16, 768)]
+            } else {
+                &[(32, 512), (16, 576)]
+            };
+            for &(rows, cols) in shapes {
                 let v: Vec<f32> = (0..rows * cols)
                     .map(|_| rng.gen_range(-2.0f32..2.0))
                     .collect();
@@ -830,7 +902,7 @@ mod tests {
                 let blk = mma_block_bytes(ty).unwrap();
                 assert_eq!(
                     blk,
-                    16 * 8 * ty.block_bytes(),
+                    16 * 256 / ty.block_len() * ty.block_bytes(),
                     "{}: GGUF's bytes",
                     ty.name()
                 );
@@ -844,10 +916,19 @@ mod tests {
                         ty.name()
                     );
                 }
-                let (doff, ..) = b32_geometry(ty);
+                let (doff, _, hboff, _) = b32_geometry(ty);
                 // Negative controls: a quant byte moved (k-step 0 <-> 1 of lane 0), and the
-                // d of block 0 of row 0 moved to block 1.
-                for (a, b) in [(0usize, 4usize), (doff, doff + 2)] {
+                // d of block 0 of row 0 moved to block 1 (Q6_K: scales 0, 1 <-> 2, 3 of row
+                // 0); Q6_K also lane 0's high-bit words of k-steps 0/1 <-> 2/3, and d of
+                // rows 0 <-> 8.
+                let mut moves = vec![(0usize, 4usize), (doff, doff + 2)];
+                if q6 {
+                    moves.extend([
+                        (hboff.unwrap(), hboff.unwrap() + 4),
+                        (Q6K_DOFF, Q6K_DOFF + 2),
+                    ]);
+                }
+                for (a, b) in moves {
                     let mut bad = packed.clone();
                     bad.swap(a, b);
                     bad.swap(a + 1, b + 1);
@@ -865,18 +946,19 @@ mod tests {
         }
     }
 
-    /// THE ORDER of kernels/mma.cu for the 32-element formats, emulated on the host (the
-    /// prep's 2^E and hi/lo split in f32 as mma_prep does, each 32-block's mma chain in
-    /// float64 rounded to f32 once: the hardware's f32 accumulation is within that of it,
-    /// then v_b, u_sb and y with the kernels' f32 expressions) against a float64 dot of the
-    /// dequantized weights: within 4e-6 of |W||x| (research/mma-q4k measured Q4_K at
-    /// 2.4e-7 on the GPU). Inputs with outliers (+-50 beside 1e-4 values). Negative control:
-    /// the same order without the lo halves (f16 activations) misses the bound.
+    /// THE ORDER of kernels/mma.cu for the 32-element formats and Q6_K, emulated on the host
+    /// (the prep's 2^E and hi/lo split in f32 as mma_prep does, each block's mma chain (32
+    /// columns; Q6_K's: 16) in float64 rounded to f32 once: the hardware's f32 accumulation
+    /// is within that of it, then v_b (Q6_K: (d * sc) * (S * 2^E)), u_sb and y with the
+    /// kernels' f32 expressions) against a float64 dot of the dequantized weights: within
+    /// 4e-6 of |W||x| (research/mma-q4k measured Q4_K at 2.4e-7 on the GPU). Inputs with
+    /// outliers (+-50 beside 1e-4 values); Q6_K at 512 columns (whole super-blocks). Negative
+    /// control: the same order without the lo halves (f16 activations) misses the bound.
     #[test]
     fn mma_b32_order_emulated_matches_a_float64_dot() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
-        let (rows, cols) = (16usize, 576usize);
-        let x: Vec<f32> = (0..cols)
+        let (rows, cols_all) = (16usize, 576usize);
+        let x: Vec<f32> = (0..cols_all)
             .map(|i| match i % 97 {
                 0 => 50.0,
                 1 => -37.5,
@@ -886,11 +968,11 @@ mod tests {
             .collect();
         let f16r = |v: f32| half::f16::from_f32(v).to_f32();
         // mma_prep: per 256-group E from the group's max |x|, hi = f16(x 2^-E), lo = f16(rest).
-        let mut hi = vec![0f32; cols];
-        let mut lo = vec![0f32; cols];
-        let mut es = vec![0f32; cols.div_ceil(256)];
+        let mut hi = vec![0f32; cols_all];
+        let mut lo = vec![0f32; cols_all];
+        let mut es = vec![0f32; cols_all.div_ceil(256)];
         for (sb, e) in es.iter_mut().enumerate() {
-            let r = sb * 256..(sb * 256 + 256).min(cols);
+            let r = sb * 256..(sb * 256 + 256).min(cols_all);
             let m = x[r.clone()].iter().fold(0f32, |m, v| m.max(v.abs()));
             let ex = (((m.to_bits() >> 23) & 255) as i32 - 141).max(-126);
             *e = f32::from_bits(((127 + ex) as u32) << 23);
@@ -906,7 +988,10 @@ mod tests {
             GgmlType::Q4_0,
             GgmlType::Q4_1,
             GgmlType::Q5_0,
+            GgmlType::Q6K,
         ] {
+            let q6 = ty == GgmlType::Q6K;
+            let cols = if q6 { 512 } else { cols_all };
             let v: Vec<f32> = (0..rows * cols)
                 .map(|_| rng.gen_range(-2.0f32..2.0))
                 .collect();
@@ -914,25 +999,30 @@ mod tests {
             let mut w = vec![0f32; rows * cols];
             dequantize(ty, &src, &mut w).unwrap();
             let (.., bias) = b32_geometry(ty);
-            let bb = ty.block_bytes();
+            let (bb, bl) = (ty.block_bytes(), ty.block_len());
+            let cl = if q6 { 16 } else { 32 }; // columns of one chain (one scale)
             let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
             let order = |r: usize, with_lo: bool| {
                 let mut y = 0f32;
-                for (sb, &e) in es.iter().enumerate() {
+                for (sb, &e) in es.iter().enumerate().take(cols.div_ceil(256)) {
                     let mut u = 0f32;
-                    for b in sb * 8..(sb * 8 + 8).min(cols / 32) {
-                        let blk = &src[(r * cols / 32 + b) * bb..][..bb];
+                    for c in sb * 256 / cl..((sb + 1) * 256 / cl).min(cols / cl) {
+                        let (bi, j0) = (c * cl / bl, c * cl % bl);
+                        let blk = &src[(r * cols / bl + bi) * bb..][..bb];
                         let mut s = 0f64;
-                        for j in 0..32 {
-                            let q = (b32_quant(ty, blk, j) as i32 - bias) as f64;
-                            let xb = hi[b * 32 + j] as f64
-                                + if with_lo { lo[b * 32 + j] as f64 } else { 0.0 };
+                        for j in 0..cl {
+                            let q = (b32_quant(ty, blk, j0 + j) as i32 - bias) as f64;
+                            let xb = hi[c * cl + j] as f64
+                                + if with_lo { lo[c * cl + j] as f64 } else { 0.0 };
                             s += q * xb;
                         }
                         let sx = (s as f32) * e;
                         let vb = if ty == GgmlType::Q4_1 {
-                            let xsum = x[b * 32..b * 32 + 32].iter().sum::<f32>();
+                            let xsum = x[c * 32..c * 32 + 32].iter().sum::<f32>();
                             h16(blk, 0).mul_add(sx, h16(blk, 2) * xsum)
+                        } else if q6 {
+                            // m32_dscale: d * sc, exact in f32.
+                            (h16(blk, 208) * (blk[192 + j0 / 16] as i8 as f32)) * sx
                         } else {
                             h16(blk, 0) * sx
                         };
@@ -993,7 +1083,14 @@ mod tests {
             !mma_ok(GgmlType::Q4K, 40, 256),
             "40 rows: not whole m-tiles"
         );
-        assert!(!mma_ok(GgmlType::Q6K, 32, 256), "not Q4_K");
+        assert!(!mma_ok(GgmlType::Q5K, 32, 256), "no Q5_K layout");
+        assert!(mma_ok(GgmlType::Q6K, 32, 256));
+        assert!(
+            !mma_ok(GgmlType::Q6K, 32, 576),
+            "Q6_K needs whole super-blocks"
+        );
+        let e = repack_mma_b32(GgmlType::Q6K, 16, 576, &[0; 16 * 2 * 210]).unwrap_err();
+        assert!(e.contains("q6_k matrix 16 x 576"), "{e}");
         let e = repack_mma_q4k(40, 256, &[0; 40 * 144]).unwrap_err();
         assert!(e.contains("40 x 256"), "{e}");
         let e = repack_mma_q4k(16, 256, &[0; 100]).unwrap_err();

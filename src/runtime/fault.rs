@@ -146,7 +146,7 @@ impl Fault {
             Fault::ChunkKvOrder => "a prime or verify arm (multi-row steps of one sequence)",
             Fault::NoRollback => "the verify arm",
             Fault::MmaRowOrder => {
-                "--mma on (cuda), a batched, prime or verify arm, a model with matrices in a tensor-core format (Q4_K, Q8_0, Q4_0, Q4_1, Q5_0)"
+                "--mma on (cuda), a batched, prime or verify arm, a model with matrices in a tensor-core format (Q4_K, Q8_0, Q4_0, Q4_1, Q5_0, Q6_K)"
             }
         }
     }

@@ -17,10 +17,10 @@
 //! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
 //! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. With
-//! `--mma on`, Q4_K matrices of whole 16-row tiles (and Q8_0/Q4_0/Q4_1/Q5_0 ones of whole
-//! blocks of 32; `--mma auto`: Q4_K only) take kernels/mma.cu instead (one fused decode
-//! launch for a decode-sized op whose rows fit its shared memory, else two: mma_prep, then
-//! the decode kernel or the GEMM; `mma_launch`). Every
+//! `--mma on`, Q4_K and Q6_K matrices of whole 16-row tiles and super-blocks (and
+//! Q8_0/Q4_0/Q4_1/Q5_0 ones of whole blocks of 32; `--mma auto`: see `MmaMode::select`) take
+//! kernels/mma.cu instead (one fused decode launch for a decode-sized op whose rows fit its
+//! shared memory, else two: mma_prep, then the decode kernel or the GEMM; `mma_launch`). Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 //! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
 //! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
@@ -526,12 +526,14 @@ pub(super) fn mma_fused_smem(rows: usize, n_in: usize, warps: usize, cap: usize)
         .then_some(bytes)
 }
 
-/// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block): 16 warps
-/// (super-blocks in flight) when fewer than two blocks per SM would run, else 8. A function
-/// of the launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so the bits are
-/// the same either way (research/mma-q4k measured every decode variant equal).
-pub(super) fn mma_decode_kernel(n_mt: usize, sms: usize) -> (usize, u32) {
-    if n_mt.div_ceil(2) < 2 * sms {
+/// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block) of format `ty`:
+/// 16 warps (super-blocks in flight) when fewer than two blocks per SM would run, else 8;
+/// Q6_K always 8 (its 16-warp kernel spills ~50 bytes a thread under the 128-register cap
+/// of a 512-thread block; the 8-warp one spills none: scripts/nvrtc-check.py builds both).
+/// A function of the launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so
+/// the bits are the same either way (research/mma-q4k measured every decode variant equal).
+pub(super) fn mma_decode_kernel(ty: GgmlType, n_mt: usize, sms: usize) -> (usize, u32) {
+    if ty != GgmlType::Q6K && n_mt.div_ceil(2) < 2 * sms {
         (MMA_DECODE_K16, 16)
     } else {
         (MMA_DECODE_K8, 8)
@@ -1743,7 +1745,11 @@ impl CudaEngine {
         // Super-blocks of 256 inputs; the 32-element formats' last one may be partial
         // (mma_prep pads it with zeros, the kernels add only whole blocks of 32 of n_in).
         let n_sb = n_in.div_ceil(256);
-        let unit = if ty == GgmlType::Q4K { 256 } else { 32 };
+        let unit = if matches!(ty, GgmlType::Q4K | GgmlType::Q6K) {
+            256
+        } else {
+            32
+        };
         if rows == 0 || rows > scratch.cols || n_sb > scratch.sbs || !n_in.is_multiple_of(unit) {
             return Err(self.err(
                 &op(),
@@ -1772,7 +1778,7 @@ impl CudaEngine {
             to_i32(n_sb, "mma super-blocks")?,
             to_i32(rows, "rows")?,
         );
-        let (k, warps) = mma_decode_kernel(n_mt, self.dx.sms);
+        let (k, warps) = mma_decode_kernel(ty, n_mt, self.dx.sms);
         if let Some(smem) = mma_fused_smem(rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
             let cfg = LaunchConfig {
                 grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),

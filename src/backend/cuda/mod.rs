@@ -140,7 +140,7 @@ impl MmaMode {
 pub struct MmaSel {
     /// Q4_K matrices of whole super-blocks.
     pub q4k: bool,
-    /// Q8_0, Q4_0, Q4_1 and Q5_0 matrices (repack::mma_b32).
+    /// Q8_0, Q4_0, Q4_1, Q5_0 and Q6_K matrices (repack::mma_b32).
     pub b32: bool,
 }
 
@@ -176,12 +176,13 @@ pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize) -> String {
 
 /// The formats of the mma module's kernel sets, in MMA_KERNELS order (kernels/mma.cu
 /// MMA_KERNEL_SET: F, suffix).
-pub(crate) const MMA_FORMATS: [(GgmlType, &str); 5] = [
+pub(crate) const MMA_FORMATS: [(GgmlType, &str); 6] = [
     (GgmlType::Q4K, ""),
     (GgmlType::Q8_0, "_q8_0"),
     (GgmlType::Q4_0, "_q4_0"),
     (GgmlType::Q4_1, "_q4_1"),
     (GgmlType::Q5_0, "_q5_0"),
+    (GgmlType::Q6K, "_q6_k"),
 ];
 
 /// The tensor-core Q4_K module (`--mma on`, kernels/mma.cu under `#define MMA_Q4K`, with the
@@ -190,7 +191,7 @@ pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "
 /// The kernels of the mma module: mma_prep, then per MMA_FORMATS entry its decode (8 and 16
 /// warps), GEMM and fused decode (8 and 16 warps; its own prep in shared memory) kernels
 /// (engine.rs mma_kernel indexes them).
-pub(crate) const MMA_KERNELS: [&str; 26] = [
+pub(crate) const MMA_KERNELS: [&str; 31] = [
     "mma_prep",
     "mma_decode_k8",
     "mma_decode_k16",
@@ -217,6 +218,11 @@ pub(crate) const MMA_KERNELS: [&str; 26] = [
     "mma_gemm_q5_0",
     "mma_decode_f8_q5_0",
     "mma_decode_f16_q5_0",
+    "mma_decode_k8_q6_k",
+    "mma_decode_k16_q6_k",
+    "mma_gemm_q6_k",
+    "mma_decode_f8_q6_k",
+    "mma_decode_f16_q6_k",
 ];
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
@@ -659,7 +665,7 @@ pub struct CudaBackend {
     pdl: bool,
     /// Each stage's layer walk replayed as a CUDA graph (`--graphs`, on by default).
     graphs: bool,
-    /// Q4_K (on: also Q8_0, Q4_0, Q4_1, Q5_0) matrices on the tensor-core kernels (`--mma`,
+    /// Q4_K (on: also Q8_0, Q4_0, Q4_1, Q5_0, Q6_K) matrices on the tensor-core kernels (`--mma`,
     /// auto by default).
     mma: MmaMode,
     /// The run's largest prime chunk (0: no prime arm), what `--mma auto` looks at besides
@@ -824,8 +830,8 @@ impl CudaBackend {
         self
     }
 
-    /// The tensor-core matvec (`--mma`): on, every Q4_K matrix of whole 16-row tiles and
-    /// whole super-blocks, and every Q8_0, Q4_0, Q4_1, Q5_0 matrix of whole 16-row tiles and
+    /// The tensor-core matvec (`--mma`): on, every Q4_K and Q6_K matrix of whole 16-row tiles
+    /// and whole super-blocks, and every Q8_0, Q4_0, Q4_1, Q5_0 matrix of whole 16-row tiles and
     /// blocks of 32, is uploaded in its layout of kernels/mma.cu and every launch over such
     /// matrices runs there, for every row count (decode tiles and prime/verify chunks alike,
     /// one reduction order); off keeps the FFMA kernels; auto (the default) picks by the

@@ -654,13 +654,15 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     );
     // Every format's kernel set is instantiated under the names MMA_KERNELS lists, and the
     // engine's index of (format, slot) names that format's kernel.
-    let tags = ["MF_Q4K", "MF_Q8_0", "MF_Q4_0", "MF_Q4_1", "MF_Q5_0"];
+    let tags = [
+        "MF_Q4K", "MF_Q8_0", "MF_Q4_0", "MF_Q4_1", "MF_Q5_0", "MF_Q6_K",
+    ];
     for (f, ((ty, suf), tag)) in MMA_FORMATS.iter().zip(tags).enumerate() {
         assert!(mma.contains(&format!("#define {tag} {f}\n")), "{tag} = {f}");
         let set = format!("MMA_KERNEL_SET({tag}, {suf})");
         assert!(mma.contains(&set), "{set}");
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
-            let (slot, warps) = super::engine::mma_decode_kernel(n_mt, 132);
+            let (slot, warps) = super::engine::mma_decode_kernel(*ty, n_mt, 132);
             let k = super::engine::mma_kernel(*ty, slot).unwrap();
             assert_eq!(k, 1 + 5 * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
@@ -676,8 +678,13 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         MMA_KERNELS.len(),
         1 + super::engine::MMA_SET * MMA_FORMATS.len()
     );
+    // Q6_K decodes on 8 warps at every size (its 16-warp kernel spills); Q4_K on 16 when
+    // the launch is small.
+    use crate::quant::GgmlType::{Q4K, Q6K};
+    assert_eq!(super::engine::mma_decode_kernel(Q6K, 2, 132).1, 8);
+    assert_eq!(super::engine::mma_decode_kernel(Q4K, 2, 132).1, 16);
     assert_eq!(
-        super::engine::mma_kernel(crate::quant::GgmlType::Q6K, 0),
+        super::engine::mma_kernel(crate::quant::GgmlType::Q5K, 0),
         None
     );
     // Read after write: every mma kernel reads activations and scratch only after its
@@ -704,6 +711,59 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(prep.find("pdl_wait();").unwrap() < first(prep));
     let moved = prep.replacen("pdl_wait();", "", 1) + "pdl_wait();";
     assert!(moved.find("pdl_wait();").unwrap() > first(&moved));
+}
+
+/// The layout constants of kernels/mma.cu's MmaF<F> (block size, scale area, scale words per
+/// row pair, high-bit plane, quant bias; Q6_K's d area) are the host layout's
+/// (repack::mma_block_bytes, b32_geometry, Q6K_DOFF), format by format: the kernels read
+/// where `repack_mma_b32` wrote, which the host round-trip tests alone cannot show. And
+/// the Q6_K high-bit spread in m32_afrag / m32_hbits is the one `mma_b32_weights` mirrors.
+/// Negative control: a changed constant is caught.
+#[test]
+fn mma_format_table_matches_the_host_layouts() {
+    use crate::quant::repack::{b32_geometry, mma_block_bytes, Q6K_DOFF};
+    let mma = source("mma.cu");
+    let field = |text: &str, tag: &str, name: &str| -> Option<usize> {
+        let at = text.find(&format!("struct MmaF<{tag}> {{"))?;
+        let body = &text[at..at + text[at..].find("};")?];
+        let v = body.split(&format!(" {name} = ")).nth(1)?;
+        v.split([',', ' ']).next()?.parse().ok()
+    };
+    for (ty, tag) in [
+        (GgmlType::Q8_0, "MF_Q8_0"),
+        (GgmlType::Q4_0, "MF_Q4_0"),
+        (GgmlType::Q4_1, "MF_Q4_1"),
+        (GgmlType::Q5_0, "MF_Q5_0"),
+        (GgmlType::Q6K, "MF_Q6_K"),
+    ] {
+        let (doff, nd, hboff, bias) = b32_geometry(ty);
+        let f = |name: &str| field(mma, tag, name).unwrap_or_else(|| panic!("{tag} {name}"));
+        assert_eq!(Some(f("BLK")), mma_block_bytes(ty), "{tag} BLK");
+        assert_eq!(f("DOFF"), doff, "{tag} DOFF");
+        assert_eq!(f("ND"), nd, "{tag} ND");
+        assert_eq!(f("HB") > 0, hboff.is_some(), "{tag} HB");
+        assert_eq!(f("HBOFF"), hboff.unwrap_or(0), "{tag} HBOFF");
+        assert_eq!(f("BIAS") as i32, bias, "{tag} BIAS");
+        let q6 = ty == GgmlType::Q6K;
+        assert_eq!(f("DDOFF"), if q6 { Q6K_DOFF } else { 0 }, "{tag} DDOFF");
+        assert_eq!(f("KPB"), if q6 { 1 } else { 2 }, "{tag}: k-steps per scale");
+    }
+    let moved = mma.replacen("BLK = 3360", "BLK = 3376", 1);
+    assert_ne!(
+        field(&moved, "MF_Q6_K", "BLK"),
+        mma_block_bytes(GgmlType::Q6K)
+    );
+    // The Q6_K spread: hb's slot bits 0-1 above each nibble (the mirror's masks and shifts).
+    for line in [
+        "h0 = (hb << 4) & 0x00300030u;",
+        "h1 = (hb << 4) & 0x03000300u;",
+        "h2 = (hb >> 4) & 0x00300030u;",
+        "h3 = (hb >> 4) & 0x03000300u;",
+        "return mma_comp4(hb[ks >> 3], (ks >> 1) & 3) >> (2 * (ks & 1));",
+        "(float)(int)(signed char)((w >> (8 * (ks & 3))) & 255u)",
+    ] {
+        assert!(mma.contains(line), "mma.cu: {line}");
+    }
 }
 
 /// The fused decode rule (engine.rs mma_fused_smem): decode-sized launches whose rows x
@@ -791,7 +851,14 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
             ty.name()
         );
     }
-    assert!(!MmaMode::On.select(W, R).takes(Q6K, 32, W));
+    // Q6_K: whole super-blocks only, with the 32-element formats (on; auto's prime rule);
+    // Gemma-3's 640 is 2.5 of them: FFMA.
+    assert!(!auto.takes(Q6K, 32, W), "auto took q6_k");
+    assert!(MmaMode::On.select(W, 0).takes(Q6K, 32, W));
+    assert!(MmaMode::Auto.select(640, R).takes(Q6K, 4096, 2048));
+    assert!(MmaMode::On.select(W, 0).takes(Q6K, W, 14336));
+    assert!(!MmaMode::On.select(640, 0).takes(Q6K, 1024, 640));
+    assert!(!MmaMode::On.select(W, 0).takes(Q5K, 32, W));
     assert!(!MmaMode::On.select(576, 0).takes(Q4K, 32, 576));
     assert_eq!(MmaMode::Off.select(2 * W, 512), MmaSel::default());
     assert_eq!(MmaMode::Auto.select(576, 0), MmaSel::default());

@@ -1,5 +1,5 @@
 // The tensor-core matvec / GEMM (`--mma on`) for Q4_K and (below, "32-element formats") Q8_0,
-// Q4_0, Q4_1, Q5_0: mma.sync m16n8k16, f16 in, f32 accumulate,
+// Q4_0, Q4_1, Q5_0, and Q6_K on the same code path: mma.sync m16n8k16, f16 in, f32 accumulate,
 // ported from research/mma-q4k/mma_q4k.cu (measured there on an H200: every column's bits
 // equal its bits run alone, decode B = 1..8 and GEMM C = 16/64/512 alike). Compiled only into
 // the mma module (`#define MMA_Q4K`, with common.cu, ffn.cu and matvec.cu for MvArgs and
@@ -62,6 +62,26 @@
 // nibble words; Q5_0 then 512 B of fifth bits, lane's 16 bytes, byte ks, bit = nibble index),
 // then per g 16-byte words of f16 d[g][0..8], d[g+8][0..8] (Q4_1 also m[g][..], m[g+8][..]).
 // Stored quants are u = q + BIAS (unsigned); m32_afrag subtracts BIAS exactly.
+//
+// THE ORDER of Q6_K (F = MF_Q6_K; n_in a multiple of 256; fixed by n_in alone): the 32-element
+// formats' order with blocks of 16, one per k-step (sub-block j of 16 = k-step ks):
+//   for each super-block sb independently:
+//     u_sb = 0; for ks in 0..16:
+//       S = 0; S = mma(A_ks, Xhi_ks, S); S = mma(A_ks, Xlo_ks, S)
+//         A: the row's q - 32 (-32..31; q the raw 6 bits), exact in f16;
+//       v = (d * sc_ks) * (S * 2^E_sb)     (d: the row's f16 super-block scale, sc_ks its
+//                                          int8 sub-block scale; d * sc_ks exact in f32:
+//                                          m32_dscale says why)
+//       u_sb = u_sb + v
+//   y = 0; for sb in 0..n_sb: y = y + u_sb;   then mv_finish.
+// Why not A = sc * (q - 32), as Q4_K folds its scale into A: |sc * (q - 32)| reaches 4096,
+// past f16's exact integers (2048), so A would round. The scale goes to the f32 epilogue, a
+// mul and an add per k-step per output (the 32-element formats': per 2 k-steps).
+// Weights (repack_mma_b32), 3360 bytes per (m-tile, super-block), GGUF's 16 x 210: Q4_K's
+// 2048-byte nibble words of the low 4 bits; at 2048 the high 2 bits, lane's 32 bytes as
+// uint4 j at 2048 + 512 j + 16 lane, u32 (ks / 2) % 4 of uint4 ks / 8 holding k-step pair
+// ks / 2: bits 4i + 2 (ks % 2) + {0, 1} = bits 4, 5 of nibble i's q; at 3072 per g the int8
+// sc[g][0..16], sc[g+8][0..16]; at 3328 per g the f16 d[g], d[g+8].
 // Prepared activations (mma_prep), per column and super-block:
 //   XF: 256 u32: uint4 (ks * 4 + t) = {hi(k0, k0+1), hi(k0+8, k0+9), lo(k0, k0+1), lo(k0+8, k0+9)}
 //       with k0 = ks * 16 + 2t: the B fragment (col = g) of lane (g, t), hi and lo.
@@ -213,11 +233,16 @@ __device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb,
 #define MF_Q4_0 2
 #define MF_Q4_1 3
 #define MF_Q5_0 4
+#define MF_Q6_K 5
 // BLK: bytes per (m-tile, super-block); for the 32-element formats (repack::repack_mma_b32):
 // NQ: 16-byte quant words per lane per 4 k-steps (k4 group); DOFF: the scale area (per g: ND
 // uint4s: d[g][0..8], d[g+8][0..8] and, with MIN, m[g][0..8], m[g+8][0..8], f16); HB: a
 // Q5_0 high-bit plane at HBOFF (lane's uint4, byte ks, bit i = bit 4 of nibble i's quant);
-// BIAS: stored u = q + BIAS (unsigned), so q = u - BIAS exactly.
+// BIAS: stored u = q + BIAS (unsigned), so q = u - BIAS exactly. KPB: k-steps per scaled
+// block (2: blocks of 32; Q6_K 1: its sub-blocks of 16). HBN: uint4s of high bits per lane.
+// Q6_K (HB 2): 2-bit high parts, lane's 32 bytes at HBOFF + j * 512 + lane * 16, one u32 per
+// k-step pair; its scale area holds int8 sub-block scales (per g: sc[g][0..16], sc[g+8][0..16])
+// and DDOFF the super-block's f16 d (per g: d[g], d[g+8]).
 template <int F>
 struct MmaF;
 template <>
@@ -226,19 +251,28 @@ struct MmaF<MF_Q4K> {
 };
 template <>
 struct MmaF<MF_Q8_0> {
-    enum { BLK = 4352, DOFF = 4096, NQ = 2, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 128 };
+    enum { BLK = 4352, DOFF = 4096, NQ = 2, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 128,
+           KPB = 2, HBN = 1, DDOFF = 0 };
 };
 template <>
 struct MmaF<MF_Q4_0> {
-    enum { BLK = 2304, DOFF = 2048, NQ = 1, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 8 };
+    enum { BLK = 2304, DOFF = 2048, NQ = 1, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 8,
+           KPB = 2, HBN = 1, DDOFF = 0 };
 };
 template <>
 struct MmaF<MF_Q4_1> {
-    enum { BLK = 2560, DOFF = 2048, NQ = 1, ND = 4, HB = 0, HBOFF = 0, MIN = 1, BIAS = 0 };
+    enum { BLK = 2560, DOFF = 2048, NQ = 1, ND = 4, HB = 0, HBOFF = 0, MIN = 1, BIAS = 0,
+           KPB = 2, HBN = 1, DDOFF = 0 };
 };
 template <>
 struct MmaF<MF_Q5_0> {
-    enum { BLK = 2816, DOFF = 2560, NQ = 1, ND = 2, HB = 1, HBOFF = 2048, MIN = 0, BIAS = 16 };
+    enum { BLK = 2816, DOFF = 2560, NQ = 1, ND = 2, HB = 1, HBOFF = 2048, MIN = 0, BIAS = 16,
+           KPB = 2, HBN = 1, DDOFF = 0 };
+};
+template <>
+struct MmaF<MF_Q6_K> {
+    enum { BLK = 3360, DOFF = 3072, NQ = 1, ND = 2, HB = 2, HBOFF = 2048, MIN = 0, BIAS = 32,
+           KPB = 1, HBN = 2, DDOFF = 3328 };
 };
 
 // Constants of the 32-element formats' A build: rows g: (1024 + u) * 1 - (1024 + BIAS) = q;
@@ -273,7 +307,7 @@ __device__ __forceinline__ void m32_afrag(const uint4 (&qv)[MmaF<F>::NQ], u32 hb
     } else {
         const u32 w = mma_comp4(qv[0], kk), w8 = w >> 8;
         u32 h0 = 0, h1 = 0, h2 = 0, h3 = 0;
-        if constexpr (MmaF<F>::HB) {
+        if constexpr (MmaF<F>::HB == 1) {
             // bit i of hb (nibble i's fifth bit) to bit 4 above the nibble's place in its
             // register: nibbles 0..3 at bits 0..3, 4..7 at 16..19, then shifted per register.
             const u32 t = (hb & 0x0Fu) | ((hb & 0xF0u) << 12);
@@ -281,12 +315,41 @@ __device__ __forceinline__ void m32_afrag(const uint4 (&qv)[MmaF<F>::NQ], u32 hb
             h1 = (t << 7) & 0x01000100u;  // bits 1, 5  -> 8, 24
             h2 = (t << 2) & 0x00100010u;  // bits 2, 6  -> 4, 20 (of w >> 8)
             h3 = (t << 5) & 0x01000100u;  // bits 3, 7  -> 8, 24 (of w >> 8)
+        } else if constexpr (MmaF<F>::HB == 2) {
+            // Q6_K: hb's nibble slot i holds, at its bits 0-1, bits 4-5 of nibble i's u (the
+            // caller shifted odd k-steps' pair down); each pair goes just above its nibble:
+            // u < 64, so (1024 + u) and (1024 + 16 u) <= 2032 stay exact f16 integers.
+            h0 = (hb << 4) & 0x00300030u;  // slots 0, 4 (bits 0, 16)  -> 4, 20
+            h1 = (hb << 4) & 0x03000300u;  // slots 1, 5 (bits 4, 20)  -> 8, 24
+            h2 = (hb >> 4) & 0x00300030u;  // slots 2, 6 (bits 8, 24)  -> 4, 20 (of w >> 8)
+            h3 = (hb >> 4) & 0x03000300u;  // slots 3, 7 (bits 12, 28) -> 8, 24 (of w >> 8)
         }
         a[0] = mma_hfma2((w & 0x000F000Fu) | h0 | 0x64006400u, k.one, k.b);
         a[1] = mma_hfma2((w & 0x00F000F0u) | h1 | 0x64006400u, k.c16, k.d);
         a[2] = mma_hfma2((w8 & 0x000F000Fu) | h2 | 0x64006400u, k.one, k.b);
         a[3] = mma_hfma2((w8 & 0x00F000F0u) | h3 | 0x64006400u, k.c16, k.d);
     }
+}
+
+// The high bits of k-step ks from a lane's HBN uint4s (m32_afrag's hb): Q5_0 byte ks of one;
+// Q6_K the k-step pair's u32 (word (ks / 2) % 4 of uint4 ks / 8), odd k-steps 2 bits down.
+template <int F>
+__device__ __forceinline__ u32 m32_hbits(const uint4 (&hb)[MmaF<F>::HBN], int ks) {
+    if constexpr (MmaF<F>::HB == 2) return mma_comp4(hb[ks >> 3], (ks >> 1) & 3) >> (2 * (ks & 1));
+    else return (mma_comp4(hb[0], ks >> 2) >> (8 * (ks & 3))) & 255u;
+}
+
+// The scale of k-step ks's block for one row from the row's scale word of k4 group ks / 4
+// (`w`): the f16 d of block ks / 2 (half (ks / 2) % 2), or Q6_K's d * sc with sc the int8
+// of sub-block ks (byte ks % 4) and d the row's f16 super-block scale (`d`). Why d * sc is
+// exact in f32: d has 11 significant bits, sc 8 (|sc| <= 128), the product at most 19 < 24,
+// and d * sc >= 2^-24 in magnitude (or zero) cannot underflow f32: no rounding, so it equals
+// the crate's dequantizer's d * sc (quant/dequant.rs), and A = q - 32 (|q - 32| <= 32) is an
+// exact f16 where sc * (q - 32) (up to 4096) would not be.
+template <int F>
+__device__ __forceinline__ float m32_dscale(u32 w, int ks, float d) {
+    if constexpr (F == MF_Q6_K) return __fmul_rn(d, (float)(int)(signed char)((w >> (8 * (ks & 3))) & 255u));
+    else return mma_h2f(w >> (16 * ((ks >> 1) & 1)));
 }
 
 // f16 number j (0..8) of a uint4 of eight.
@@ -496,7 +559,8 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
     } else {
         typedef MmaF<F> T;
         // Every weight load of the super-block issued up front (as Q4_K's).
-        uint4 q[MT][4][T::NQ], hb[MT], dm[MT][T::ND];
+        uint4 q[MT][4][T::NQ], hb[MT][T::HBN], dm[MT][T::ND];
+        u32 dd[MT];  // Q6_K: f16 d of rows g (low half), g + 8 (high half)
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             const u8* blk = base[mi] + (size_t)sb * T::BLK;
@@ -505,9 +569,12 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
 #pragma unroll
                 for (int j = 0; j < T::NQ; ++j)
                     q[mi][k4][j] = mma_ld16(blk + (k4 * T::NQ + j) * 512 + lane * 16);
-            hb[mi] = T::HB ? mma_ld16(blk + T::HBOFF + lane * 16) : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int j = 0; j < T::HBN; ++j)
+                hb[mi][j] = T::HB ? mma_ld16(blk + T::HBOFF + j * 512 + lane * 16) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
             for (int j = 0; j < T::ND; ++j) dm[mi][j] = mma_ld16(blk + T::DOFF + g * 16 * T::ND + 16 * j);
+            dd[mi] = T::DDOFF ? __ldg((const u32*)(blk + T::DDOFF + g * 4)) : 0u;
         }
         const float ea = m32_xe(XE, 2 * t, nb, n_sb, sb), ec = m32_xe(XE, 2 * t + 1, nb, n_sb, sb);
         const M32c k = m32_consts<F>();
@@ -519,7 +586,7 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
         const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
 #pragma unroll
         for (int ks = 0; ks < 16; ++ks) {
-            if ((ks & 1) == 0) {  // a 32-block's chain starts from zero: THE ORDER
+            if (ks % T::KPB == 0) {  // a block's chain starts from zero: THE ORDER
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -530,21 +597,21 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi) {
                 u32 w4[4];
-                const u32 hbk = (mma_comp4(hb[mi], ks >> 2) >> (8 * (ks & 3))) & 255u;
-                m32_afrag<F>(q[mi][ks >> 2], hbk, ks & 3, k, w4);
+                m32_afrag<F>(q[mi][ks >> 2], m32_hbits<F>(hb[mi], ks), ks & 3, k, w4);
                 mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
                 mma16816(S[mi], w4, xb.z, xb.w);
             }
-            const int b = ks >> 1;
-            if ((ks & 1) && sb * 8 + b < nblk) {  // block b done: u_sb += v_b, in block order
+            const int b = ks >> 1;  // the 32 columns of ks (Q6_K's block ks lies in them)
+            if (ks % T::KPB == T::KPB - 1 && sb * 8 + b < nblk) {  // u_sb += v, block order
                 const float xa = T::MIN ? m32_xs(XS, 2 * t, nb, n_sb, sb, b) : 0.0f;
                 const float xc = T::MIN ? m32_xs(XS, 2 * t + 1, nb, n_sb, sb, b) : 0.0f;
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi) {
                     const float mg = T::MIN ? m32_h8(dm[mi][2 & (T::ND - 1)], b) : 0.0f;
                     const float m8 = T::MIN ? m32_h8(dm[mi][3 & (T::ND - 1)], b) : 0.0f;
-                    m32_add_block<F>(v[mi], S[mi], m32_h8(dm[mi][0], b), m32_h8(dm[mi][1], b),
-                                     mg, m8, xa, xc, ea, ec);
+                    const float dg = m32_dscale<F>(mma_comp4(dm[mi][0], ks >> 2), ks, mma_h2f(dd[mi]));
+                    const float d8 = m32_dscale<F>(mma_comp4(dm[mi][1], ks >> 2), ks, mma_h2f(dd[mi] >> 16));
+                    m32_add_block<F>(v[mi], S[mi], dg, d8, mg, m8, xa, xc, ea, ec);
                 }
             }
         }
@@ -718,11 +785,17 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
         // Q5_0's high bits once per super-block; the quants and the scales' 32-bit words
         // (d rows g, g+8 of the group's 2 blocks; Q4_1 also m) per k4 group (4 k-steps, 2
         // blocks), as Q4_K's nibbles: fewer live registers than whole scale words.
-        uint4 hb[GMT];
+        uint4 hb[GMT][T::HBN];
+        u32 dd[GMT];  // Q6_K: f16 d of rows g, g + 8
 #pragma unroll
         for (int mi = 0; mi < GMT; ++mi) {
             const u8* b = blk[mi] + (size_t)sb * T::BLK;
-            hb[mi] = T::HB ? __ldg((const uint4*)(b + T::HBOFF + lane * 16)) : make_uint4(0u, 0u, 0u, 0u);
+            // Q6_K's second high-bit uint4 (k-steps 8..15) is loaded at k4 = 2 below: fewer
+            // live registers across the first half (the GEMM is capped at 128).
+#pragma unroll
+            for (int j = 0; j < T::HBN; ++j)
+                hb[mi][j] = T::HB && j == 0 ? __ldg((const uint4*)(b + T::HBOFF + j * 512 + lane * 16)) : make_uint4(0u, 0u, 0u, 0u);
+            dd[mi] = T::DDOFF ? __ldg((const u32*)(b + T::DDOFF + g * 4)) : 0u;
         }
         float ea[GNT], ec[GNT];
 #pragma unroll
@@ -741,6 +814,13 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                 for (int c = 0; c < 4; ++c) u[mi][ni][c] = 0.0f;  // u_sb = 0
 #pragma unroll
         for (int k4 = 0; k4 < 4; ++k4) {
+            if constexpr (T::HBN == 2) {
+                if (k4 == 2) {
+#pragma unroll
+                    for (int mi = 0; mi < GMT; ++mi)
+                        hb[mi][1] = __ldg((const uint4*)(blk[mi] + (size_t)sb * T::BLK + T::HBOFF + 512 + lane * 16));
+                }
+            }
             uint4 q[GMT][T::NQ];
             u32 dw[GMT][T::ND];
 #pragma unroll
@@ -756,7 +836,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
                 const int ks = k4 * 4 + kk;
-                if ((kk & 1) == 0) {  // a 32-block's chain starts from zero: THE ORDER
+                if (kk % T::KPB == 0) {  // a block's chain starts from zero: THE ORDER
 #pragma unroll
                     for (int mi = 0; mi < GMT; ++mi)
 #pragma unroll
@@ -770,8 +850,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
                 for (int mi = 0; mi < GMT; ++mi) {
                     u32 w4[4];
-                    const u32 hbk = (mma_comp4(hb[mi], k4) >> (8 * kk)) & 255u;
-                    m32_afrag<F>(q[mi], hbk, kk, k, w4);
+                    m32_afrag<F>(q[mi], m32_hbits<F>(hb[mi], ks), kk, k, w4);
 #pragma unroll
                     for (int ni = 0; ni < GNT; ++ni) {
                         mma16816(S[mi][ni], w4, xb[ni].x, xb[ni].y);  // hi, then lo: THE ORDER
@@ -779,7 +858,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                     }
                 }
                 const int b = ks >> 1;
-                if ((kk & 1) && sb * 8 + b < nblk) {  // block b done: u_sb += v_b, block order
+                if (kk % T::KPB == T::KPB - 1 && sb * 8 + b < nblk) {  // u_sb += v, block order
 #pragma unroll
                     for (int ni = 0; ni < GNT; ++ni) {
                         const int c0 = (ntb + ni) * 8 + 2 * t;
@@ -790,8 +869,9 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                             const int sh = 16 * (b & 1);  // block b's f16 in word b / 2 = k4
                             const float mg = T::MIN ? mma_h2f(dw[mi][2 & (T::ND - 1)] >> sh) : 0.0f;
                             const float m8 = T::MIN ? mma_h2f(dw[mi][3 & (T::ND - 1)] >> sh) : 0.0f;
-                            m32_add_block<F>(u[mi][ni], S[mi][ni], mma_h2f(dw[mi][0] >> sh),
-                                             mma_h2f(dw[mi][1] >> sh), mg, m8, xa, xc, ea[ni], ec[ni]);
+                            m32_add_block<F>(u[mi][ni], S[mi][ni], m32_dscale<F>(dw[mi][0], ks, mma_h2f(dd[mi])),
+                                             m32_dscale<F>(dw[mi][1], ks, mma_h2f(dd[mi] >> 16)), mg, m8, xa, xc,
+                                             ea[ni], ec[ni]);
                         }
                     }
                 }
@@ -901,5 +981,6 @@ MMA_KERNEL_SET(MF_Q8_0, _q8_0)
 MMA_KERNEL_SET(MF_Q4_0, _q4_0)
 MMA_KERNEL_SET(MF_Q4_1, _q4_1)
 MMA_KERNEL_SET(MF_Q5_0, _q5_0)
+MMA_KERNEL_SET(MF_Q6_K, _q6_k)
 
 #endif
