@@ -510,6 +510,12 @@ pub(super) const MMA_DECODE_STATIC_SMEM: usize = 17 * 1024;
 /// dependent launch, measured as the eager gap). An estimate, not a measurement:
 /// scripts/gpu-fuse.sh's bench is where to tune it and MMA_FUSE_SMEM_MAX.
 pub(super) const MMA_FUSE_ROUNDS: usize = 4;
+/// Rows of the launches the fused decode takes: one (eager). Measured on one H200 with
+/// `--mma on` (session 5 call b1, against the unfused build, same bits): eager +16 % on the
+/// SmolLM2 shape (1153 -> 1338 tok/s) and +6 % on Gemma-3's, but B = 8 -12 % / -19 % (9206 ->
+/// 8110, 8142 -> 6633): every block preparing all eight rows itself costs more than the
+/// mma_prep launch it replaces.
+pub(super) const MMA_FUSE_MAX_ROWS: usize = 1;
 
 /// The host rule for the fused decode: Some(dynamic shared memory bytes) when a launch of
 /// `rows` rows of `n_in` inputs on the decode kernel of `warps` warps (mma_decode_kernel)
@@ -522,7 +528,7 @@ pub(super) fn mma_fused_smem(rows: usize, n_in: usize, warps: usize, cap: usize)
     let items = rows.checked_mul(n_in.div_ceil(256))?;
     let bytes = items.checked_mul(MMA_FUSE_UNIT)?;
     let rounds = items.div_ceil(warps.max(1));
-    ((1..=MMA_DECODE_MAX).contains(&rows) && bytes <= cap && rounds <= MMA_FUSE_ROUNDS)
+    (rows == MMA_FUSE_MAX_ROWS && bytes <= cap && rounds <= MMA_FUSE_ROUNDS)
         .then_some(bytes)
 }
 
