@@ -528,8 +528,7 @@ pub(super) fn mma_fused_smem(rows: usize, n_in: usize, warps: usize, cap: usize)
     let items = rows.checked_mul(n_in.div_ceil(256))?;
     let bytes = items.checked_mul(MMA_FUSE_UNIT)?;
     let rounds = items.div_ceil(warps.max(1));
-    (rows == MMA_FUSE_MAX_ROWS && bytes <= cap && rounds <= MMA_FUSE_ROUNDS)
-        .then_some(bytes)
+    (rows == MMA_FUSE_MAX_ROWS && bytes <= cap && rounds <= MMA_FUSE_ROUNDS).then_some(bytes)
 }
 
 /// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block) of format `ty`:
