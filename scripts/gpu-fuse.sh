@@ -74,8 +74,8 @@ if want faults; then
         --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order
 fi
 
-# bench NAME BIN FILE ARGS...: one bench run; its eager and batched tok/s into the table.
-bench() {
+# bench_ab NAME BIN FILE ARGS...: one bench run; its eager and batched tok/s into the table.
+bench_ab() {
     local name=$1 bin=$2 f=$3
     shift 3
     timeout 120 "$bin" bench --backend "$BACKEND" --model "$f" --stages 1 --devices 0 "$@" \
@@ -96,7 +96,7 @@ if want bench; then
         for s in on off; do
             for b in base new; do
                 if [ $b = base ]; then bin=$BASE; else bin=$NEW; fi
-                bench "$name-mma-$s-$b" "$bin" "$f" $(mma $s) --arms batched --batch 8 --steps 64
+                bench_ab "$name-mma-$s-$b" "$bin" "$f" $(mma $s) --arms batched --batch 8 --steps 64
             done
         done
     done

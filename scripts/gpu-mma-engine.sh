@@ -82,41 +82,14 @@ if want faults; then
         --arms prime --prompt-len 40 --chunk 40 --gen-len 4 --fault chunk-kv-order
 fi
 
-# bench NAME ARGS...: one bench run; its tok/s lines into the table and bench.txt.
-bench() {
-    local name=$1
-    shift
-    timeout 150 "$BIN" bench --backend "$BACKEND" --model "$L8" --stages 1 --devices 0 "$@" \
-        --receipt "$WORK/r/bench-$name.json" >"$WORK/bench-$name.out" 2>&1
-    local rc=$?
-    { echo "== bench $name: $*"; cat "$WORK/bench-$name.out"; } | tee -a "$BENCH" >>"$LOG"
-    row "bench $name" "rc=$rc"
-    grep -E '^  (eager|batched|prime|prefill) ' "$WORK/bench-$name.out" | while read -r l; do row "  $l" ""; done
-}
 if want bench; then
     for s in off on; do
-        bench "decode-mma-$s" $(mma $s) --arms batched --batch 8 --steps 32
-        bench "prefill512-mma-$s" $(mma $s) --arms prime --chunk 512 --prompt-len 512 --repeat 2 --steps 4
+        bench "decode-mma-$s" "$L8" $(mma $s) --arms batched --batch 8 --steps 32
+        bench "prefill512-mma-$s" "$L8" $(mma $s) --arms prime --chunk 512 --prompt-len 512 --repeat 2 --steps 4
     done
 fi
 
-if want acc; then
-    python3 -c "import json; print(json.dumps({'tokens': [(i * 7919 + 13) % 2000 for i in range(24)]}))" >"$WORK/tape.json"
-    ACC="--model $L8 --stages 1 --devices 0 --arms eager --tape $WORK/tape.json --topk 20"
-    for s in off on; do
-        gate "acc-l8-mma-$s" $(mma $s) $ACC
-    done
-    if [ "$ACC_CPU" = 1 ]; then
-        timeout 150 "$BIN" --backend cpu $ACC --receipt "$WORK/r/acc-l8-cpu.json" -q >>"$LOG" 2>&1
-        row "acc-l8-cpu (the crate's f32 reference)" "rc=$?"
-    fi
-    cmp_acc() { cmp_acc_files "$WORK/r/acc-l8-$1.json" "$WORK/r/acc-l8-$2.json" "$1 vs $2"; }
-    cmp_acc mma-off mma-on
-    if [ "$ACC_CPU" = 1 ]; then
-        cmp_acc cpu mma-off
-        cmp_acc cpu mma-on
-    fi
-fi
+want acc && acc l8 "$L8"
 
 row "total" "$(($(date +%s) - T0)) s"
 tar -czf "$OUT/receipts.tar.gz" -C "$WORK" r tape.json 2>>"$LOG" || tar -czf "$OUT/receipts.tar.gz" -C "$WORK" r 2>>"$LOG"

@@ -83,6 +83,22 @@ pub struct GateSpec {
     pub dist: Option<DistPart>,
 }
 
+/// The prime arm's chunk sizes for a prompt of `p` positions: `chunks` as given (default 1,
+/// 8, 16 and the whole prompt), each at most `p`, duplicates of an earlier effective size
+/// dropped. `GateSpec::prime_chunks`, and `--mma auto`'s reading of the flags
+/// (cli::gate::prime_rows), both go through it.
+pub fn prime_chunk_sizes(chunks: Option<&[usize]>, p: usize) -> Vec<usize> {
+    let given = chunks.map_or_else(|| vec![1, 8, 16, p], <[usize]>::to_vec);
+    let mut out: Vec<usize> = Vec::new();
+    for c in given {
+        let c = c.min(p);
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl GateSpec {
     /// The spec's own rules, in the CLI's words: `prepare` reports a breach as a bad flag
     /// (exit 2) before any work, and `run_gate` refuses one from any other caller.
@@ -129,16 +145,7 @@ impl GateSpec {
     /// The prime arm's chunk sizes as run: as given (default 1, 8, 16 and the whole
     /// prompt), each at most the prompt, duplicates of an earlier effective size dropped.
     pub fn prime_chunks(&self) -> Vec<usize> {
-        let p = self.prime_len();
-        let given = self.chunks.clone().unwrap_or_else(|| vec![1, 8, 16, p]);
-        let mut out: Vec<usize> = Vec::new();
-        for c in given {
-            let c = c.min(p);
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-        out
+        prime_chunk_sizes(self.chunks.as_deref(), self.prime_len())
     }
 
     /// Most rows one step carries across the arms.

@@ -125,8 +125,8 @@ pub(crate) fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
 }
 
 /// The run's largest prime chunk from its flags (0: no prime arm), what `--mma auto` looks
-/// at besides the model's width: the chunks as the prime arm runs them (`--chunk`, default
-/// 1, 8, 16 and the whole prompt), each at most `--prompt-len`. From the flags alone, so
+/// at besides the model's width: the chunks as the prime arm runs them
+/// (`arms::prime_chunk_sizes` of `--chunk` and `--prompt-len`). From the flags alone, so
 /// every process and engine of a run agrees. A bad `--arms` is named later by `check_on`.
 fn prime_rows(args: &GateArgs) -> Result<usize> {
     let primes = args
@@ -136,12 +136,9 @@ fn prime_rows(args: &GateArgs) -> Result<usize> {
     if !primes {
         return Ok(0);
     }
-    let p = args.prompt_len.max(1);
-    let most = match list_flag("--chunk", &args.chunk)? {
-        Some(c) => c.into_iter().max().unwrap_or(0),
-        None => p,
-    };
-    Ok(most.min(p))
+    let chunks = list_flag("--chunk", &args.chunk)?;
+    let sizes = arms::prime_chunk_sizes(chunks.as_deref(), args.prompt_len.max(1));
+    Ok(sizes.into_iter().max().unwrap_or(0))
 }
 
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {

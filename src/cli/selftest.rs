@@ -135,11 +135,9 @@ pub fn where_it_opens(f: Fault, be: &AnyBackend) -> String {
 /// plant needs one: a launch over no such matrix plants nothing and would read as a miss).
 fn has_mma_matrix(m: &Model) -> bool {
     let on = MmaMode::On.select(m.cfg.n_embd, 0);
-    m.layers.iter().any(|l| {
-        [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down]
-            .iter()
-            .any(|w| on.takes(w.ty, w.rows, w.cols))
-    })
+    m.layers
+        .iter()
+        .any(|l| l.matrices().iter().any(|w| on.takes(w.ty, w.rows, w.cols)))
 }
 
 /// mma-row-order's row on a model none of whose matrices the tensor-core path takes.

@@ -661,11 +661,16 @@ pub struct LayerWeights {
 }
 
 impl LayerWeights {
+    /// The layer's seven matvec matrices: q, k, v, o, gate, up, down.
+    pub fn matrices(&self) -> [&Weight; 7] {
+        [
+            &self.wq, &self.wk, &self.wv, &self.wo, &self.gate, &self.up, &self.down,
+        ]
+    }
+
     /// Bytes of this layer's tensors as the file stores them (norms: 4 per element).
     pub fn n_bytes(&self) -> u64 {
-        let mats = [
-            &self.wq, &self.wk, &self.wv, &self.wo, &self.gate, &self.up, &self.down,
-        ];
+        let mats = self.matrices();
         let norms = [
             Some(&self.attn_norm),
             self.bq.as_ref(),

@@ -240,11 +240,19 @@ pub const MMA_TILE_ROWS: usize = 16;
 /// super-block padded); whole m-tiles of rows. A function of the matrix alone, never of a
 /// batch (which formats an engine takes is `--mma`'s, engine.rs MmaSel).
 pub fn mma_ok(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    let cols_ok = match ty {
-        GgmlType::Q4K | GgmlType::Q6K => cols.is_multiple_of(256),
-        _ => mma_b32(ty) && cols.is_multiple_of(32),
-    };
+    let cols_ok = (ty == GgmlType::Q4K || mma_b32(ty)) && cols.is_multiple_of(mma_col_unit(ty));
     cols_ok && rows > 0 && rows.is_multiple_of(MMA_TILE_ROWS) && cols > 0
+}
+
+/// The columns a tensor-core matrix of `ty` comes in whole multiples of: a super-block (256)
+/// for Q4_K and Q6_K, whose scales span one; a block of 32 for the 32-element formats (their
+/// last super-block may be partial, padded by mma_prep).
+pub fn mma_col_unit(ty: GgmlType) -> usize {
+    if matches!(ty, GgmlType::Q4K | GgmlType::Q6K) {
+        256
+    } else {
+        32
+    }
 }
 
 /// The tensor-core layout of any format `mma_ok` takes.
@@ -870,6 +878,15 @@ mod tests {
         );
     }
 
+    /// The formats of `repack_mma_b32` (the 32-element formats and Q6_K), as the tests walk them.
+    const MMA_B32_TYPES: [GgmlType; 5] = [
+        GgmlType::Q8_0,
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q6K,
+    ];
+
     /// Each 32-element format's and Q6_K's tensor-core layout rebuilt by the lanes' mirror
     /// (`mma_b32_weights`) is every weight of the dequantized matrix, bit for bit, at a width
     /// of whole super-blocks and (not Q6_K) at SmolLM2's 576 (a last super-block of 64
@@ -878,13 +895,7 @@ mod tests {
     #[test]
     fn mma_b32_layouts_round_trip_to_the_dequantized_matrix() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
-        for ty in [
-            GgmlType::Q8_0,
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q6K,
-        ] {
+        for ty in MMA_B32_TYPES {
             let q6 = ty == GgmlType::Q6K;
             let shapes: &[(usize, usize)] = if q6 {
                 &[(32, 512), (16, 768)]
@@ -983,13 +994,7 @@ mod tests {
                 lo[i] = f16r(xs - hi[i]);
             }
         }
-        for ty in [
-            GgmlType::Q8_0,
-            GgmlType::Q4_0,
-            GgmlType::Q4_1,
-            GgmlType::Q5_0,
-            GgmlType::Q6K,
-        ] {
+        for ty in MMA_B32_TYPES {
             let q6 = ty == GgmlType::Q6K;
             let cols = if q6 { 512 } else { cols_all };
             let v: Vec<f32> = (0..rows * cols)

@@ -494,9 +494,8 @@ pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
 /// kernel (kernels/mma.cu mma_prep_block): XF 256 words, 8 sub-block sums, 2^E.
 pub(super) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
 /// The fused decode's dynamic shared memory budget: 64 KiB holds a one-row launch of up to
-/// 61 super-blocks (15616 inputs: every matrix of Llama-3-8B, down-proj's 14336 included)
-/// and 8 rows of up to 7 (1792 inputs: with MMA_FUSE_ROUNDS, SmolLM2's every op at B = 8,
-/// its 576-input head on the 8-warp kernel in 3 rounds). Beside the 16-warp
+/// 61 super-blocks (15616 inputs: every matrix of Llama-3-8B, down-proj's 14336 included).
+/// The kernels take up to 8 rows; the host fuses one (MMA_FUSE_MAX_ROWS). Beside the 16-warp
 /// kernel's static 16.3 KiB that is ~82 KiB per block, under every sm_80+ opt-in limit.
 pub(super) const MMA_FUSE_SMEM_MAX: usize = 64 * 1024;
 /// The decode kernels' static shared memory, rounded up (ptxas sm_90: 16672 bytes for the
@@ -1750,11 +1749,7 @@ impl CudaEngine {
         // Super-blocks of 256 inputs; the 32-element formats' last one may be partial
         // (mma_prep pads it with zeros, the kernels add only whole blocks of 32 of n_in).
         let n_sb = n_in.div_ceil(256);
-        let unit = if matches!(ty, GgmlType::Q4K | GgmlType::Q6K) {
-            256
-        } else {
-            32
-        };
+        let unit = crate::quant::repack::mma_col_unit(ty);
         if rows == 0 || rows > scratch.cols || n_sb > scratch.sbs || !n_in.is_multiple_of(unit) {
             return Err(self.err(
                 &op(),
@@ -1784,12 +1779,16 @@ impl CudaEngine {
             to_i32(rows, "rows")?,
         );
         let (k, warps) = mma_decode_kernel(ty, n_mt, self.dx.sms);
-        if let Some(smem) = mma_fused_smem(rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
-            let cfg = LaunchConfig {
+        // The decode kernels' grid, fused or not: 2 m-tiles a block.
+        let dec = |smem: u32| -> BResult<LaunchConfig> {
+            Ok(LaunchConfig {
                 grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
                 block_dim: (32 * warps, 1, 1),
-                shared_mem_bytes: to_u32(smem, "mma fused shared memory")?,
-            };
+                shared_mem_bytes: smem,
+            })
+        };
+        if let Some(smem) = mma_fused_smem(rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
+            let cfg = dec(to_u32(smem, "mma fused shared memory")?)?;
             let f = self.dx.mma_func(kernel(MMA_FUSED + k)?)?;
             let e0 = self.prof_start(s);
             let mut p = [kp(&a), kp(&n_mt_i), kp(&n_sb_i), kp(&rows_i), kp(&plant)];
@@ -1831,12 +1830,7 @@ impl CudaEngine {
         .map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "mma prep", e0);
         let (f, cfg, kind) = if decode {
-            let cfg = LaunchConfig {
-                grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
-                block_dim: (32 * warps, 1, 1),
-                shared_mem_bytes: 0,
-            };
-            (self.dx.mma_func(kernel(k)?)?, cfg, "mma decode")
+            (self.dx.mma_func(kernel(k)?)?, dec(0)?, "mma decode")
         } else {
             // g2x2w4x4: a block covers 4 x 2 m-tiles and wn x 2 n-tiles of 8 columns (wn = 4,
             // or fewer on a narrow launch).

@@ -159,13 +159,15 @@ impl MmaSel {
 /// `--mma` as receipts record it (`CudaBackend::mma_note`): on, off, or auto with what it
 /// chose and why.
 pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize) -> String {
+    let sel = mode.select(n_embd, prime_rows);
     match mode {
         MmaMode::On => "on".into(),
         MmaMode::Off => "off".into(),
-        MmaMode::Auto if prime_rows >= MMA_AUTO_MIN_ROWS => format!(
+        // Auto: what `select` chose (b32 only by the prime rule), with the numbers it read.
+        MmaMode::Auto if sel.b32 => format!(
             "auto: on, every format it takes (prime chunks of {prime_rows} rows >= {MMA_AUTO_MIN_ROWS})"
         ),
-        MmaMode::Auto if n_embd >= MMA_AUTO_MIN_EMBD => {
+        MmaMode::Auto if sel.q4k => {
             format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
         }
         MmaMode::Auto => format!(

@@ -227,7 +227,7 @@ __device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb,
     return MV_FIELD(a, m, w) + (size_t)t * n_sb * blk;
 }
 
-// ---- formats. F: the matrix format of a kernel (engine.rs MmaFmt, mod.rs MMA_KERNELS order).
+// ---- formats. F: the matrix format of a kernel (mod.rs MMA_FORMATS, MMA_KERNELS order).
 #define MF_Q4K 0
 #define MF_Q8_0 1
 #define MF_Q4_0 2
