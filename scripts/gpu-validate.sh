@@ -329,7 +329,7 @@ if want verdicts; then
 import json, sys
 r = json.load(open(sys.argv[1])); p = int(sys.argv[2])
 arms = {a["name"]: a for a in r["arms"]}
-chunks = sorted({s["key"]["chunk"] for s in arms["prime"]["steps"] if s.get("key", {}).get("chunk")})
+chunks = sorted({s.get("chunk", s.get("key", {}).get("chunk")) for s in arms["prime"]["steps"]} - {None})
 rounds = arms["verify"]["rounds"]
 ok = p in chunks and rounds and rounds[0]["start"] == p
 print(("ok" if ok else "WRONG"), "chunks", chunks, "first round at", rounds[0]["start"] if rounds else None)
@@ -339,8 +339,22 @@ EOF
         hf "  $m $t: the reference against HF" "$r" "$tape"
     done
     q2="$W/synth-qwen2-L4-E256"
-    expect "launch --procs 2 (ipc) qwen2 tapeA eager,prime,verify" 0 launch --procs 2 --backend "$BE" -q \
-        --model "$q2.gguf" --tape "$q2.tapeA.json" --stages 2 --arms eager,prime,verify --receipt "$WORK/r/launch2.json"
+    # Stages as processes with a tape, prime and verify: ipc on the CPU; on CUDA NCCL, which
+    # needs a GPU per process.
+    NCCL_DIR=${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}
+    if ! cuda; then
+        X=(--transport ipc)
+    elif [ "$NGPU" -ge 2 ] && [ -n "$NCCL_DIR" ]; then
+        X=(--transport nccl --nccl-lib "$NCCL_DIR" --devices 0,1)
+    else
+        X=()
+    fi
+    if [ ${#X[@]} -gt 0 ]; then
+        expect "launch --procs 2 ${X[1]} qwen2 tapeA eager,prime,verify" 0 launch --procs 2 --backend "$BE" -q "${X[@]}" \
+            --model "$q2.gguf" --tape "$q2.tapeA.json" --stages 2 --arms eager,prime,verify --receipt "$WORK/r/launch2.json"
+    else
+        skip "launch --procs 2 with a tape" "NCCL needs 2 GPUs and libnccl"
+    fi
     # A NaN rope.freq_base (patched in a copy) must exit 2, naming the key.
     python3 - "$q2.gguf" "$W/nan-rope.gguf" >>"$LOG" 2>&1 <<'EOF'
 import sys, struct
