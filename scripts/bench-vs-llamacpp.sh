@@ -19,7 +19,7 @@
 #     (eager, tg128) and `llama-batched-bench -ngl 99 -c 4096 -npp 16 -ntg 64 -npl 1,8` (S_TG
 #     at B=8), each through its machine-readable output (-o json, --output-format jsonl);
 #  4. writes vs-llamacpp.json (schema ppn-gate.bench-compare/1) to OUT and to
-#     receipts/bench/vs-llamacpp.json, and prints the table last.
+#     receipts/bench-vs-llamacpp/vs-llamacpp.json, and prints the table last.
 #
 # Environment (all optional):
 #   ROWS     the rows to run, space or comma separated, in the order given (default: all, in
@@ -44,7 +44,7 @@
 #            stage, beside `llama-bench -p 512 -n 0` (pp512) on the same file (issue 13)
 #   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
 #            row names on small synthetic shapes (the real models as they are), short runs;
-#            writes OUT only, never receipts/bench (that file holds GPU figures only)
+#            writes OUT only, never receipts/bench-vs-llamacpp (that file holds GPU figures only)
 set -uo pipefail
 BIN=${1:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
 TGZ=${2:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
@@ -411,8 +411,8 @@ for s in skipped:
 print(f"commit {commit}; {out['machine']}; {out['date']}")
 PY
 if [ "$DRY" != 1 ] && [ -s "$DEST" ]; then
-    mkdir -p receipts/bench
-    cp "$DEST" receipts/bench/vs-llamacpp.json
+    mkdir -p receipts/bench-vs-llamacpp
+    cp "$DEST" receipts/bench-vs-llamacpp/vs-llamacpp.json
 fi
 tar czf "$OUT/raw.tar.gz" -C "$WORK" raw 2>/dev/null
 log "done in $(($(date +%s) - T0)) s"

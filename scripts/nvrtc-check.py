@@ -35,8 +35,7 @@ WHEEL = "nvidia-cuda-nvrtc==13.5.37"  # NVRTC of CUDA 13, as on the GPU machine
 
 
 def find_lib(args=()):
-    """libnvrtc: args[0] when given, else the wheel's (installed into .cache/nvrtc if absent).
-    Also what research/mma-q4k/compile_check.py loads."""
+    """libnvrtc: args[0] when given, else the wheel's (installed into .cache/nvrtc if absent)."""
     if args:
         return args[0]
     def search():

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes the synthetic models that gates/cpu.json and scripts/gpu-qwen.sh gate besides the
+# Writes the synthetic models that gates/cpu.json gates besides the
 # committed oracle files (tests/data/oracle/synth): deeper than those (6 layers, so that 4
 # stages can split unevenly), each exercising one thing the oracle files do not:
 #   qwen2-L6-tied.gguf      qwen2, q/k/v biases, tied head, 6 layers
