@@ -68,7 +68,9 @@ pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
         .map(|c| c.as_os_str().len())
         .find(|&n| n > NAME_MAX)
     {
-        anyhow::bail!("{flag} {shown}: a name of {c} bytes; a file name may have at most {NAME_MAX}");
+        anyhow::bail!(
+            "{flag} {shown}: a name of {c} bytes; a file name may have at most {NAME_MAX}"
+        );
     }
     // create_dir_all under a file says only "File exists": name the file.
     if let Some(f) = path
@@ -176,14 +178,18 @@ impl OutLock {
                         .and_then(|_| f.sync_all())
                         .map_err(|e| {
                             let _ = std::fs::remove_file(&path);
-                            anyhow::anyhow!("{flag} {}: writing the lock {}: {e}", dir.display(), path.display())
+                            anyhow::anyhow!(
+                                "{flag} {}: writing the lock {}: {e}",
+                                dir.display(),
+                                path.display()
+                            )
                         })?;
                     return Ok(OutLock { path });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let held = std::fs::read_to_string(&path).ok().and_then(|t| {
-                        serde_json::from_str::<LockHolder>(&t).ok()
-                    });
+                    let held = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
                     match held {
                         Some(h) if h.alive() => anyhow::bail!(
                             "{flag} {}: in use by {} (its lock {}); give each soak or battery its own --out",
@@ -209,7 +215,11 @@ impl OutLock {
                         }
                     }
                     std::fs::remove_file(&path).map_err(|e| {
-                        anyhow::anyhow!("{flag} {}: removing the stale lock {}: {e}", dir.display(), path.display())
+                        anyhow::anyhow!(
+                            "{flag} {}: removing the stale lock {}: {e}",
+                            dir.display(),
+                            path.display()
+                        )
                     })?;
                 }
                 Err(e) => anyhow::bail!("{flag} {}: cannot write there: {e}", dir.display()),

@@ -18,8 +18,8 @@ use super::{
     BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_PASS,
     EXIT_SKIPPED,
 };
-use crate::fsio::{check_writable, OutLock};
 use crate::backend::Backend;
+use crate::fsio::{check_writable, OutLock};
 use crate::receipt::bench::{
     BenchConfig, BenchReceipt, BenchTimings, BusyOverlap, NStagePaths, PathRates, BENCH_SCHEMA,
 };
@@ -496,6 +496,16 @@ fn short(n: &str) -> String {
     format!("{head:?}... ({} bytes)", n.len())
 }
 
+/// A JSON value for a message, cut to 40 characters.
+fn shown_value(v: &serde_json::Value) -> String {
+    let t = v.to_string();
+    if t.chars().count() <= 60 {
+        return t;
+    }
+    let head: String = t.chars().take(40).collect();
+    format!("{head}... ({} bytes)", t.len())
+}
+
 /// What a JSON value is, for a message.
 fn json_kind(v: &serde_json::Value) -> &'static str {
     use serde_json::Value as V;
@@ -559,7 +569,12 @@ fn battery_shape(v: &serde_json::Value) -> std::result::Result<(), String> {
         match go.get("name") {
             None => return Err(format!("{at}: missing field name")),
             Some(V::String(_)) => {}
-            Some(x) => return Err(format!("{at}.name: {} where a string is needed", json_kind(x))),
+            Some(x) => {
+                return Err(format!(
+                    "{at}.name: {} where a string is needed",
+                    json_kind(x)
+                ))
+            }
         }
         match go.get("args") {
             None => return Err(format!("{at}: missing field args")),
@@ -583,7 +598,8 @@ fn battery_shape(v: &serde_json::Value) -> std::result::Result<(), String> {
             Some(V::Number(n)) if n.as_u64().is_some_and(|k| usize::try_from(k).is_ok()) => {}
             Some(x) => {
                 return Err(format!(
-                    "{at}.needs_devices: {x} where a device count (a whole number >= 0) is needed"
+                    "{at}.needs_devices: {} where a device count (a whole number >= 0) is needed",
+                    shown_value(x)
                 ))
             }
         }
@@ -1351,5 +1367,152 @@ fn print_bench(r: &BenchReceipt) {
             f.last_staged_tok_s,
             c.stages
         );
+    }
+}
+
+#[cfg(test)]
+mod battery_file_tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use serde_json::{json, Value};
+
+    /// A hostile value for a field: every JSON type, and strings a file name cannot be.
+    fn hostile(rng: &mut rand_chacha::ChaCha8Rng) -> Value {
+        match rng.gen_range(0..12) {
+            0 => Value::Null,
+            1 => json!(rng.gen::<bool>()),
+            2 => json!(rng.gen::<i64>()),
+            3 => json!(-1),
+            4 => json!(rng.gen::<f64>() * 1e6),
+            5 => json!("x".repeat(rng.gen_range(190..6000))),
+            6 => json!(format!("a{}b", '\0')),
+            7 => json!("dir/name"),
+            8 => json!(".hidden"),
+            9 => json!(""),
+            10 => json!([1, "two", null]),
+            _ => json!({"k": "v"}),
+        }
+    }
+
+    /// Random batteries, each one valid file with one hostile mutation (a field replaced,
+    /// removed, an unknown key, a duplicate name): never a panic, and every refusal names
+    /// the file and, for a gate's fault, the entry (`gates[i]`) and the field. A mutation
+    /// that leaves a valid file is read as one.
+    #[test]
+    fn hostile_battery_files_are_refused_naming_entry_and_field() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(25);
+        let file = Path::new("b.json");
+        let (mut refused, mut read) = (0, 0);
+        for case in 0..3000 {
+            let n = rng.gen_range(1..4);
+            let mut v = json!({"name": "t", "gates": (0..n).map(|i| json!({
+                "name": format!("g{i}"), "args": ["--stages", "2"], "needs_devices": 1
+            })).collect::<Vec<_>>()});
+            let i = rng.gen_range(0..n);
+            let field = ["name", "args", "needs_devices"][rng.gen_range(0..3)];
+            // (the substring the error must hold, or None where the file stays valid)
+            let want: Option<String> = match rng.gen_range(0..7) {
+                0 => {
+                    let h = hostile(&mut rng);
+                    let valid = match (field, &h) {
+                        ("name", Value::String(s)) => name_problem(s).is_none(),
+                        ("needs_devices", Value::Null) => true,
+                        ("needs_devices", Value::Number(x)) => x.as_u64().is_some(),
+                        _ => false,
+                    };
+                    v["gates"][i][field] = h;
+                    (!valid).then(|| format!("gates[{i}]"))
+                }
+                1 => {
+                    v["gates"][i].as_object_mut().unwrap().remove(field);
+                    (field != "needs_devices").then(|| format!("missing field {field}"))
+                }
+                2 => {
+                    v["gates"][i]["nedds_devices"] = json!(2);
+                    Some(format!(
+                        "gates[{i}] \"g{i}\": unknown field \"nedds_devices\""
+                    ))
+                }
+                3 if n > 1 => {
+                    v["gates"][n - 1]["name"] = json!("g0");
+                    Some(format!(
+                        "gates[{}].name \"g0\": the name of gates[0] too",
+                        n - 1
+                    ))
+                }
+                4 => {
+                    v["gates"][i]["args"][rng.gen_range(0..2)] = hostile(&mut rng);
+                    let bad = v["gates"][i]["args"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|a| !a.is_string());
+                    bad.then(|| format!("gates[{i}] \"g{i}\".args["))
+                }
+                5 => {
+                    let h = hostile(&mut rng);
+                    let valid = matches!(&h, Value::String(s) if name_problem(s).is_none());
+                    v["name"] = h;
+                    (!valid).then(|| "name".to_string())
+                }
+                _ => {
+                    v["gates"] = hostile(&mut rng);
+                    Some("gates".to_string())
+                }
+            };
+            let text = serde_json::to_string(&v).unwrap();
+            match (read_battery(file, &text), &want) {
+                (Err(e), Some(w)) => {
+                    let m = format!("{e:#}");
+                    assert!(m.starts_with("battery b.json: "), "case {case}: {m}");
+                    assert!(
+                        m.contains(w.as_str()),
+                        "case {case}: want {w:?} in {m}\n{text:.300}"
+                    );
+                    assert!(m.len() < 400, "case {case}: a message of {} bytes", m.len());
+                    refused += 1;
+                }
+                (Ok(bf), None) => {
+                    assert_eq!(bf.gates.len(), n, "case {case}");
+                    read += 1;
+                }
+                (Err(e), None) => panic!("case {case}: a valid file refused: {e:#}\n{text:.300}"),
+                (Ok(_), Some(w)) => panic!("case {case}: accepted, want {w:?}\n{text:.300}"),
+            }
+        }
+        // Both outcomes were exercised, the refusals far more.
+        assert!(
+            refused > 2000 && read > 50,
+            "{refused} refused, {read} read"
+        );
+        eprintln!("battery files: {refused} refused naming the field, {read} read");
+    }
+
+    /// Duplicate JSON keys, which a JSON value cannot show, are refused by serde naming the
+    /// field; bytes that are not JSON name the file.
+    #[test]
+    fn duplicate_keys_and_non_json_are_refused() {
+        let f = Path::new("b.json");
+        let e = read_battery(
+            f,
+            r#"{"name":"t","gates":[{"name":"a","name":"b","args":[]}]}"#,
+        )
+        .err()
+        .unwrap();
+        assert!(format!("{e:#}").contains("duplicate field `name`"), "{e:#}");
+        for t in [
+            "",
+            "{",
+            "\u{0}",
+            "[]",
+            "null",
+            "{\"name\":\"t\",\"gates\":[]}",
+        ] {
+            let e = read_battery(f, t).err().unwrap();
+            assert!(
+                format!("{e:#}").starts_with("battery b.json: "),
+                "{t:?}: {e:#}"
+            );
+        }
     }
 }
