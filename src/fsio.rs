@@ -11,22 +11,7 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Writes `bytes` to `path` through a temp file in the same directory and a rename. The
 /// directory must exist. On error the temp file is removed and the first error returned.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let file_name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("output path {} has no file name", path.display()),
-        )
-    })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}.{n}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = tmp_path(path)?;
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
@@ -39,4 +24,236 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// The temp file `write_atomic` writes `path` through: `.<name>.tmp.<pid>.<n>` beside it.
+fn tmp_path(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    let file_name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("output path {} has no file name", path.display()),
+        )
+    })?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    Ok(dir.join(format!(
+        ".{}.tmp.{}.{n}",
+        file_name.to_string_lossy(),
+        std::process::id()
+    )))
+}
+
+/// Longest file name (one path component, in bytes) Linux file systems take (NAME_MAX).
+pub const NAME_MAX: usize = 255;
+
+/// An output path checked before any work, so a gate, soak or battery never runs to the
+/// end only to find it cannot keep its result: the parent directories are created (as the
+/// write itself would), then `write_atomic`'s temp file is created and removed there. Refused
+/// with the flag and the path: a directory given as a file path, a name with a NUL byte or
+/// longer than NAME_MAX (with the temp file's suffix), a parent that is a file, a read-only
+/// or full file system, no permission.
+pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
+    let shown = shown_path(path);
+    if path.as_os_str().as_encoded_bytes().contains(&0) {
+        anyhow::bail!("{flag} {shown}: the path contains a NUL byte");
+    }
+    if path.is_dir() || path.file_name().is_none() {
+        anyhow::bail!("{flag} {shown}: is a directory, need a file path");
+    }
+    if let Some(c) = path
+        .components()
+        .map(|c| c.as_os_str().len())
+        .find(|&n| n > NAME_MAX)
+    {
+        anyhow::bail!(
+            "{flag} {shown}: a name of {c} bytes; a file name may have at most {NAME_MAX}"
+        );
+    }
+    // create_dir_all under a file says only "File exists": name the file.
+    if let Some(f) = path
+        .ancestors()
+        .skip(1)
+        .find(|a| !a.as_os_str().is_empty() && a.exists())
+        .filter(|a| !a.is_dir())
+    {
+        anyhow::bail!(
+            "{flag} {shown}: {} is a file, not a directory",
+            shown_path(f)
+        );
+    }
+    let probe = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = tmp_path(path)?;
+        std::fs::File::create(&tmp)?;
+        std::fs::remove_file(&tmp)
+    };
+    probe().map_err(|e| anyhow::anyhow!("{flag} {shown}: cannot write there: {e}"))
+}
+
+/// `path` for a message: a name of thousands of bytes is cut to its first 60 characters and
+/// its length, so the message stays readable.
+pub fn shown_path(path: &Path) -> String {
+    let s = path.display().to_string();
+    if s.chars().count() <= 100 {
+        return s;
+    }
+    let head: String = s.chars().take(60).collect();
+    format!("{head}... ({} bytes)", s.len())
+}
+
+/// `--out DIR`'s lock: `DIR/.ppn-gate.lock` holds the pid, host, process start time and
+/// command line of the process writing there, so a second soak or battery into one
+/// directory is refused (their receipts would interleave and one summary be lost) naming
+/// the holder. A lock whose process is gone (a SIGKILL, a crash) is stale: it is taken over,
+/// saying so. Removed when dropped (and by the interrupt handler before it exits).
+#[derive(Debug)]
+pub struct OutLock {
+    path: std::path::PathBuf,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq)]
+pub struct LockHolder {
+    pub pid: u32,
+    pub host: String,
+    /// The holder's start time (field 22 of /proc/PID/stat, clock ticks since boot): a pid
+    /// reused by another process does not hold the lock.
+    pub start: Option<u64>,
+    pub command: String,
+}
+
+impl LockHolder {
+    pub fn this_process() -> LockHolder {
+        LockHolder {
+            pid: std::process::id(),
+            host: host_name(),
+            start: start_time(std::process::id()),
+            command: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+        }
+    }
+
+    /// Whether the holder still runs. A holder on another host (a shared file system)
+    /// cannot be checked from here and counts as running.
+    pub fn alive(&self) -> bool {
+        if self.host != host_name() {
+            return true;
+        }
+        match start_time(self.pid) {
+            None => false,
+            Some(now) => self.start.is_none_or(|s| s == now),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let cmd: String = self.command.chars().take(200).collect();
+        format!("pid {} on host {} (`{cmd}`)", self.pid, self.host)
+    }
+}
+
+pub const LOCK_NAME: &str = ".ppn-gate.lock";
+
+impl OutLock {
+    /// Takes `dir`'s lock (`flag` names the directory's flag in errors); `dir` must exist.
+    pub fn take(flag: &str, dir: &Path) -> anyhow::Result<OutLock> {
+        let path = dir.join(LOCK_NAME);
+        let me = LockHolder::this_process();
+        let text = serde_json::to_string_pretty(&me)? + "\n";
+        // Twice at most: a stale lock removed, then created anew (a rival taking it over at
+        // the same moment wins the create_new, and this process is then refused).
+        for _ in 0..2 {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut f) => {
+                    f.write_all(text.as_bytes())
+                        .and_then(|_| f.sync_all())
+                        .map_err(|e| {
+                            let _ = std::fs::remove_file(&path);
+                            anyhow::anyhow!(
+                                "{flag} {}: writing the lock {}: {e}",
+                                dir.display(),
+                                path.display()
+                            )
+                        })?;
+                    return Ok(OutLock { path });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let held = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
+                    match held {
+                        Some(h) if h.alive() => anyhow::bail!(
+                            "{flag} {}: in use by {} (its lock {}); give each soak or battery its own --out",
+                            dir.display(),
+                            h.describe(),
+                            path.display()
+                        ),
+                        Some(h) => {
+                            eprintln!(
+                                "ppn-gate: {flag} {}: taking over a stale lock of {}, which no longer runs",
+                                dir.display(),
+                                h.describe()
+                            );
+                        }
+                        None => {
+                            // Being written this instant by its holder, or not a lock of
+                            // ours: refused either way, never silently replaced.
+                            anyhow::bail!(
+                                "{flag} {}: {} exists but names no holder; remove it if no soak or battery writes there",
+                                dir.display(),
+                                path.display()
+                            );
+                        }
+                    }
+                    std::fs::remove_file(&path).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{flag} {}: removing the stale lock {}: {e}",
+                            dir.display(),
+                            path.display()
+                        )
+                    })?;
+                }
+                Err(e) => anyhow::bail!("{flag} {}: cannot write there: {e}", dir.display()),
+            }
+        }
+        anyhow::bail!(
+            "{flag} {}: another process took the stale lock {} over first",
+            dir.display(),
+            path.display()
+        )
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for OutLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Field 22 of /proc/PID/stat (start time in clock ticks since boot); None when no such
+/// process runs (or no /proc).
+fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or ')'.
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }

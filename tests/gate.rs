@@ -1000,8 +1000,8 @@ fn interrupted_soak_keeps_finished_receipts_and_the_summary() {
     let t = text(&o);
     assert_eq!(
         o.status.code(),
-        Some(2),
-        "interrupted soak without failures exits 2:\n{t}"
+        Some(130),
+        "interrupted soak without failures exits 130:\n{t}"
     );
     let s = receipt(&out.join("summary.json"));
     assert_eq!(s["interrupted"], true, "{s}");
@@ -1020,6 +1020,334 @@ fn interrupted_soak_keeps_finished_receipts_and_the_summary() {
         )),
         "{t}"
     );
+}
+
+/// A soak of 500 short CPU runs into `out` (a child the caller signals), with `extra` flags.
+fn spawn_soak(out: &Path, extra: &[&str]) -> std::process::Child {
+    bin()
+        .args(["soak", "--backend", "cpu", "--runs", "500", "--out"])
+        .arg(out)
+        .args(["--stages", "2", "--gen-len", "4", "-q"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("soak starts")
+}
+
+/// Waits (at most 60 s) until `p` exists.
+fn wait_for(p: &Path) {
+    let t0 = std::time::Instant::now();
+    while !p.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "{} not written in 60 s",
+            p.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// `kill -SIG pid` (a process, so the tests need no unsafe signalling).
+fn signal(sig: &str, pid: u32) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(st.success(), "kill -{sig} {pid}");
+}
+
+/// An interrupted soak's summary agrees with the disk: interrupted, every run it lists has
+/// its receipt and no receipt is unlisted; its runs all PASS (the exit code is then 130).
+fn assert_interrupted_summary(out: &Path) -> u64 {
+    let s = receipt(&out.join("summary.json"));
+    assert_eq!(s["interrupted"], true, "{s}");
+    let done = s["runs_done"].as_u64().unwrap();
+    assert_eq!(s["runs"].as_array().unwrap().len() as u64, done, "{s}");
+    let on_disk = std::fs::read_dir(out)
+        .unwrap()
+        .filter(|e| {
+            let n = e.as_ref().unwrap().file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("run-") && n.ends_with(".json")
+        })
+        .count() as u64;
+    assert_eq!(on_disk, done, "receipts on disk vs the summary: {s}");
+    assert!(
+        !out.join(".ppn-gate.lock").exists(),
+        "the lock outlived the soak"
+    );
+    done
+}
+
+/// SIGTERM (what Slurm, Kubernetes and systemd send) and SIGHUP are interrupts like
+/// SIGINT: the summary says so and the exit code is 130. Also when the signal comes before
+/// the first run ended (the summary exists from before the model load on).
+#[test]
+fn sigterm_and_sighup_interrupt_a_soak_with_a_summary() {
+    let d = tmp();
+    for (sig, wait) in [
+        ("TERM", "run-002.json"),
+        ("HUP", "run-001.json"),
+        ("TERM", "summary.json"),
+    ] {
+        let out = d.path().join(format!("{sig}-{wait}"));
+        let child = spawn_soak(&out, &[]);
+        wait_for(&out.join(wait));
+        signal(sig, child.id());
+        let o = child.wait_with_output().expect("soak exits");
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(130), "SIG{sig} after {wait}:\n{t}");
+        let done = assert_interrupted_summary(&out);
+        if wait != "summary.json" {
+            assert!(done >= 1, "SIG{sig} after {wait}: {done} runs");
+        }
+        assert!(t.contains("(interrupted: "), "{t}");
+    }
+}
+
+/// A second signal leaves at once, and the summary it leaves still says interrupted (two
+/// SIGINTs used to leave `interrupted: false`).
+#[test]
+fn a_second_signal_leaves_at_once_with_an_interrupted_summary() {
+    let d = tmp();
+    for second in ["INT", "TERM"] {
+        let out = d.path().join(second);
+        let child = spawn_soak(&out, &[]);
+        wait_for(&out.join("run-002.json"));
+        signal("INT", child.id());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        signal(second, child.id());
+        let o = child.wait_with_output().expect("soak exits");
+        assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+        assert_interrupted_summary(&out);
+    }
+}
+
+/// `--out` is locked while a soak writes there: a second soak into it is refused (exit 2)
+/// naming the holder's pid, before any work; a lock whose process is gone is taken over,
+/// saying so.
+#[test]
+fn a_second_soak_into_a_locked_out_is_refused_naming_the_holder() {
+    let d = tmp();
+    let out = d.path().join("s");
+    let child = spawn_soak(&out, &[]);
+    wait_for(&out.join("run-001.json"));
+    let o = run(&["soak", "--runs", "2", "--out", out.to_str().unwrap(), "-q"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!(
+            "--out {}: in use by pid {}",
+            out.display(),
+            child.id()
+        )),
+        "{t}"
+    );
+    // A battery into it is refused too.
+    let b = battery_file(d.path(), &[("g", &["--backend", "cpu"], None)]);
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(2), "{t}");
+    assert!(t.contains(&format!("in use by pid {}", child.id())), "{t}");
+    assert!(!out.join("g.json").exists());
+    signal("INT", child.id());
+    let o = child.wait_with_output().expect("soak exits");
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    assert_interrupted_summary(&out);
+
+    // A stale lock: its pid is a process that has exited.
+    let mut dead = Command::new("true").spawn().unwrap();
+    dead.wait().unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let stale = d.path().join("stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    write_json(
+        &stale.join(".ppn-gate.lock"),
+        &serde_json::json!({"pid": dead.id(), "host": host.trim(), "start": 1, "command": "ppn-gate soak (gone)"}),
+    );
+    let o = run(&[
+        "soak",
+        "--runs",
+        "1",
+        "--out",
+        stale.to_str().unwrap(),
+        "-q",
+        "--gen-len",
+        "2",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("taking over a stale lock of pid"), "{t}");
+    assert!(!stale.join(".ppn-gate.lock").exists());
+}
+
+/// Every output is checked before any work: a receipt, trace, junit or --out that cannot
+/// be written is exit 2 naming the flag and the path, with no gate run (no banner, no
+/// receipt).
+#[test]
+fn unwritable_outputs_are_refused_before_any_work() {
+    let d = tmp();
+    let file = d.path().join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let dir = d.path().to_str().unwrap().to_string();
+    let long = d.path().join(format!("{}.json", "n".repeat(300)));
+    let under_file = file.join("r.json");
+    let (o1, o2) = (format!("{dir}/o1"), format!("{dir}/o2"));
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["--receipt", &dir],
+            format!("--receipt {dir}: is a directory"),
+        ),
+        (
+            vec!["--receipt", long.to_str().unwrap()],
+            "a file name may have at most 255".into(),
+        ),
+        (
+            vec!["--receipt", under_file.to_str().unwrap()],
+            format!("{} is a file, not a directory", file.display()),
+        ),
+        (
+            vec!["--trace", under_file.to_str().unwrap()],
+            "--trace".into(),
+        ),
+        (
+            vec!["soak", "--runs", "2", "--out", file.to_str().unwrap()],
+            "--out".into(),
+        ),
+        (
+            vec!["soak", "--runs", "2", "--out", under_file.to_str().unwrap()],
+            "--out".into(),
+        ),
+        (
+            vec!["soak", "--runs", "2", "--out", &o1, "--junit", &dir],
+            format!("--junit {dir}: is a directory"),
+        ),
+        (
+            vec!["soak", "--runs", "2", "--out", &o2, "--trace", &dir],
+            format!("--trace {dir}: is a directory"),
+        ),
+        (
+            vec!["bench", "--receipt", &dir],
+            format!("--receipt {dir}: is a directory"),
+        ),
+    ];
+    for (args, want) in cases {
+        let t0 = std::time::Instant::now();
+        let o = run(&args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}:\n{t}");
+        assert!(t.contains(&want), "{args:?}: want {want:?}:\n{t}");
+        assert!(
+            !t.contains("backend, model"),
+            "{args:?}: the gate started:\n{t}"
+        );
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(5),
+            "{args:?}: took {:?}",
+            t0.elapsed()
+        );
+    }
+    for o in ["o1", "o2"] {
+        assert!(!d.path().join(o).join("run-001.json").exists());
+    }
+}
+
+/// A receipt that cannot be written ends the soak as an error (exit 2), and the summary
+/// says so and counts only the runs whose receipts are on disk.
+#[test]
+fn a_failed_receipt_write_ends_the_soak_with_a_summary_that_agrees() {
+    let d = tmp();
+    let out = d.path().join("s");
+    // run-003.json is a directory: the third receipt's rename fails.
+    std::fs::create_dir_all(out.join("run-003.json")).unwrap();
+    let o = run(&[
+        "soak",
+        "--runs",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+        "-q",
+        "--gen-len",
+        "2",
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("run 003"), "{t}");
+    let s = receipt(&out.join("summary.json"));
+    assert_eq!(s["runs_done"], 2, "{s}");
+    assert_eq!(s["interrupted"], false, "{s}");
+    assert!(s["error"].as_str().unwrap().contains("run 003"), "{s}");
+    assert!(out.join("run-002.json").is_file() && !out.join("run-004.json").exists());
+    assert!(!out.join(".ppn-gate.lock").exists());
+}
+
+/// Battery entry names that cannot name a receipt file (5,000 characters, a NUL, a '/',
+/// a duplicate) and fields of the wrong type are exit 2 naming the entry and the field,
+/// before any gate runs.
+#[test]
+fn hostile_battery_entries_are_refused_naming_entry_and_field() {
+    let d = tmp();
+    let out = d.path().join("out");
+    let ok = serde_json::json!({"name": "first", "args": ["--backend", "cpu", "--gen-len", "2"]});
+    let long = "x".repeat(5000);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            serde_json::json!({"name": long, "args": []}),
+            "gates[1].name \"xxxx",
+        ),
+        (
+            serde_json::json!({"name": "a\u{0}b", "args": []}),
+            "gates[1].name \"a\\0b\": contains a NUL byte",
+        ),
+        (
+            serde_json::json!({"name": "a/b", "args": []}),
+            "gates[1].name \"a/b\": contains a path separator",
+        ),
+        (
+            serde_json::json!({"name": "first", "args": []}),
+            "gates[1].name \"first\": the name of gates[0] too",
+        ),
+        (
+            serde_json::json!({"name": "g", "args": [3]}),
+            "gates[1] \"g\".args[0]: a number where a string",
+        ),
+        (
+            serde_json::json!({"name": "g", "args": "--stages 2"}),
+            "gates[1] \"g\".args: a string where an array",
+        ),
+        (
+            serde_json::json!({"name": "g"}),
+            "gates[1] \"g\": missing field args",
+        ),
+        (
+            serde_json::json!({"name": "g", "args": [], "needs_devices": -1}),
+            "gates[1] \"g\".needs_devices: -1",
+        ),
+        (
+            serde_json::json!({"name": "g", "args": [], "extra": 1}),
+            "gates[1] \"g\": unknown field \"extra\"",
+        ),
+        (
+            serde_json::json!({"name": 7, "args": []}),
+            "gates[1].name: a number where a string",
+        ),
+    ];
+    for (bad, want) in cases {
+        let b = d.path().join("b.json");
+        write_json(
+            &b,
+            &serde_json::json!({"name": "t", "gates": [ok.clone(), bad]}),
+        );
+        let (code, t) = run_battery(&b, &out);
+        assert_eq!(code, Some(2), "{want}:\n{t}");
+        assert!(t.contains(want), "want {want:?}:\n{t}");
+        assert!(!t.contains("panicked"), "{t}");
+        assert!(t.len() < 2000, "the message repeats a huge name:\n{t}");
+        assert!(
+            !out.join("first.json").exists(),
+            "{want}: a gate ran before the check"
+        );
+    }
 }
 
 /// `ppn-gate ... | head -0`: a closed stdout neither panics nor changes the verdict's exit code.

@@ -763,6 +763,13 @@ pub fn default_receipt_path(prefix: &str) -> PathBuf {
 }
 
 pub fn run_cli(args: &GateArgs) -> Result<i32> {
+    // The outputs are checked before any work: a receipt or trace that cannot be written
+    // must not be found after the whole gate ran.
+    let default = default_receipt_path("gate");
+    crate::fsio::check_writable("--receipt", args.receipt.as_ref().unwrap_or(&default))?;
+    if let Some(t) = &args.trace {
+        crate::fsio::check_writable("--trace", t)?;
+    }
     let p = prepare(args)?;
     if !args.quiet {
         eprintln!(

@@ -3,7 +3,10 @@
 //! Exit codes: 0 every arm PASS (or the subcommand succeeded), 1 a gate FAIL (or `diff`
 //! found a difference), 2 a harness error (bad flags, bad files, backend errors) — with a
 //! message naming the offending value; `battery` only: 3 nothing failed but a gate was
-//! skipped (it needs more devices than this machine has). Configuration comes from flags
+//! skipped (it needs more devices than this machine has); `soak` and `battery`: 130 stopped by
+//! SIGINT, SIGTERM or SIGHUP with no FAIL among the finished runs (128 + SIGINT, as a shell
+//! reports Ctrl-C; a FAIL found before the signal still exits 1). Every output path is checked
+//! writable before any work (exit 2 naming the flag). Configuration comes from flags
 //! only, never from environment variables (one location follows them: the default of
 //! `--cache-dir`, where the XDG convention puts a user's caches).
 
@@ -31,6 +34,11 @@ pub const EXIT_FAIL: i32 = 1;
 pub const EXIT_ERROR: i32 = 2;
 /// `battery`: no gate failed, but some were skipped, so the battery proved less than it lists.
 pub const EXIT_SKIPPED: i32 = 3;
+/// `soak` and `battery` stopped by SIGINT, SIGTERM or SIGHUP with no FAIL among the finished
+/// runs: 128 + SIGINT, what a shell reports for Ctrl-C (the handler cannot tell the three
+/// apart, so one code), distinct from a harness error (2) and from a FAIL (1, which an
+/// interrupted run with a FAIL still exits with: the divergence is proof either way).
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -58,6 +66,10 @@ pub enum Cmd {
     /// Write a synthetic model with seeded weights (byte-identical for the same flags).
     Synth(SynthArgs),
     /// Repeat a gate N times; classify failures as deterministic or timing-dependent.
+    /// SIGINT, SIGTERM or SIGHUP: summary.json says `interrupted: true` at once, the run in
+    /// progress finishes, the soak stops (a second signal: it leaves at once). Exit 0 every
+    /// run PASS, 1 a FAIL, 2 an error (the summary's `error` says which run), 130 interrupted
+    /// with no FAIL.
     Soak(SoakArgs),
     /// Compare the deterministic parts of two receipts step by step.
     Diff {
@@ -70,7 +82,8 @@ pub enum Cmd {
     },
     /// Run a battery of gates (a JSON list of gate configs); optionally diff against goldens.
     /// A gate whose `needs_devices` this machine lacks is skipped with the reason: exit 0
-    /// every gate ran and passed, 1 a FAIL, 2 an error, 3 no FAIL but a gate skipped.
+    /// every gate ran and passed, 1 a FAIL, 2 an error, 3 no FAIL but a gate skipped, 130
+    /// stopped by SIGINT, SIGTERM or SIGHUP (after the gate in progress) with no FAIL.
     Battery(BatteryArgs),
     /// Decode tokens/s of the reference, eager, pipelined and batched paths (--arms picks
     /// which of pipelined and batched run; eager, the base of every ratio, always does).
@@ -307,6 +320,8 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 20)]
     pub runs: usize,
     /// Directory for the run receipts and summary.json (default: receipts/runs/soak-<time>).
+    /// Locked while the soak runs (.ppn-gate.lock: pid, host, command): a second soak or
+    /// battery into it is refused naming the holder; a dead holder's lock is taken over.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Also write JUnit XML: one testcase per run (a FAIL a <failure> with its first
@@ -326,7 +341,8 @@ pub struct BatteryArgs {
     /// Battery file: JSON `{"name": .., "gates": [{"name": .., "args": [..],
     /// "needs_devices": N (optional: skip the gate where its backend has fewer devices)}, ..]}`.
     pub file: PathBuf,
-    /// Directory for the receipts (default: receipts/runs/battery-<name>).
+    /// Directory for the receipts (default: receipts/runs/battery-<name>); locked while the
+    /// battery runs, as soak's --out is.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Diff every receipt against `<DIR>/<gate name>.json`.

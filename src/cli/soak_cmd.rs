@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -15,9 +15,11 @@ use super::gate::{
     TraceOut,
 };
 use super::{
-    BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS, EXIT_SKIPPED,
+    BatteryArgs, BenchArgs, Cli, SoakArgs, EXIT_ERROR, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_PASS,
+    EXIT_SKIPPED,
 };
 use crate::backend::Backend;
+use crate::fsio::{check_writable, OutLock};
 use crate::receipt::bench::{
     BenchConfig, BenchReceipt, BenchTimings, BusyOverlap, NStagePaths, PathRates, BENCH_SCHEMA,
 };
@@ -30,16 +32,62 @@ use crate::soak::{RunRecord, Summary};
 
 static INTERRUPTS: AtomicUsize = AtomicUsize::new(0);
 
-/// First Ctrl-C: finish the run in progress, keep every receipt and the summary, stop.
-/// Second Ctrl-C: leave at once (finished receipts and the summary are already on disk).
-/// (A second install in one process is refused by ctrlc and ignored here.)
+/// What the interrupt handler needs to leave a record that agrees with the disk: the soak's
+/// summary as last written, where it goes, and the `--out` lock to release. The soak holds
+/// this mutex while it writes a run's receipt and then the summary, so a signal never writes
+/// a summary between the two.
+struct Live {
+    summary: Summary,
+    path: PathBuf,
+    /// Held for its drop, which removes the lock file.
+    _lock: OutLock,
+}
+
+static LIVE: Mutex<Option<Live>> = Mutex::new(None);
+
+/// `LIVE`, also after a panic elsewhere held it (the summary is still worth writing).
+fn live() -> MutexGuard<'static, Option<Live>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The exit code of an interrupted soak or battery: a FAIL among the finished runs is
+/// still proof of a bug (1); else 130, what a shell reports for Ctrl-C (one code for
+/// SIGINT, SIGTERM and SIGHUP, which the handler cannot tell apart), distinct from a
+/// harness error (2).
+fn interrupted_code(failed: usize) -> i32 {
+    if failed > 0 {
+        EXIT_FAIL
+    } else {
+        EXIT_INTERRUPTED
+    }
+}
+
+/// SIGINT, SIGTERM or SIGHUP (ctrlc's `termination` feature: what Slurm, Kubernetes and
+/// systemd send before SIGKILL). First: the summary is rewritten at once with `interrupted:
+/// true` (a SIGKILL after a grace period then still finds it), the run in progress
+/// finishes, its receipt and the summary are written, and the soak stops. Second: the
+/// summary (every finished run, `interrupted: true`) is written again, the `--out` lock
+/// removed, and the process leaves at once. (A second install in one process is refused by
+/// ctrlc and ignored here.)
 fn install_interrupt_handler() {
     let _ = ctrlc::set_handler(|| {
-        if INTERRUPTS.fetch_add(1, Ordering::SeqCst) >= 1 {
-            eprintln!("\nppn-gate: second interrupt, leaving now (finished receipts are kept)");
-            std::process::exit(130);
+        let n = INTERRUPTS.fetch_add(1, Ordering::SeqCst) + 1;
+        let mut g = live();
+        let mut failed = 0;
+        if let Some(l) = g.as_mut() {
+            l.summary.interrupted = true;
+            failed = l.summary.failed();
+            if let Err(e) = l.summary.write(&l.path) {
+                eprintln!("\nppn-gate: {e}");
+            }
         }
-        eprintln!("\nppn-gate: interrupt: finishing the run in progress, then writing the summary (Ctrl-C again to leave now)");
+        if n >= 2 {
+            eprintln!("\nppn-gate: second interrupt, leaving now (finished receipts and the summary are kept)");
+            // Dropping the lock removes it; process::exit runs no destructors.
+            drop(g.take());
+            std::process::exit(interrupted_code(failed));
+        }
+        eprintln!("\nppn-gate: interrupt: finishing the run in progress, then writing the summary (interrupt again to leave now)");
     });
 }
 
@@ -51,7 +99,19 @@ fn gate_flags() -> Vec<String> {
         .collect()
 }
 
+/// Records a soak's error in its summary (`error`), so the summary on disk says why the
+/// soak stopped; a summary that cannot be written either only warns (the error returned is
+/// the one the user needs).
+fn record_error(l: &mut Live, e: &anyhow::Error) {
+    l.summary.error = Some(format!("{e:#}"));
+    if let Err(w) = l.summary.write(&l.path) {
+        eprintln!("ppn-gate: {w}");
+    }
+}
+
 pub fn soak(a: &SoakArgs) -> Result<i32> {
+    // First, so a signal from here on (a SIGTERM during the model load) is an interrupt.
+    install_interrupt_handler();
     if a.runs == 0 {
         bail!("--runs 0: need at least one run");
     }
@@ -64,7 +124,8 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     if a.trace_failing && a.gate.trace.is_none() {
         bail!("--trace-failing: needs --trace FILE (where the failing runs' traces go)");
     }
-    let p = prepare(&a.gate)?;
+    // Every output is checked before any work (the model load included): the directory, its
+    // lock, the names written there, --junit and --trace.
     let dir = a.out.clone().unwrap_or_else(|| {
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -72,14 +133,54 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             .unwrap_or(0);
         PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
     });
-    std::fs::create_dir_all(&dir).with_context(|| format!("--out {}", dir.display()))?;
-    if let Some(j) = &a.junit {
-        junit::check_path(j)?;
+    let shown = crate::fsio::shown_path(&dir);
+    if dir.as_os_str().as_encoded_bytes().contains(&0) {
+        bail!("--out {shown}: the path contains a NUL byte");
     }
-    let mut report = junit::Suite::new("soak");
-    install_interrupt_handler();
-    let mut summary = Summary::new(gate_flags(), a.runs);
+    std::fs::create_dir_all(&dir).with_context(|| format!("--out {shown}"))?;
+    let lock = OutLock::take("--out", &dir)?;
     let summary_path = dir.join("summary.json");
+    check_writable("--out", &summary_path)?;
+    check_writable("--out", &dir.join(format!("run-{:03}.json", a.runs)))?;
+    if let Some(j) = &a.junit {
+        check_writable("--junit", j)?;
+    }
+    if let Some(t) = &a.gate.trace {
+        check_writable("--trace", t)?;
+        check_writable("--trace", &run_trace_path(t, a.runs))?;
+    }
+    // The summary exists from here on: an interrupt during the model load leaves one too.
+    {
+        let mut g = live();
+        let l = g.insert(Live {
+            summary: Summary::new(gate_flags(), a.runs),
+            path: summary_path.clone(),
+            _lock: lock,
+        });
+        l.summary.interrupted = INTERRUPTS.load(Ordering::SeqCst) > 0;
+        l.summary.write(&l.path)?;
+    }
+    let r = soak_runs(a, &dir);
+    let mut g = live();
+    let Some(mut l) = g.take() else {
+        // The second interrupt took it and is leaving the process.
+        drop(g);
+        loop {
+            std::thread::park();
+        }
+    };
+    drop(g);
+    if let Err(e) = &r {
+        record_error(&mut l, e);
+    }
+    // Dropping `l` removes the lock.
+    r
+}
+
+/// The runs of a soak whose outputs are checked and whose summary is in `LIVE`.
+fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
+    let mut report = junit::Suite::new("soak");
+    let p = prepare(&a.gate)?;
     let bar = if a.gate.quiet {
         ProgressBar::hidden()
     } else {
@@ -100,25 +201,56 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             only_if_fail: a.trace_failing,
         });
         let t0 = Instant::now();
-        let (r, traced) = match run_traced(&p, out, &mut |_| {})
-            .and_then(|(r, w)| r.write(&path).map(|_| (r, w)).map_err(Into::into))
-        {
+        let fail_case = |report: &mut junit::Suite, e: &anyhow::Error| {
+            // The runs before this one keep their testcases; this one is the error.
+            report.cases.push(error_case(
+                &format!("run-{run:03}"),
+                "soak",
+                t0.elapsed().as_secs_f64(),
+                e,
+            ));
+            write_junit(a.junit.as_deref(), report, Some(e))
+        };
+        let (r, traced) = match run_traced(&p, out, &mut |_| {}) {
             Ok(r) => r,
             Err(e) => {
-                // The runs before this one keep their testcases; this one is the error.
-                report.cases.push(error_case(
-                    &format!("run-{run:03}"),
-                    "soak",
-                    t0.elapsed().as_secs_f64(),
-                    &e,
-                ));
-                write_junit(a.junit.as_deref(), &report, Some(&e))?;
+                fail_case(&mut report, &e)?;
                 return Err(e);
             }
         };
         let trace = trace_path
             .filter(|_| traced)
             .map(|t| t.display().to_string());
+        let mut rec = RunRecord::from_receipt(run, &r, path.display().to_string());
+        rec.trace = trace.clone();
+        // The receipt, then the summary that counts it, under LIVE: a run is counted only
+        // once its receipt is on disk, and a summary that cannot count it removes it again,
+        // so summary.json and the run-NNN.json files always agree.
+        let (passed, failed) = {
+            let mut g = live();
+            let l = g.as_mut().expect("the soak's summary is live");
+            if let Err(e) = r.write(&path) {
+                let e = anyhow::Error::from(e).context(format!("run {run:03}"));
+                drop(g);
+                fail_case(&mut report, &e)?;
+                return Err(e);
+            }
+            let before = l.summary.clone();
+            l.summary.push(rec);
+            if let Err(e) = l.summary.write(&l.path) {
+                l.summary = before;
+                // Best effort; the freed space may let the error note be written.
+                let _ = std::fs::remove_file(&path);
+                let e = anyhow::Error::from(e).context(format!(
+                    "run {run:03} (its receipt {} was removed: the summary could not count it)",
+                    path.display()
+                ));
+                drop(g);
+                fail_case(&mut report, &e)?;
+                return Err(e);
+            }
+            (l.summary.passed, l.summary.failed())
+        };
         let mut case = receipt_case(
             &format!("run-{run:03}"),
             "soak",
@@ -132,8 +264,6 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         report.cases.push(case);
         // Rewritten after every run, like the summary: an interrupted soak keeps it.
         write_junit(a.junit.as_deref(), &report, None)?;
-        let mut rec = RunRecord::from_receipt(run, &r, path.display().to_string());
-        rec.trace = trace;
         if r.verdict != "PASS" {
             bar.println(format!(
                 "run {run:>3} FAIL: {}",
@@ -144,20 +274,21 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
                     .join("; ")
             ));
         }
-        summary.push(rec);
-        // The summary is rewritten after every run: an interrupted soak keeps it.
-        summary.write(&summary_path)?;
-        bar.set_message(format!(
-            "{} PASS, {} FAIL",
-            summary.passed,
-            summary.failed()
-        ));
+        bar.set_message(format!("{passed} PASS, {failed} FAIL"));
         bar.inc(1);
     }
     bar.finish_and_clear();
-    if INTERRUPTS.load(Ordering::SeqCst) > 0 {
-        summary.interrupted = true;
-        summary.write(&summary_path)?;
+    let summary = {
+        let mut g = live();
+        let l = g.as_mut().expect("the soak's summary is live");
+        if INTERRUPTS.load(Ordering::SeqCst) > 0 {
+            l.summary.interrupted = true;
+            l.summary.write(&l.path)?;
+        }
+        l.summary.clone()
+    };
+    let summary_path = dir.join("summary.json");
+    if summary.interrupted {
         // The runs never started are listed, so the XML does not read as a shorter soak
         // that passed.
         for run in summary.runs_done + 1..=a.runs {
@@ -178,7 +309,9 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     if let Some(j) = &a.junit {
         outln!("junit: {}", j.display());
     }
-    Ok(if summary.failed() > 0 {
+    Ok(if summary.interrupted {
+        interrupted_code(summary.failed())
+    } else if summary.failed() > 0 {
         EXIT_FAIL
     } else if summary.runs_done < a.runs {
         EXIT_ERROR
@@ -327,6 +460,183 @@ fn diff_json(a: &Path, b: &Path) -> Result<i32> {
     Ok(code)
 }
 
+/// A battery or gate name: it names `<out>/<name>.json` (and the default `--out`), so a plain
+/// file name short enough for the atomic write's temp name: the problem, or None.
+fn name_problem(n: &str) -> Option<String> {
+    if n.is_empty() {
+        Some("is empty".into())
+    } else if n.contains('\0') {
+        Some("contains a NUL byte".into())
+    } else if n.contains(['/', '\\']) {
+        Some("contains a path separator ('/' or '\\'); a name must be a plain file name".into())
+    } else if n.starts_with('.') {
+        Some("starts with '.'; a name must be a plain file name".into())
+    } else if n.chars().any(char::is_control) {
+        Some("contains a control character".into())
+    } else if n.len() > BATTERY_NAME_MAX {
+        Some(format!(
+            "is {} bytes long; a name may have at most {BATTERY_NAME_MAX} (it names <out>/<name>.json)",
+            n.len()
+        ))
+    } else {
+        None
+    }
+}
+
+/// The longest battery or gate name: `<name>.json` and the atomic write's temp file beside
+/// it (`.<name>.json.tmp.<pid>.<n>`) within NAME_MAX.
+const BATTERY_NAME_MAX: usize = crate::fsio::NAME_MAX - 40;
+
+/// A name for a message: `{:?}` (a NUL shows as `\0`), cut to 40 characters.
+fn short(n: &str) -> String {
+    if n.chars().count() <= 60 {
+        return format!("{n:?}");
+    }
+    let head: String = n.chars().take(40).collect();
+    format!("{head:?}... ({} bytes)", n.len())
+}
+
+/// A JSON value for a message, cut to 40 characters.
+fn shown_value(v: &serde_json::Value) -> String {
+    let t = v.to_string();
+    if t.chars().count() <= 60 {
+        return t;
+    }
+    let head: String = t.chars().take(40).collect();
+    format!("{head}... ({} bytes)", t.len())
+}
+
+/// What a JSON value is, for a message.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value as V;
+    match v {
+        V::Null => "null",
+        V::Bool(_) => "a boolean",
+        V::Number(_) => "a number",
+        V::String(_) => "a string",
+        V::Array(_) => "an array",
+        V::Object(_) => "an object",
+    }
+}
+
+/// The shape of a battery file, field by field, so an error names the entry and the field
+/// (`gates[2] "tp2".args[1]: a number where a string is needed`); serde's own errors name
+/// neither. Duplicate keys, which a JSON value cannot show, are serde's to find after.
+fn battery_shape(v: &serde_json::Value) -> std::result::Result<(), String> {
+    use serde_json::Value as V;
+    let V::Object(o) = v else {
+        return Err(format!(
+            "{} where an object {{\"name\": .., \"gates\": [..]}} is needed",
+            json_kind(v)
+        ));
+    };
+    if let Some(k) = o.keys().find(|k| !["name", "gates"].contains(&k.as_str())) {
+        return Err(format!(
+            "unknown field {} (a battery has name and gates)",
+            short(k)
+        ));
+    }
+    match o.get("name") {
+        None => return Err("missing field name".into()),
+        Some(V::String(_)) => {}
+        Some(x) => return Err(format!("name: {} where a string is needed", json_kind(x))),
+    }
+    let gates = match o.get("gates") {
+        None => return Err("missing field gates".into()),
+        Some(V::Array(g)) => g,
+        Some(x) => return Err(format!("gates: {} where an array is needed", json_kind(x))),
+    };
+    for (i, g) in gates.iter().enumerate() {
+        let V::Object(go) = g else {
+            return Err(format!(
+                "gates[{i}]: {} where an object {{\"name\": .., \"args\": [..]}} is needed",
+                json_kind(g)
+            ));
+        };
+        let at = match go.get("name") {
+            Some(V::String(n)) => format!("gates[{i}] {}", short(n)),
+            _ => format!("gates[{i}]"),
+        };
+        if let Some(k) = go
+            .keys()
+            .find(|k| !["name", "args", "needs_devices"].contains(&k.as_str()))
+        {
+            return Err(format!(
+                "{at}: unknown field {} (a gate has name, args and needs_devices)",
+                short(k)
+            ));
+        }
+        match go.get("name") {
+            None => return Err(format!("{at}: missing field name")),
+            Some(V::String(_)) => {}
+            Some(x) => {
+                return Err(format!(
+                    "{at}.name: {} where a string is needed",
+                    json_kind(x)
+                ))
+            }
+        }
+        match go.get("args") {
+            None => return Err(format!("{at}: missing field args")),
+            Some(V::Array(args)) => {
+                if let Some((j, x)) = args.iter().enumerate().find(|(_, x)| !x.is_string()) {
+                    return Err(format!(
+                        "{at}.args[{j}]: {} where a string (one flag or value) is needed",
+                        json_kind(x)
+                    ));
+                }
+            }
+            Some(x) => {
+                return Err(format!(
+                    "{at}.args: {} where an array of strings is needed",
+                    json_kind(x)
+                ))
+            }
+        }
+        match go.get("needs_devices") {
+            None | Some(V::Null) => {}
+            Some(V::Number(n)) if n.as_u64().is_some_and(|k| usize::try_from(k).is_ok()) => {}
+            Some(x) => {
+                return Err(format!(
+                    "{at}.needs_devices: {} where a device count (a whole number >= 0) is needed",
+                    shown_value(x)
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A battery file read and checked: its shape field by field, then the names (plain file
+/// names, no gate's twice) and at least one gate. Every error names the file, the entry
+/// and the field.
+fn read_battery(file: &Path, text: &str) -> Result<BatteryFile> {
+    let f = crate::fsio::shown_path(file);
+    let v: serde_json::Value =
+        serde_json::from_str(text).with_context(|| format!("battery {f}: not JSON"))?;
+    battery_shape(&v).map_err(|e| anyhow!("battery {f}: {e}"))?;
+    let bf: BatteryFile =
+        serde_json::from_str(text).with_context(|| format!("battery {f}: not a battery file"))?;
+    if let Some(why) = name_problem(&bf.name) {
+        bail!("battery {f}: name {}: {why}", short(&bf.name));
+    }
+    if bf.gates.is_empty() {
+        bail!("battery {f}: no gates");
+    }
+    for (i, g) in bf.gates.iter().enumerate() {
+        if let Some(why) = name_problem(&g.name) {
+            bail!("battery {f}: gates[{i}].name {}: {why}", short(&g.name));
+        }
+        if let Some(j) = bf.gates[..i].iter().position(|h| h.name == g.name) {
+            bail!(
+                "battery {f}: gates[{i}].name {}: the name of gates[{j}] too (their receipts would overwrite each other)",
+                short(&g.name)
+            );
+        }
+    }
+    Ok(bf)
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatteryFile {
@@ -399,8 +709,9 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
 }
 
 pub fn battery(a: &BatteryArgs) -> Result<i32> {
+    install_interrupt_handler();
     if let Some(j) = &a.junit {
-        junit::check_path(j)?;
+        check_writable("--junit", j)?;
     }
     let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned());
     let mut report = junit::Suite::new(stem.unwrap_or_else(|| "battery".into()));
@@ -423,39 +734,13 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
 fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("battery {}", a.file.display()))?;
-    let bf: BatteryFile = serde_json::from_str(&text)
-        .with_context(|| format!("battery {}: not a battery file", a.file.display()))?;
-    // Every name and every gate's flags are checked before the first gate runs (backend,
+    // Every field, name and gate's flags are checked before the first gate runs (backend,
     // devices, arms, faults: everything but the model): a bad gate five must not cost the
-    // four before it. Names become file names, so plain ones only.
-    let plain = |n: &str| !(n.is_empty() || n.contains(['/', '\\']) || n.starts_with('.'));
-    if !plain(&bf.name) {
-        bail!(
-            "battery {}: name {:?} is not a plain file name",
-            a.file.display(),
-            bf.name
-        );
-    }
+    // four before it.
+    let bf = read_battery(&a.file, &text)?;
     report.name = bf.name.clone();
-    if bf.gates.is_empty() {
-        bail!("battery {}: no gates", a.file.display());
-    }
     let mut gates: Vec<(&BatteryGate, Plan)> = Vec::with_capacity(bf.gates.len());
     for g in &bf.gates {
-        if !plain(&g.name) {
-            bail!(
-                "battery {}: gate name {:?} is not a plain file name",
-                a.file.display(),
-                g.name
-            );
-        }
-        if gates.iter().any(|(h, _)| h.name == g.name) {
-            bail!(
-                "battery {}: gate name {:?} appears twice (its receipts would overwrite each other)",
-                a.file.display(),
-                g.name
-            );
-        }
         let argv = std::iter::once("ppn-gate".to_string()).chain(g.args.iter().cloned());
         let mut cli = Cli::try_parse_from(argv)
             .map_err(|e| anyhow!("battery gate {:?}: {}", g.name, e.to_string().trim()))?;
@@ -487,9 +772,47 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
+    // The outputs, before the first gate: the directory and its lock, every receipt name,
+    // every gate's --trace.
+    let shown = crate::fsio::shown_path(&out);
+    if out.as_os_str().as_encoded_bytes().contains(&0) {
+        bail!("--out {shown}: the path contains a NUL byte");
+    }
+    std::fs::create_dir_all(&out).with_context(|| format!("--out {shown}"))?;
+    let _lock = OutLock::take("--out", &out)?;
+    for (g, plan) in &gates {
+        check_writable("--out", &out.join(format!("{}.json", g.name)))
+            .with_context(|| format!("battery gate {:?}", g.name))?;
+        if let Plan::Run(cli) = plan {
+            if let Some(t) = &cli.gate.trace {
+                check_writable("--trace", t)
+                    .with_context(|| format!("battery gate {:?}", g.name))?;
+            }
+        }
+    }
     let mut worst = EXIT_PASS;
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for (i, (g, plan)) in gates.iter().enumerate() {
+        if INTERRUPTS.load(Ordering::SeqCst) > 0 {
+            // The gates never started are listed, so the XML does not read as a shorter
+            // battery that passed.
+            for (h, _) in &gates[i..] {
+                report.cases.push(junit::Case::new(
+                    &h.name,
+                    &bf.name,
+                    junit::Outcome::Skipped {
+                        message: format!("not run: interrupted after {i} gate(s)"),
+                    },
+                ));
+            }
+            outln!(
+                "battery {}: {passed} PASS, {failed} FAIL, {skipped} SKIP (interrupted: {i} of {} gates done)",
+                bf.name,
+                gates.len()
+            );
+            outln!("receipts: {}", out.display());
+            return Ok(interrupted_code(failed));
+        }
         let cli = match plan {
             Plan::Run(cli) => cli.as_ref(),
             Plan::Skip(why) => {
@@ -637,6 +960,12 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     }
     if let Some(f) = a.gate.faults.first() {
         bail!("--fault {f}: bench measures the fault-free runtime");
+    }
+    if let Some(r) = &a.gate.receipt {
+        check_writable("--receipt", r)?;
+    }
+    if let Some(t) = &a.gate.trace {
+        check_writable("--trace", t)?;
     }
     let p = prepare(&a.gate)?;
     let modules0 = p.be.module_stats();
@@ -1038,5 +1367,152 @@ fn print_bench(r: &BenchReceipt) {
             f.last_staged_tok_s,
             c.stages
         );
+    }
+}
+
+#[cfg(test)]
+mod battery_file_tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use serde_json::{json, Value};
+
+    /// A hostile value for a field: every JSON type, and strings a file name cannot be.
+    fn hostile(rng: &mut rand_chacha::ChaCha8Rng) -> Value {
+        match rng.gen_range(0..12) {
+            0 => Value::Null,
+            1 => json!(rng.gen::<bool>()),
+            2 => json!(rng.gen::<i64>()),
+            3 => json!(-1),
+            4 => json!(rng.gen::<f64>() * 1e6),
+            5 => json!("x".repeat(rng.gen_range(190..6000))),
+            6 => json!(format!("a{}b", '\0')),
+            7 => json!("dir/name"),
+            8 => json!(".hidden"),
+            9 => json!(""),
+            10 => json!([1, "two", null]),
+            _ => json!({"k": "v"}),
+        }
+    }
+
+    /// Random batteries, each one valid file with one hostile mutation (a field replaced,
+    /// removed, an unknown key, a duplicate name): never a panic, and every refusal names
+    /// the file and, for a gate's fault, the entry (`gates[i]`) and the field. A mutation
+    /// that leaves a valid file is read as one.
+    #[test]
+    fn hostile_battery_files_are_refused_naming_entry_and_field() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(25);
+        let file = Path::new("b.json");
+        let (mut refused, mut read) = (0, 0);
+        for case in 0..3000 {
+            let n = rng.gen_range(1..4);
+            let mut v = json!({"name": "t", "gates": (0..n).map(|i| json!({
+                "name": format!("g{i}"), "args": ["--stages", "2"], "needs_devices": 1
+            })).collect::<Vec<_>>()});
+            let i = rng.gen_range(0..n);
+            let field = ["name", "args", "needs_devices"][rng.gen_range(0..3)];
+            // (the substring the error must hold, or None where the file stays valid)
+            let want: Option<String> = match rng.gen_range(0..7) {
+                0 => {
+                    let h = hostile(&mut rng);
+                    let valid = match (field, &h) {
+                        ("name", Value::String(s)) => name_problem(s).is_none(),
+                        ("needs_devices", Value::Null) => true,
+                        ("needs_devices", Value::Number(x)) => x.as_u64().is_some(),
+                        _ => false,
+                    };
+                    v["gates"][i][field] = h;
+                    (!valid).then(|| format!("gates[{i}]"))
+                }
+                1 => {
+                    v["gates"][i].as_object_mut().unwrap().remove(field);
+                    (field != "needs_devices").then(|| format!("missing field {field}"))
+                }
+                2 => {
+                    v["gates"][i]["nedds_devices"] = json!(2);
+                    Some(format!(
+                        "gates[{i}] \"g{i}\": unknown field \"nedds_devices\""
+                    ))
+                }
+                3 if n > 1 => {
+                    v["gates"][n - 1]["name"] = json!("g0");
+                    Some(format!(
+                        "gates[{}].name \"g0\": the name of gates[0] too",
+                        n - 1
+                    ))
+                }
+                4 => {
+                    v["gates"][i]["args"][rng.gen_range(0..2)] = hostile(&mut rng);
+                    let bad = v["gates"][i]["args"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|a| !a.is_string());
+                    bad.then(|| format!("gates[{i}] \"g{i}\".args["))
+                }
+                5 => {
+                    let h = hostile(&mut rng);
+                    let valid = matches!(&h, Value::String(s) if name_problem(s).is_none());
+                    v["name"] = h;
+                    (!valid).then(|| "name".to_string())
+                }
+                _ => {
+                    v["gates"] = hostile(&mut rng);
+                    Some("gates".to_string())
+                }
+            };
+            let text = serde_json::to_string(&v).unwrap();
+            match (read_battery(file, &text), &want) {
+                (Err(e), Some(w)) => {
+                    let m = format!("{e:#}");
+                    assert!(m.starts_with("battery b.json: "), "case {case}: {m}");
+                    assert!(
+                        m.contains(w.as_str()),
+                        "case {case}: want {w:?} in {m}\n{text:.300}"
+                    );
+                    assert!(m.len() < 400, "case {case}: a message of {} bytes", m.len());
+                    refused += 1;
+                }
+                (Ok(bf), None) => {
+                    assert_eq!(bf.gates.len(), n, "case {case}");
+                    read += 1;
+                }
+                (Err(e), None) => panic!("case {case}: a valid file refused: {e:#}\n{text:.300}"),
+                (Ok(_), Some(w)) => panic!("case {case}: accepted, want {w:?}\n{text:.300}"),
+            }
+        }
+        // Both outcomes were exercised, the refusals far more.
+        assert!(
+            refused > 2000 && read > 50,
+            "{refused} refused, {read} read"
+        );
+        eprintln!("battery files: {refused} refused naming the field, {read} read");
+    }
+
+    /// Duplicate JSON keys, which a JSON value cannot show, are refused by serde naming the
+    /// field; bytes that are not JSON name the file.
+    #[test]
+    fn duplicate_keys_and_non_json_are_refused() {
+        let f = Path::new("b.json");
+        let e = read_battery(
+            f,
+            r#"{"name":"t","gates":[{"name":"a","name":"b","args":[]}]}"#,
+        )
+        .err()
+        .unwrap();
+        assert!(format!("{e:#}").contains("duplicate field `name`"), "{e:#}");
+        for t in [
+            "",
+            "{",
+            "\u{0}",
+            "[]",
+            "null",
+            "{\"name\":\"t\",\"gates\":[]}",
+        ] {
+            let e = read_battery(f, t).err().unwrap();
+            assert!(
+                format!("{e:#}").starts_with("battery b.json: "),
+                "{t:?}: {e:#}"
+            );
+        }
     }
 }

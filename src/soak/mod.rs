@@ -80,8 +80,14 @@ pub struct Summary {
     pub runs_done: usize,
     pub passed: usize,
     pub class: Class,
+    /// SIGINT, SIGTERM or SIGHUP arrived: the soak stopped early (or at once, on a second
+    /// signal); `runs` lists every run whose receipt is on disk.
     pub interrupted: bool,
     pub runs: Vec<RunRecord>,
+    /// The harness error that ended the soak (a run that errored, a receipt that could not
+    /// be written): the runs listed are those whose receipts are on disk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 pub const SUMMARY_SCHEMA: &str = "ppn-gate.soak/1";
@@ -97,6 +103,7 @@ impl Summary {
             class: Class::Clean,
             interrupted: false,
             runs: Vec::new(),
+            error: None,
         }
     }
 
