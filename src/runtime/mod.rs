@@ -60,6 +60,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 pub use fault::Fault;
+use fault::FAULT_HOLD;
 pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
 use crate::backend::trace::Piece;
@@ -839,6 +840,29 @@ impl<'a, B: Backend> Walk<'a, B> {
         })
     }
 
+    /// Under a write-after-read fault, the slot index whose next write the reader of slot
+    /// `idx` at boundary `b` holds for, so that write lands before the read (the stale read
+    /// the fault allows, every run): `--fault no-war-guard`, this slot's next write (two
+    /// steps on); `--fault single-slot`, the other index's (the next step, into the one
+    /// shared buffer). Only at boundary 0, whose writer (stage 0) holds for nothing: a hold
+    /// at every boundary would chain each one's wait behind the next's. And only while
+    /// earlier steps are in flight: an arm that reads every step back before issuing the
+    /// next never issues that write during the hold, which would only spend `FAULT_HOLD`.
+    fn war_hold(&self, b: usize, idx: usize) -> Option<usize> {
+        let rt = self.rt;
+        let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
+        if b != 0 || !overlaps {
+            return None;
+        }
+        if rt.has(Fault::SingleSlot) {
+            Some(1 - idx)
+        } else if rt.has(Fault::NoWarGuard) {
+            Some(idx)
+        } else {
+            None
+        }
+    }
+
     /// Boundary TX at boundary `b` (stage b's stream), slot index `idx`.
     fn tx(&mut self, b: usize, idx: usize, rows: usize, t: u64) -> RResult<()> {
         let rt = self.rt;
@@ -869,6 +893,12 @@ impl<'a, B: Backend> Walk<'a, B> {
         if have < n_vals {
             // Grow-only: a new persistent buffer on the RX device, zero-filled on the RX
             // stream. FIRST-USE ORDERING: TX must not write it before that zero-fill ran.
+            // `--fault slot-first-use`, forced: the RX stream zero-fills only once this
+            // step's TX has written the slot, so the fill lands over what TX wrote.
+            if rt.has(Fault::SlotFirstUse) {
+                let ev_tx = &bd.slots[idx].ev_tx;
+                at(be.hold_until_next(&rx_s.stream, ev_tx, FAULT_HOLD), c)?;
+            }
             let fresh = at(be.alloc_zeroed(rx_s.dev, n_vals, &rx_s.stream), c)?;
             let sl = &mut bd.slots[buf_idx];
             at(be.record(&sl.ev_grown, &rx_s.stream), c)?;
@@ -878,6 +908,14 @@ impl<'a, B: Backend> Walk<'a, B> {
             if let Some(old) = sl.buf.replace(fresh) {
                 retired.push(old);
             }
+        }
+        // `--fault rx-no-wait`, forced: TX writes the slot only once this step's RX (which
+        // no longer waits for it) has copied it out, so RX reads the old value every run.
+        if rt.has(Fault::RxNoWait) {
+            at(
+                be.hold_until_next(&tx_s.stream, &bd.slots[idx].ev_rx, FAULT_HOLD),
+                c,
+            )?;
         }
         let x = rt.engine(b).x();
         let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
@@ -935,11 +973,27 @@ impl<'a, B: Backend> Walk<'a, B> {
         if !rt.has(Fault::NoWarGuard) {
             at(be.wait(&l.stream, &l.consumed[idx]), c)?;
         }
+        // `--fault rx-no-wait`, forced: the receive lands only once the stage has copied
+        // the slot out (its next `consumed` record, below).
+        if rt.has(Fault::RxNoWait) {
+            at(
+                be.hold_until_next(&l.stream, &l.consumed[idx], FAULT_HOLD),
+                c,
+            )?;
+        }
         at(be.link_recv(&l.stream, buf, n_vals, &l.link, t), c)?;
         at(be.record(&l.arrived[idx], &l.stream), c)?;
         // RAW: the stage reads the slot only after the receive has landed.
         if !rt.has(Fault::RxNoWait) {
             at(be.wait(&rx_s.stream, &l.arrived[idx]), c)?;
+        }
+        // The WAR faults, forced: the stage copies the slot out only once the next receive
+        // into its buffer has landed over it (see `war_hold`).
+        if let Some(i) = self.war_hold(lo - 1, idx) {
+            at(
+                be.hold_until_next(&rx_s.stream, &l.arrived[i], FAULT_HOLD),
+                c,
+            )?;
         }
         at(
             be.copy(&rx_s.stream, buf, 0, rt.engine(lo).x(), 0, n_vals),
@@ -967,6 +1021,14 @@ impl<'a, B: Backend> Walk<'a, B> {
         // RAW: the slot holds this step's residual only after its TX event.
         if !rt.has(Fault::RxNoWait) {
             at(be.wait(&rx_s.stream, &sl.ev_tx), c)?;
+        }
+        // The WAR faults, forced: RX copies the slot out only once the next TX into its
+        // buffer has landed over it (see `war_hold`).
+        if let Some(i) = self.war_hold(b, idx) {
+            at(
+                be.hold_until_next(&rx_s.stream, &bd.slots[i].ev_tx, FAULT_HOLD),
+                c,
+            )?;
         }
         let src = bd.slots[buf_idx]
             .buf
