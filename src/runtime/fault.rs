@@ -161,7 +161,8 @@ impl Fault {
 
     /// Why the fault's window cannot open at `site` (the gate refuses it: a negative
     /// control that cannot fail proves nothing), or None where it can. Structural only:
-    /// where a window can open, whether a run loses the race is timing.
+    /// where a window can open, the runtime's fault holds (`FAULT_HOLD`) make the run lose
+    /// the race on the CPU backend; elsewhere it is the backend's timing (and jitter).
     pub fn cannot_open(self, site: &Site) -> Option<String> {
         let n = site.devices.len();
         let (Some(&d0), Some(&d_last)) = (site.devices.first(), site.devices.last()) else {

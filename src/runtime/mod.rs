@@ -730,6 +730,14 @@ impl<'a, B: Backend> Walk<'a, B> {
             let inp = &st.inputs[k];
             let c = || format!("caller stream, step {t}");
             at(be.wait(&rt.caller, &inp.consumed), c)?;
+            // `--fault no-reverse-publish`, forced: the upload lands only once stage 0 (which
+            // no longer waits for it) has embedded this step, from the slot's old tokens.
+            if rt.has(Fault::NoReversePublish) {
+                at(
+                    be.hold_until_next(&rt.caller, &inp.consumed, FAULT_HOLD),
+                    c,
+                )?;
+            }
             // Tracing only (here and at every trace_begin/trace_end below): names the piece
             // of the step the ops between them are; no op or event changes.
             be.trace_begin(&rt.caller, Piece::Input);
@@ -779,6 +787,16 @@ impl<'a, B: Backend> Walk<'a, B> {
             } else {
                 self.rx(s - 1, k, rows, t)?;
             }
+            // `--fault shared-scratch`, forced: stage lo+1, having received step t into the
+            // one shared scratch, computes only once stage lo has run its next step in it
+            // (only while earlier steps are in flight; at stage lo+1 alone, as `war_hold`).
+            let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
+            if s == lo + 1 && overlaps && rt.has(Fault::SharedScratch) {
+                at(
+                    be.hold_until_next(&stg.stream, &rt.stage(lo).exit, FAULT_HOLD),
+                    c("shared-scratch hold"),
+                )?;
+            }
             be.trace_begin(&stg.stream, Piece::Layers);
             // The stage's whole layer walk as one engine call (CUDA may replay it as one
             // graph); the boundary's event waits and records stay outside it, around it.
@@ -821,6 +839,17 @@ impl<'a, B: Backend> Walk<'a, B> {
                 // WAR on the output slot: the previous reader of slot j has finished.
                 at(be.wait(&stg.stream, &out.read_caller), c("head"))?;
                 at(be.wait(&stg.stream, &out.read_rb), c("head"))?;
+                // `--fault no-exit-publish`, forced: the head writes the slot only once this
+                // step's reader (which no longer waits for it) has downloaded it: the caller
+                // where each step is read before the next (eager), else the readback stream.
+                if rt.has(Fault::NoExitPublish) {
+                    let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
+                    let read = if overlaps { &out.read_rb } else { &out.read_caller };
+                    at(
+                        be.hold_until_next(&stg.stream, read, FAULT_HOLD),
+                        c("head"),
+                    )?;
+                }
                 be.trace_begin(&stg.stream, Piece::Head);
                 let first = if last_only { rows - 1 } else { 0 };
                 at(eng.head(&stg.stream, first, rows - first, buf), c("head"))?;
