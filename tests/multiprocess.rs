@@ -238,8 +238,16 @@ fn member_pids(err: &mut impl BufRead, world: usize) -> Vec<u32> {
 
 /// Kill one member mid-gate: the launch exits 2 within 30 s, naming it. `signal`: KILL (a
 /// member that dies) or STOP (one that hangs: its neighbours' link timeouts name it).
+/// The signal goes once every member has said it is ready (its links connected, its
+/// runtime built), so it lands in the walks every run: a fixed sleep after the launch let
+/// it land in a member's start-up on a loaded machine, where the neighbour's error is a
+/// link that never connected.
 fn kill_member(signal: &str) -> (Option<i32>, String, Duration) {
+    // The launcher's rendezvous directory is made under TMPDIR: a private one here, so
+    // the test finds it (and only it) and reads the members' `ready` keys there.
+    let tmp = tempfile::tempdir().unwrap();
     let mut c = bin();
+    c.env("TMPDIR", tmp.path());
     c.args([
         "launch",
         "--procs",
@@ -270,7 +278,26 @@ fn kill_member(signal: &str) -> (Option<i32>, String, Duration) {
         .unwrap();
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let pids = member_pids(&mut err, 3);
-    std::thread::sleep(Duration::from_millis(400));
+    let t0 = Instant::now();
+    loop {
+        let ready = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("ppn-gate-rdv-"))
+            .any(|e| (0..3).all(|r| e.path().join(format!("ready--{r}")).exists()));
+        if ready {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the launch ended before its members were ready"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "members never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let t0 = Instant::now();
     let k = Command::new("kill")
         .args([&format!("-{signal}"), &pids[1].to_string()])
@@ -299,11 +326,11 @@ fn a_member_that_hangs_fails_the_launch_naming_it() {
     let (code, err, took) = kill_member("STOP");
     assert_eq!(code, Some(2), "{err}");
     assert!(took < Duration::from_secs(30), "{took:?}");
-    // Its neighbours time out (on the link, or at the rendezvous), naming it; then the
-    // launcher ends the stopped member too.
+    // Its neighbours time out (on the link mid-walk, or at the rendezvous where its walks
+    // had ended), naming it; then the launcher ends the stopped member too.
     assert!(
         err.contains("no progress from rank 1 (stage 1)")
-            || err.contains("rank 1 (stage 1) did not publish"),
+            || err.contains("rank 1 (stage 1) did not publish \"result/1\""),
         "{err}"
     );
     assert!(

@@ -209,6 +209,21 @@ pub trait Backend: Send + Sync + Sized + 'static {
     fn new_event(&self, dev: usize) -> BResult<Self::Event>;
     fn record(&self, ev: &Self::Event, s: &Self::Stream) -> BResult<()>;
     fn wait(&self, s: &Self::Stream, ev: &Self::Event) -> BResult<()>;
+    /// Fault schedules only (`--fault`, see `runtime::fault`): stream `s` holds, in stream
+    /// order, until the NEXT record of `ev` (one enqueued after this call) has completed,
+    /// or `limit` has passed; the limit ends it quietly (no error), so a record that never
+    /// comes costs `limit`, never a deadlock. A fault that removes an ordering edge uses it
+    /// to lose the race it opens on purpose: a delay is a schedule the faulty program
+    /// allows, so the control stays a faithful model of the race while its window opens
+    /// every time. Default: no hold (the backend's own timing and `--jitter-us` open it).
+    fn hold_until_next(
+        &self,
+        _s: &Self::Stream,
+        _ev: &Self::Event,
+        _limit: std::time::Duration,
+    ) -> BResult<()> {
+        Ok(())
+    }
     /// Host blocks until everything enqueued on `s` has run; returns its sticky error.
     fn synchronize(&self, s: &Self::Stream) -> BResult<()>;
 

@@ -60,6 +60,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 
 pub use fault::Fault;
+use fault::FAULT_HOLD;
 pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
 use crate::backend::trace::Piece;
@@ -729,6 +730,14 @@ impl<'a, B: Backend> Walk<'a, B> {
             let inp = &st.inputs[k];
             let c = || format!("caller stream, step {t}");
             at(be.wait(&rt.caller, &inp.consumed), c)?;
+            // `--fault no-reverse-publish`, forced: the upload lands only once stage 0 (which
+            // no longer waits for it) has embedded this step, from the slot's old tokens.
+            if rt.has(Fault::NoReversePublish) {
+                at(
+                    be.hold_until_next(&rt.caller, &inp.consumed, FAULT_HOLD),
+                    c,
+                )?;
+            }
             // Tracing only (here and at every trace_begin/trace_end below): names the piece
             // of the step the ops between them are; no op or event changes.
             be.trace_begin(&rt.caller, Piece::Input);
@@ -778,6 +787,16 @@ impl<'a, B: Backend> Walk<'a, B> {
             } else {
                 self.rx(s - 1, k, rows, t)?;
             }
+            // `--fault shared-scratch`, forced: stage lo+1, having received step t into the
+            // one shared scratch, computes only once stage lo has run its next step in it
+            // (only while earlier steps are in flight; at stage lo+1 alone, as `war_hold`).
+            let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
+            if s == lo + 1 && overlaps && rt.has(Fault::SharedScratch) {
+                at(
+                    be.hold_until_next(&stg.stream, &rt.stage(lo).exit, FAULT_HOLD),
+                    c("shared-scratch hold"),
+                )?;
+            }
             be.trace_begin(&stg.stream, Piece::Layers);
             // The stage's whole layer walk as one engine call (CUDA may replay it as one
             // graph); the boundary's event waits and records stay outside it, around it.
@@ -820,6 +839,17 @@ impl<'a, B: Backend> Walk<'a, B> {
                 // WAR on the output slot: the previous reader of slot j has finished.
                 at(be.wait(&stg.stream, &out.read_caller), c("head"))?;
                 at(be.wait(&stg.stream, &out.read_rb), c("head"))?;
+                // `--fault no-exit-publish`, forced: the head writes the slot only once this
+                // step's reader (which no longer waits for it) has downloaded it: the caller
+                // where each step is read before the next (eager), else the readback stream.
+                if rt.has(Fault::NoExitPublish) {
+                    let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
+                    let read = if overlaps { &out.read_rb } else { &out.read_caller };
+                    at(
+                        be.hold_until_next(&stg.stream, read, FAULT_HOLD),
+                        c("head"),
+                    )?;
+                }
                 be.trace_begin(&stg.stream, Piece::Head);
                 let first = if last_only { rows - 1 } else { 0 };
                 at(eng.head(&stg.stream, first, rows - first, buf), c("head"))?;
@@ -837,6 +867,29 @@ impl<'a, B: Backend> Walk<'a, B> {
             rows: if last_only { 1 } else { rows },
             pos0: pos[0] as u64,
         })
+    }
+
+    /// Under a write-after-read fault, the slot index whose next write the reader of slot
+    /// `idx` at boundary `b` holds for, so that write lands before the read (the stale read
+    /// the fault allows, every run): `--fault no-war-guard`, this slot's next write (two
+    /// steps on); `--fault single-slot`, the other index's (the next step, into the one
+    /// shared buffer). Only at boundary 0, whose writer (stage 0) holds for nothing: a hold
+    /// at every boundary would chain each one's wait behind the next's. And only while
+    /// earlier steps are in flight: an arm that reads every step back before issuing the
+    /// next never issues that write during the hold, which would only spend `FAULT_HOLD`.
+    fn war_hold(&self, b: usize, idx: usize) -> Option<usize> {
+        let rt = self.rt;
+        let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
+        if b != 0 || !overlaps {
+            return None;
+        }
+        if rt.has(Fault::SingleSlot) {
+            Some(1 - idx)
+        } else if rt.has(Fault::NoWarGuard) {
+            Some(idx)
+        } else {
+            None
+        }
     }
 
     /// Boundary TX at boundary `b` (stage b's stream), slot index `idx`.
@@ -869,6 +922,12 @@ impl<'a, B: Backend> Walk<'a, B> {
         if have < n_vals {
             // Grow-only: a new persistent buffer on the RX device, zero-filled on the RX
             // stream. FIRST-USE ORDERING: TX must not write it before that zero-fill ran.
+            // `--fault slot-first-use`, forced: the RX stream zero-fills only once this
+            // step's TX has written the slot, so the fill lands over what TX wrote.
+            if rt.has(Fault::SlotFirstUse) {
+                let ev_tx = &bd.slots[idx].ev_tx;
+                at(be.hold_until_next(&rx_s.stream, ev_tx, FAULT_HOLD), c)?;
+            }
             let fresh = at(be.alloc_zeroed(rx_s.dev, n_vals, &rx_s.stream), c)?;
             let sl = &mut bd.slots[buf_idx];
             at(be.record(&sl.ev_grown, &rx_s.stream), c)?;
@@ -878,6 +937,14 @@ impl<'a, B: Backend> Walk<'a, B> {
             if let Some(old) = sl.buf.replace(fresh) {
                 retired.push(old);
             }
+        }
+        // `--fault rx-no-wait`, forced: TX writes the slot only once this step's RX (which
+        // no longer waits for it) has copied it out, so RX reads the old value every run.
+        if rt.has(Fault::RxNoWait) {
+            at(
+                be.hold_until_next(&tx_s.stream, &bd.slots[idx].ev_rx, FAULT_HOLD),
+                c,
+            )?;
         }
         let x = rt.engine(b).x();
         let dst = bd.slots[buf_idx].buf.as_ref().expect("slot grown above");
@@ -935,11 +1002,27 @@ impl<'a, B: Backend> Walk<'a, B> {
         if !rt.has(Fault::NoWarGuard) {
             at(be.wait(&l.stream, &l.consumed[idx]), c)?;
         }
+        // `--fault rx-no-wait`, forced: the receive lands only once the stage has copied
+        // the slot out (its next `consumed` record, below).
+        if rt.has(Fault::RxNoWait) {
+            at(
+                be.hold_until_next(&l.stream, &l.consumed[idx], FAULT_HOLD),
+                c,
+            )?;
+        }
         at(be.link_recv(&l.stream, buf, n_vals, &l.link, t), c)?;
         at(be.record(&l.arrived[idx], &l.stream), c)?;
         // RAW: the stage reads the slot only after the receive has landed.
         if !rt.has(Fault::RxNoWait) {
             at(be.wait(&rx_s.stream, &l.arrived[idx]), c)?;
+        }
+        // The WAR faults, forced: the stage copies the slot out only once the next receive
+        // into its buffer has landed over it (see `war_hold`).
+        if let Some(i) = self.war_hold(lo - 1, idx) {
+            at(
+                be.hold_until_next(&rx_s.stream, &l.arrived[i], FAULT_HOLD),
+                c,
+            )?;
         }
         at(
             be.copy(&rx_s.stream, buf, 0, rt.engine(lo).x(), 0, n_vals),
@@ -967,6 +1050,14 @@ impl<'a, B: Backend> Walk<'a, B> {
         // RAW: the slot holds this step's residual only after its TX event.
         if !rt.has(Fault::RxNoWait) {
             at(be.wait(&rx_s.stream, &sl.ev_tx), c)?;
+        }
+        // The WAR faults, forced: RX copies the slot out only once the next TX into its
+        // buffer has landed over it (see `war_hold`).
+        if let Some(i) = self.war_hold(b, idx) {
+            at(
+                be.hold_until_next(&rx_s.stream, &bd.slots[i].ev_tx, FAULT_HOLD),
+                c,
+            )?;
         }
         let src = bd.slots[buf_idx]
             .buf

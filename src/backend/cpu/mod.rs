@@ -149,6 +149,21 @@ impl Backend for CpuBackend {
         })
     }
 
+    fn hold_until_next(
+        &self,
+        s: &CpuStream,
+        ev: &CpuEvent,
+        limit: std::time::Duration,
+    ) -> BResult<()> {
+        // The next record's generation: `record` hands out generations in host order.
+        let gen = ev.recorded() + 1;
+        let ev = ev.clone();
+        s.enqueue("fault hold", move || {
+            ev.block_until_or(gen, limit);
+            Ok(())
+        })
+    }
+
     fn start_trace(&self) -> Option<Arc<Tracer>> {
         let t = Arc::new(Tracer::new());
         *self.tracer.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.clone());

@@ -278,6 +278,24 @@ impl CpuEvent {
         }
     }
 
+    /// Blocks until generation `gen` completes or `limit` passes; whether it completed.
+    pub(super) fn block_until_or(&self, gen: u64, limit: Duration) -> bool {
+        let start = Instant::now();
+        let mut st = self.inner.0.lock().unwrap_or_else(|p| p.into_inner());
+        while st.completed < gen {
+            let Some(left) = limit.checked_sub(start.elapsed()) else {
+                return false;
+            };
+            st = self
+                .inner
+                .1
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
     pub(super) fn block_until(&self, gen: u64, waiter: &str) -> Result<(), String> {
         let start = Instant::now();
         let mut st = self.inner.0.lock().unwrap_or_else(|p| p.into_inner());
