@@ -26,23 +26,30 @@
 //! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
 //! per-step data, reach attention through the engine's `rowpos` buffer on both paths.
 
+mod cache;
+mod weights;
+
+pub use cache::CudaCache;
+use weights::{upload_f32, DevLayer, DevWeight};
+#[cfg(test)]
+pub(super) use weights::{vectorized, MVQ_MIN_IN};
+
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::ffi::c_void;
 
 use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
-use super::mem::{check_range, GpuBuf, Raw};
+use super::mem::{check_range, GpuBuf};
 use super::{
-    alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuStream, MmaSel, MMA_FORMATS,
-    MVQ_BASE, MV_GENERIC, MV_MAX_TILE,
+    alloc_zeroed_on, op_err, DevCtx, GpuStream, MmaSel, MMA_FORMATS, MVQ_BASE, MV_GENERIC,
+    MV_MAX_TILE,
 };
 use crate::backend::{BResult, Engine, EngineSpec, KvOrder, Residency, RowAt};
 use crate::math::RopeStyle;
-use crate::model::{Activation, Model, Weight};
+use crate::model::{Activation, Model};
 use crate::quant::{repack, GgmlType};
 
 /// Rows per RowPos group (`POS_ROWS` in kernels/common.cu).
@@ -356,91 +363,6 @@ fn to_u32(v: usize, what: &str) -> BResult<u32> {
     u32::try_from(v).map_err(|_| op_err(format!("{what} = {v} does not fit a grid dimension")))
 }
 
-/// A weight matrix on the device: the file's block bytes untouched, or (`packed`) the same
-/// values in the vectorized matvec's layout (crate::quant::repack, kernels/mvq.cu).
-struct DevWeight {
-    raw: Raw,
-    ty: GgmlType,
-    rows: usize,
-    cols: usize,
-    row_bytes: usize,
-    packed: bool,
-    /// In the tensor-core layout of its format (`--mma`, crate::quant::repack::repack_mma):
-    /// only the kernels of kernels/mma.cu read it.
-    mma: bool,
-}
-
-/// Whether matrices of `ty` with rows of `cols` elements take the vectorized matvec: a
-/// function of the format and the shape alone, so every stage and batch of a model runs the
-/// same kernel family on the same matrix (the two families reduce in different orders).
-pub(super) fn vectorized(ty: GgmlType, cols: usize) -> bool {
-    repack::row_bytes(ty, cols).is_some() && cols >= MVQ_MIN_IN
-}
-
-/// The narrowest rows the vectorized matvec takes: below it a 32-lane warp has fewer units
-/// than lanes, and the byte-wise kernel, which spreads a row over several warps, is faster.
-pub(super) const MVQ_MIN_IN: usize = 512;
-
-impl DevWeight {
-    /// Uploads `w`, repacked for the tensor-core kernels when `mma` (callers pass `--mma`
-    /// and `repack::mma_ok` of the matrix, and for gate|up of both), else for the vectorized
-    /// matvec when `pack` (callers pass `vectorized(..)` of the matrix, and for gate|up of
-    /// both).
-    fn upload(
-        dx: &Arc<DevCtx>,
-        w: &Weight,
-        s: &GpuStream,
-        pack: bool,
-        mma: bool,
-    ) -> BResult<DevWeight> {
-        let name = format!("weight {}", w.name);
-        let (bytes, row_bytes): (std::borrow::Cow<[u8]>, usize) = if mma {
-            let b = repack::repack_mma(w.ty, w.rows, w.cols, w.bytes())
-                .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
-            let blk = repack::mma_block_bytes(w.ty).ok_or_else(|| {
-                op_err(format!(
-                    "device {}: {name}: {} has no mma layout",
-                    dx.dev,
-                    w.ty.name()
-                ))
-            })?;
-            // A row's share of its m-tile's blocks (never used as a row stride: the mma
-            // kernels address whole m-tiles).
-            (b.into(), w.cols.div_ceil(256) * blk / repack::MMA_TILE_ROWS)
-        } else if pack {
-            let (b, rb) = repack::repack(w.ty, w.rows, w.cols, w.bytes())
-                .map_err(|e| op_err(format!("device {}: {name}: {e}", dx.dev)))?;
-            (b.into(), rb)
-        } else {
-            (w.bytes().into(), w.row_bytes())
-        };
-        let raw = Raw::device(&dx.ctx, bytes.len(), &name)?;
-        upload_raw(s, &bytes, &raw, 0, Some(dx.dev))?;
-        Ok(DevWeight {
-            raw,
-            ty: w.ty,
-            rows: w.rows,
-            cols: w.cols,
-            row_bytes,
-            packed: pack && !mma,
-            mma,
-        })
-    }
-
-    /// The matrix as launch planning sees it (format, packed).
-    fn kind(&self) -> MatKind {
-        (self.ty, self.packed)
-    }
-
-    /// Uploads a matrix that only matvecs read: in the tensor-core layout when `mma` (the
-    /// `--mma` setting, resolved) takes the matrix, else packed when its format and shape
-    /// take the vectorized kernel. A function of the matrix and the setting alone.
-    fn upload_mv(dx: &Arc<DevCtx>, w: &Weight, s: &GpuStream, mma: MmaSel) -> BResult<DevWeight> {
-        let m = mma.takes(w.ty, w.rows, w.cols);
-        DevWeight::upload(dx, w, s, vectorized(w.ty, w.cols), m)
-    }
-}
-
 /// mma_prep's output (kernels/mma.cu) for one launch at a time, in one buffer: per column
 /// (max_rows rounded up to whole 8-column n-tiles) and super-block of the widest input, the
 /// B fragments XF (256 words), then 2^E (XE, 1 float), then the sub-block sums (XS, 8
@@ -560,128 +482,6 @@ pub(super) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: usize) -> usize {
 /// Rows of a launch the decode kernel takes (one n-tile of 8 columns); more go to the GEMM.
 /// Timing only: both kernels compute THE ORDER (the GPU script's chunk gates check it).
 pub(super) const MMA_DECODE_MAX: usize = 8;
-
-fn upload_f32(dx: &Arc<DevCtx>, v: &[f32], s: &GpuStream) -> BResult<GpuBuf> {
-    let b = alloc_zeroed_on(dx, v.len(), s)?;
-    upload_slice(s, v, &b, 0)?;
-    Ok(b)
-}
-
-struct DevLayer {
-    attn_norm: GpuBuf,
-    wq: DevWeight,
-    wk: DevWeight,
-    wv: DevWeight,
-    wo: DevWeight,
-    bq: Option<GpuBuf>,
-    bk: Option<GpuBuf>,
-    bv: Option<GpuBuf>,
-    q_norm: Option<GpuBuf>,
-    k_norm: Option<GpuBuf>,
-    post_attn_norm: Option<GpuBuf>,
-    ffn_norm: GpuBuf,
-    gate: DevWeight,
-    up: DevWeight,
-    down: DevWeight,
-    post_ffn_norm: Option<GpuBuf>,
-}
-
-/// A stage's KV cache: per layer of its range, K and V as `[rows, ctx, kv_dim]` device
-/// buffers, plus the RoPE tables (cos/sin for positions 0..ctx) of the bases its layers use,
-/// computed on the host by `Config::layer_rope_table` so the bits are the CPU's.
-pub struct CudaCache {
-    /// Unique per cache made in this process: part of a graph's key, so a graph captured
-    /// with this cache's pointers is replayed with this cache only.
-    id: u64,
-    dev: usize,
-    layers: Range<usize>,
-    rows: usize,
-    ctx: usize,
-    kv_dim: usize,
-    k: Vec<GpuBuf>,
-    v: Vec<GpuBuf>,
-    /// (base bits, table) per distinct RoPE base among the layers.
-    rope: Vec<(u32, GpuBuf)>,
-}
-
-impl CudaCache {
-    /// Zero-fills every K/V buffer on `s` (a reset cache; the RoPE tables stay). The cache
-    /// must live on `s`'s device: a memset of another device's memory would be unordered.
-    pub(super) fn clear(&self, s: &GpuStream) -> BResult<()> {
-        if s.dx.dev != self.dev {
-            return Err(op_err(format!(
-                "cache reset: cache on device {} but stream {} on device {}",
-                self.dev,
-                s.label(),
-                s.dx.dev
-            )));
-        }
-        for b in self.k.iter().chain(&self.v) {
-            super::zero_fill(b, s)?;
-        }
-        Ok(())
-    }
-
-    /// Adds the cache's K/V buffers and RoPE tables to `list` by measured device.
-    pub(super) fn residency(&self, list: &mut Vec<(Option<usize>, u64)>) -> BResult<()> {
-        for b in self
-            .k
-            .iter()
-            .chain(&self.v)
-            .chain(self.rope.iter().map(|(_, t)| t))
-        {
-            b.raw.tally(list)?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn new(
-        dx: &Arc<DevCtx>,
-        model: &Arc<Model>,
-        layers: Range<usize>,
-        rows: usize,
-        ctx: usize,
-        s: &GpuStream,
-    ) -> BResult<CudaCache> {
-        let c = &model.cfg;
-        let kv_dim = c.kv_dim();
-        let n = crate::backend::cache_len("cuda", model, rows, ctx)?;
-        let mut k = Vec::with_capacity(layers.len());
-        let mut v = Vec::with_capacity(layers.len());
-        let mut rope: Vec<(u32, GpuBuf)> = Vec::new();
-        let half = c.head_dim / 2;
-        for il in layers.clone() {
-            k.push(alloc_zeroed_on(dx, n, s)?);
-            v.push(alloc_zeroed_on(dx, n, s)?);
-            let base = c.layer_rope_base(il);
-            if rope.iter().any(|(b, _)| *b == base.to_bits()) {
-                continue;
-            }
-            let mut table = vec![0f32; 2 * ctx * half];
-            let (mut cs, mut sn) = (vec![0f32; half], vec![0f32; half]);
-            for p in 0..ctx {
-                c.layer_rope_table(il, p, &mut cs, &mut sn);
-                table[p * half..(p + 1) * half].copy_from_slice(&cs);
-                table[(ctx + p) * half..(ctx + p + 1) * half].copy_from_slice(&sn);
-            }
-            rope.push((base.to_bits(), upload_f32(dx, &table, s)?));
-        }
-        Ok(CudaCache {
-            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
-            dev: dx.dev,
-            layers,
-            rows,
-            ctx,
-            kv_dim,
-            k,
-            v,
-            rope,
-        })
-    }
-}
-
-/// Source of `CudaCache::id`.
-static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(0);
 
 /// What a captured layer walk depends on besides the engine itself (its weights and
 /// scratch are fixed for its life): the layers, the row count (every launch's grid and row
@@ -835,39 +635,9 @@ impl CudaEngine {
                 dx.dev, spec.stage, c.n_heads, c.n_kv_heads
             )));
         }
-        let opt = |w: &Option<Vec<f32>>| -> BResult<Option<GpuBuf>> {
-            w.as_ref().map(|w| upload_f32(dx, w, s)).transpose()
-        };
         let mut layers = Vec::with_capacity(spec.layers.len());
         for il in spec.layers.clone() {
-            let lw = &model.layers[il];
-            // gate|up is one launch: both vectorized (one format) or both byte-wise, or with
-            // --mma both in the tensor-core layout (one format, one shape).
-            let gu = lw.gate.ty == lw.up.ty
-                && vectorized(lw.gate.ty, lw.gate.cols)
-                && vectorized(lw.up.ty, lw.up.cols);
-            let gu_mma = lw.gate.ty == lw.up.ty
-                && lw.gate.rows == lw.up.rows
-                && mma.takes(lw.gate.ty, lw.gate.rows, lw.gate.cols)
-                && mma.takes(lw.up.ty, lw.up.rows, lw.up.cols);
-            layers.push(DevLayer {
-                attn_norm: upload_f32(dx, &lw.attn_norm, s)?,
-                wq: DevWeight::upload_mv(dx, &lw.wq, s, mma)?,
-                wk: DevWeight::upload_mv(dx, &lw.wk, s, mma)?,
-                wv: DevWeight::upload_mv(dx, &lw.wv, s, mma)?,
-                wo: DevWeight::upload_mv(dx, &lw.wo, s, mma)?,
-                bq: opt(&lw.bq)?,
-                bk: opt(&lw.bk)?,
-                bv: opt(&lw.bv)?,
-                q_norm: opt(&lw.q_norm)?,
-                k_norm: opt(&lw.k_norm)?,
-                post_attn_norm: opt(&lw.post_attn_norm)?,
-                ffn_norm: upload_f32(dx, &lw.ffn_norm, s)?,
-                gate: DevWeight::upload(dx, &lw.gate, s, gu, gu_mma)?,
-                up: DevWeight::upload(dx, &lw.up, s, gu, gu_mma)?,
-                down: DevWeight::upload_mv(dx, &lw.down, s, mma)?,
-                post_ffn_norm: opt(&lw.post_ffn_norm)?,
-            });
+            layers.push(DevLayer::upload(dx, &model.layers[il], s, mma)?);
         }
         let embd = if spec.embed {
             // The embedding is read row by row (embed_rows), in the file's layout.
