@@ -6,9 +6,10 @@ use super::engine::{
     mvq_blocks_per_sm, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to,
     vectorized, warps_per_feature, MMA_DECODE_MAX, MVQ_MIN_IN,
 };
+use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::{
-    CudaBackend, KERNELS, MMA_FORMATS, MMA_KERNELS, MMA_SOURCES, MVQ_BASE, MVQ_KERNELS, MV_GENERIC,
-    MV_KERNEL, MV_KINDS, MV_MAX_TILE, MV_SOURCES, SOURCES,
+    CudaBackend, KERNELS, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE,
+    MV_SOURCES, SOURCES,
 };
 use crate::quant::GgmlType;
 
@@ -663,30 +664,27 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         assert!(mma.contains(&set), "{set}");
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
             let (slot, warps) = super::engine::mma_decode_kernel(*ty, n_mt, 132);
-            let k = super::engine::mma_kernel(*ty, slot).unwrap();
+            let k = super::mma::mma_kernel(*ty, slot).unwrap();
             assert_eq!(k, 1 + 5 * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
-            let k = super::engine::mma_kernel(*ty, super::engine::MMA_FUSED + slot).unwrap();
+            let k = super::mma::mma_kernel(*ty, super::mma::MMA_FUSED + slot).unwrap();
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_f{warps}{suf}"));
         }
         assert_eq!(
-            MMA_KERNELS[super::engine::mma_kernel(*ty, 2).unwrap()],
+            MMA_KERNELS[super::mma::mma_kernel(*ty, 2).unwrap()],
             format!("mma_gemm{suf}")
         );
     }
     assert_eq!(
         MMA_KERNELS.len(),
-        1 + super::engine::MMA_SET * MMA_FORMATS.len()
+        1 + super::mma::MMA_SET * MMA_FORMATS.len()
     );
     // Q6_K decodes on 8 warps at every size (its 16-warp kernel spills); Q4_K on 16 when
     // the launch is small.
     use crate::quant::GgmlType::{Q4K, Q6K};
     assert_eq!(super::engine::mma_decode_kernel(Q6K, 2, 132).1, 8);
     assert_eq!(super::engine::mma_decode_kernel(Q4K, 2, 132).1, 16);
-    assert_eq!(
-        super::engine::mma_kernel(crate::quant::GgmlType::Q5K, 0),
-        None
-    );
+    assert_eq!(super::mma::mma_kernel(crate::quant::GgmlType::Q5K, 0), None);
     // Read after write: every mma kernel reads activations and scratch only after its
     // pdl_wait (weights are read-only; the bodies wait first, then call the per-super-block
     // functions that read XF/XE/XS). Negative control below.
@@ -772,7 +770,8 @@ fn mma_format_table_matches_the_host_layouts() {
 /// the bytes are what the kernel lays out (kernels/mma.cu mma_decode_body, FUSE).
 #[test]
 fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
-    use super::engine::{mma_fused_smem, MMA_FUSE_SMEM_MAX, MMA_FUSE_UNIT};
+    use super::engine::{mma_fused_smem, MMA_FUSE_UNIT};
+    use super::mma::MMA_FUSE_SMEM_MAX;
     let cap = MMA_FUSE_SMEM_MAX;
     // XF (256 words), XS (8 floats), XE (1 float) per (row, super-block), as the kernel
     // carves its dynamic shared memory.
