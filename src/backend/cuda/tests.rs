@@ -207,7 +207,7 @@ fn attention_reads_the_step_positions_only_after_its_pdl_wait() {
     // in set_rowpos), which is its write-after-read guard; it is in the main module.
     assert!(kernel_body("sched.cu", "rowpos_set").contains("RowPos* dst, RowPos v"));
     assert!(KERNELS.contains(&"rowpos_set"));
-    let engine = include_str!("engine/mod.rs");
+    let engine = include_str!("engine/attention.rs");
     let set = &engine[engine.find("fn set_rowpos(").expect("set_rowpos")..];
     let set = &set[..set.find("\n    }\n").expect("its end")];
     assert!(
