@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use cudarc::driver::CudaFunction;
 
-use super::{compile_and_load, load_kernel, module_source, op_err, DevCtx};
+use super::nvrtc::{compile_and_load, load_kernel, module_source};
+use super::{op_err, DevCtx};
 use crate::backend::BResult;
 use crate::quant::GgmlType;
 

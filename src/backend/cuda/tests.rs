@@ -7,10 +7,8 @@ use super::engine::{
     vectorized, warps_per_feature, MMA_DECODE_MAX, MVQ_MIN_IN,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
-use super::{
-    CudaBackend, KERNELS, MVQ_BASE, MVQ_KERNELS, MV_GENERIC, MV_KERNEL, MV_KINDS, MV_MAX_TILE,
-    MV_SOURCES, SOURCES,
-};
+use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
+use super::{CudaBackend, MVQ_BASE, MV_GENERIC, MV_MAX_TILE};
 use crate::quant::GgmlType;
 
 /// The text of kernel source file `name` (one of SOURCES).
@@ -253,11 +251,11 @@ fn the_kernels_window_start_is_the_models() {
 
 #[test]
 fn graphs_note_says_what_ran_and_why() {
-    assert_eq!(super::graphs_note(true, false, 0), "on");
-    assert_eq!(super::graphs_note(false, false, 0), "off");
-    assert_eq!(super::graphs_note(false, true, 5), "off");
-    assert!(super::graphs_note(true, true, 0).starts_with("off (PPN_CUDA_PROF"));
-    assert!(super::graphs_note(true, false, 5).starts_with("on (jitter"));
+    assert_eq!(super::builder::graphs_note(true, false, 0), "on");
+    assert_eq!(super::builder::graphs_note(false, false, 0), "off");
+    assert_eq!(super::builder::graphs_note(false, true, 5), "off");
+    assert!(super::builder::graphs_note(true, true, 0).starts_with("off (PPN_CUDA_PROF"));
+    assert!(super::builder::graphs_note(true, false, 5).starts_with("on (jitter"));
 }
 
 #[test]
@@ -266,7 +264,7 @@ fn kernels_are_compiled_without_fma_contraction_or_flush_to_zero() {
     // source of truth is `nvrtc_options`, checked here so a change is deliberate. Every
     // module, cached (CUBIN for sm_XX) or not (PTX), is compiled with them.
     for arch in [None, Some("sm_90"), Some("compute_90")] {
-        let o = super::nvrtc_options(arch);
+        let o = super::nvrtc::nvrtc_options(arch);
         for want in [
             "--fmad=false",
             "--ftz=false",
