@@ -472,7 +472,7 @@ fn the_grid_sizing_mirrors_the_vectorized_launch_bounds() {
 
 #[test]
 fn the_nvrtc_check_assembles_the_modules_as_the_backend_does() {
-    // scripts/nvrtc-check.py mirrors the module assembly of mod.rs in Python; a source or a
+    // scripts/nvrtc-check.py mirrors the module assembly of nvrtc.rs in Python; a source or a
     // vectorized format added here and not there would go unchecked by CI.
     let py = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/nvrtc-check.py"),
@@ -640,7 +640,7 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(
         py.contains(r##""#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])"##)
     );
-    // The launch geometry of engine.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
+    // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
     // pairs gate and up in one block / lane only with an even tile count per block or warp.
     for (warps, fused) in [(8, "false"), (16, "false"), (8, "true"), (16, "true")] {
@@ -762,7 +762,7 @@ fn mma_format_table_matches_the_host_layouts() {
     }
 }
 
-/// The fused decode rule (engine.rs mma_fused_smem): decode-sized launches whose rows x
+/// The fused decode rule (engine/mma.rs mma_fused_smem): decode-sized launches whose rows x
 /// super-blocks of prepared activations fit the shared memory budget and the block's warps
 /// in MMA_FUSE_ROUNDS rounds run as one kernel;
 /// the bytes are what the kernel lays out (kernels/mma.cu mma_decode_body, FUSE).

@@ -25,6 +25,13 @@
 //! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
 //! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
 //! per-step data, reach attention through the engine's `rowpos` buffer on both paths.
+//!
+//! Files, as kernels/*.cu are split: this one holds the engine (its build, checks and
+//! scratch), the layer walk `layer_ops` (top to bottom: norm+q|k|v, attention, o-proj,
+//! norm+gate|up, down) and the `Engine` impl; `attention` (positions, attention arguments
+//! and passes), `matvec` (kernel choice, geometry, launches), `mma` (tensor-core geometry
+//! and launch), `weights` (device weights), `cache` (the KV cache), `graph` (capture and
+//! replay).
 
 mod attention;
 mod cache;
