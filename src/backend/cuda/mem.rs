@@ -13,12 +13,16 @@
 //! still have queued work that reads it. Drop therefore synchronizes the owning context
 //! before freeing (drops are rare: teardown and a boundary slot's growth), so no queued
 //! operation ever touches freed memory.
+//!
+//! The helpers at the end (`alloc_zeroed_on`, `zero_fill`, `upload_slice`, `upload_raw`) are
+//! how the engine and the backend enqueue a fill or an upload: always on the stream named,
+//! after that stream's jitter, never on another.
 
 use std::sync::Arc;
 
 use cudarc::driver::{sys, CudaContext};
 
-use super::op_err;
+use super::{drv, op_err, DevCtx, GpuStream};
 use crate::backend::BResult;
 
 /// One raw allocation: device memory, or pinned host memory.
@@ -251,4 +255,96 @@ impl PinnedF32 {
         // and the caller synchronized the stream of any DMA that targeted it before.
         unsafe { std::slice::from_raw_parts_mut(self.raw.ptr() as *mut f32, n) }
     }
+}
+
+/// `n` f32 on `dx`'s device; the zero-fill is a cuMemsetD32Async enqueued on `s`.
+pub(crate) fn alloc_zeroed_on(dx: &Arc<DevCtx>, n: usize, s: &GpuStream) -> BResult<GpuBuf> {
+    let bytes = n
+        .checked_mul(4)
+        .ok_or_else(|| op_err(format!("device {}: {n} values overflow", dx.dev)))?;
+    let raw = Raw::device(&dx.ctx, bytes, &format!("alloc on {}", s.label()))?;
+    let b = GpuBuf {
+        raw,
+        len: n,
+        dev: Some(dx.dev),
+    };
+    zero_fill(&b, s)?;
+    Ok(b)
+}
+
+/// Enqueue on `s` a zero-fill of every value of `b` (a fresh allocation, a cache reset).
+pub(crate) fn zero_fill(b: &GpuBuf, s: &GpuStream) -> BResult<()> {
+    let n = b.len;
+    if n > 0 {
+        s.jitter()?;
+        drv(s.dx.ctx.bind_to_thread(), || {
+            format!("zero-fill on {}: bind context", s.label())
+        })?;
+        // SAFETY: `b.raw` is a live allocation of at least 4 * n bytes (a GpuBuf of n
+        // values); the memset writes exactly n 32-bit words of it, in `s`'s order.
+        let r = unsafe { sys::cuMemsetD32Async(b.raw.ptr(), 0, n, s.s.cu_stream()) }.result();
+        drv(r, || {
+            format!("zero-fill of {n} values on stream {}", s.label())
+        })?;
+    }
+    Ok(())
+}
+
+/// Enqueue a host-to-device copy of `host` into `dst[off..]` on `s`.
+///
+/// The source is pageable host memory: per the CUDA driver's documented behaviour for
+/// pageable sources, cuMemcpyHtoDAsync returns only after the bytes were copied into driver
+/// staging memory, so the caller may free `host` as soon as this returns; the DMA into
+/// `dst` itself happens in `s`'s order.
+pub(crate) fn upload_slice<T: Copy>(
+    s: &GpuStream,
+    host: &[T],
+    dst: &GpuBuf,
+    off: usize,
+) -> BResult<()> {
+    upload_raw(s, host, &dst.raw, 4 * off, dst.device())
+}
+
+pub(crate) fn upload_raw<T: Copy>(
+    s: &GpuStream,
+    host: &[T],
+    dst: &Raw,
+    byte_off: usize,
+    dev: Option<usize>,
+) -> BResult<()> {
+    let bytes = std::mem::size_of_val(host);
+    if dst.is_host() || dev.is_none() {
+        return Err(op_err(format!(
+            "upload on {}: destination is host staging (uploads go to device memory)",
+            s.label()
+        )));
+    }
+    if byte_off.checked_add(bytes).is_none_or(|e| e > dst.bytes()) {
+        return Err(op_err(format!(
+            "upload on {}: {bytes} bytes at {byte_off} outside a buffer of {} bytes",
+            s.label(),
+            dst.bytes()
+        )));
+    }
+    if bytes == 0 {
+        return Ok(());
+    }
+    drv(s.dx.ctx.bind_to_thread(), || {
+        format!("upload on {}: bind context", s.label())
+    })?;
+    // SAFETY: the destination range is inside a live device allocation (checked above);
+    // `host` is a valid slice of `bytes` bytes for the duration of the call, and the driver
+    // stages pageable sources before returning (see the function comment).
+    let r = unsafe {
+        sys::cuMemcpyHtoDAsync_v2(
+            dst.ptr() + byte_off as u64,
+            host.as_ptr() as *const std::ffi::c_void,
+            bytes,
+            s.s.cu_stream(),
+        )
+    }
+    .result();
+    drv(r, || {
+        format!("upload of {bytes} bytes on stream {}", s.label())
+    })
 }

@@ -6,10 +6,9 @@ use super::engine::{
     mvq_blocks_per_sm, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to,
     vectorized, warps_per_feature, MMA_DECODE_MAX, MVQ_MIN_IN,
 };
-use super::{
-    CudaBackend, KERNELS, MMA_FORMATS, MMA_KERNELS, MMA_SOURCES, MVQ_BASE, MVQ_KERNELS, MV_GENERIC,
-    MV_KERNEL, MV_KINDS, MV_MAX_TILE, MV_SOURCES, SOURCES,
-};
+use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
+use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
+use super::{CudaBackend, MVQ_BASE, MV_GENERIC, MV_MAX_TILE};
 use crate::quant::GgmlType;
 
 /// The text of kernel source file `name` (one of SOURCES).
@@ -206,7 +205,7 @@ fn attention_reads_the_step_positions_only_after_its_pdl_wait() {
     // in set_rowpos), which is its write-after-read guard; it is in the main module.
     assert!(kernel_body("sched.cu", "rowpos_set").contains("RowPos* dst, RowPos v"));
     assert!(KERNELS.contains(&"rowpos_set"));
-    let engine = include_str!("engine.rs");
+    let engine = include_str!("engine/attention.rs");
     let set = &engine[engine.find("fn set_rowpos(").expect("set_rowpos")..];
     let set = &set[..set.find("\n    }\n").expect("its end")];
     assert!(
@@ -252,11 +251,11 @@ fn the_kernels_window_start_is_the_models() {
 
 #[test]
 fn graphs_note_says_what_ran_and_why() {
-    assert_eq!(super::graphs_note(true, false, 0), "on");
-    assert_eq!(super::graphs_note(false, false, 0), "off");
-    assert_eq!(super::graphs_note(false, true, 5), "off");
-    assert!(super::graphs_note(true, true, 0).starts_with("off (PPN_CUDA_PROF"));
-    assert!(super::graphs_note(true, false, 5).starts_with("on (jitter"));
+    assert_eq!(super::builder::graphs_note(true, false, 0), "on");
+    assert_eq!(super::builder::graphs_note(false, false, 0), "off");
+    assert_eq!(super::builder::graphs_note(false, true, 5), "off");
+    assert!(super::builder::graphs_note(true, true, 0).starts_with("off (PPN_CUDA_PROF"));
+    assert!(super::builder::graphs_note(true, false, 5).starts_with("on (jitter"));
 }
 
 #[test]
@@ -265,7 +264,7 @@ fn kernels_are_compiled_without_fma_contraction_or_flush_to_zero() {
     // source of truth is `nvrtc_options`, checked here so a change is deliberate. Every
     // module, cached (CUBIN for sm_XX) or not (PTX), is compiled with them.
     for arch in [None, Some("sm_90"), Some("compute_90")] {
-        let o = super::nvrtc_options(arch);
+        let o = super::nvrtc::nvrtc_options(arch);
         for want in [
             "--fmad=false",
             "--ftz=false",
@@ -473,7 +472,7 @@ fn the_grid_sizing_mirrors_the_vectorized_launch_bounds() {
 
 #[test]
 fn the_nvrtc_check_assembles_the_modules_as_the_backend_does() {
-    // scripts/nvrtc-check.py mirrors the module assembly of mod.rs in Python; a source or a
+    // scripts/nvrtc-check.py mirrors the module assembly of nvrtc.rs in Python; a source or a
     // vectorized format added here and not there would go unchecked by CI.
     let py = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/nvrtc-check.py"),
@@ -641,7 +640,7 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(
         py.contains(r##""#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])"##)
     );
-    // The launch geometry of engine.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
+    // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
     // pairs gate and up in one block / lane only with an even tile count per block or warp.
     for (warps, fused) in [(8, "false"), (16, "false"), (8, "true"), (16, "true")] {
@@ -663,30 +662,27 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         assert!(mma.contains(&set), "{set}");
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
             let (slot, warps) = super::engine::mma_decode_kernel(*ty, n_mt, 132);
-            let k = super::engine::mma_kernel(*ty, slot).unwrap();
+            let k = super::mma::mma_kernel(*ty, slot).unwrap();
             assert_eq!(k, 1 + 5 * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
-            let k = super::engine::mma_kernel(*ty, super::engine::MMA_FUSED + slot).unwrap();
+            let k = super::mma::mma_kernel(*ty, super::mma::MMA_FUSED + slot).unwrap();
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_f{warps}{suf}"));
         }
         assert_eq!(
-            MMA_KERNELS[super::engine::mma_kernel(*ty, 2).unwrap()],
+            MMA_KERNELS[super::mma::mma_kernel(*ty, 2).unwrap()],
             format!("mma_gemm{suf}")
         );
     }
     assert_eq!(
         MMA_KERNELS.len(),
-        1 + super::engine::MMA_SET * MMA_FORMATS.len()
+        1 + super::mma::MMA_SET * MMA_FORMATS.len()
     );
     // Q6_K decodes on 8 warps at every size (its 16-warp kernel spills); Q4_K on 16 when
     // the launch is small.
     use crate::quant::GgmlType::{Q4K, Q6K};
     assert_eq!(super::engine::mma_decode_kernel(Q6K, 2, 132).1, 8);
     assert_eq!(super::engine::mma_decode_kernel(Q4K, 2, 132).1, 16);
-    assert_eq!(
-        super::engine::mma_kernel(crate::quant::GgmlType::Q5K, 0),
-        None
-    );
+    assert_eq!(super::mma::mma_kernel(crate::quant::GgmlType::Q5K, 0), None);
     // Read after write: every mma kernel reads activations and scratch only after its
     // pdl_wait (weights are read-only; the bodies wait first, then call the per-super-block
     // functions that read XF/XE/XS). Negative control below.
@@ -766,13 +762,14 @@ fn mma_format_table_matches_the_host_layouts() {
     }
 }
 
-/// The fused decode rule (engine.rs mma_fused_smem): decode-sized launches whose rows x
+/// The fused decode rule (engine/mma.rs mma_fused_smem): decode-sized launches whose rows x
 /// super-blocks of prepared activations fit the shared memory budget and the block's warps
 /// in MMA_FUSE_ROUNDS rounds run as one kernel;
 /// the bytes are what the kernel lays out (kernels/mma.cu mma_decode_body, FUSE).
 #[test]
 fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
-    use super::engine::{mma_fused_smem, MMA_FUSE_SMEM_MAX, MMA_FUSE_UNIT};
+    use super::engine::{mma_fused_smem, MMA_FUSE_UNIT};
+    use super::mma::MMA_FUSE_SMEM_MAX;
     let cap = MMA_FUSE_SMEM_MAX;
     // XF (256 words), XS (8 floats), XE (1 float) per (row, super-block), as the kernel
     // carves its dynamic shared memory.

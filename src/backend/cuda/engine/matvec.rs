@@ -1,0 +1,629 @@
+//! The engine's matvec launches (kernels/matvec.cu, kernels/mvq.cu): which module a matrix
+//! and an op take, how an op splits into launches and row tiles, each launch's geometry and
+//! arguments, and the row staging a large tile needs. Laws it serves: a row's bits never
+//! depend on the batch. The kernel family is the matrix's alone (`vectorized`, the layout
+//! fixed at upload); the reduction order of every dot is fixed by the op's feature count
+//! (`warps_per_feature`), whichever launches and tiles carry it; tiles, grids, staging and
+//! rows per warp are timing only. Every module a launch needs is compiled when the engine
+//! is built (`modules_needed`), never by a launch.
+
+use cudarc::driver::LaunchConfig;
+
+use super::weights::{DevLayer, DevWeight};
+use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP, MODE_STORE};
+use crate::backend::cuda::{GpuBuf, GpuStream, MVQ_BASE, MV_GENERIC, MV_MAX_TILE};
+use crate::backend::BResult;
+use crate::model::Activation;
+use crate::quant::{repack, GgmlType};
+
+/// Warps per block of the fused matvec (`MV_WARPS` in kernels/matvec.cu).
+const MV_WARPS: usize = 8;
+
+/// How a matvec over `rows` rows is launched: (first row, rows, row tile) per launch, every
+/// launch over whole tiles only, so no kernel runs its per-row checked loop for a partial
+/// tile (kernels/matvec.cu `warp_dots`). Up to MV_MAX_TILE rows: one launch with the tile
+/// equal to the rows; more: the whole tiles of MV_MAX_TILE, then the rest as one tile. A row's
+/// bits never depend on its tile (every tile walks each row's dot in the same order).
+/// (An iterator, not a Vec: it runs for every matvec of every decode step.)
+pub(in crate::backend::cuda) fn row_tiles(
+    rows: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> {
+    let whole = if rows <= MV_MAX_TILE {
+        rows
+    } else {
+        rows - rows % MV_MAX_TILE
+    };
+    let first = (0, whole, whole.min(MV_MAX_TILE));
+    let rest = (whole < rows).then(|| (whole, rows - whole, rows - whole));
+    std::iter::once(first).chain(rest)
+}
+
+/// The row tiles an engine of `max_rows` may launch (`row_tiles` of every row count up to
+/// it): 1..=max_rows up to MV_MAX_TILE (beyond it, remainders are below MV_MAX_TILE).
+pub(in crate::backend::cuda) fn tiles_up_to(max_rows: usize) -> Vec<usize> {
+    (1..=max_rows.min(MV_MAX_TILE)).collect()
+}
+
+/// The `FMT_*` id of kernels/matvec.cu for a tensor type.
+pub(in crate::backend::cuda) fn fmt_of(ty: GgmlType) -> i32 {
+    match ty {
+        GgmlType::F32 => 0,
+        GgmlType::F16 => 1,
+        GgmlType::BF16 => 2,
+        GgmlType::Q4_0 => 3,
+        GgmlType::Q4_1 => 4,
+        GgmlType::Q5_0 => 5,
+        GgmlType::Q5_1 => 6,
+        GgmlType::Q8_0 => 7,
+        GgmlType::Q2K => 8,
+        GgmlType::Q3K => 9,
+        GgmlType::Q4K => 10,
+        GgmlType::Q5K => 11,
+        GgmlType::Q6K => 12,
+    }
+}
+
+/// A matrix as the launch planning sees it: its format and whether it is packed for the
+/// vectorized matvec (`DevWeight::packed`).
+pub(in crate::backend::cuda) type MatKind = (GgmlType, bool);
+
+/// The module kind of one format: its byte-wise module, or (packed) its vectorized one.
+pub(in crate::backend::cuda) fn kind_of((ty, packed): MatKind) -> usize {
+    fmt_of(ty) as usize + if packed { MVQ_BASE } else { 0 }
+}
+
+/// The matvec module a launch over matrices of these kinds runs: the kind's own when they
+/// all share one, else the generic one (only byte-wise matrices are ever mixed in a launch).
+pub(in crate::backend::cuda) fn mv_kind(mut tys: impl Iterator<Item = MatKind>) -> usize {
+    let Some(t0) = tys.next() else {
+        return MV_GENERIC;
+    };
+    if tys.all(|t| t == t0) {
+        kind_of(t0)
+    } else {
+        MV_GENERIC
+    }
+}
+
+/// How one matvec op over matrices of kinds `tys` is launched: (format, module kind) per
+/// launch. Side-by-side matrices (modes 0 and 1) of several kinds go out as one launch per
+/// kind; gate|up (mode 2) must stay one launch, so a mixed pair takes the generic module
+/// (engines pack gate and up only together, so a mixed pair is byte-wise).
+pub(in crate::backend::cuda) fn launch_groups(
+    tys: impl Iterator<Item = MatKind>,
+    mode: i32,
+) -> Vec<(GgmlType, usize)> {
+    let tys: Vec<MatKind> = tys.collect();
+    let mut out: Vec<(GgmlType, usize)> = Vec::new();
+    if mode == MODE_GATE_UP {
+        if let Some(&t0) = tys.first() {
+            out.push((t0.0, mv_kind(tys.into_iter())));
+        }
+        return out;
+    }
+    for t in tys {
+        let k = kind_of(t);
+        if !out.iter().any(|(_, j)| *j == k) {
+            out.push((t.0, k));
+        }
+    }
+    out
+}
+
+/// Weight rows per warp of a vectorized launch (1, 2 or 4; gate|up at least 2, a gate row
+/// and its up row). Each x value a warp reads serves its rows: tiles over 4 rows take 4 (x
+/// reads would bound them otherwise), smaller ones 2 unless that leaves fewer than about
+/// 2048 warps. Free to vary: it changes which warp computes a row, never how.
+pub(in crate::backend::cuda) fn mvq_rows_per_warp(
+    features: usize,
+    gate_up: bool,
+    tile: usize,
+) -> usize {
+    if tile > 4 {
+        4
+    } else if gate_up || features >= 4096 {
+        2
+    } else {
+        1
+    }
+}
+
+/// Blocks of a vectorized kernel that stay resident per SM: its launch bounds
+/// (`MVQ_MIN_BLOCKS` in kernels/mvq.cu), which size the launch's grid.
+pub(in crate::backend::cuda) fn mvq_blocks_per_sm(nw: usize, tile: usize) -> usize {
+    if nw == 4 {
+        1
+    } else if tile <= 2 {
+        3
+    } else {
+        2
+    }
+}
+
+/// Dynamic shared memory (bytes) of a vectorized launch: the staged tile when `staged`,
+/// the run sums of x for a format with offsets, and the tile's norm factors.
+pub(in crate::backend::cuda) fn mvq_smem(
+    ty: GgmlType,
+    tile: usize,
+    n_in: usize,
+    staged: bool,
+) -> usize {
+    let sums = if repack::has_offsets(ty) {
+        tile * n_in / 16
+    } else {
+        0
+    };
+    4 * (if staged { tile * n_in } else { 0 } + sums + tile)
+}
+
+/// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
+/// of the launch's feature count alone — the matrix shapes, never the batch — so a row's
+/// reduction order is fixed: few features get more warps each (up to about 4096 warps, one
+/// wave at 32 resident warps per SM on an H200), to keep the GPU busy.
+pub(in crate::backend::cuda) fn warps_per_feature(features: usize) -> usize {
+    let mut w = MV_WARPS;
+    while w > 1 && features * w > 4096 {
+        w /= 2;
+    }
+    w
+}
+
+/// One matrix of a fused matvec launch (`struct MvMat` in kernels/matvec.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(super) struct MvMat {
+    pub(super) w: u64,
+    pub(super) row_bytes: u64,
+    pub(super) y: u64,
+    pub(super) n_out: i32,
+    pub(super) fmt: i32,
+}
+
+/// A fused matvec launch (`struct MvArgs` in kernels/matvec.cu; the modes are described
+/// there).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(super) struct MvArgs {
+    pub(super) m: [MvMat; 3],
+    pub(super) x: u64,
+    pub(super) norm: u64,
+    pub(super) n_mat: i32,
+    pub(super) n_in: i32,
+    pub(super) rows: i32,
+    pub(super) mode: i32,
+    pub(super) act: i32,
+    pub(super) eps: f32,
+}
+
+/// Bytes of the MvArgs kernel parameter (the CUDA struct must have the same size).
+#[cfg(test)]
+pub(in crate::backend::cuda) fn mv_args_bytes() -> usize {
+    std::mem::size_of::<MvArgs>()
+}
+
+/// The matvec modules (kind, row tile) the launches over `layers` and `output` need for up
+/// to `max_rows` rows, and whether any of their matrices is in the tensor-core layout (then
+/// the mma module is needed too). A function of the matrices and `max_rows` alone.
+pub(super) fn modules_needed(
+    layers: &[DevLayer],
+    output: Option<&DevWeight>,
+    max_rows: usize,
+) -> (Vec<(usize, usize)>, bool) {
+    let mut kinds: Vec<usize> = Vec::new();
+    let mut any_mma = false;
+    let mut need = |tys: &[&DevWeight], mode: i32| {
+        any_mma |= tys.iter().any(|w| w.mma);
+        kinds.extend(
+            launch_groups(tys.iter().filter(|w| !w.mma).map(|w| w.kind()), mode)
+                .into_iter()
+                .map(|g| g.1),
+        );
+    };
+    for l in layers {
+        need(&[&l.wq, &l.wk, &l.wv], MODE_STORE);
+        need(&[&l.wo], MODE_ADD);
+        need(&[&l.gate, &l.up], MODE_GATE_UP);
+        need(&[&l.down], MODE_ADD);
+    }
+    if let Some(o) = output {
+        need(&[o], MODE_STORE);
+    }
+    kinds.sort_unstable();
+    kinds.dedup();
+    let tiles = tiles_up_to(max_rows);
+    let need: Vec<(usize, usize)> = kinds
+        .iter()
+        .flat_map(|&k| tiles.iter().map(move |&t| (k, t)))
+        .collect();
+    (need, any_mma)
+}
+
+impl CudaEngine {
+    /// One fused matvec launch over `mats` (their outputs side by side), input rows
+    /// `x` (`[rows, n_in]`, normalized in the prologue when `norm` is given), epilogue `mode`.
+    /// Callers pass matrices of one input width and output buffers holding rows x n_out.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mv(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        norm: Option<&GpuBuf>,
+        rows: usize,
+        mode: i32,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        // The reduction order of every dot is fixed by the whole op's feature count (its
+        // warps per feature), whichever launches carry it.
+        let features: usize = mats
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mode != MODE_GATE_UP || *i == 0)
+            .map(|(_, (w, _))| w.rows)
+            .sum();
+        // The split of each byte-wise dot over warps, from the op's shape (a vectorized dot
+        // is one warp's, whatever the shape).
+        let wpf = warps_per_feature(features);
+        // --mma: the matrices in a tensor-core layout go out as one mma launch per format, in
+        // order of first appearance (gate|up: both or neither, one format, decided at
+        // upload), the rest below as without it. Which matrices those are is fixed at upload
+        // from the matrices alone, never by the rows; each output's order is its own row's
+        // (kernels/mma.cu), so how the launches are split changes no bits.
+        // An op whose matrices all take it in one format (every op of a Q4_K model) goes out
+        // as it is, with no split to build on the walk.
+        if let Some((w0, _)) = mats.first() {
+            if mats.iter().all(|(w, _)| w.mma && w.ty == w0.ty) {
+                return self.mma_launch(s, mats, x, norm, rows, mode, op);
+            }
+        }
+        let rest_buf: Vec<(&DevWeight, u64)>;
+        let mats = if mats.iter().any(|(w, _)| w.mma) {
+            let (m, rest): (Vec<_>, Vec<_>) = mats.iter().copied().partition(|(w, _)| w.mma);
+            if mode == MODE_GATE_UP && !rest.is_empty() {
+                return Err(self.err(&op(), "gate|up with one matrix in the mma layout"));
+            }
+            let mut tys: Vec<GgmlType> = Vec::new();
+            for (w, _) in &m {
+                if !tys.contains(&w.ty) {
+                    tys.push(w.ty);
+                }
+            }
+            for ty in tys {
+                let group: Vec<_> = m.iter().copied().filter(|(w, _)| w.ty == ty).collect();
+                self.mma_launch(s, &group, x, norm, rows, mode, op)?;
+            }
+            if rest.is_empty() {
+                return Ok(());
+            }
+            rest_buf = rest;
+            &rest_buf[..]
+        } else {
+            mats
+        };
+        // One launch (the decode path: every op of a one-format model) without building the
+        // groups; exactly the cases where `launch_groups` gives one.
+        let k0 = mats[0].0.kind();
+        if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| w.kind() == k0) {
+            return self.mv_launch(s, mats, x, norm, rows, mode, wpf, op);
+        }
+        // Mixed kinds side by side (q|k|v): one launch per kind, each with the op's split,
+        // so every feature's bits are those of a fused launch.
+        for (_, kind) in launch_groups(mats.iter().map(|(w, _)| w.kind()), mode) {
+            let part: Vec<(&DevWeight, u64)> = mats
+                .iter()
+                .filter(|(w, _)| kind_of(w.kind()) == kind)
+                .copied()
+                .collect();
+            self.mv_launch(s, &part, x, norm, rows, mode, wpf, op)?;
+        }
+        Ok(())
+    }
+
+    /// The arguments of one fused matvec launch over `mats` (kernels/matvec.cu MvArgs; the
+    /// rows are set per launch) and its output features (mode 2: the gate's). Checks that
+    /// every matrix has the launch's width, a whole number of 32-element chunks.
+    pub(super) fn mv_args(
+        &self,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        norm: Option<&GpuBuf>,
+        mode: i32,
+        op: &dyn Fn() -> String,
+    ) -> BResult<(MvArgs, usize)> {
+        let c = &self.model.cfg;
+        let n_in = mats[0].0.cols;
+        // The kernel walks whole 32-element chunks (every block format's block is 32 or 256
+        // elements; a float matrix must be 32-aligned too).
+        if !n_in.is_multiple_of(32) {
+            return Err(self.err(
+                &op(),
+                format!("matrix width {n_in} is not a multiple of 32"),
+            ));
+        }
+        let mut a = MvArgs {
+            x,
+            norm: norm.map_or(0, |w| w.at(0)),
+            n_mat: mats.len() as i32,
+            n_in: to_i32(n_in, "matvec n_in")?,
+            mode,
+            act: match c.activation {
+                Activation::Silu => 0,
+                Activation::GeluTanh => 1,
+            },
+            eps: c.rms_eps,
+            ..Default::default()
+        };
+        let mut features = 0usize;
+        for (i, (w, y)) in mats.iter().enumerate() {
+            if w.cols != n_in {
+                return Err(self.err(
+                    &op(),
+                    format!("matrices of widths {} and {n_in} in one launch", w.cols),
+                ));
+            }
+            a.m[i] = MvMat {
+                w: w.raw.ptr(),
+                row_bytes: w.row_bytes as u64,
+                y: *y,
+                n_out: to_i32(w.rows, "matvec n_out")?,
+                fmt: fmt_of(w.ty),
+            };
+            if mode != MODE_GATE_UP || i == 0 {
+                features += w.rows;
+            }
+        }
+        Ok((a, features))
+    }
+
+    /// One matvec launch over `mats` with `wpf` warps per feature (byte-wise), or the
+    /// vectorized launch when they are packed.
+    #[allow(clippy::too_many_arguments)]
+    fn mv_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        norm: Option<&GpuBuf>,
+        rows: usize,
+        mode: i32,
+        wpf: usize,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let n_in = mats[0].0.cols;
+        let (a, features) = self.mv_args(mats, x, norm, mode, op)?;
+        let kind = mv_kind(mats.iter().map(|(w, _)| w.kind()));
+        // Two dots per pass: gate and up of one feature when they share a format, or two
+        // adjacent features of a lone matrix whose features each get one warp (the head).
+        // Neither changes any dot's order (kernels/matvec.cu: warp_dots).
+        // (A mixed-format launch runs the generic kernel, which never pairs.)
+        let pair = match mode {
+            MODE_GATE_UP => mats.len() == 2 && mats[0].0.ty == mats[1].0.ty,
+            _ => mats.len() == 1 && wpf == 1,
+        };
+        let per_slot = if pair && mode != MODE_GATE_UP { 2 } else { 1 };
+        let groups = features.div_ceil(per_slot * MV_WARPS / wpf);
+        let wpf_i = wpf as i32;
+        let feat_i = to_i32(features, "matvec features")?;
+        let pair_i = pair as i32;
+        let prof_kind = match (mode, mats.len(), norm.is_some()) {
+            (MODE_GATE_UP, _, _) => "mv norm+gate|up+act",
+            (MODE_ADD, _, _) => "mv +residual",
+            (_, 3, _) => "mv norm+q|k|v",
+            (_, _, true) => "mv norm+head",
+            _ => "mv store",
+        };
+        if mats[0].0.packed {
+            return self.mvq_launch(s, mats, &a, kind, norm, (rows, features), prof_kind, op);
+        }
+        for (r0, n, tile) in row_tiles(rows) {
+            let f = self.dx.mv_func(kind, tile)?;
+            // This launch's rows r0..r0+n: x and every y start at row r0 (each row's result
+            // is independent of the others and of the tile).
+            let mut t = a;
+            t.x = x + (4 * r0 * n_in) as u64;
+            t.rows = to_i32(n, "rows")?;
+            for (m, (w, y)) in t.m.iter_mut().zip(mats) {
+                m.y = *y + (4 * r0 * w.rows) as u64;
+            }
+            // Enough blocks for one round of feature slots, at most what the GPU holds at
+            // once (4 per SM for tiles up to 4 rows, else 3: the kernel's launch bounds):
+            // extra slots loop inside the blocks.
+            let per_sm = if tile <= 4 { 4 } else { 3 };
+            let blocks = groups.min(per_sm * self.dx.sms);
+            // The input tile (and the norm weights) go to shared memory when they fit: the
+            // dot loop then never waits on a global load of x.
+            let stage_bytes = 4 * (tile + norm.is_some() as usize) * n_in;
+            let stage_x = stage_bytes <= self.dx.stage_max;
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    to_u32(blocks, "matvec blocks")?,
+                    to_u32(n / tile, "matvec row tiles")?,
+                    1,
+                ),
+                block_dim: (32 * MV_WARPS as u32, 1, 1),
+                shared_mem_bytes: if stage_x { stage_bytes as u32 } else { 0 },
+            };
+            let stage_i = stage_x as i32;
+            let e0 = self.prof_start(s);
+            let mut p = [kp(&t), kp(&wpf_i), kp(&feat_i), kp(&stage_i), kp(&pair_i)];
+            // SAFETY: mv_tile(MvArgs a, int wpf, int features, int stage_x, int pair), the
+            // module's tile equal to `tile` and n a whole number of tiles (row_tiles), with
+            // MvArgs laid out as the CUDA struct, features the launch's output features (mode
+            // 2: the gate's), stage_x set only when the dynamic shared memory requested (at
+            // most stage_max, which the kernel is opted in to) holds the tile and, for a norm
+            // launch, the norm weights; pair only for gate|up of one format or a lone matrix;
+            // each matrix pointer holds n_out rows of row_bytes bytes of its format (uploaded
+            // from the checked Weight), all of width n_in; x holds rows * n_in values and each
+            // y rows * n_out (engine scratch sized max_rows, rows checked by the callers; the
+            // head's logits range is checked), so rows r0..r0+n of both are in range; norm,
+            // when set, holds n_in values.
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+            self.prof_end(s, prof_kind, e0);
+        }
+        Ok(())
+    }
+
+    /// One vectorized matvec launch (kernels/mvq.cu) per row tile: `a` is the launch's
+    /// arguments with every matrix packed and of module `kind`, `features` its output
+    /// features (mode 2: the gate's). A tile too large to stage in shared memory reads rows
+    /// that stage_rows laid out (and normalized) in the engine's `xn` first.
+    #[allow(clippy::too_many_arguments)]
+    fn mvq_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        a: &MvArgs,
+        kind: usize,
+        norm: Option<&GpuBuf>,
+        (rows, features): (usize, usize),
+        prof_kind: &'static str,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let n_in = mats[0].0.cols;
+        let ty = mats[0].0.ty;
+        // mv_kind gives a vectorized kind only when every matrix is packed and of one format
+        // (a mix is the generic, byte-wise kind).
+        if kind < MVQ_BASE {
+            return Err(self.err(&op(), "a vectorized launch over unpacked or mixed matrices"));
+        }
+        let gate_up = a.mode == MODE_GATE_UP;
+        if gate_up && mats.len() != 2 {
+            return Err(self.err(&op(), "gate|up needs its two matrices"));
+        }
+        let feat_i = to_i32(features, "matvec features")?;
+        let mut laid_out = false;
+        for (r0, n, tile) in row_tiles(rows) {
+            let nw = mvq_rows_per_warp(features, gate_up, tile);
+            let f = self
+                .dx
+                .mv_variant(kind, tile, nw.trailing_zeros() as usize)?;
+            // The tile stages in shared memory when it fits: up to stage_max, or for a
+            // four-rows-per-warp kernel (one block per SM by its launch bounds, so shared
+            // memory costs no residency) whatever the block may use beside the run sums.
+            // Timing only: staged and laid-out tiles give every row the same bits. Measured
+            // on an H200 (B=8, 8B shape, Q8_0): 3415 -> 3712 tok/s, receipts `same`.
+            let limit = if nw == 4 {
+                self.dx
+                    .smem_max
+                    .saturating_sub(mvq_smem(ty, tile, n_in, false))
+            } else {
+                self.dx.stage_max
+            };
+            let staged = 4 * tile * n_in <= limit.max(self.dx.stage_max);
+            let mut t = *a;
+            t.x = a.x + (4 * r0 * n_in) as u64;
+            if !staged {
+                // The kernel reads such a tile from xn, laid out (and normalized) there for
+                // all rows at once, on the first tile that needs it.
+                if !laid_out {
+                    self.stage_rows(s, a.x, norm, rows, n_in, op)?;
+                    laid_out = true;
+                }
+                t.x = self.xn.at(0) + (4 * r0 * n_in) as u64;
+                t.norm = 0;
+            }
+            t.rows = to_i32(n, "rows")?;
+            for (m, (w, y)) in t.m.iter_mut().zip(mats) {
+                m.y = *y + (4 * r0 * w.rows) as u64;
+            }
+            // Groups of nw rows (mode 2: nw / 2 features), one per warp at a time; at most
+            // as many blocks as the launch bounds keep resident, extra groups loop inside
+            // the warps. A launch of several row tiles (grid.y, a prime chunk) shares that
+            // residency between its tiles, so each block stages its tile once for many
+            // groups: a 512-row chunk on SmolLM2's shape (64 tiles, 96 blocks each, one
+            // group per warp) spent most of each block staging 8 rows for 16 features.
+            // Timing only: the order of a dot never depends on the grid.
+            let per_group = if gate_up { nw / 2 } else { nw };
+            let resident = mvq_blocks_per_sm(nw, tile) * self.dx.sms;
+            let blocks = features
+                .div_ceil(per_group)
+                .div_ceil(MV_WARPS)
+                .min((resident / (n / tile)).max(1))
+                .max(1);
+            let smem = mvq_smem(ty, tile, n_in, staged);
+            if smem > self.dx.smem_max {
+                return Err(self.err(
+                    &op(),
+                    format!("{smem} bytes of shared memory for a {tile}-row tile of width {n_in}"),
+                ));
+            }
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    to_u32(blocks, "matvec blocks")?,
+                    to_u32(n / tile, "matvec row tiles")?,
+                    1,
+                ),
+                block_dim: (32 * MV_WARPS as u32, 1, 1),
+                shared_mem_bytes: smem as u32,
+            };
+            let stage_i = staged as i32;
+            let e0 = self.prof_start(s);
+            let mut p = [kp(&t), kp(&feat_i), kp(&stage_i)];
+            // SAFETY: mvq_wN(MvArgs a, int features, int stage_x) of the module (kind, tile),
+            // N = nw (MVQ_KERNELS[log2 nw]); n is a whole number of tiles (row_tiles); MvArgs
+            // is laid out as the CUDA struct and every matrix pointer holds n_out rows of
+            // row_bytes bytes in crate::quant::repack's layout of format `ty` (packed at
+            // upload, checked above), all of width n_in (checked by mv_launch), a multiple of
+            // 32 whose units the kernel reads only below n_in / 32; x (or xn) holds rows *
+            // n_in values and each y rows * n_out (engine scratch of max_rows, rows checked by
+            // callers; the head's logits range is checked), so rows r0..r0+n are in range;
+            // the dynamic shared memory requested (<= smem_max, opted in at load) is what
+            // the kernel lays out for this tile, format and stage_x (mvq_smem); norm, when
+            // set, holds n_in values and is set only when stage_x (else x is xn, laid out).
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+            self.prof_end(s, prof_kind, e0);
+        }
+        Ok(())
+    }
+
+    /// xn[r] = x[r] (normalized by w when given) for rows r < rows of width n, in the
+    /// vectorized matvec's swizzled layout (kernels/norm.cu stage_rows).
+    fn stage_rows(
+        &self,
+        s: &GpuStream,
+        x: u64,
+        w: Option<&GpuBuf>,
+        rows: usize,
+        n: usize,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        if n > self.xn_width {
+            return Err(self.err(
+                &op(),
+                format!("rows of width {n} exceed the staging scratch"),
+            ));
+        }
+        let (xp, op_) = (x, self.xn.at(0));
+        let (wp, has) = w.map_or((0u64, 0i32), |w| (w.at(0), 1));
+        let (r, n_i, eps) = (
+            to_i32(rows, "rows")?,
+            to_i32(n, "width")?,
+            self.model.cfg.rms_eps,
+        );
+        let cfg = LaunchConfig {
+            // One block of 256 threads per row (sumsq256 in kernels/common.cu).
+            grid_dim: (to_u32(rows, "stage blocks")?, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let f = self.dx.func("stage_rows")?;
+        let e0 = self.prof_start(s);
+        let mut p = [
+            kp(&xp),
+            kp(&wp),
+            kp(&op_),
+            kp(&r),
+            kp(&n_i),
+            kp(&eps),
+            kp(&has),
+        ];
+        // SAFETY: stage_rows(const float* x, const float* w, float* out, int rows, int n,
+        // float eps, int has_norm); x is engine scratch holding rows x n values (the matvec's
+        // input), out the engine's xn of max_rows x xn_width (rows <= max_rows checked by
+        // callers, n <= xn_width above; n a multiple of 32, so float4-aligned rows); w is
+        // read only when has_norm and then holds n values.
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, "stage x (unstaged tile)", e0);
+        Ok(())
+    }
+}

@@ -1,0 +1,296 @@
+//! The engine's tensor-core launches (kernels/mma.cu): the scratch mma_prep writes, the
+//! launch geometry (fused decode or prep then decode or GEMM, warps per block, grids) and
+//! `mma_launch` itself. Laws it serves: every geometry choice is a function of the launch's
+//! shape alone (rows, widths, SM count), never of timing, and every kernel it picks computes
+//! THE ORDER of kernels/mma.cu for each output, so the choice is timing only and changes no
+//! bit; which matrices come here is decided at upload (weights.rs, cuda/mma.rs).
+
+use std::sync::Arc;
+
+use cudarc::driver::LaunchConfig;
+
+use super::weights::DevWeight;
+use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
+use crate::backend::cuda::mma::{
+    mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
+};
+use crate::backend::cuda::{alloc_zeroed_on, op_err, DevCtx, GpuBuf, GpuStream};
+use crate::backend::BResult;
+use crate::quant::GgmlType;
+
+/// mma_prep's output (kernels/mma.cu) for one launch at a time, in one buffer: per column
+/// (max_rows rounded up to whole 8-column n-tiles) and super-block of the widest input, the
+/// B fragments XF (256 words), then 2^E (XE, 1 float), then the sub-block sums (XS, 8
+/// floats); a launch of n_sb super-blocks packs its columns at stride n_sb from each start.
+pub(super) struct MmaScratch {
+    pub(super) buf: GpuBuf,
+    cols: usize,
+    sbs: usize,
+}
+
+impl MmaScratch {
+    pub(super) fn new(
+        dx: &Arc<DevCtx>,
+        max_rows: usize,
+        width: usize,
+        s: &GpuStream,
+    ) -> BResult<Self> {
+        let (cols, sbs) = (max_rows.div_ceil(8) * 8, width.div_ceil(256));
+        let n = cols
+            .checked_mul(sbs)
+            .and_then(|u| u.checked_mul(256 + 1 + 8))
+            .ok_or_else(|| op_err(format!("mma scratch of {cols} x {sbs} overflows")))?;
+        Ok(MmaScratch {
+            buf: alloc_zeroed_on(dx, n, s)?,
+            cols,
+            sbs,
+        })
+    }
+
+    /// (XF, XE, XS) device pointers. Each part starts 32-byte aligned (cols is a multiple
+    /// of 8), as the kernels' uint4 / float4 loads need.
+    fn parts(&self) -> (u64, u64, u64) {
+        let n = self.cols * self.sbs;
+        (self.buf.at(0), self.buf.at(256 * n), self.buf.at(257 * n))
+    }
+}
+
+/// Shared memory of one (row, super-block) of prepared activations in the fused decode
+/// kernel (kernels/mma.cu mma_prep_block): XF 256 words, 8 sub-block sums, 2^E.
+pub(in crate::backend::cuda) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
+
+/// Rounds of (row, super-block) preparation a fused decode block's warps may take: every
+/// block prepares all the launch's rows itself (no scratch to share), one item per warp a
+/// round, each round about one L2 round trip plus the split; past ~4 rounds (~1 us) that
+/// redundant work would cost about what the mma_prep launch it replaces does (~1.8 us a
+/// dependent launch, measured as the eager gap). An estimate, not a measurement:
+/// scripts/gpu-fuse.sh's bench is where to tune it and MMA_FUSE_SMEM_MAX.
+pub(super) const MMA_FUSE_ROUNDS: usize = 4;
+
+/// Rows of the launches the fused decode takes: one (eager). Measured on one H200 with
+/// `--mma on` (session 5 call b1, against the unfused build, same bits): eager +16 % on the
+/// SmolLM2 shape (1153 -> 1338 tok/s) and +6 % on Gemma-3's, but B = 8 -12 % / -19 % (9206 ->
+/// 8110, 8142 -> 6633): every block preparing all eight rows itself costs more than the
+/// mma_prep launch it replaces.
+pub(super) const MMA_FUSE_MAX_ROWS: usize = 1;
+
+/// The host rule for the fused decode: Some(dynamic shared memory bytes) when a launch of
+/// `rows` rows of `n_in` inputs on the decode kernel of `warps` warps (mma_decode_kernel)
+/// runs as ONE kernel that prepares its rows itself (decode sized, rows <= MMA_DECODE_MAX;
+/// its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take at most
+/// MMA_FUSE_ROUNDS rounds of the block's warps), None for mma_prep then the decode kernel
+/// or GEMM. A function of the launch's shape alone (never of timing); both paths write the
+/// same bytes of XF/XE/XS (kernels/mma.cu mma_prep_sb), so the choice changes no bit.
+pub(in crate::backend::cuda) fn mma_fused_smem(
+    rows: usize,
+    n_in: usize,
+    warps: usize,
+    cap: usize,
+) -> Option<usize> {
+    let items = rows.checked_mul(n_in.div_ceil(256))?;
+    let bytes = items.checked_mul(MMA_FUSE_UNIT)?;
+    let rounds = items.div_ceil(warps.max(1));
+    (rows == MMA_FUSE_MAX_ROWS && bytes <= cap && rounds <= MMA_FUSE_ROUNDS).then_some(bytes)
+}
+
+/// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block) of format `ty`:
+/// 16 warps (super-blocks in flight) when fewer than two blocks per SM would run, else 8;
+/// Q6_K always 8 (its 16-warp kernel spills ~50 bytes a thread under the 128-register cap
+/// of a 512-thread block; the 8-warp one spills none: scripts/nvrtc-check.py builds both).
+/// A function of the launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so
+/// the bits are the same either way (research/mma-q4k measured every decode variant equal).
+pub(in crate::backend::cuda) fn mma_decode_kernel(
+    ty: GgmlType,
+    n_mt: usize,
+    sms: usize,
+) -> (usize, u32) {
+    if ty != GgmlType::Q6K && n_mt.div_ceil(2) < 2 * sms {
+        (MMA_DECODE_K16, 16)
+    } else {
+        (MMA_DECODE_K8, 8)
+    }
+}
+
+/// Warps along n of a GEMM block (4 x wn warps, 2 x 2 tiles each): 4, the measured
+/// prototype's shape, unless its grid would not give every SM a block (SmolLM2's and
+/// Gemma-3's narrow matrices: 576 rows are 5 m-blocks, 40 blocks at 512 rows for 132 SMs);
+/// then the largest of 2, 1 that does, else 1. A function of the launch's shape alone;
+/// timing only: every tiling adds each output's super-blocks in order in one lane.
+pub(in crate::backend::cuda) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: usize) -> usize {
+    let m_blocks = n_mt.div_ceil(8);
+    [4, 2]
+        .into_iter()
+        .find(|wn| m_blocks * rows.div_ceil(16 * wn) >= sms)
+        .unwrap_or(1)
+}
+
+/// Rows of a launch the decode kernel takes (one n-tile of 8 columns); more go to the GEMM.
+/// Timing only: both kernels compute THE ORDER (the GPU script's chunk gates check it).
+pub(in crate::backend::cuda) const MMA_DECODE_MAX: usize = 8;
+
+impl CudaEngine {
+    /// The tensor-core launch (kernels/mma.cu) over `mats`, every one in the mma layout:
+    /// mma_prep (the rows normalized as stage_rows does, then split into f16 fragments),
+    /// then for all `rows` at once the decode kernel (up to MMA_DECODE_MAX rows) or the
+    /// GEMM, each ending in mv_finish (store, += residual, act(gate) * up); or, when
+    /// mma_fused_smem takes the launch's shape, one fused decode kernel that prepares the
+    /// rows itself with mma_prep's expressions. Every output is THE ORDER of
+    /// kernels/mma.cu, whatever the rows: the kernel choice is timing only.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mma_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        norm: Option<&GpuBuf>,
+        rows: usize,
+        mode: i32,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let Some(scratch) = &self.mma else {
+            return Err(self.err(&op(), "an mma launch on an engine without mma scratch"));
+        };
+        let ty = mats[0].0.ty;
+        if mats.iter().any(|(w, _)| !w.mma || w.ty != ty) {
+            return Err(self.err(
+                &op(),
+                "an mma launch over a matrix not in the mma layout or of another format",
+            ));
+        }
+        let gate_up = mode == MODE_GATE_UP;
+        if gate_up && (mats.len() != 2 || mats[0].0.rows != mats[1].0.rows) {
+            return Err(self.err(&op(), "mma gate|up needs two matrices of one shape"));
+        }
+        let kernel = |slot: usize| {
+            mma_kernel(ty, slot)
+                .ok_or_else(|| self.err(&op(), format!("no mma kernels for {}", ty.name())))
+        };
+        let n_in = mats[0].0.cols;
+        // Super-blocks of 256 inputs; the 32-element formats' last one may be partial
+        // (mma_prep pads it with zeros, the kernels add only whole blocks of 32 of n_in).
+        let n_sb = n_in.div_ceil(256);
+        let unit = crate::quant::repack::mma_col_unit(ty);
+        if rows == 0 || rows > scratch.cols || n_sb > scratch.sbs || !n_in.is_multiple_of(unit) {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "mma launch of {rows} rows of width {n_in}: scratch holds {} x {}",
+                    scratch.cols,
+                    256 * scratch.sbs
+                ),
+            ));
+        }
+        let (mut a, _) = self.mv_args(mats, x, norm, mode, op)?;
+        a.rows = to_i32(rows, "rows")?;
+        // m-tiles: the matrices' back to back, or gate|up's pairs (kernels/mma.cu head).
+        let n_mt: usize = if gate_up {
+            2 * mats[0].0.rows / 16
+        } else {
+            mats.iter().map(|(w, _)| w.rows / 16).sum()
+        };
+        let (xf, xe, xs) = scratch.parts();
+        let decode = rows <= MMA_DECODE_MAX;
+        // --fault mma-row-order: the planted row-count-dependent order (kernels/mma.cu),
+        // in mma_prep and the fused decode alike.
+        let plant = i32::from(self.spec.fault_mma_row_order);
+        let (n_mt_i, n_sb_i, rows_i) = (
+            to_i32(n_mt, "mma m-tiles")?,
+            to_i32(n_sb, "mma super-blocks")?,
+            to_i32(rows, "rows")?,
+        );
+        let (k, warps) = mma_decode_kernel(ty, n_mt, self.dx.sms);
+        // The decode kernels' grid, fused or not: 2 m-tiles a block.
+        let dec = |smem: u32| -> BResult<LaunchConfig> {
+            Ok(LaunchConfig {
+                grid_dim: (to_u32(n_mt.div_ceil(2), "mma decode blocks")?, 1, 1),
+                block_dim: (32 * warps, 1, 1),
+                shared_mem_bytes: smem,
+            })
+        };
+        if let Some(smem) = mma_fused_smem(rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
+            let cfg = dec(to_u32(smem, "mma fused shared memory")?)?;
+            let f = self.dx.mma_func(kernel(MMA_FUSED + k)?)?;
+            let e0 = self.prof_start(s);
+            let mut p = [kp(&a), kp(&n_mt_i), kp(&n_sb_i), kp(&rows_i), kp(&plant)];
+            // SAFETY: mma_decode_f8/f16 of format ty (MMA_KERNEL_SET: MvArgs a, int n_mt, int
+            // n_sb, int ncols, int plant); the weights and outputs as for the decode kernel
+            // below (same checks above); a.x holds `rows` rows of n_in floats and a.norm, when
+            // set, n_in values (as for mma_prep below); the dynamic shared memory `smem` is
+            // rows * n_sb * MMA_FUSE_UNIT bytes, what mma_prep_block lays out, and at most
+            // mma_fuse_cap, which prepare_mma opted the kernel in to.
+            unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+            self.prof_end(s, "mma decode fused", e0);
+            return Ok(());
+        }
+        // The GEMM reads whole n-tiles of 8 columns (the padding prepared as zeros); the
+        // decode kernel reads only the launch's rows. Warps of a block take 8 super-blocks.
+        let cols = if decode { rows } else { rows.div_ceil(8) * 8 };
+        let prep = LaunchConfig {
+            grid_dim: (
+                to_u32(cols, "mma prep columns")?,
+                to_u32(n_sb.div_ceil(8), "mma prep super-block groups")?,
+                1,
+            ),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let e0 = self.prof_start(s);
+        let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant)];
+        // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant); a.x holds a.rows rows
+        // of n_in floats (engine scratch of max_rows, rows checked by callers; the head's x
+        // offset is checked), n_in a multiple of 32 (float4-aligned rows; the kernel reads
+        // no input at or past n_in, checked above per format); a.norm, when
+        // set, holds n_in values; the scratch parts hold scratch.cols >= cols columns of
+        // scratch.sbs >= n_sb super-blocks (checked above, cols <= rows rounded up to 8),
+        // written at stride n_sb (grid.y * 8 warps cover every super-block).
+        unsafe {
+            self.dx
+                .launch(s, self.dx.mma_func(MMA_PREP)?, &prep, &mut p)
+        }
+        .map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, "mma prep", e0);
+        let (f, cfg, kind) = if decode {
+            (self.dx.mma_func(kernel(k)?)?, dec(0)?, "mma decode")
+        } else {
+            // g2x2w4x4: a block covers 4 x 2 m-tiles and wn x 2 n-tiles of 8 columns (wn = 4,
+            // or fewer on a narrow launch).
+            let wn = mma_gemm_warps_n(n_mt, rows, self.dx.sms);
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    to_u32(n_mt.div_ceil(8), "mma gemm m-blocks")?,
+                    to_u32(rows.div_ceil(16 * wn), "mma gemm n-blocks")?,
+                    1,
+                ),
+                block_dim: (to_u32(128 * wn, "mma gemm threads")?, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            (self.dx.mma_func(kernel(MMA_GEMM)?)?, cfg, "mma gemm")
+        };
+        let e0 = self.prof_start(s);
+        let mut p = [
+            kp(&a),
+            kp(&xf),
+            kp(&xe),
+            kp(&xs),
+            kp(&n_mt_i),
+            kp(&n_sb_i),
+            kp(&rows_i),
+        ];
+        // SAFETY: mma_decode_k8/k16/mma_gemm of format ty (MMA_KERNEL_SET: MvArgs a, const
+        // uint4* XF, const float* XE, const float* XS, int n_mt, int n_sb, int ncols); every
+        // matrix is of format ty (checked above) and its pointer holds n_out / 16 m-tiles of
+        // n_sb blocks of mma_block_bytes(ty) (repack_mma at upload, n_out a multiple of 16;
+        // the kernels read blocks of 32 below n_in only, n_in checked a multiple of the
+        // format's unit above) and n_mt counts them as the kernel maps them (mode 2:
+        // gate and up of one shape, checked above); XF/XE/XS were written by mma_prep above
+        // on this stream for `cols` columns (the GEMM reads up to its last n-tile, all
+        // prepared; the decode kernel reads columns < rows only, zeros past them); each y
+        // holds rows x n_out (engine
+        // scratch of max_rows, or the head's checked logits range); the decode kernel's
+        // grid covers ceil(n_mt / 2) blocks of 2 m-tiles, the GEMM's its 8 x 2wn tile blocks
+        // (the kernel reads its warps along n from blockDim).
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, kind, e0);
+        Ok(())
+    }
+}

@@ -1,0 +1,686 @@
+//! The CUDA engine (one per stage) and KV cache: weights on the stage's device (GGUF block
+//! bytes, or for the vectorized matvec the same values repacked by crate::quant::repack),
+//! engine-owned scratch, and kernel launches on the stream handed in.
+//!
+//! Rule that holds here: the engine never owns or picks a stream — every upload at build
+//! and every kernel of embed/layer/head goes on the stream the caller passes, so a stage has
+//! exactly one stream. Its scratch (x, q, k, v, att, o, h, xn) belongs to it alone. The kernels
+//! are batch-invariant (each row's arithmetic is the single-row arithmetic; B only adds
+//! rows to a tile or grid rows) and reduce in fixed orders chosen from vector lengths and
+//! matrix shapes alone (kernels/*.cu say which).
+//!
+//! Launches per layer: llama, qwen2, qwen3 5 (norm+q|k|v, attention with the q/k/v biases,
+//! q/k head norms, rope and kv store fused in, o-proj+residual, norm+gate|up+act,
+//! down+residual); gemma3 7 (the post-norms are a separate norm+add after o-proj and
+//! down); one more where q|k|v mix block formats (one launch per format), and one more
+//! before a vectorized matvec whose input tile is too large to stage in shared memory
+//! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
+//! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
+//! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. With
+//! `--mma on`, Q4_K and Q6_K matrices of whole 16-row tiles and super-blocks (and
+//! Q8_0/Q4_0/Q4_1/Q5_0 ones of whole blocks of 32; `--mma auto`: see `MmaMode::select`) take
+//! kernels/mma.cu instead (one fused decode launch for a decode-sized op whose rows fit its
+//! shared memory, else two: mma_prep, then the decode kernel or the GEMM; `mma_launch`). Every
+//! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
+//! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
+//! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
+//! per-step data, reach attention through the engine's `rowpos` buffer on both paths.
+//!
+//! Files, as kernels/*.cu are split: this one holds the engine (its build, checks and
+//! scratch), the layer walk `layer_ops` (top to bottom: norm+q|k|v, attention, o-proj,
+//! norm+gate|up, down) and the `Engine` impl; `attention` (positions, attention arguments
+//! and passes), `matvec` (kernel choice, geometry, launches), `mma` (tensor-core geometry
+//! and launch), `weights` (device weights), `cache` (the KV cache), `graph` (capture and
+//! replay).
+
+mod attention;
+mod cache;
+mod graph;
+mod matvec;
+mod mma;
+mod weights;
+
+#[cfg(test)]
+pub(super) use attention::{att_kernel, att_rows_tile, from_slot_in_kernel, row_pos_bytes};
+use attention::{AttSmem, ATT_MAX_HD, MAX_ATTN_POS, POS_ROWS, ROWPOS_WORDS};
+pub use cache::CudaCache;
+use graph::{Graph, GraphKey};
+pub(super) use matvec::fmt_of;
+#[cfg(test)]
+pub(super) use matvec::{
+    kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm, mvq_rows_per_warp, mvq_smem,
+    row_tiles, tiles_up_to, warps_per_feature,
+};
+use matvec::{modules_needed, MatKind};
+use mma::MmaScratch;
+#[cfg(test)]
+pub(super) use mma::{
+    mma_decode_kernel, mma_fused_smem, mma_gemm_warps_n, MMA_DECODE_MAX, MMA_FUSE_UNIT,
+};
+use weights::{upload_f32, DevLayer, DevWeight};
+#[cfg(test)]
+pub(super) use weights::{vectorized, MVQ_MIN_IN};
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use std::ffi::c_void;
+
+use cudarc::driver::{sys, CudaEvent, LaunchConfig};
+
+use super::mem::{check_range, GpuBuf};
+use super::{alloc_zeroed_on, op_err, DevCtx, GpuStream, MmaSel};
+use crate::backend::{BResult, Engine, EngineSpec, KvOrder, Residency, RowAt};
+use crate::model::Model;
+
+/// A kernel parameter for `DevCtx::launch`: a pointer to the argument's value (the driver
+/// copies the value at the launch). MvArgs, MvMat and RowPos are #[repr(C)] plain old data
+/// with exactly the layouts of their structs in kernels/*.cu (pointers are 64-bit).
+fn kp<T>(v: &T) -> *mut c_void {
+    v as *const T as *mut c_void
+}
+
+const MODE_STORE: i32 = 0;
+const MODE_ADD: i32 = 1;
+const MODE_GATE_UP: i32 = 2;
+
+fn to_i32(v: usize, what: &str) -> BResult<i32> {
+    i32::try_from(v).map_err(|_| op_err(format!("{what} = {v} does not fit a kernel int")))
+}
+
+fn to_u32(v: usize, what: &str) -> BResult<u32> {
+    u32::try_from(v).map_err(|_| op_err(format!("{what} = {v} does not fit a grid dimension")))
+}
+
+/// One profiled launch: its kind and the events recorded around it.
+type ProfSpan = (&'static str, CudaEvent, CudaEvent);
+
+pub struct CudaEngine {
+    dx: Arc<DevCtx>,
+    model: Arc<Model>,
+    spec: EngineSpec,
+    layers: Vec<DevLayer>,
+    embd: Option<DevWeight>,
+    out_norm: Option<GpuBuf>,
+    output: Option<DevWeight>,
+    x: GpuBuf,
+    q: GpuBuf,
+    k: GpuBuf,
+    v: GpuBuf,
+    att: GpuBuf,
+    o: GpuBuf,
+    h: GpuBuf,
+    /// Input rows of a vectorized matvec whose tile does not stage in shared memory, laid
+    /// out (and normalized) by stage_rows: max_rows x xn_width.
+    xn: GpuBuf,
+    xn_width: usize,
+    /// `--mma on` with a matrix in the tensor-core layout: mma_prep's output for any launch
+    /// (MmaScratch), sized for max_rows rounded up to 8 columns and the widest input.
+    mma: Option<MmaScratch>,
+    /// The step's RowPos groups (ROWPOS_WORDS u32 each, max_rows / POS_ROWS rounded up).
+    rowpos: GpuBuf,
+    /// Layer walks replay CUDA graphs (`--graphs on`, and no PPN_CUDA_PROF).
+    use_graphs: bool,
+    /// The captured layer walks (`layers`), destroyed with the engine.
+    graphs: Mutex<HashMap<GraphKey, Graph>>,
+    /// With PPN_CUDA_PROF set: GPU timing events around each launch, by kernel kind,
+    /// summed and printed when the engine is dropped (a diagnostic; it adds event records
+    /// on the engine's own stream only).
+    prof: Option<Mutex<Vec<ProfSpan>>>,
+}
+
+impl CudaEngine {
+    /// The engine's weights and scratch by measured device (see `Residency`).
+    pub(super) fn residency(&self, r: &mut Residency) -> BResult<()> {
+        for l in &self.layers {
+            for w in [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down] {
+                w.raw.tally(&mut r.weights)?;
+            }
+        }
+        for w in self.embd.iter().chain(&self.output) {
+            w.raw.tally(&mut r.weights)?;
+        }
+        for l in &self.layers {
+            let norms = [
+                &l.bq,
+                &l.bk,
+                &l.bv,
+                &l.q_norm,
+                &l.k_norm,
+                &l.post_attn_norm,
+                &l.post_ffn_norm,
+            ];
+            for b in [&l.attn_norm, &l.ffn_norm]
+                .into_iter()
+                .chain(norms.into_iter().flatten())
+            {
+                b.raw.tally(&mut r.weights)?;
+            }
+        }
+        if let Some(b) = &self.out_norm {
+            b.raw.tally(&mut r.weights)?;
+        }
+        for b in [
+            &self.x,
+            &self.q,
+            &self.k,
+            &self.v,
+            &self.att,
+            &self.o,
+            &self.h,
+            &self.xn,
+            &self.rowpos,
+        ] {
+            b.raw.tally(&mut r.scratch)?;
+        }
+        if let Some(m) = &self.mma {
+            m.buf.raw.tally(&mut r.scratch)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn new(
+        dx: &Arc<DevCtx>,
+        model: &Arc<Model>,
+        spec: EngineSpec,
+        s: &GpuStream,
+        graphs: bool,
+        mma: MmaSel,
+    ) -> BResult<CudaEngine> {
+        if s.device() != dx.dev {
+            return Err(op_err(format!(
+                "stage {} engine on device {}: build stream {} is on device {}",
+                spec.stage,
+                dx.dev,
+                s.label(),
+                s.device()
+            )));
+        }
+        let c = &model.cfg;
+        if spec.layers.end > c.n_layers {
+            return Err(op_err(format!(
+                "stage {} engine: layers {:?} beyond the model's {}",
+                spec.stage, spec.layers, c.n_layers
+            )));
+        }
+        // What the attention kernel holds (checked once here, not per layer and step).
+        let hd = c.head_dim;
+        if hd > ATT_MAX_HD || !hd.is_multiple_of(2) || !c.n_heads.is_multiple_of(c.n_kv_heads) {
+            return Err(op_err(format!(
+                "device {} stage {} engine: head_dim {hd} (must be even and <= {ATT_MAX_HD}) \
+                 or heads {}/{} unsupported",
+                dx.dev, spec.stage, c.n_heads, c.n_kv_heads
+            )));
+        }
+        let mut layers = Vec::with_capacity(spec.layers.len());
+        for il in spec.layers.clone() {
+            layers.push(DevLayer::upload(dx, &model.layers[il], s, mma)?);
+        }
+        let embd = if spec.embed {
+            // The embedding is read row by row (embed_rows), in the file's layout.
+            Some(DevWeight::upload(dx, &model.tok_embd, s, false, false)?)
+        } else {
+            None
+        };
+        let (out_norm, output) = if spec.head {
+            (
+                Some(upload_f32(dx, &model.out_norm, s)?),
+                Some(DevWeight::upload_mv(dx, &model.output, s, mma)?),
+            )
+        } else {
+            (None, None)
+        };
+        // The matvec modules this engine's launches need (see `mv`): compiled now, once per
+        // device, so no launch compiles.
+        // (Matrices in the tensor-core layout run the mma module instead: see `mv`.)
+        let (need, any_mma) = modules_needed(&layers, output.as_ref(), spec.max_rows);
+        dx.prepare_mv(&need)
+            .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
+        if any_mma {
+            dx.prepare_mma()
+                .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
+        }
+        let r = spec.max_rows;
+        // stage_rows lays out the input of any matvec: x (n_embd), att (q_dim) or h (n_ff).
+        let xn_width = c.n_embd.max(c.n_ff).max(c.q_dim());
+        let mk = |n: usize| -> BResult<GpuBuf> {
+            let len = r
+                .checked_mul(n)
+                .ok_or_else(|| op_err(format!("scratch of {r} x {n} overflows")))?;
+            alloc_zeroed_on(dx, len, s)
+        };
+        Ok(CudaEngine {
+            dx: dx.clone(),
+            model: model.clone(),
+            layers,
+            embd,
+            out_norm,
+            output,
+            x: mk(c.n_embd)?,
+            q: mk(c.q_dim())?,
+            k: mk(c.kv_dim())?,
+            v: mk(c.kv_dim())?,
+            att: mk(c.q_dim())?,
+            o: mk(c.n_embd)?,
+            h: mk(c.n_ff)?,
+            xn: mk(xn_width)?,
+            xn_width,
+            mma: if any_mma {
+                Some(MmaScratch::new(dx, r, xn_width, s)?)
+            } else {
+                None
+            },
+            rowpos: alloc_zeroed_on(dx, r.div_ceil(POS_ROWS) * ROWPOS_WORDS, s)?,
+            use_graphs: graphs && !super::prof_enabled(),
+            graphs: Mutex::new(HashMap::new()),
+            prof: super::prof_enabled().then(|| Mutex::new(Vec::new())),
+            spec,
+        })
+    }
+
+    /// Profiling only: a timing event recorded on `s` before a launch.
+    fn prof_start(&self, s: &GpuStream) -> Option<CudaEvent> {
+        self.prof.as_ref()?;
+        let ev = self
+            .dx
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .ok()?;
+        ev.record(&s.s).ok()?;
+        Some(ev)
+    }
+
+    /// Profiling only: the matching event after the launch, filed under `kind`.
+    fn prof_end(&self, s: &GpuStream, kind: &'static str, e0: Option<CudaEvent>) {
+        let (Some(p), Some(e0)) = (&self.prof, e0) else {
+            return;
+        };
+        let e1 = self
+            .dx
+            .ctx
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT));
+        if let (Ok(e1), Ok(mut v)) = (e1, p.lock()) {
+            if e1.record(&s.s).is_ok() {
+                v.push((kind, e0, e1));
+            }
+        }
+    }
+
+    fn err(&self, op: &str, e: impl std::fmt::Display) -> crate::backend::BackendError {
+        op_err(format!(
+            "device {} stage {} {op}: {e}",
+            self.dx.dev, self.spec.stage
+        ))
+    }
+
+    /// Checks an engine call's stream and rows, then (with --jitter-us) delays the stream.
+    fn check(&self, s: &GpuStream, rows: usize, op: &str) -> BResult<()> {
+        self.check_call(s, rows, &|| op.to_string())?;
+        s.jitter()
+    }
+
+    /// Checks an engine call's stream and rows (`op` names the call, formatted on the error
+    /// path only: `layers` runs every step).
+    fn check_call(&self, s: &GpuStream, rows: usize, op: &dyn Fn() -> String) -> BResult<()> {
+        if rows == 0 || rows > self.spec.max_rows {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "{rows} rows, engine scratch holds 1..={}",
+                    self.spec.max_rows
+                ),
+            ));
+        }
+        if s.device() != self.dx.dev {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "stream {} is on device {}, the engine's weights on device {}",
+                    s.label(),
+                    s.device(),
+                    self.dx.dev
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checks of layer `il` for rows `at` that need no stream: the layer in the engine's
+    /// and the cache's ranges, the cache made for this engine, every row inside the cache
+    /// and every row's window within what the attention kernel's shared memory holds.
+    fn check_layer(&self, il: usize, at: &[RowAt], cache: &CudaCache) -> BResult<()> {
+        let op = || format!("layer {il}");
+        if !self.spec.layers.contains(&il) || !cache.layers.contains(&il) {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "outside engine layers {:?} / cache layers {:?}",
+                    self.spec.layers, cache.layers
+                ),
+            ));
+        }
+        if cache.dev != self.dx.dev || cache.kv_dim != self.model.cfg.kv_dim() {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "cache (device {}, kv_dim {}) does not fit this engine (device {}, kv_dim {})",
+                    cache.dev,
+                    cache.kv_dim,
+                    self.dx.dev,
+                    self.model.cfg.kv_dim()
+                ),
+            ));
+        }
+        if let Some(a) = at
+            .iter()
+            .find(|a| a.seq >= cache.rows || a.slot >= cache.ctx || a.pos >= cache.ctx)
+        {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "row at position {} sequence {} slot {} outside the cache ({} sequences x {} slots)",
+                    a.pos, a.seq, a.slot, cache.rows, cache.ctx
+                ),
+            ));
+        }
+        let max_pos = at.iter().map(|a| self.att_window(a, il)).max().unwrap_or(0);
+        if max_pos > MAX_ATTN_POS {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "attention window of {max_pos} positions exceeds the kernel's {MAX_ATTN_POS}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A store-first step's rows are one sequence (the runtime issues such steps only for
+    /// one sequence's chunk or verify round): its attend pass (attention_rows) reads that
+    /// sequence's cache for all of them.
+    fn check_order(&self, at: &[RowAt], order: KvOrder, op: &dyn Fn() -> String) -> BResult<()> {
+        if !matches!(order, KvOrder::StoreFirst) {
+            return Ok(());
+        }
+        match at.iter().find(|a| a.seq != at[0].seq) {
+            Some(a) => Err(self.err(
+                &op(),
+                format!(
+                    "a store-first step of sequences {} and {} (one sequence per such step)",
+                    at[0].seq, a.seq
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// The launches of layer `il` for `rows` rows (checked by `check_layer`, positions in
+    /// `rowpos`): the same kernels and arguments whether they run now or are captured.
+    fn layer_ops(
+        &self,
+        s: &GpuStream,
+        il: usize,
+        rows: usize,
+        order: KvOrder,
+        cache: &CudaCache,
+        smem: AttSmem,
+    ) -> BResult<()> {
+        // The layer's name, formatted on error paths only (graphs off: every step).
+        let op = || format!("layer {il}");
+        let c = &self.model.cfg;
+        let lw = &self.layers[il - self.spec.layers.start];
+        let base = c.layer_rope_base(il).to_bits();
+        let table = cache
+            .rope
+            .iter()
+            .find(|(b, _)| *b == base)
+            .map(|(_, t)| t)
+            .ok_or_else(|| self.err(&op(), "no RoPE table for this layer's base"))?;
+
+        // 1. attn_norm + q|k|v in one launch.
+        let (x, q, k, v, att, o, h) = (
+            self.x.at(0),
+            self.q.at(0),
+            self.k.at(0),
+            self.v.at(0),
+            self.att.at(0),
+            self.o.at(0),
+            self.h.at(0),
+        );
+        self.mv(
+            s,
+            &[(&lw.wq, q), (&lw.wk, k), (&lw.wv, v)],
+            x,
+            Some(&lw.attn_norm),
+            rows,
+            MODE_STORE,
+            &|| format!("{} attn_norm+qkv", op()),
+        )?;
+
+        // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per pass.
+        self.attention(s, il, lw, rows, order, cache, table, smem, &op)?;
+
+        // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first.
+        match &lw.post_attn_norm {
+            None => self.mv(s, &[(&lw.wo, x)], att, None, rows, MODE_ADD, &|| {
+                format!("{} attn_output+residual", op())
+            })?,
+            Some(pn) => {
+                self.mv(s, &[(&lw.wo, o)], att, None, rows, MODE_STORE, &|| {
+                    format!("{} attn_output", op())
+                })?;
+                self.add_residual(s, Some(pn), rows, &|| format!("{} attn residual", op()))?;
+            }
+        }
+
+        // 4. ffn_norm + gate|up + activation in one launch.
+        self.mv(
+            s,
+            &[(&lw.gate, h), (&lw.up, 0)],
+            x,
+            Some(&lw.ffn_norm),
+            rows,
+            MODE_GATE_UP,
+            &|| format!("{} ffn_norm+gate+up", op()),
+        )?;
+
+        // 5. down; residual as for the o-proj.
+        match &lw.post_ffn_norm {
+            None => self.mv(s, &[(&lw.down, x)], h, None, rows, MODE_ADD, &|| {
+                format!("{} ffn_down+residual", op())
+            }),
+            Some(pn) => {
+                self.mv(s, &[(&lw.down, o)], h, None, rows, MODE_STORE, &|| {
+                    format!("{} ffn_down", op())
+                })?;
+                self.add_residual(s, Some(pn), rows, &|| format!("{} ffn residual", op()))
+            }
+        }
+    }
+
+    /// x += post_norm(o) (or x += o when `w` is None), rows of n_embd.
+    fn add_residual(
+        &self,
+        s: &GpuStream,
+        w: Option<&GpuBuf>,
+        rows: usize,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let c = &self.model.cfg;
+        let n = to_i32(c.n_embd, "n_embd")?;
+        let r = to_i32(rows, "rows")?;
+        let (wp, has) = match w {
+            Some(w) => (w.at(0), 1i32),
+            None => (0u64, 0i32),
+        };
+        let (x, o) = (self.x.at(0), self.o.at(0));
+        let eps = c.rms_eps;
+        let cfg = LaunchConfig {
+            grid_dim: (to_u32(rows.div_ceil(4), "add blocks")?, 1, 1),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let f = self.dx.func("add_residual")?;
+        let e0 = self.prof_start(s);
+        let mut p = [kp(&x), kp(&o), kp(&wp), kp(&r), kp(&n), kp(&eps), kp(&has)];
+        // SAFETY: add_residual(float* x, const float* o, const float* w, int rows, int n,
+        // float eps, int has_norm); x and o are engine scratch of max_rows x n_embd
+        // (rows checked), w is read only when has_norm = 1 and then holds n_embd values.
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, "post-norm+add", e0);
+        Ok(())
+    }
+}
+
+impl Engine<super::CudaBackend> for CudaEngine {
+    fn spec(&self) -> &EngineSpec {
+        &self.spec
+    }
+
+    fn x(&self) -> &GpuBuf {
+        &self.x
+    }
+
+    fn embed(&self, s: &GpuStream, input: &GpuBuf, rows: usize) -> BResult<()> {
+        self.check(s, rows, "embed")?;
+        let Some(e) = &self.embd else {
+            return Err(self.err("embed", "this stage does not hold the embedding"));
+        };
+        check_range("embed token ids", input, 0, rows).map_err(|e| self.err("embed", e))?;
+        if input.device() != Some(self.dx.dev) {
+            return Err(self.err("embed", "token ids are not on the engine's device"));
+        }
+        let c = &self.model.cfg;
+        let fmt = fmt_of(e.ty);
+        let n = to_i32(c.n_embd, "n_embd")?;
+        let vocab = to_i32(e.rows, "vocab")?;
+        let row_bytes = e.row_bytes as u64;
+        let scale = c.embed_scale;
+        let (tp, ip, xp) = (e.raw.ptr(), input.at(0), self.x.at(0));
+        let cfg = LaunchConfig {
+            grid_dim: (to_u32(rows, "rows")?, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let f = self.dx.func("embed_rows")?;
+        let mut p = [
+            kp(&tp),
+            kp(&row_bytes),
+            kp(&fmt),
+            kp(&n),
+            kp(&vocab),
+            kp(&scale),
+            kp(&ip),
+            kp(&xp),
+        ];
+        // SAFETY: embed_rows(const u8* table, u64 row_bytes, int fmt, int n_embd, int vocab,
+        // float scale, const float* ids, float* x); the table holds `vocab` rows of
+        // row_bytes bytes of format `fmt`; ids holds >= rows values (checked); x is the
+        // engine's [max_rows, n_embd] residual (rows checked). Bad ids are clamped in-kernel.
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err("embed", e))?;
+        Ok(())
+    }
+
+    fn layer(
+        &self,
+        s: &GpuStream,
+        il: usize,
+        at: &[RowAt],
+        order: KvOrder,
+        cache: &CudaCache,
+    ) -> BResult<()> {
+        let op = format!("layer {il}");
+        self.check(s, at.len(), &op)?;
+        self.check_layer(il, at, cache)?;
+        self.check_order(at, order, &|| op.clone())?;
+        self.set_rowpos(s, at, &|| op.clone())?;
+        self.layer_ops(s, il, at.len(), order, cache, AttSmem::Rows(at))
+    }
+
+    /// The stage's layer walk: the rows' positions into `rowpos` (one `rowpos_set` per
+    /// POS_ROWS rows), then the layers, as launches (graphs off) or as one replay of the walk
+    /// captured for this (layers, rows, order, cache) on first use. The same kernels run
+    /// with the same arguments either way (the captured attention launches only ask for the
+    /// largest window the cache allows as shared memory, which changes no arithmetic), so
+    /// graphs on and off give the same bits.
+    fn layers(
+        &self,
+        s: &GpuStream,
+        range: Range<usize>,
+        at: &[RowAt],
+        order: KvOrder,
+        cache: &CudaCache,
+    ) -> BResult<()> {
+        let rows = at.len();
+        let walk_op = || format!("layers {range:?}");
+        self.check_call(s, rows, &walk_op)?;
+        if range.is_empty() {
+            return Ok(());
+        }
+        for il in range.clone() {
+            self.check_layer(il, at, cache)?;
+        }
+        self.check_order(at, order, &walk_op)?;
+        if !self.use_graphs {
+            self.set_rowpos(s, at, &walk_op)?;
+            for il in range {
+                // --jitter-us: one spin before each layer, as `layer` enqueues it.
+                s.jitter()?;
+                self.layer_ops(s, il, rows, order, cache, AttSmem::Rows(at))?;
+            }
+            return Ok(());
+        }
+        self.replay(s, range, at, order, cache)
+    }
+
+    fn head(&self, s: &GpuStream, first: usize, rows: usize, logits: &GpuBuf) -> BResult<()> {
+        self.check(s, first + rows, "head")?;
+        let (Some(norm), Some(out)) = (&self.out_norm, &self.output) else {
+            return Err(self.err("head", "this stage does not hold the output head"));
+        };
+        check_range("head logits", logits, 0, rows * out.rows).map_err(|e| self.err("head", e))?;
+        if logits.device() != Some(self.dx.dev) {
+            return Err(self.err("head", "logits buffer is not on the engine's device"));
+        }
+        self.mv(
+            s,
+            &[(out, logits.at(0))],
+            // x holds max_rows >= first + rows rows of n_embd (check above).
+            self.x.at(0) + (4 * first * self.model.cfg.n_embd) as u64,
+            Some(norm),
+            rows,
+            MODE_STORE,
+            &|| "head output_norm+output".to_string(),
+        )
+    }
+}
+
+impl Drop for CudaEngine {
+    fn drop(&mut self) {
+        let Some(p) = &self.prof else {
+            return;
+        };
+        let Ok(v) = p.lock() else {
+            return;
+        };
+        let mut by: Vec<(&'static str, usize, f64)> = Vec::new();
+        for (kind, e0, e1) in v.iter() {
+            let ms = e0.elapsed_ms(e1).map_or(f64::NAN, f64::from);
+            match by.iter_mut().find(|(k, _, _)| k == kind) {
+                Some(b) => {
+                    b.1 += 1;
+                    b.2 += ms;
+                }
+                None => by.push((kind, 1, ms)),
+            }
+        }
+        for (kind, n, ms) in by {
+            eprintln!(
+                "cuda prof stage {}: {kind:<22} {n:>7} launches {ms:>9.3} ms  {:>7.2} us each",
+                self.spec.stage,
+                1e3 * ms / n as f64
+            );
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The tensor-core (MMA) path's policy and kernel set: which matrices take it (`--mma`:
+//! `MmaMode`, resolved per model and run into `MmaSel`), the formats and kernels of the mma
+//! module (kernels/mma.cu) and how a kernel is found in it, and the module's build on a
+//! device with its fused decode's shared memory budget. Laws it serves: the choice is a
+//! function of the model and the run's flags alone (never of timing or the batch), so every
+//! engine of a gate (reference, arms, stages, processes) takes the same kernels; every
+//! kernel of a format computes THE ORDER of kernels/mma.cu, so which one a launch takes
+//! changes no bit (the launch geometry: engine/mma.rs); a device without f16 mma.sync is an
+//! error naming it, never a fallback.
+
+use std::time::Instant;
+
+use cudarc::driver::CudaFunction;
+
+use super::nvrtc::{compile_and_load, load_kernel, module_source};
+use super::{op_err, DevCtx};
+use crate::backend::BResult;
+use crate::quant::GgmlType;
+
+/// `--mma auto` turns the tensor-core path on for the Q4_K matrices of models at least this
+/// wide. Why 4096: the widths it was measured on against the FFMA kernels (llama8b- and
+/// llama70b-shaped Q4_K files, one H200, 2026-11-30: B=8 2.2-2.8x and prefill512 4x the FFMA
+/// kernels, eager 7-10 % slower, each at or above llama.cpp). The narrow models (SmolLM2's
+/// 576, Gemma-3's 640) are latency-bound at decode, where mma's extra prep launch per op costs
+/// most (measured on their shapes: eager 25 % / 15 % slower), so decode-only runs keep the
+/// FFMA kernels there.
+pub const MMA_AUTO_MIN_EMBD: usize = 4096;
+/// `--mma auto` turns the tensor-core path on for every format it takes when the run primes
+/// chunks of at least this many rows (the prime arm's largest `--chunk`), whatever the
+/// width: a GEMM's rows share each weight tile, where the FFMA kernels reread it every 8
+/// rows. Measured on one H200 (2026-11-30, session 5 call a1): prefill512 on the SmolLM2
+/// shape 36.1k -> 56.5k tok/s, on the Gemma-3 shape (Q5_0) 46.4k -> 97.0k, at the eager cost
+/// above. 64: a chunk that size already spends most of its time in the matvec GEMMs.
+pub const MMA_AUTO_MIN_ROWS: usize = 64;
+
+/// `--mma`: which matrices take the tensor-core kernels (see `CudaBackend::with_mma`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmaMode {
+    Off,
+    On,
+    /// Q4_K for models at least `MMA_AUTO_MIN_EMBD` wide; every format the path takes when
+    /// the run primes chunks of at least `MMA_AUTO_MIN_ROWS` rows.
+    Auto,
+}
+
+impl MmaMode {
+    /// The formats engines of a model `n_embd` wide take the tensor-core kernels for, in a
+    /// run whose largest prime chunk is `prime_rows` (0: no prime arm). A function of the
+    /// model and the run's flags alone, so every engine of a gate (reference, arms, stages,
+    /// processes) takes the same kernels.
+    pub fn select(self, n_embd: usize, prime_rows: usize) -> MmaSel {
+        match self {
+            MmaMode::Off => MmaSel::default(),
+            MmaMode::On => MmaSel {
+                q4k: true,
+                b32: true,
+            },
+            MmaMode::Auto => {
+                let chunks = prime_rows >= MMA_AUTO_MIN_ROWS;
+                MmaSel {
+                    q4k: chunks || n_embd >= MMA_AUTO_MIN_EMBD,
+                    b32: chunks,
+                }
+            }
+        }
+    }
+}
+
+/// Which matrices an engine uploads in a tensor-core layout (`MmaMode::select`): a function
+/// of the model and the setting alone, the same for every engine of a gate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MmaSel {
+    /// Q4_K matrices of whole super-blocks.
+    pub q4k: bool,
+    /// Q8_0, Q4_0, Q4_1, Q5_0 and Q6_K matrices (repack::mma_b32).
+    pub b32: bool,
+}
+
+impl MmaSel {
+    /// Whether a matrix of `ty`, `rows` x `cols` takes the tensor-core layout and kernels.
+    pub fn takes(self, ty: GgmlType, rows: usize, cols: usize) -> bool {
+        let on = if ty == GgmlType::Q4K {
+            self.q4k
+        } else {
+            self.b32
+        };
+        on && crate::quant::repack::mma_ok(ty, rows, cols)
+    }
+}
+
+/// `--mma` as receipts record it (`CudaBackend::mma_note`): on, off, or auto with what it
+/// chose and why.
+pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize) -> String {
+    let sel = mode.select(n_embd, prime_rows);
+    match mode {
+        MmaMode::On => "on".into(),
+        MmaMode::Off => "off".into(),
+        // Auto: what `select` chose (b32 only by the prime rule), with the numbers it read.
+        MmaMode::Auto if sel.b32 => format!(
+            "auto: on, every format it takes (prime chunks of {prime_rows} rows >= {MMA_AUTO_MIN_ROWS})"
+        ),
+        MmaMode::Auto if sel.q4k => {
+            format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
+        }
+        MmaMode::Auto => format!(
+            "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS})"
+        ),
+    }
+}
+
+/// The formats of the mma module's kernel sets, in MMA_KERNELS order (kernels/mma.cu
+/// MMA_KERNEL_SET: F, suffix).
+pub(crate) const MMA_FORMATS: [(GgmlType, &str); 6] = [
+    (GgmlType::Q4K, ""),
+    (GgmlType::Q8_0, "_q8_0"),
+    (GgmlType::Q4_0, "_q4_0"),
+    (GgmlType::Q4_1, "_q4_1"),
+    (GgmlType::Q5_0, "_q5_0"),
+    (GgmlType::Q6K, "_q6_k"),
+];
+
+/// The tensor-core Q4_K module (`--mma on`, kernels/mma.cu under `#define MMA_Q4K`, with the
+/// matvec sources for MvArgs and the epilogue): compiled once per device, on first need.
+pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"];
+/// The kernels of the mma module: mma_prep, then per MMA_FORMATS entry its decode (8 and 16
+/// warps), GEMM and fused decode (8 and 16 warps; its own prep in shared memory) kernels
+/// (mma_kernel indexes them).
+pub(crate) const MMA_KERNELS: [&str; 31] = [
+    "mma_prep",
+    "mma_decode_k8",
+    "mma_decode_k16",
+    "mma_gemm",
+    "mma_decode_f8",
+    "mma_decode_f16",
+    "mma_decode_k8_q8_0",
+    "mma_decode_k16_q8_0",
+    "mma_gemm_q8_0",
+    "mma_decode_f8_q8_0",
+    "mma_decode_f16_q8_0",
+    "mma_decode_k8_q4_0",
+    "mma_decode_k16_q4_0",
+    "mma_gemm_q4_0",
+    "mma_decode_f8_q4_0",
+    "mma_decode_f16_q4_0",
+    "mma_decode_k8_q4_1",
+    "mma_decode_k16_q4_1",
+    "mma_gemm_q4_1",
+    "mma_decode_f8_q4_1",
+    "mma_decode_f16_q4_1",
+    "mma_decode_k8_q5_0",
+    "mma_decode_k16_q5_0",
+    "mma_gemm_q5_0",
+    "mma_decode_f8_q5_0",
+    "mma_decode_f16_q5_0",
+    "mma_decode_k8_q6_k",
+    "mma_decode_k16_q6_k",
+    "mma_gemm_q6_k",
+    "mma_decode_f8_q6_k",
+    "mma_decode_f16_q6_k",
+];
+
+/// Index of mma_prep in MMA_KERNELS.
+pub(super) const MMA_PREP: usize = 0;
+/// Slots of a format's kernel set (mma_kernel): decode with 8 or 16 warps, GEMM, then the
+/// fused decode with 8 or 16 warps (slot MMA_FUSED + the unfused decode slot).
+pub(super) const MMA_DECODE_K8: usize = 0;
+pub(super) const MMA_DECODE_K16: usize = 1;
+pub(super) const MMA_GEMM: usize = 2;
+pub(super) const MMA_FUSED: usize = 3;
+/// Kernels per format (kernels/mma.cu MMA_KERNEL_SET).
+pub(super) const MMA_SET: usize = 5;
+
+/// The MMA_KERNELS index of kernel `slot` of format `ty`'s set, None for a format without one.
+pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
+    let f = MMA_FORMATS.iter().position(|(t, _)| *t == ty)?;
+    Some(1 + MMA_SET * f + slot)
+}
+
+/// The fused decode's dynamic shared memory budget: 64 KiB holds a one-row launch of up to
+/// 61 super-blocks (15616 inputs: every matrix of Llama-3-8B, down-proj's 14336 included).
+/// The kernels take up to 8 rows; the host fuses one (MMA_FUSE_MAX_ROWS). Beside the 16-warp
+/// kernel's static 16.3 KiB that is ~82 KiB per block, under every sm_80+ opt-in limit.
+pub(super) const MMA_FUSE_SMEM_MAX: usize = 64 * 1024;
+/// The decode kernels' static shared memory, rounded up (ptxas sm_90: 16672 bytes for the
+/// 16-warp fused kernel: red, sumsq256_rows_inv's 64 + 8 floats).
+pub(super) const MMA_DECODE_STATIC_SMEM: usize = 17 * 1024;
+
+impl DevCtx {
+    /// Compiles and loads the tensor-core Q4_K module (`--mma on`) unless this device has it.
+    /// mma.sync m16n8k16 with f16 inputs needs sm_80 or later: an older device is an error
+    /// naming it, never a silent fallback.
+    pub(crate) fn prepare_mma(&self) -> BResult<()> {
+        let _g = self
+            .mv_build
+            .lock()
+            .map_err(|_| op_err(format!("device {}: matvec build lock poisoned", self.dev)))?;
+        if self.mma.get().is_some() {
+            return Ok(());
+        }
+        if self.cc.0 < 8 {
+            return Err(op_err(format!(
+                "device {}: --mma on needs tensor cores with f16 mma.sync (sm_80 or later), \
+                 this device is sm_{}{}",
+                self.dev, self.cc.0, self.cc.1
+            )));
+        }
+        let t0 = Instant::now();
+        let src = module_source("#define MMA_Q4K\n".to_string(), MMA_SOURCES.iter());
+        let what = format!("device {}: mma module", self.dev);
+        let module = compile_and_load(self, &src, &what)?;
+        // The fused decode kernels take their prepared rows in dynamic shared memory, up to
+        // mma_fuse_cap bytes (engine/mma.rs mma_fused_smem).
+        let fs = MMA_KERNELS
+            .iter()
+            .map(|name| {
+                let fused = name.starts_with("mma_decode_f");
+                load_kernel(&module, &what, name, fused.then(|| self.mma_fuse_cap()))
+            })
+            .collect::<BResult<Vec<_>>>()?;
+        let _ = self.mma.set(fs);
+        eprintln!(
+            "cuda: device {}: mma module ready (NVRTC or module cache, + load) in {:.0} ms",
+            self.dev,
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        Ok(())
+    }
+
+    /// Dynamic shared memory a fused mma decode launch may take on this device: the crate's
+    /// budget (MMA_FUSE_SMEM_MAX), less where the device's opt-in limit cannot hold
+    /// it beside the kernel's static arrays (every sm_80+ device holds the whole budget).
+    pub(crate) fn mma_fuse_cap(&self) -> usize {
+        MMA_FUSE_SMEM_MAX.min(self.smem_max.saturating_sub(MMA_DECODE_STATIC_SMEM))
+    }
+
+    /// Kernel `i` of the mma module (`MMA_KERNELS`); `prepare_mma` must have built it.
+    pub(crate) fn mma_func(&self, i: usize) -> BResult<&CudaFunction> {
+        self.mma.get().and_then(|v| v.get(i)).ok_or_else(|| {
+            op_err(format!(
+                "device {}: mma kernel {} was not compiled for this engine",
+                self.dev,
+                MMA_KERNELS.get(i).unwrap_or(&"?")
+            ))
+        })
+    }
+}
