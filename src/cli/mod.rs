@@ -17,6 +17,7 @@ macro_rules! outln {
     }};
 }
 
+mod bounds;
 pub mod gate;
 pub mod selftest;
 mod soak_cmd;
