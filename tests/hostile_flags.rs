@@ -104,7 +104,7 @@ fn hostile_numbers_exit_cleanly_naming_the_flag() {
     // product runs in process: cli::bounds::property).
     let mut picked: Vec<(usize, &str)> = vec![(0, "1000000000000"), (7, "18446744073709551615")];
     for c in cases {
-        if picked.len() >= 48 {
+        if picked.len() >= 96 {
             break;
         }
         // selftest --runs 1 is a whole selftest (each row once): seconds, not a bound.
