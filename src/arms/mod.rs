@@ -25,6 +25,9 @@ use crate::model::Model;
 use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference, Round, StepKey};
 use crate::runtime::{DistPart, Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
+mod bounds;
+pub use bounds::{human, Footprint, Part};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ArmKind {
     Eager,
@@ -112,6 +115,19 @@ impl GateSpec {
         if self.tape.is_none() && self.prompt_len == 0 {
             return Err("--prompt-len 0: need at least one prompt token".into());
         }
+        if self.steps_checked().is_none() {
+            return Err(format!(
+                "--prompt-len {} + --gen-len {}: the position count overflows a usize",
+                self.prompt_len, self.gen_len
+            ));
+        }
+        if self.ctx_checked().is_none() {
+            return Err(format!(
+                "--draft {}: the verify arm's cache slots, {} steps x (draft + 1) + 1, overflow a usize",
+                self.draft,
+                self.steps()
+            ));
+        }
         if self.steps() == 0 {
             return Err(
                 "the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into(),
@@ -155,27 +171,24 @@ impl GateSpec {
             m = m.max(self.prime_chunks().into_iter().max().unwrap_or(1));
         }
         if self.arms.contains(&ArmKind::Verify) {
-            m = m.max(self.prime_len()).max(self.draft + 1);
+            m = m.max(self.prime_len()).max(self.draft.saturating_add(1));
         }
         m
     }
 
     /// Cache slots per sequence: the tape, and with the verify arm room for a stage that
     /// kept every rejected draft (`--fault no-rollback` must FAIL on logits, not overflow).
+    /// Saturates where the product overflows (`validate` refuses that first).
     fn ctx(&self) -> usize {
-        let steps = self.steps();
-        if self.arms.contains(&ArmKind::Verify) {
-            steps * (self.draft + 1) + 1
-        } else {
-            steps
-        }
+        self.ctx_checked().unwrap_or(usize::MAX)
     }
 
     /// Steps every row runs: the tape's length, or prompt + generated.
     pub fn steps(&self) -> usize {
         match &self.tape {
             Some(t) => t.len(),
-            None => self.prompt_len + self.gen_len,
+            // Saturating: `validate` refuses an overflowing sum, naming both flags.
+            None => self.prompt_len.saturating_add(self.gen_len),
         }
     }
 
@@ -365,6 +378,7 @@ pub fn run_gate<B: Backend>(
     progress: &mut dyn FnMut(&str),
 ) -> Result<GateResult, GateError> {
     spec.validate().map_err(GateError::Spec)?;
+    spec.check_positions(&model.cfg).map_err(GateError::Spec)?;
     let steps = spec.steps();
     let rows = spec.batch_rows();
 

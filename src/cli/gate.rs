@@ -142,6 +142,7 @@ fn prime_rows(args: &GateArgs) -> Result<usize> {
 }
 
 pub fn open_backend(args: &GateArgs) -> Result<AnyBackend> {
+    super::bounds::flags(args)?;
     let pdl = on_off("--pdl", &args.pdl)?;
     let graphs = on_off("--graphs", &args.graphs)?;
     let mma = mma_mode(&args.mma)?;
@@ -495,6 +496,15 @@ pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Re
         dist: None,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
+    // Bounds before work: positions against the context length, the run's bytes against
+    // the host's free memory (the members of `--procs W` all run on this host).
+    spec.check_positions(cfg).map_err(anyhow::Error::msg)?;
+    super::bounds::gate_memory(
+        &spec,
+        cfg,
+        matches!(be, AnyBackend::Cuda(_)),
+        args.procs.unwrap_or(1),
+    )?;
     let model_info = ModelInfo {
         file,
         arch: cfg.arch.to_string(),
@@ -952,6 +962,34 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
         tied: a.tied,
         rope_freqs: a.rope_freqs,
     };
+    // Bounds before work: the model's bytes against the host's free memory (saturating: a
+    // hostile shape reads as too large; the shape's own rules are synth's, checked next).
+    let head_dim = spec.head_dim.unwrap_or(spec.embd / spec.heads.max(1));
+    let (q_dim, kv_dim) = (
+        spec.heads.saturating_mul(head_dim),
+        spec.kv_heads.saturating_mul(head_dim),
+    );
+    // Bytes per 1024 elements of the widest type the mix writes (q4_k_m: Q6_K).
+    let ty = match quant {
+        SynthQuant::Uniform(t) => t,
+        SynthQuant::Q4KM => crate::quant::GgmlType::Q6K,
+    };
+    let per_1k = 1024 / ty.block_len() * ty.block_bytes();
+    super::bounds::synth_memory(
+        super::bounds::synth_bytes(
+            spec.layers,
+            spec.embd,
+            q_dim,
+            kv_dim,
+            spec.ff,
+            spec.vocab,
+            per_1k,
+        ),
+        &format!(
+            "--layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {}",
+            spec.layers, spec.embd, spec.heads, spec.kv_heads, spec.ff, spec.vocab
+        ),
+    )?;
     let t0 = Instant::now();
     let bytes = synth_gguf_for_tools(&spec)?;
     // Load what we wrote before declaring success: a synth that writes an unloadable file

@@ -512,6 +512,7 @@ fn parse_gate(argv: &[String]) -> Result<GateArgs> {
 }
 
 pub fn selftest(a: &SelftestArgs) -> Result<i32> {
+    super::bounds::runs(a.runs)?;
     if a.runs == 0 {
         bail!("--runs 0: need at least one run");
     }

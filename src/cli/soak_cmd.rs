@@ -112,6 +112,7 @@ fn record_error(l: &mut Live, e: &anyhow::Error) {
 pub fn soak(a: &SoakArgs) -> Result<i32> {
     // First, so a signal from here on (a SIGTERM during the model load) is an interrupt.
     install_interrupt_handler();
+    super::bounds::runs(a.runs)?;
     if a.runs == 0 {
         bail!("--runs 0: need at least one run");
     }
@@ -968,6 +969,17 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
         check_writable("--trace", t)?;
     }
     let p = prepare(&a.gate)?;
+    // bench sizes its runtimes by --steps (and --batch rows), not the gate's positions.
+    super::bounds::bench_steps(a.steps, &p.model.cfg)?;
+    let mut sized = p.spec.clone();
+    sized.tape = None;
+    (sized.prompt_len, sized.gen_len) = (a.steps, 0);
+    sized.arms = vec![crate::arms::ArmKind::Eager, crate::arms::ArmKind::Batched];
+    super::bounds::hold_host(
+        &sized.footprint(&p.model.cfg, matches!(p.be, AnyBackend::Cuda(_)), 1),
+        super::bounds::host_available(),
+        &format!("--steps {}: ", a.steps),
+    )?;
     let modules0 = p.be.module_stats();
     let mut r = match &p.be {
         AnyBackend::Cpu(be) => bench_on(be.clone(), &p, a.steps)?,

@@ -94,7 +94,7 @@ pub fn rank_map(n: usize, world: usize, ranks: Option<&str>) -> Result<Vec<usize
         bail!("a multi-process gate needs 2 or more members, got {world} (one process: leave out --procs/--world)");
     }
     if n < world {
-        bail!("{world} members need at least {world} stages, --stages gives {n} (every member holds one or more stages)");
+        bail!("--procs/--world {world}: {world} members need at least {world} stages, --stages gives {n} (every member holds one or more stages)");
     }
     let map = match ranks {
         None => {
