@@ -2460,6 +2460,18 @@ fn tape_bounds_and_contradictions_exit_2_naming_the_field() {
         receipt(&rp)["config"]["chunks"],
         serde_json::json!([1, 8, 16, 24])
     );
+    // A battery finds the contradiction before its first gate runs.
+    let out = d.path().join("out");
+    let first: &[&str] = &["--backend", "cpu", "--stages", "2"];
+    let bad: &[&str] = &["--backend", "cpu", "--tape", &ts, "--prompt-len", "8"];
+    let b = battery_file(d.path(), &[("first", first, None), ("bad-tape", bad, None)]);
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(2), "{t}");
+    assert!(t.contains("--prompt-len 8 contradicts"), "{t}");
+    assert!(
+        !out.join("first.json").exists(),
+        "a gate ran before the check"
+    );
 }
 
 /// SmolLM2 on its HF tape T (prompt_len 12), kept cheap (2 stages, one prime per chunk

@@ -470,6 +470,10 @@ pub fn check(args: &GateArgs) -> Result<Checked> {
 
 /// `check` on a backend already opened from the same flags.
 pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
+    // The tape's own bounds and the one prompt rule need no model: a battery finds a
+    // contradicting --prompt-len before its first gate runs (the vocab and context length
+    // are checked against the model in `prepare_model`).
+    args_prompt_len(args)?;
     let splits = list_flag("--splits", &args.splits)?;
     let devices = stage_devices(
         args.stages,
