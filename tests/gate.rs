@@ -2441,3 +2441,432 @@ fn diff_names_prime_keys_and_reads_version_1_receipts() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("ppn-gate.receipt/9"), "{}", text(&o));
 }
+
+/// A tape file of `tokens` (with the tape's own `prompt_len` when given), in the oracle
+/// format's keys.
+fn write_tape(p: &Path, tokens: &[u32], prompt_len: Option<usize>) {
+    let mut v = serde_json::json!({ "tape": tokens });
+    if let Some(n) = prompt_len {
+        v["prompt_len"] = n.into();
+    }
+    std::fs::write(p, v.to_string()).unwrap();
+}
+
+/// Seeded random token ids of the built-in model's vocab (2048): not its greedy path.
+fn random_tokens(seed: u64, n: usize) -> Vec<u32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen_range(0..2048)).collect()
+}
+
+/// The prime arm's default ladder for a prompt of `p`: 1, 8, 16 and p, each at most p,
+/// duplicates dropped.
+fn default_ladder(p: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    for c in [1, 8, 16, p] {
+        if !v.contains(&c.min(p)) {
+            v.push(c.min(p));
+        }
+    }
+    v
+}
+
+/// The verify rounds of a receipt: each starts where the last one's accepted drafts end,
+/// the first right after the prompt `p`, the last reaching the tape's end `n`; each accepts
+/// what the reference implies. Returns the rounds.
+fn check_rounds(r: &Value, p: u64, n: u64) -> Vec<Value> {
+    let verify = r["arms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "verify")
+        .expect("a verify arm");
+    let rounds = verify["rounds"].as_array().unwrap().clone();
+    assert!(!rounds.is_empty(), "verify ran no round");
+    let mut next = p;
+    for rd in &rounds {
+        assert_eq!(rd["start"], next, "{rd}");
+        assert_eq!(rd["accepted"], rd["expected"], "{rd}");
+        next = rd["start"].as_u64().unwrap() + rd["accepted"].as_u64().unwrap() + 1;
+    }
+    assert_eq!(next, n, "the rounds reach the tape's end");
+    // The prompt is primed as one chunk of p positions.
+    let primed = verify["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|st| st["chunk"] == p)
+        .count();
+    assert_eq!(primed as u64, p);
+    rounds
+}
+
+/// Issue 25, items 1 and 2: tapes of seeded random tokens (not the model's greedy path)
+/// whose prompts are 1, 4, 15, 24 and 100 tokens, every arm, at 2 and 3 stages: every arm
+/// PASSes; the prompt is the tape's own `prompt_len` (or, for a tape without one, the
+/// --prompt-len given), recorded as config.prompt_len; the prime arm's default ladder reaches
+/// it; the verify rounds start right after it. (Before: verify FAILed on such tapes, and the
+/// prime arm primed 8 positions of a 24-token prompt.)
+#[test]
+fn non_greedy_tapes_pass_every_arm_at_every_prompt_length() {
+    let d = tmp();
+    for (k, p) in [1usize, 4, 15, 24, 100].into_iter().enumerate() {
+        for stages in ["2", "3"] {
+            let n = p + 10;
+            let tokens = random_tokens(k as u64 * 31 + stages.len() as u64, n);
+            let t = d.path().join(format!("t{p}-{stages}.json"));
+            // Alternate the prompt's source: the tape's own prompt_len, or --prompt-len.
+            let own = (k + stages.len()) % 2 == 0;
+            write_tape(&t, &tokens, own.then_some(p));
+            let rp = d.path().join(format!("r{p}-{stages}.json"));
+            let pl = p.to_string();
+            let mut args = vec![
+                "--tape",
+                t.to_str().unwrap(),
+                "--stages",
+                stages,
+                "--arms",
+                "eager,pipelined,batched,prime,verify",
+                "--receipt",
+                rp.to_str().unwrap(),
+                "-q",
+            ];
+            if !own {
+                args.extend(["--prompt-len", &pl]);
+            }
+            let o = run(&args);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "p {p} stages {stages}: {}",
+                text(&o)
+            );
+            let r = receipt(&rp);
+            for (arm, v) in arm_verdicts(&r) {
+                assert_eq!(v, "PASS", "p {p} stages {stages} arm {arm}");
+            }
+            assert_eq!(r["reference"]["tokens"], serde_json::json!(tokens));
+            assert_eq!(r["config"]["prompt_len"], p as u64);
+            let ladder = default_ladder(p as u64);
+            assert_eq!(r["config"]["chunks"], serde_json::json!(ladder));
+            assert_eq!(
+                *ladder.iter().max().unwrap(),
+                p as u64,
+                "the ladder reaches p"
+            );
+            // Every chunk size primes the whole prompt: its positions 0..p as chunks.
+            let prime = &r["arms"][3]["steps"];
+            assert_eq!(prime.as_array().unwrap().len(), ladder.len() * 3 * n);
+            check_rounds(&r, p as u64, n as u64);
+        }
+    }
+}
+
+/// A tape on the model's greedy path up to a point, then off it in places: the verify arm
+/// accepts drafts where they are the reference's greedy choices and rejects tape tokens that
+/// are not, as the reference implies; in some round the tape's next tokens (the old rule)
+/// imply a different acceptance than the reference's greedy choices (the rule now), so this
+/// gate tells them apart.
+#[test]
+fn verify_accepts_what_the_reference_s_greedy_choices_imply_on_a_mixed_tape() {
+    let d = tmp();
+    let g = d.path().join("greedy.json");
+    let o = run(&[
+        "--arms",
+        "eager",
+        "--prompt-len",
+        "6",
+        "--gen-len",
+        "30",
+        "--seed",
+        "4",
+        "--receipt",
+        g.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut tokens: Vec<u32> = receipt(&g)["reference"]["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(tokens.len(), 36);
+    // Off the greedy path at a few generated positions.
+    for (i, off) in [(14usize, 11u32), (23, 400), (29, 1)] {
+        tokens[i] = (tokens[i] + off) % 2048;
+    }
+    let t = d.path().join("mixed.json");
+    write_tape(&t, &tokens, Some(6));
+    let mut old_rule_differs = false;
+    for stages in ["2", "3"] {
+        let rp = d.path().join(format!("r{stages}.json"));
+        let o = run(&[
+            "--tape",
+            t.to_str().unwrap(),
+            "--stages",
+            stages,
+            "--arms",
+            "verify,prime",
+            "--draft",
+            "5",
+            "--receipt",
+            rp.to_str().unwrap(),
+            "-q",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "stages {stages}: {}", text(&o));
+        let r = receipt(&rp);
+        let rounds = check_rounds(&r, 6, 36);
+        let accepted: u64 = rounds
+            .iter()
+            .map(|rd| rd["accepted"].as_u64().unwrap())
+            .sum();
+        assert!(accepted > 0, "some drafts on the greedy path are accepted");
+        for rd in &rounds {
+            let start = rd["start"].as_u64().unwrap() as usize;
+            let old = rd["drafted"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+                .take_while(|(i, x)| x.as_u64() == Some(u64::from(tokens[start + 1 + i])))
+                .count();
+            old_rule_differs |= old as u64 != rd["expected"].as_u64().unwrap();
+        }
+    }
+    assert!(
+        old_rule_differs,
+        "no round where the tape's tokens and the greedy choices differ"
+    );
+}
+
+/// The negative controls still FAIL on tapes off the greedy path: a skipped rollback
+/// (verify) and chunk K/V written out of order (prime), on a random tape with its own
+/// prompt_len.
+#[test]
+fn faults_fail_on_non_greedy_tapes() {
+    let d = tmp();
+    let t = d.path().join("t.json");
+    write_tape(&t, &random_tokens(77, 40), Some(15));
+    let tape = t.to_str().unwrap();
+    assert_fault_fails(
+        "no-rollback",
+        &["--stages", "2", "--arms", "verify", "--tape", tape],
+    );
+    assert_fault_fails(
+        "no-rollback",
+        &[
+            "--stages", "3", "--arms", "verify", "--draft", "2", "--tape", tape,
+        ],
+    );
+    assert_fault_fails(
+        "chunk-kv-order",
+        &[
+            "--stages", "2", "--arms", "prime", "--repeat", "1", "--tape", tape,
+        ],
+    );
+}
+
+/// The tape's bounds, each exit 2 naming the field or the limit: a --prompt-len that
+/// contradicts the tape's (both values named), prompt_len 0, past the tape, absurd or of
+/// the wrong type, a negative id, an id past the vocab, a --prompt-len past a tape without
+/// prompt_len, more tokens than the model's context length (the built-in model's 4096), a
+/// file over the size cap; a --prompt-len equal to the tape's is accepted.
+#[test]
+fn tape_bounds_and_contradictions_exit_2_naming_the_field() {
+    let d = tmp();
+    let t = d.path().join("t.json");
+    let ts = t.to_str().unwrap().to_string();
+    let toks = random_tokens(5, 30);
+    let json = |body: String| {
+        std::fs::write(&t, body).unwrap();
+    };
+    let list = serde_json::json!(toks).to_string();
+    for (body, flags, want) in [
+        (
+            format!(r#"{{"prompt_len": 24, "tape": {list}}}"#),
+            &["--prompt-len", "8"][..],
+            "--prompt-len 8 contradicts".to_string(),
+        ),
+        (
+            format!(r#"{{"prompt_len": 24, "tape": {list}}}"#),
+            &["--prompt-len", "8"][..],
+            "`prompt_len` is 24".to_string(),
+        ),
+        (
+            format!(r#"{{"prompt_len": 0, "tape": {list}}}"#),
+            &[][..],
+            "`prompt_len` 0".into(),
+        ),
+        (
+            format!(r#"{{"prompt_len": 31, "tape": {list}}}"#),
+            &[][..],
+            "`prompt_len` 31".into(),
+        ),
+        (
+            format!(r#"{{"prompt_len": 18446744073709551615, "tape": {list}}}"#),
+            &[][..],
+            "`prompt_len` 18446744073709551615".into(),
+        ),
+        (
+            format!(r#"{{"prompt_len": "12", "tape": {list}}}"#),
+            &[][..],
+            "`prompt_len` (".into(),
+        ),
+        (
+            r#"{"tape": [1, -3]}"#.into(),
+            &[][..],
+            "`tape` entry 1 (-3)".into(),
+        ),
+        (
+            r#"{"tokens": [1, 2048]}"#.into(),
+            &[][..],
+            "entry 1 (2048)".into(),
+        ),
+        (
+            r#"{"tokens": "1 2 3"}"#.into(),
+            &[][..],
+            "`tokens` is a string".into(),
+        ),
+        (
+            format!(r#"{{"tape": {list}}}"#),
+            &["--prompt-len", "31"][..],
+            "--prompt-len 31".into(),
+        ),
+        (
+            r#"{"prompt_len": 2}"#.into(),
+            &[][..],
+            "no `tokens` or `tape` array".into(),
+        ),
+        (
+            serde_json::json!({ "tape": random_tokens(6, 4097) }).to_string(),
+            &[][..],
+            "more than the model's context length 4096".into(),
+        ),
+    ] {
+        json(body);
+        let mut args = vec!["--tape", &ts, "--arms", "prime,verify", "-q"];
+        args.extend_from_slice(flags);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{want}: {}", text(&o));
+        assert!(text(&o).contains(&want), "{want}: {}", text(&o));
+        assert!(!text(&o).contains("panicked"), "{}", text(&o));
+    }
+    // A file over the cap (sparse: no 16 MiB written), refused naming its size.
+    let big = d.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(17 << 20)
+        .unwrap();
+    let o = run(&["--tape", big.to_str().unwrap(), "-q"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains(&format!(
+            "{} bytes, over the limit of {} bytes",
+            17 << 20,
+            16 << 20
+        )),
+        "{}",
+        text(&o)
+    );
+    // Agreeing with the tape is fine.
+    json(format!(r#"{{"prompt_len": 24, "tape": {list}}}"#));
+    let rp = d.path().join("r.json");
+    let o = run(&[
+        "--tape",
+        &ts,
+        "--prompt-len",
+        "24",
+        "--arms",
+        "prime",
+        "--receipt",
+        rp.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(
+        receipt(&rp)["config"]["chunks"],
+        serde_json::json!([1, 8, 16, 24])
+    );
+    // A battery finds the contradiction before its first gate runs.
+    let out = d.path().join("out");
+    let first: &[&str] = &["--backend", "cpu", "--stages", "2"];
+    let bad: &[&str] = &["--backend", "cpu", "--tape", &ts, "--prompt-len", "8"];
+    let b = battery_file(d.path(), &[("first", first, None), ("bad-tape", bad, None)]);
+    let (code, t) = run_battery(&b, &out);
+    assert_eq!(code, Some(2), "{t}");
+    assert!(t.contains("--prompt-len 8 contradicts"), "{t}");
+    assert!(
+        !out.join("first.json").exists(),
+        "a gate ran before the check"
+    );
+}
+
+/// SmolLM2 on its HF tape T (prompt_len 12), kept cheap (2 stages, one prime per chunk
+/// size): prime's default ladder reaches the tape's 12-token prompt and verify's rounds
+/// start after it, every arm PASS; the same tape taken off the greedy path after its prompt
+/// (seeded tokens at every third position) still PASSes verify.
+#[test]
+fn smollm2_tape_t_primes_and_verifies_its_own_prompt() {
+    let model =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    assert!(
+        model.exists(),
+        "{} is missing: run scripts/fetch-models.sh",
+        model.display()
+    );
+    let m = model.to_str().unwrap();
+    let d = tmp();
+    let tape_t = "tests/data/oracle/smollm2-135m-q4_1.tapeT.json";
+    let rp = d.path().join("r.json");
+    let o = run(&[
+        "--model",
+        m,
+        "--tape",
+        tape_t,
+        "--stages",
+        "2",
+        "--arms",
+        "prime,verify",
+        "--repeat",
+        "1",
+        "--receipt",
+        rp.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = receipt(&rp);
+    assert_eq!(r["config"]["prompt_len"], 12);
+    assert_eq!(r["config"]["chunks"], serde_json::json!([1, 8, 12]));
+    check_rounds(&r, 12, 28);
+
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(tape_t).unwrap()).unwrap();
+    let mut tokens: Vec<u32> = v["tape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    let noise = random_tokens(12, tokens.len());
+    for i in (13..tokens.len()).step_by(3) {
+        tokens[i] = noise[i] * 24; // below SmolLM2's 49152
+    }
+    let t = d.path().join("off.json");
+    write_tape(&t, &tokens, Some(12));
+    let rp = d.path().join("off-r.json");
+    let o = run(&[
+        "--model",
+        m,
+        "--tape",
+        t.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--arms",
+        "verify",
+        "--receipt",
+        rp.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    check_rounds(&receipt(&rp), 12, 28);
+}

@@ -642,3 +642,54 @@ fn prime_and_verify_run_across_processes_with_the_single_process_bits() {
         );
     }
 }
+
+/// Issue 25 across processes: a tape of seeded random tokens (not the model's greedy path)
+/// with its own `prompt_len` 15. Every member reads the prompt from the tape (launch hands
+/// each the resolved --prompt-len) and computes the reference, whose greedy choices set
+/// verify's acceptance everywhere: prime and verify PASS over 2 processes with the
+/// one-process gate's logits and rounds, the rounds start after the tape's prompt, and a
+/// skipped rollback still FAILs across the boundary.
+#[test]
+fn a_non_greedy_tape_s_prompt_holds_across_processes() {
+    use rand::{Rng, SeedableRng};
+    let d = tempfile::tempdir().unwrap();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2525);
+    let tokens: Vec<u32> = (0..30).map(|_| rng.gen_range(0..2048)).collect();
+    let t = d.path().join("t.json");
+    std::fs::write(
+        &t,
+        serde_json::json!({"prompt_len": 15, "tape": tokens}).to_string(),
+    )
+    .unwrap();
+    let (multi, single) = (d.path().join("m.json"), d.path().join("s.json"));
+    let pv = ["--arms", "prime,verify", "--tape", t.to_str().unwrap()];
+    let o = run(&[&TWO[..], &pv[..], &["--receipt", multi.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let one = ["--backend", "cpu", "--stages", "2", "-q"];
+    let o = run(&[&one[..], &pv[..], &["--receipt", single.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let (m, s) = (load(&multi), load(&single));
+    assert_eq!(m["verdict"], "PASS");
+    assert_eq!(m["config"]["prompt_len"], 15);
+    assert_eq!(m["config"]["chunks"], serde_json::json!([1, 8, 15]));
+    assert_eq!(arm_hashes(&s), arm_hashes(&m));
+    assert_eq!(s["arms"][1]["rounds"], m["arms"][1]["rounds"]);
+    let rounds = m["arms"][1]["rounds"].as_array().unwrap();
+    assert_eq!(rounds[0]["start"], 15);
+    assert!(rounds.iter().all(|r| r["accepted"] == r["expected"]));
+    let o = run(&[
+        &TWO[..],
+        &pv[2..],
+        &["--arms", "verify", "--fault", "no-rollback"],
+    ]
+    .concat());
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // A member told another prompt than the tape's is refused (exit 2, both values named).
+    let o = run(&[&TWO[..], &pv[..], &["--prompt-len", "8"]].concat());
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--prompt-len 8 contradicts"),
+        "{}",
+        text(&o)
+    );
+}

@@ -68,6 +68,9 @@ pub struct GateSpec {
     pub arms: Vec<ArmKind>,
     pub window: usize,
     pub batch: usize,
+    /// Row 0's prompt (with a tape: the first `prompt_len` tape tokens; the CLI takes the
+    /// tape's own `prompt_len`, else --prompt-len), primed by the prime and verify arms; also
+    /// the length of the seeded prompts of batch rows 1.. . At least 1, at most `steps()`.
     pub prompt_len: usize,
     pub gen_len: usize,
     pub seed: u64,
@@ -112,7 +115,7 @@ impl GateSpec {
         if self.batch == 0 {
             return Err("--batch 0: need at least one sequence".into());
         }
-        if self.tape.is_none() && self.prompt_len == 0 {
+        if self.prompt_len == 0 {
             return Err("--prompt-len 0: need at least one prompt token".into());
         }
         if self.steps_checked().is_none() {
@@ -129,9 +132,14 @@ impl GateSpec {
             ));
         }
         if self.steps() == 0 {
-            return Err(
-                "the gate has 0 steps (empty tape, or --prompt-len 0 and --gen-len 0)".into(),
-            );
+            return Err("the gate has 0 steps (an empty tape)".into());
+        }
+        if self.prompt_len > self.steps() {
+            return Err(format!(
+                "prompt of {} tokens: longer than the tape's {}",
+                self.prompt_len,
+                self.steps()
+            ));
         }
         if let Some(c) = &self.chunks {
             if c.is_empty() || c.contains(&0) {
@@ -153,9 +161,10 @@ impl GateSpec {
         Ok(())
     }
 
-    /// Prompt positions the prime and verify arms prime (the prompt, within the tape).
+    /// Prompt positions the prime and verify arms prime: the whole prompt (`validate`: 1 up
+    /// to the tape's length), never fewer.
     pub fn prime_len(&self) -> usize {
-        self.prompt_len.max(1).min(self.steps())
+        self.prompt_len
     }
 
     /// The prime arm's chunk sizes as run: as given (default 1, 8, 16 and the whole
@@ -406,7 +415,7 @@ pub fn run_gate<B: Backend>(
     for r in 0..rows {
         let prompt = match (&spec.tape, r) {
             (Some(t), 0) => t.clone(),
-            _ => seeded_prompt(&model, spec.seed, r, spec.prompt_len.max(1).min(steps)),
+            _ => seeded_prompt(&model, spec.seed, r, spec.prompt_len),
         };
         refs.push(run_reference(&ref_rt, r, prompt, steps, spec.topk)?);
     }
@@ -703,16 +712,48 @@ fn greedy(l: &[f32]) -> u32 {
     receipt::topk(l, 1)[0].0
 }
 
+/// A seeded draft token that is neither `tape_tok` (the tape's token there) nor `greedy_tok`
+/// (the reference's greedy choice there), so a correct runtime must reject it and the
+/// positions after it are never walked on it. The tape's token plus a seeded offset in
+/// 1..vocab, drawn again while that is the greedy choice (on a tape of greedy tokens the
+/// first draw always stands, so such gates keep their drafts). A vocab of 2 or fewer ids
+/// may have no such token: then the tape's own when it is not the greedy choice (still
+/// rejected, and the tape's), else the next id.
+fn wrong_draft(rng: &mut ChaCha8Rng, vocab: usize, tape_tok: u32, greedy_tok: u32) -> u32 {
+    let v = vocab.max(1) as u32;
+    if v <= 2 {
+        return if tape_tok != greedy_tok {
+            tape_tok
+        } else {
+            (tape_tok + 1) % v
+        };
+    }
+    loop {
+        let off = rng.gen_range(1..v);
+        let t = ((u64::from(tape_tok) + u64::from(off)) % u64::from(v)) as u32;
+        if t != greedy_tok {
+            return t;
+        }
+    }
+}
+
 /// The verify arm: the prompt primed as one chunk, then speculative rounds to the tape's
 /// end. Round k at position `start` walks the input token and the next K tape tokens as
 /// drafts (one replaced by a seeded wrong token in round 0 and in a seeded half of the
 /// rounds after it) as ONE step of K+1 rows, accepts the longest draft prefix matching its
 /// own greedy choices, rolls every stage's cache back to the accepted length and goes on
-/// from the first rejected position. The accepted positions' logits must be the
-/// reference's, and each round's acceptance what the reference's greedy choices imply.
+/// from the first rejected position, whose input is the tape's token there (teacher
+/// forced, as the reference ran: the tape need not be the model's greedy path). The
+/// accepted positions' logits must be the reference's, and each round's acceptance what
+/// the reference's own greedy choices imply: draft i is accepted where it equals the
+/// greedy token of the reference's logits at position start+i-1 (never where it merely
+/// equals the tape's next token). The wrong draft is neither the tape's token nor the
+/// reference's greedy choice, so a correct runtime rejects it, and every position a round
+/// accepts or reads carries tape tokens only: each has a reference logits row.
 /// Across processes only the last stage's member has logits, so every member walks the
-/// acceptance the reference implies (the same schedule everywhere; members' caches must
-/// roll back alike) and the last one records and judges its own.
+/// acceptance the reference implies (every member computes the reference: the same
+/// schedule everywhere; members' caches must roll back alike) and the last one records and
+/// judges its own.
 fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
     let judging = rt.has_output();
     let multi = spec.dist.is_some();
@@ -738,6 +779,9 @@ fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<A
             judge.check_key(r, 0, prompt_key, &l[r * vocab..(r + 1) * vocab]);
         }
     }
+    // The reference's greedy token at every position (from its logits, by `greedy`'s
+    // order), what each round's expected acceptance is read from.
+    let ref_greedy: Vec<u32> = r0.logits.iter().map(|l| greedy(l)).collect();
     let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ 0x5eed_d4af);
     let mut rounds = Vec::new();
     let mut start = p;
@@ -749,18 +793,19 @@ fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<A
         // positions to keep), later rounds in a seeded half.
         let replaced = (ke > 0 && (round == 0 || rng.gen_bool(0.5))).then(|| {
             let j = rng.gen_range(1..=ke);
-            let off = rng.gen_range(1..vocab.max(2) as u32);
-            toks[j] = (toks[j] + off) % vocab as u32;
+            toks[j] = wrong_draft(&mut rng, vocab, tape[start + j], ref_greedy[start + j - 1]);
             j
         });
         let c = || format!("verify arm round {round} at position {start}");
         let pend = walk.issue_chunk(&toks, start).map_err(rt_err(c))?;
         let l = walk.read_eager(pend).map_err(rt_err(c))?;
         let row = |r: usize| &l[r * vocab..(r + 1) * vocab];
-        // The reference's acceptance from the tape, whose token after a generated position
-        // is the reference's greedy choice there; the arm's from its own logits (a member
-        // without them: the reference's).
-        let expected = (1..=ke).take_while(|&i| toks[i] == tape[start + i]).count();
+        // The reference's acceptance from its own greedy choices at the round's positions
+        // (the tape's next token is that only on a tape the reference generated itself);
+        // the arm's from its own logits (a member without them: the reference's).
+        let expected = (1..=ke)
+            .take_while(|&i| toks[i] == ref_greedy[start + i - 1])
+            .count();
         let accepted = if judging {
             (1..=ke)
                 .take_while(|&i| toks[i] == greedy(row(i - 1)))
@@ -851,6 +896,39 @@ mod tests {
             cache: vec![(Some(5), 8)],
         };
         assert!(misplacements(&pl, 0, &[good, fine], true).is_empty());
+    }
+
+    /// The verify arm's wrong draft is neither the tape's token nor the reference's greedy
+    /// choice (so a correct runtime always rejects it), always below the vocab; on a greedy
+    /// tape (tape token = greedy) it is the old draw, the tape token plus a seeded offset.
+    #[test]
+    fn wrong_draft_is_neither_the_tape_token_nor_the_greedy_choice() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for _ in 0..20_000 {
+            let vocab = if rng.gen_bool(0.2) {
+                rng.gen_range(3..6)
+            } else {
+                rng.gen_range(3..70_000)
+            };
+            let tape = rng.gen_range(0..vocab as u32);
+            let greedy = if rng.gen_bool(0.3) {
+                tape
+            } else {
+                rng.gen_range(0..vocab as u32)
+            };
+            let w = wrong_draft(&mut rng, vocab, tape, greedy);
+            assert!(
+                (w as usize) < vocab && w != tape && w != greedy,
+                "{vocab} {tape} {greedy}: {w}"
+            );
+        }
+        let (mut a, mut b) = (ChaCha8Rng::seed_from_u64(3), ChaCha8Rng::seed_from_u64(3));
+        for _ in 0..100 {
+            let off = a.gen_range(1..2048u32);
+            assert_eq!(wrong_draft(&mut b, 2048, 100, 100), (100 + off) % 2048);
+        }
+        assert_eq!(wrong_draft(&mut rng, 2, 0, 1), 0);
+        assert_eq!(wrong_draft(&mut rng, 2, 1, 1), 0);
     }
 
     #[test]

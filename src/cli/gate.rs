@@ -126,8 +126,10 @@ pub(crate) fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
 
 /// The run's largest prime chunk from its flags (0: no prime arm), what `--mma auto` looks
 /// at besides the model's width: the chunks as the prime arm runs them
-/// (`arms::prime_chunk_sizes` of `--chunk` and `--prompt-len`). From the flags alone, so
-/// every process and engine of a run agrees. A bad `--arms` is named later by `check_on`.
+/// (`arms::prime_chunk_sizes` of `--chunk` and the prompt by the one rule for tapes,
+/// `args_prompt_len`: a tape's `prompt_len`, else `--prompt-len`). From the flags and the
+/// tape file alone, so every process and engine of a run agrees. A bad `--arms` is named
+/// later by `check_on`.
 fn prime_rows(args: &GateArgs) -> Result<usize> {
     let primes = args
         .arms
@@ -137,7 +139,7 @@ fn prime_rows(args: &GateArgs) -> Result<usize> {
         return Ok(0);
     }
     let chunks = list_flag("--chunk", &args.chunk)?;
-    let sizes = arms::prime_chunk_sizes(chunks.as_deref(), args.prompt_len.max(1));
+    let sizes = arms::prime_chunk_sizes(chunks.as_deref(), args_prompt_len(args)?);
     Ok(sizes.into_iter().max().unwrap_or(0))
 }
 
@@ -249,34 +251,204 @@ fn spec_flags(s: &SynthSpec) -> String {
     )
 }
 
-/// Read a tape: JSON with a `tokens` array or a `tape` array of token ids.
-pub fn load_tape(path: &Path, vocab: usize) -> Result<Vec<u32>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("--tape {}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("--tape {}: not valid JSON", path.display()))?;
-    let arr = v
-        .get("tokens")
-        .or_else(|| v.get("tape"))
-        .and_then(|a| a.as_array())
-        .ok_or_else(|| anyhow!("--tape {}: no `tokens` or `tape` array", path.display()))?;
-    let mut out = Vec::with_capacity(arr.len());
+/// The largest tape file read (a token id takes a few bytes of JSON, so this is millions
+/// of positions, far past any model's context; an oracle tape's per-step top-k fits many
+/// thousand steps). Checked before the file is parsed, so a huge or endless file (a device,
+/// a FIFO) costs no more than this much memory.
+pub const TAPE_MAX_BYTES: u64 = 16 << 20;
+
+/// The prompt length when neither a tape's `prompt_len` nor `--prompt-len` gives one.
+pub const DEFAULT_PROMPT_LEN: usize = 8;
+
+/// A token tape as read from its file: row 0's tokens and, when the file says, how many of
+/// them are the prompt. Its bounds against a model (vocab, context length): `check_tape`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tape {
+    pub tokens: Vec<u32>,
+    pub prompt_len: Option<usize>,
+}
+
+/// A JSON value's kind, for errors that name what a field holds instead of what it needs.
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value as J;
+    match v {
+        J::Null => "null",
+        J::Bool(_) => "a boolean",
+        J::Number(_) => "a number",
+        J::String(_) => "a string",
+        J::Array(_) => "an array",
+        J::Object(_) => "an object",
+    }
+}
+
+/// A JSON value as errors quote it: short, whatever its size.
+fn json_short(v: &serde_json::Value) -> String {
+    let t = v.to_string();
+    match t.char_indices().nth(40) {
+        Some((i, _)) => format!("{}...", &t[..i]),
+        None => t,
+    }
+}
+
+/// Read a tape file: a JSON object with a `tokens` or a `tape` array of token ids (each a
+/// non-negative integer that fits a u32) and an optional `prompt_len` (1 up to the tape's
+/// length). The file is at most TAPE_MAX_BYTES and UTF-8. Every breach is an error naming
+/// the file and the field; nothing here panics on any input.
+pub fn read_tape(path: &Path) -> Result<Tape> {
+    use std::io::Read as _;
+    let name = || format!("--tape {}", path.display());
+    let f = std::fs::File::open(path).with_context(name)?;
+    // Read one byte past the cap (not what the metadata says: a FIFO or a device has no
+    // length), so a file over it is refused having read no more than that.
+    let mut bytes = Vec::new();
+    f.take(TAPE_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(name)?;
+    if bytes.len() as u64 > TAPE_MAX_BYTES {
+        let size = std::fs::metadata(path)
+            .ok()
+            .filter(|m| m.is_file())
+            .map_or_else(
+                || "more than".to_string(),
+                |m| format!("{} bytes, over", m.len()),
+            );
+        bail!(
+            "{}: {size} the limit of {TAPE_MAX_BYTES} bytes for a tape",
+            name()
+        );
+    }
+    let text = std::str::from_utf8(&bytes).map_err(|e| {
+        anyhow!(
+            "{}: not UTF-8 text (invalid byte at offset {})",
+            name(),
+            e.valid_up_to()
+        )
+    })?;
+    let v: serde_json::Value =
+        serde_json::from_str(text).with_context(|| format!("{}: not valid JSON", name()))?;
+    let obj = v.as_object().ok_or_else(|| {
+        anyhow!(
+            "{}: the top level is {}, need a JSON object with a `tokens` or `tape` array",
+            name(),
+            json_kind(&v)
+        )
+    })?;
+    let key = match (obj.get("tokens"), obj.get("tape")) {
+        (Some(_), Some(_)) => bail!(
+            "{}: has both `tokens` and `tape`: give the token ids once",
+            name()
+        ),
+        (Some(_), None) => "tokens",
+        (None, Some(_)) => "tape",
+        (None, None) => bail!("{}: no `tokens` or `tape` array", name()),
+    };
+    let arr = obj[key].as_array().ok_or_else(|| {
+        anyhow!(
+            "{}: `{key}` is {}, need an array of token ids",
+            name(),
+            json_kind(&obj[key])
+        )
+    })?;
+    let mut tokens = Vec::with_capacity(arr.len());
     for (i, t) in arr.iter().enumerate() {
         let id = t
             .as_u64()
-            .filter(|&id| (id as usize) < vocab)
+            .and_then(|id| u32::try_from(id).ok())
             .ok_or_else(|| {
                 anyhow!(
-                    "--tape {}: entry {i} ({t}) is not a token id below the vocab size {vocab}",
-                    path.display()
+                    "{}: `{key}` entry {i} ({}) is not a token id (a non-negative integer)",
+                    name(),
+                    json_short(t)
                 )
             })?;
-        out.push(id as u32);
+        tokens.push(id);
     }
-    if out.is_empty() {
-        bail!("--tape {}: the tape is empty", path.display());
+    if tokens.is_empty() {
+        bail!("{}: `{key}` is empty: the tape is empty", name());
     }
-    Ok(out)
+    let prompt_len = match obj.get("prompt_len") {
+        None => None,
+        Some(p) => {
+            let n = p.as_u64().ok_or_else(|| {
+                anyhow!(
+                    "{}: `prompt_len` ({}) is not a non-negative integer",
+                    name(),
+                    json_short(p)
+                )
+            })?;
+            if n == 0 || n > tokens.len() as u64 {
+                bail!(
+                    "{}: `prompt_len` {n}: must be in 1..={} (the tape's {} tokens)",
+                    name(),
+                    tokens.len(),
+                    tokens.len()
+                );
+            }
+            Some(n as usize)
+        }
+    };
+    Ok(Tape { tokens, prompt_len })
+}
+
+/// A tape's bounds against the model: every id below the vocab size, and no more positions
+/// than the model's context length (`context_length` 0: the model names none).
+pub fn check_tape(t: &Tape, path: &Path, vocab: usize, context_length: usize) -> Result<()> {
+    for (i, &id) in t.tokens.iter().enumerate() {
+        if id as usize >= vocab {
+            bail!(
+                "--tape {}: entry {i} ({id}) is not a token id below the vocab size {vocab}",
+                path.display()
+            );
+        }
+    }
+    if context_length > 0 && t.tokens.len() > context_length {
+        bail!(
+            "--tape {}: {} tokens, more than the model's context length {context_length} (its GGUF `context_length`)",
+            path.display(),
+            t.tokens.len()
+        );
+    }
+    Ok(())
+}
+
+/// Row 0's prompt length by the one rule for tapes: a tape's own `prompt_len`; else
+/// `--prompt-len` (default DEFAULT_PROMPT_LEN; with a tape the default is at most the
+/// tape's length, a given value longer than the tape is refused). A `--prompt-len` given
+/// beside a tape's `prompt_len` must equal it. 0 is refused. `tape`: the tape read from
+/// `--tape`, when there is one.
+pub fn gate_prompt_len(args: &GateArgs, tape: Option<&Tape>) -> Result<usize> {
+    let given = args.prompt_len;
+    let path = || {
+        args.tape
+            .as_deref()
+            .map_or_else(String::new, |p| p.display().to_string())
+    };
+    if given == Some(0) {
+        bail!("--prompt-len 0: need at least one prompt token");
+    }
+    let Some(t) = tape else {
+        return Ok(given.unwrap_or(DEFAULT_PROMPT_LEN));
+    };
+    match (t.prompt_len, given) {
+        (Some(own), Some(g)) if g != own => bail!(
+            "--prompt-len {g} contradicts --tape {}, whose `prompt_len` is {own}: leave --prompt-len out (the tape sets it) or give {own}",
+            path()
+        ),
+        (Some(own), _) => Ok(own),
+        (None, Some(g)) if g > t.tokens.len() => bail!(
+            "--prompt-len {g}: longer than --tape {} ({} tokens, no `prompt_len`)",
+            path(),
+            t.tokens.len()
+        ),
+        (None, Some(g)) => Ok(g),
+        (None, None) => Ok(DEFAULT_PROMPT_LEN.min(t.tokens.len())),
+    }
+}
+
+/// `gate_prompt_len` reading `--tape` itself (where no tape has been read yet).
+pub fn args_prompt_len(args: &GateArgs) -> Result<usize> {
+    let tape = args.tape.as_deref().map(read_tape).transpose()?;
+    gate_prompt_len(args, tape.as_ref())
 }
 
 /// A gate's flags checked against its backend before any model loads: the stages' devices,
@@ -299,6 +471,10 @@ pub fn check(args: &GateArgs) -> Result<Checked> {
 
 /// `check` on a backend already opened from the same flags.
 pub fn check_on(args: &GateArgs, be: AnyBackend) -> Result<Checked> {
+    // The tape's own bounds and the one prompt rule need no model: a battery finds a
+    // contradicting --prompt-len before its first gate runs (the vocab and context length
+    // are checked against the model in `prepare_model`).
+    args_prompt_len(args)?;
     let splits = list_flag("--splits", &args.splits)?;
     let devices = stage_devices(
         args.stages,
@@ -474,21 +650,25 @@ pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Re
     if args.topk == 0 || args.topk > cfg.vocab {
         bail!("--topk {}: must be in 1..={}", args.topk, cfg.vocab);
     }
-    let tape = args
-        .tape
-        .as_deref()
-        .map(|p| load_tape(p, cfg.vocab))
-        .transpose()?;
+    let tape = match args.tape.as_deref() {
+        Some(p) => {
+            let t = read_tape(p)?;
+            check_tape(&t, p, cfg.vocab, cfg.context_length)?;
+            Some(t)
+        }
+        None => None,
+    };
+    let prompt_len = gate_prompt_len(args, tape.as_ref())?;
     let spec = GateSpec {
         placement,
         arms: c.arms,
         window: args.window,
         batch: args.batch,
-        prompt_len: args.prompt_len,
+        prompt_len,
         gen_len: if tape.is_some() { 0 } else { args.gen_len },
         seed: args.seed,
         topk: args.topk,
-        tape,
+        tape: tape.map(|t| t.tokens),
         faults: c.faults,
         chunks: list_flag("--chunk", &args.chunk)?,
         repeat: args.repeat,
@@ -518,8 +698,13 @@ pub fn prepare_model(args: &GateArgs, model: Option<(Arc<Model>, String)>) -> Re
         weight_bytes: model.weight_bytes,
         blake3: model.file_blake3.clone(),
     };
+    // The prompt as resolved, as if given: a member of a multi-process gate gets it as its
+    // --prompt-len (`dist::member_argv`) and refuses a tape that says otherwise, so every
+    // member walks the same prompt.
+    let mut args = args.clone();
+    args.prompt_len = Some(prompt_len);
     Ok(Prepared {
-        args: args.clone(),
+        args,
         be,
         model,
         model_info,
@@ -624,7 +809,8 @@ pub fn receipt_of(
             arms: p.spec.arms.iter().map(|a| a.name().to_string()).collect(),
             window: p.spec.window,
             batch: p.spec.batch,
-            // As given: with a tape it still sets the seeded prompts of batch rows 1..B.
+            // Row 0's prompt by the one rule for tapes (a tape's own `prompt_len`, else
+            // --prompt-len); also the length of the seeded prompts of batch rows 1..B.
             prompt_len: p.spec.prompt_len,
             gen_len: p.spec.gen_len,
             seed: p.spec.seed,
@@ -1012,9 +1198,363 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{mma_mode, on_off, prime_rows, MmaMode};
+    use super::{
+        check_tape, gate_prompt_len, mma_mode, on_off, prime_rows, read_tape, MmaMode, Tape,
+        TAPE_MAX_BYTES,
+    };
     use crate::cli::Cli;
     use clap::Parser;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn gate_args(flags: &[&str]) -> crate::cli::GateArgs {
+        Cli::try_parse_from(std::iter::once("ppn-gate").chain(flags.iter().copied()))
+            .unwrap()
+            .gate
+    }
+
+    /// The one rule for tapes: a tape's own `prompt_len` wins; --prompt-len may repeat it but
+    /// not contradict it (the error names both values); a tape without one takes the flag
+    /// (refused when longer than the tape) or the default 8 (at most the tape); no tape:
+    /// the flag or 8; 0 is refused either way.
+    #[test]
+    fn prompt_len_follows_the_one_rule_for_tapes() {
+        let tape = |n: usize, own: Option<usize>| Tape {
+            tokens: vec![1; n],
+            prompt_len: own,
+        };
+        let pl = |flags: &[&str], t: Option<&Tape>| gate_prompt_len(&gate_args(flags), t);
+        let tf = ["--tape", "t.json"];
+        assert_eq!(pl(&[], None).unwrap(), 8);
+        assert_eq!(pl(&["--prompt-len", "3"], None).unwrap(), 3);
+        assert_eq!(pl(&tf, Some(&tape(40, Some(24)))).unwrap(), 24);
+        assert_eq!(
+            pl(
+                &["--tape", "t.json", "--prompt-len", "24"],
+                Some(&tape(40, Some(24)))
+            )
+            .unwrap(),
+            24
+        );
+        let e = pl(
+            &["--tape", "t.json", "--prompt-len", "8"],
+            Some(&tape(40, Some(24))),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--prompt-len 8") && e.contains("`prompt_len` is 24"),
+            "{e}"
+        );
+        assert!(e.contains("t.json"), "{e}");
+        assert_eq!(pl(&tf, Some(&tape(40, None))).unwrap(), 8);
+        assert_eq!(pl(&tf, Some(&tape(5, None))).unwrap(), 5);
+        assert_eq!(
+            pl(
+                &["--tape", "t.json", "--prompt-len", "30"],
+                Some(&tape(40, None))
+            )
+            .unwrap(),
+            30
+        );
+        let e = pl(
+            &["--tape", "t.json", "--prompt-len", "41"],
+            Some(&tape(40, None)),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--prompt-len 41") && e.contains("40 tokens"),
+            "{e}"
+        );
+        for t in [None, Some(tape(40, None)), Some(tape(40, Some(3)))] {
+            let e = pl(&["--tape", "t.json", "--prompt-len", "0"], t.as_ref())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--prompt-len 0"), "{e}");
+        }
+    }
+
+    /// One hostile tape file: its bytes and what the error must name (None: it is a valid
+    /// tape, whose tokens and prompt_len must then read back).
+    struct Case {
+        bytes: Vec<u8>,
+        want: Option<String>,
+        valid: Option<Tape>,
+    }
+
+    const VOCAB: usize = 2048;
+    const CTX: usize = 64;
+
+    /// A random JSON value that is not a non-negative integer below 2^32 (a wrong-typed id
+    /// or prompt_len), and its text.
+    fn not_an_id(rng: &mut ChaCha8Rng) -> String {
+        match rng.gen_range(0..9) {
+            0 => format!("-{}", rng.gen_range(1..u32::MAX)),
+            1 => format!("{}.5", rng.gen_range(0..100)),
+            2 => format!("\"{}\"", rng.gen_range(0..100)),
+            3 => "null".into(),
+            4 => "true".into(),
+            5 => format!("[{}]", rng.gen_range(0..100)),
+            6 => format!("{{\"id\": {}}}", rng.gen_range(0..100)),
+            7 => format!("{}", u64::from(u32::MAX) + rng.gen_range(1..1u64 << 40)),
+            _ => "1e300".into(),
+        }
+    }
+
+    fn ids(rng: &mut ChaCha8Rng, n: usize) -> Vec<u32> {
+        (0..n).map(|_| rng.gen_range(0..VOCAB as u32)).collect()
+    }
+
+    fn list(v: &[String]) -> String {
+        format!("[{}]", v.join(", "))
+    }
+
+    fn case(rng: &mut ChaCha8Rng) -> Case {
+        let key = if rng.gen_bool(0.5) { "tape" } else { "tokens" };
+        let n = rng.gen_range(1..CTX);
+        let good = ids(rng, n);
+        let text: Vec<String> = good.iter().map(|t| t.to_string()).collect();
+        let c = |s: String, want: &str| Case {
+            bytes: s.into_bytes(),
+            want: Some(want.to_string()),
+            valid: None,
+        };
+        match rng.gen_range(0..16) {
+            0 => {
+                // A wrong-typed entry at a random index.
+                let i = rng.gen_range(0..n);
+                let mut t = text.clone();
+                t[i] = not_an_id(rng);
+                c(
+                    format!("{{\"{key}\": {}}}", list(&t)),
+                    &format!("`{key}` entry {i} ("),
+                )
+            }
+            1 => {
+                // An id at or past the vocab.
+                let i = rng.gen_range(0..n);
+                let id = rng.gen_range(VOCAB as u64..=u64::from(u32::MAX));
+                let mut t = text.clone();
+                t[i] = id.to_string();
+                c(
+                    format!("{{\"{key}\": {}}}", list(&t)),
+                    &format!("entry {i} ({id}) is not a token id below the vocab size {VOCAB}"),
+                )
+            }
+            2 => c(
+                // prompt_len 0 or past the tape, up to absurd.
+                format!(
+                    "{{\"{key}\": {}, \"prompt_len\": {}}}",
+                    list(&text),
+                    if rng.gen_bool(0.3) {
+                        0
+                    } else {
+                        rng.gen_range(n as u64 + 1..=u64::MAX)
+                    }
+                ),
+                &format!("`prompt_len` "),
+            ),
+            3 => c(
+                format!(
+                    "{{\"{key}\": {}, \"prompt_len\": {}}}",
+                    list(&text),
+                    not_an_id(rng)
+                ),
+                "`prompt_len` ",
+            ),
+            4 => c(
+                format!("{{\"prompt_len\": {}, \"steps\": []}}", rng.gen_range(1..9)),
+                "no `tokens` or `tape` array",
+            ),
+            5 => c(format!("{{\"{key}\": []}}"), &format!("`{key}` is empty")),
+            6 => {
+                let v = not_an_id(rng);
+                let kind = if v.starts_with('[') {
+                    // An array of one integer is a valid one-token tape: make it an object.
+                    "an object"
+                } else {
+                    ""
+                };
+                let v = if kind.is_empty() { v } else { "{}".into() };
+                c(format!("{{\"{key}\": {v}}}"), &format!("`{key}` is "))
+            }
+            7 => {
+                // Invalid UTF-8 somewhere in an otherwise plausible file.
+                let mut b = format!("{{\"{key}\": {}}}", list(&text)).into_bytes();
+                let at = rng.gen_range(0..b.len());
+                b.insert(at, [0xff, 0xc0, 0x80, 0xfe][rng.gen_range(0..4)]);
+                Case {
+                    bytes: b,
+                    want: Some("not UTF-8".into()),
+                    valid: None,
+                }
+            }
+            8 => {
+                // Nested garbage past serde_json's recursion limit.
+                let depth = rng.gen_range(200..5000);
+                c(
+                    format!("{{\"{key}\": {}{}}}", "[".repeat(depth), "]".repeat(depth)),
+                    "not valid JSON",
+                )
+            }
+            9 => {
+                let s = format!("{{\"{key}\": {}}}", list(&text));
+                let cut = rng.gen_range(0..s.len());
+                c(s[..cut].to_string(), "not valid JSON")
+            }
+            10 => c(
+                [list(&text), "42".into(), "\"tape\"".into(), "null".into()][rng.gen_range(0..4)]
+                    .clone(),
+                "the top level is",
+            ),
+            11 => c(
+                format!("{{\"tokens\": {}, \"tape\": {}}}", list(&text), list(&text)),
+                "both `tokens` and `tape`",
+            ),
+            12 => {
+                let len = CTX + rng.gen_range(1..100);
+                let long = ids(rng, len);
+                let t: Vec<String> = long.iter().map(|t| t.to_string()).collect();
+                c(
+                    format!("{{\"{key}\": {}}}", list(&t)),
+                    &format!("more than the model's context length {CTX}"),
+                )
+            }
+            13 => {
+                // Random bytes: whatever they are, never a panic (an error or, rarely, a tape).
+                let len = rng.gen_range(0..64);
+                Case {
+                    bytes: (0..len).map(|_| rng.gen()).collect(),
+                    want: Some(String::new()),
+                    valid: None,
+                }
+            }
+            _ => {
+                // Valid, with extra keys an oracle file carries.
+                let own = rng.gen_bool(0.5).then(|| rng.gen_range(1..=n));
+                let pl = own.map_or(String::new(), |p| format!(", \"prompt_len\": {p}"));
+                Case {
+                    bytes: format!(
+                        "{{\"vocab\": {VOCAB}, \"{key}\": {}{pl}, \"steps\": [{{\"x\": [1]}}]}}",
+                        list(&text)
+                    )
+                    .into_bytes(),
+                    want: None,
+                    valid: Some(Tape {
+                        tokens: good,
+                        prompt_len: own,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// The tape input family, hostile: 2000 seeded random files (wrong types, negative and
+    /// out-of-range ids, ids past the vocab, prompt_len 0 or past the tape up to u64::MAX,
+    /// missing keys, empty, non-UTF-8, nesting past the parser's limit, truncation, a
+    /// non-object top level, both keys, past the context length, random bytes) and as many
+    /// random byte mutations of valid files. None panics; each is refused naming the file
+    /// and what its case breaks, or (valid) reads back its tokens and prompt_len.
+    #[test]
+    fn hostile_tapes_never_panic_and_name_the_field() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t.json");
+        let mut rng = ChaCha8Rng::seed_from_u64(25);
+        let read = |bytes: &[u8]| {
+            std::fs::write(&path, bytes).unwrap();
+            read_tape(&path).and_then(|t| check_tape(&t, &path, VOCAB, CTX).map(|_| t))
+        };
+        let (mut refused, mut valid) = (0, 0);
+        for i in 0..2000 {
+            let c = case(&mut rng);
+            match (read(&c.bytes), &c.want) {
+                (Ok(t), None) => {
+                    assert_eq!(Some(&t), c.valid.as_ref(), "case {i}");
+                    valid += 1;
+                }
+                (Err(e), Some(want)) => {
+                    let e = format!("{e:#}");
+                    assert!(
+                        e.starts_with(&format!("--tape {}", path.display())),
+                        "case {i}: {e}"
+                    );
+                    assert!(e.contains(want.as_str()), "case {i}: want {want:?} in {e}");
+                    refused += 1;
+                }
+                // Random bytes may (rarely) be a valid tape.
+                (Ok(_), Some(w)) if w.is_empty() => {}
+                (r, want) => panic!(
+                    "case {i} ({:?}): want {want:?}, got {:?}",
+                    String::from_utf8_lossy(&c.bytes),
+                    r.map_err(|e| format!("{e:#}"))
+                ),
+            }
+            // A mutation of a valid file: an error naming the file, or a tape within bounds.
+            let n = rng.gen_range(1..CTX);
+            let t: Vec<String> = ids(&mut rng, n).iter().map(|t| t.to_string()).collect();
+            let mut b = format!(
+                "{{\"prompt_len\": {}, \"tape\": {}}}",
+                rng.gen_range(1..=n),
+                list(&t)
+            )
+            .into_bytes();
+            for _ in 0..rng.gen_range(1..4) {
+                let at = rng.gen_range(0..b.len());
+                match rng.gen_range(0..3) {
+                    0 => b[at] = rng.gen(),
+                    1 => {
+                        b.remove(at);
+                    }
+                    _ => b.insert(at, b"[]{}\",:-0e9\\"[rng.gen_range(0..12)]),
+                }
+                if b.is_empty() {
+                    break;
+                }
+            }
+            match read(&b) {
+                Ok(t) => {
+                    assert!(!t.tokens.is_empty() && t.tokens.len() <= CTX);
+                    assert!(t.tokens.iter().all(|&id| (id as usize) < VOCAB));
+                    assert!(t.prompt_len.map_or(true, |p| p >= 1 && p <= t.tokens.len()));
+                }
+                Err(e) => {
+                    let e = format!("{e:#}");
+                    assert!(e.starts_with(&format!("--tape {}", path.display())), "{e}");
+                }
+            }
+        }
+        assert!(
+            refused > 1500 && valid > 50,
+            "refused {refused}, valid {valid}"
+        );
+    }
+
+    /// A file over the cap is refused naming its size and the limit, before it is parsed;
+    /// an endless one (a device) after reading no more than the cap.
+    #[test]
+    fn a_tape_file_over_the_cap_is_refused_naming_its_size() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("big.json");
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(TAPE_MAX_BYTES + 7).unwrap();
+        let e = format!("{:#}", read_tape(&path).unwrap_err());
+        assert!(
+            e.contains(&format!("{} bytes", TAPE_MAX_BYTES + 7))
+                && e.contains(&format!("limit of {TAPE_MAX_BYTES} bytes")),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            read_tape(std::path::Path::new("/dev/zero")).unwrap_err()
+        );
+        assert!(
+            e.contains(&format!("more than the limit of {TAPE_MAX_BYTES} bytes")),
+            "{e}"
+        );
+        let e = format!("{:#}", read_tape(d.path()).unwrap_err());
+        assert!(e.contains("--tape"), "{e}");
+    }
 
     /// `--pdl`/`--graphs` default on; only "on" and "off" parse, anything else is an error
     /// naming the flag and the value.
@@ -1052,6 +1592,15 @@ mod tests {
         assert_eq!(rows("--arms eager,prime --prompt-len 100"), 100);
         assert_eq!(rows("--arms prime --chunk 512 --prompt-len 40"), 40);
         assert_eq!(rows("--arms verify --prompt-len 100"), 0);
+        // A tape's own prompt_len, the one rule for tapes.
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path().join("t.json");
+        std::fs::write(&t, r#"{"prompt_len": 24, "tape": [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30]}"#).unwrap();
+        assert_eq!(rows(&format!("--arms prime --tape {}", t.display())), 24);
+        assert_eq!(
+            rows(&format!("--arms prime --chunk 512 --tape {}", t.display())),
+            24
+        );
         let cli = Cli::try_parse_from(["ppn-gate", "--arms", "prime", "--chunk", "8,x"]).unwrap();
         assert!(prime_rows(&cli.gate)
             .unwrap_err()

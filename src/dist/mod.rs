@@ -167,7 +167,11 @@ pub fn member_argv(a: &GateArgs) -> Vec<String> {
     kv("arms", a.arms.clone());
     kv("window", a.window.to_string());
     kv("batch", a.batch.to_string());
-    kv("prompt-len", a.prompt_len.to_string());
+    // `prepare` sets it to the prompt as resolved (a tape's own `prompt_len`, else the flag
+    // or its default), so every member walks that prompt and refuses a tape that differs.
+    if let Some(x) = a.prompt_len {
+        kv("prompt-len", x.to_string());
+    }
     kv("gen-len", a.gen_len.to_string());
     kv("seed", a.seed.to_string());
     if let Some(t) = &a.tape {
