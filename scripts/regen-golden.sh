@@ -4,5 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --locked
-scripts/synth-models.sh target/release/ppn-gate target/synth
-target/release/ppn-gate battery gates/cpu.json --out receipts/golden
+# The binary cargo just built, wherever CARGO_TARGET_DIR (or a config) puts it: never a stale
+# target/release/ppn-gate left in the checkout.
+BIN="$(cargo metadata --format-version 1 --no-deps --locked |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/ppn-gate"
+scripts/synth-models.sh "$BIN" target/synth
+"$BIN" battery gates/cpu.json --out receipts/golden

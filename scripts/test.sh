@@ -10,7 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh
 cargo build --release --locked
+# The binary cargo just built, wherever CARGO_TARGET_DIR (or a config) puts it: never a stale
+# target/release/ppn-gate left in the checkout.
+BIN="$(cargo metadata --format-version 1 --no-deps --locked |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/ppn-gate"
 cargo test --release --locked
 python3 scripts/nvrtc-check.py
-scripts/synth-models.sh target/release/ppn-gate target/synth
-target/release/ppn-gate battery gates/cpu.json --out receipts/runs/battery-cpu --golden receipts/golden
+scripts/synth-models.sh "$BIN" target/synth
+"$BIN" battery gates/cpu.json --out receipts/runs/battery-cpu --golden receipts/golden
