@@ -59,7 +59,10 @@ pub enum Cmd {
     Synth(SynthArgs),
     /// Repeat a gate N times; classify failures as deterministic or timing-dependent.
     Soak(SoakArgs),
-    /// Compare the deterministic parts of two receipts step by step.
+    /// Compare every deterministic field of two receipts (README: "what diff compares"):
+    /// each difference named by its path with both values (`config.window: 3 vs 2`). Exit 0
+    /// same, 1 different, 2 not comparable (another model or tokens) or a receipt that does
+    /// not parse (naming the file and the field).
     Diff {
         a: PathBuf,
         b: PathBuf,
