@@ -665,17 +665,6 @@ mod tests {
         out
     }
 
-    /// A value of the same type that differs, or None (a null: no same-typed other value).
-    fn changed(v: &Value, rng: &mut ChaCha8Rng) -> Option<Value> {
-        Some(match v {
-            Value::Bool(b) => Value::Bool(!b),
-            Value::Number(n) if n.is_u64() => (n.as_u64().unwrap() ^ rng.gen_range(1..4u64)).into(),
-            Value::Number(n) => (n.as_f64().unwrap() + 0.5).into(),
-            Value::String(s) => format!("{s}x").into(),
-            _ => return None,
-        })
-    }
-
     /// The cases the issue found: cpu vs cuda, the model's header, the devices, jitter, and a
     /// duplicated failing arm, each named by its path both ways.
     #[test]
