@@ -752,7 +752,11 @@ fn a_tape_receipt_records_the_prompt_len_its_batch_rows_used() {
     // Different batch-row prompts: diff sees different receipts, and says why.
     let o = run(&["diff", seen[0].to_str().unwrap(), seen[1].to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("config differs"), "{}", text(&o));
+    assert!(
+        text(&o).contains("config.prompt_len: 2 vs 5"),
+        "{}",
+        text(&o)
+    );
 }
 
 fn write_json(p: &PathBuf, v: &Value) {
@@ -822,7 +826,7 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
     expect(
         &|r| r["placement"]["resident"][1]["cache"][0]["device"] = serde_json::json!(7),
         1,
-        "placement: measured residency differs",
+        "placement.resident[1].cache[0].device: 0 vs 7",
     );
     expect(
         &|r| {
@@ -831,6 +835,45 @@ fn diff_catches_one_changed_hash_and_refuses_incomparable_receipts() {
         0,
         "same",
     );
+    // Every deterministic field is compared and named by its path with both values; a field
+    // that does not parse is refused naming the file and the field.
+    expect(
+        &|r| r["backend"]["kind"] = "cuda".into(),
+        1,
+        "backend.kind: cpu vs cuda",
+    );
+    expect(
+        &|r| r["config"]["window"] = 2.into(),
+        1,
+        "config.window: 3 vs 2",
+    );
+    expect(
+        &|r| r["config"]["window"] = "x".into(),
+        2,
+        "b.json: field config.window: invalid type: string \"x\", expected usize",
+    );
+    expect(
+        &|r| {
+            r["arms"][1]["steps"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("row");
+        },
+        2,
+        "field arms[1].steps[0].row: missing",
+    );
+    // A second eager arm (FAIL, no steps): different whichever receipt comes first.
+    let mut dup = orig.clone();
+    let mut extra = dup["arms"][0].clone();
+    extra["verdict"] = "FAIL".into();
+    extra["steps"] = serde_json::json!([]);
+    dup["arms"].as_array_mut().unwrap().push(extra);
+    write_json(&b, &dup);
+    for (x, y) in [(&a, &b), (&b, &a)] {
+        let o = run(&["diff", x.to_str().unwrap(), y.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        assert!(text(&o).contains("arms[eager#2]: "), "{}", text(&o));
+    }
     expect(
         &|r| r["model"]["blake3"] = Value::String("ff".repeat(32)),
         2,
@@ -2048,6 +2091,19 @@ fn diff_json_names_each_arms_first_divergent_step() {
         assert_eq!(x["verdict_a"], "PASS");
     }
     assert!(v["references"][0]["first_divergent_step"].is_null(), "{v}");
+    // Each differing field by its path, with both values.
+    let f = v["fields"].as_array().unwrap();
+    assert_eq!(f.len(), 2, "{v}");
+    assert_eq!(
+        f[0]["path"], "arms[pipelined].steps[5].logits_blake3",
+        "{v}"
+    );
+    assert_eq!(
+        f[0]["a"], orig["arms"][1]["steps"][5]["logits_blake3"],
+        "{v}"
+    );
+    assert_eq!(f[0]["b"], "00".repeat(32), "{v}");
+    assert_eq!(f[1]["path"], "arms[batched].steps[7].logits_blake3", "{v}");
     assert!(
         v["differences"]
             .as_array()

@@ -124,11 +124,17 @@ fn three_stages_in_three_processes_pass_every_arm_with_the_single_process_bits()
     let o = run(&["diff", single.to_str().unwrap(), multi.to_str().unwrap()]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains("[dtod,dtod] in one process vs [ipc,ipc] in 3 processes"),
+    // Each differing field by its path: the transports and the members (absent in one).
+    let lines: Vec<&str> = t.lines().filter(|l| l.starts_with("  ")).collect();
+    assert_eq!(
+        lines,
+        [
+            "  placement.transports[0]: dtod vs ipc",
+            "  placement.transports[1]: dtod vs ipc",
+            "  placement.processes: absent vs <3 entries>"
+        ],
         "{t}"
     );
-    assert_eq!(t.lines().filter(|l| l.starts_with("  ")).count(), 1, "{t}");
 }
 
 #[test]

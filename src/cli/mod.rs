@@ -72,7 +72,10 @@ pub enum Cmd {
     /// run PASS, 1 a FAIL, 2 an error (the summary's `error` says which run), 130 interrupted
     /// with no FAIL.
     Soak(SoakArgs),
-    /// Compare the deterministic parts of two receipts step by step.
+    /// Compare every deterministic field of two receipts (README: "what diff compares"):
+    /// each difference named by its path with both values (`config.window: 3 vs 2`). Exit 0
+    /// same, 1 different, 2 not comparable (another model or tokens) or a receipt that does
+    /// not parse (naming the file and the field).
     Diff {
         a: PathBuf,
         b: PathBuf,

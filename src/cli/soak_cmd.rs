@@ -444,6 +444,7 @@ fn diff_json(a: &Path, b: &Path) -> Result<i32> {
         (Ok(ra), Ok(rb)) => diff_detail(&ra, &rb),
         (Err(e), _) | (_, Err(e)) => crate::receipt::diff::DiffDetail {
             outcome: DiffOutcome::NotComparable(e.to_string()),
+            fields: Vec::new(),
             references: Vec::new(),
             arms: Vec::new(),
         },

@@ -1,10 +1,14 @@
 //! Receipts: the versioned JSON record of one gate run.
 //!
-//! Rule: everything outside `timings` and `tool` is DETERMINISTIC — a function of the model
-//! bytes, the placement, the config and the tokens only. Two runs of a correct runtime give
-//! byte-identical deterministic parts; `diff` compares exactly those. Receipts are written
-//! atomically (temp file in the same directory, then rename), so a reader never sees half a
-//! receipt and an interrupted soak keeps every finished one.
+//! Rule: every field is DETERMINISTIC — a function of the model bytes, the backend and its
+//! devices, the placement, the config and the tokens only — except the timings and the host
+//! facts that [`FIELDS`] lists with the reason for each (`timings`, `tool`, `schema`, the
+//! model's and tape's paths, a member process's host and pid). Two runs of a correct runtime
+//! give identical deterministic parts; `diff` compares exactly those, field by field, and names
+//! each difference by its path (`config.window: 3 vs 2`). A field the table does not name (one
+//! added later) is deterministic: it is compared until someone argues here that it is not.
+//! Receipts are written atomically (temp file in the same directory, then rename), so a reader
+//! never sees half a receipt and an interrupted soak keeps every finished one.
 
 pub mod bench;
 pub mod diff;
@@ -20,6 +24,141 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA: &str = "ppn-gate.receipt/2";
 /// Older schemas this tool still reads (and diffs).
 pub const SCHEMAS_READ: [&str; 2] = ["ppn-gate.receipt/1", SCHEMA];
+
+/// How `diff` (and so the battery's golden comparison) treats a receipt field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldClass {
+    /// Compared: a difference makes the receipts `different`.
+    Deterministic,
+    /// Compared where both receipts record it; a receipt older than the record (or of a
+    /// backend without the setting) lacks it, and a lacking side is no difference.
+    WhenRecorded,
+    /// A device's name: compared, except that the CPU backend's ` (N threads)` suffix is
+    /// compared without N (see [`device_name_key`]).
+    DeviceName,
+    /// Wall-clock time: differs between any two runs.
+    Timing,
+    /// A fact of the host that ran the gate, not of the gate.
+    Host,
+    /// Which build wrote the receipt, in which format.
+    Provenance,
+}
+
+impl FieldClass {
+    /// Whether `diff` compares fields of this class.
+    pub fn compared(self) -> bool {
+        matches!(
+            self,
+            FieldClass::Deterministic | FieldClass::WhenRecorded | FieldClass::DeviceName
+        )
+    }
+}
+
+/// One row of the receipt's field table: a path (`.` between keys, `[]` for any index of a
+/// list; `arms[]` is any arm, matched by name), its class, and why.
+#[derive(Debug)]
+pub struct FieldRule {
+    pub path: &'static str,
+    pub class: FieldClass,
+    pub why: &'static str,
+}
+
+const fn rule(path: &'static str, class: FieldClass, why: &'static str) -> FieldRule {
+    FieldRule { path, class, why }
+}
+
+use FieldClass::{Deterministic as Det, DeviceName, Host, Provenance, Timing, WhenRecorded};
+
+/// The receipt's fields and how `diff` treats each: the one place this is written down
+/// (README's "Receipts: what diff compares" prints it). A path's rule is its own row or else
+/// its nearest listed ancestor's (`reference` covers `reference.steps[].topk`); a path under
+/// no row is deterministic.
+pub const FIELDS: &[FieldRule] = &[
+    rule("schema", Provenance, "the format version: a version-1 receipt is read as version 2 and compared field by field"),
+    rule("tool", Provenance, "the build that wrote it (name, version, git commit): comparing two builds' receipts is what diff is for"),
+    rule("backend.kind", Det, "cpu and cuda are different runtimes: one's receipt proves nothing of the other"),
+    rule("backend.device_names", DeviceName, "which devices ran the stages; the CPU backend's thread count is the host's core count, and its kernels are bit-identical at any count (math::tests::matmul_is_bit_identical_for_1_2_and_3_threads)"),
+    rule("backend.jitter_us", Det, "the schedule the gate explored: a receipt under jitter is a different test"),
+    rule("backend.graphs", WhenRecorded, "a CUDA setting: absent on the CPU backend and from receipts older than it"),
+    rule("backend.mma", WhenRecorded, "a CUDA setting: absent on the CPU backend and from receipts older than it"),
+    rule("model.file", Host, "where the file lies on the host that ran it; model.blake3 names the bytes (another blake3: not comparable)"),
+    rule("model.arch", Det, "the model's header"),
+    rule("model.n_layers", Det, "the model's header"),
+    rule("model.n_embd", Det, "the model's header"),
+    rule("model.n_heads", Det, "the model's header"),
+    rule("model.n_kv_heads", Det, "the model's header"),
+    rule("model.head_dim", Det, "the model's header"),
+    rule("model.n_ff", Det, "the model's header"),
+    rule("model.vocab", Det, "the model's header"),
+    rule("model.weight_bytes", Det, "the weights the runtime holds"),
+    rule("model.blake3", Det, "the model's bytes: receipts of different models are not comparable (exit 2)"),
+    rule("placement.stages", Det, "the placement under test"),
+    rule("placement.fence", Det, "the placement under test"),
+    rule("placement.devices", Det, "the placement under test"),
+    rule("placement.transports", Det, "the placement under test"),
+    rule("placement.stage_weight_bytes", Det, "the placement under test"),
+    rule("placement.flags", Det, "the placement under test, as flags"),
+    rule("placement.resident", WhenRecorded, "measured residency: absent from receipts older than the record"),
+    rule("placement.misplaced", Det, "what the residency check found (read as empty where older receipts lack it)"),
+    rule("placement.processes", Det, "multi-process gates: which member held which stages and links (absent: one process)"),
+    rule("placement.processes[].device_names", DeviceName, "as backend.device_names"),
+    rule("placement.processes[].host", Host, "the host name a member ran on"),
+    rule("placement.processes[].pid", Host, "the process id a member had"),
+    rule("placement.processes[].build_ms", Timing, "a member's build time"),
+    rule("config.arms", Det, "the gate's flags"),
+    rule("config.window", Det, "the gate's flags"),
+    rule("config.batch", Det, "the gate's flags"),
+    rule("config.prompt_len", Det, "the gate's flags"),
+    rule("config.gen_len", Det, "the gate's flags"),
+    rule("config.seed", Det, "the gate's flags"),
+    rule("config.topk", Det, "the gate's flags"),
+    rule("config.tape", Host, "the tape's path on the host; its content is reference.tokens (another: not comparable) and config.prompt_len"),
+    rule("config.faults", Det, "the gate's flags"),
+    rule("config.chunks", Det, "the gate's flags (the prime arm; absent without it)"),
+    rule("config.repeat", Det, "the gate's flags (the prime arm; absent without it)"),
+    rule("config.draft", Det, "the gate's flags (the verify arm; absent without it)"),
+    rule("reference", Det, "the single-stage reference: tokens (another tape: not comparable), each step's token, logits hash and top-k"),
+    rule("batch_references", Det, "the references of batched rows 1..B"),
+    rule("arms", Det, "every arm, matched by name (a repeated name by its occurrence: arms[eager#2]): verdict, divergence record, steps, rounds"),
+    rule("verdict", Det, "the gate's verdict"),
+    rule("timings", Timing, "wall-clock times and module-cache counts of this run"),
+];
+
+/// The field-table rule of a normalized path (indices written `[]`): its own row, else its
+/// nearest listed ancestor's; None: no row covers it (deterministic).
+pub fn field_rule(path: &str) -> Option<&'static FieldRule> {
+    let covers = |r: &FieldRule| {
+        path == r.path
+            || path
+                .strip_prefix(r.path)
+                .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+    };
+    FIELDS
+        .iter()
+        .filter(|r| covers(r))
+        .max_by_key(|r| r.path.len())
+}
+
+/// The class of a normalized path (see [`field_rule`]).
+pub fn field_class(path: &str) -> FieldClass {
+    field_rule(path).map_or(FieldClass::Deterministic, |r| r.class)
+}
+
+/// The part of a device name that is compared: the CPU backend names a device `cpuD (N
+/// threads)`, N being the rayon pool (the host's cores); the CPU kernels give the same bits at
+/// any N, so N is a host fact and reads as `cpuD (threads)`. Any other name is kept whole.
+pub fn device_name_key(name: &str) -> std::borrow::Cow<'_, str> {
+    let cpu = name.strip_prefix("cpu").and_then(|rest| {
+        let (dev, tail) = rest.split_once(" (")?;
+        let n = tail.strip_suffix(" threads)")?;
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        (digits(dev) && digits(n)).then(|| format!("cpu{dev} (threads)"))
+    });
+    match cpu {
+        Some(k) => std::borrow::Cow::Owned(k),
+        None => std::borrow::Cow::Borrowed(name),
+    }
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Receipt {
@@ -454,6 +593,18 @@ pub enum ReceiptError {
     },
     #[error("receipt {path} has schema {got:?}, this tool reads {SCHEMAS_READ:?}")]
     Schema { path: String, got: String },
+    /// A field of the wrong type or value, or a missing one (`field`: its path, `.` for the
+    /// document itself).
+    #[error("receipt {path}: field {field}: {err}")]
+    Field {
+        path: String,
+        field: String,
+        err: String,
+    },
+    /// A field the schema does not have: refused, never silently dropped (diff could not
+    /// compare it, and a mistyped key would hide the field it meant).
+    #[error("receipt {path}: field {field} is not in the schema {SCHEMA}")]
+    Unknown { path: String, field: String },
     #[error("cannot write receipt {path}: {err}")]
     Write { path: String, err: std::io::Error },
 }
@@ -480,7 +631,42 @@ impl Receipt {
                 got: schema.to_string(),
             });
         }
-        serde_json::from_value(v).map_err(|err| ReceiptError::Json { path: p, err })
+        Receipt::from_json_value(&v).map_err(|e| match e {
+            FieldError::Bad { field, err } => ReceiptError::Field {
+                path: p,
+                field,
+                err,
+            },
+            FieldError::Unknown(field) => ReceiptError::Unknown { path: p, field },
+        })
+    }
+
+    /// A receipt from parsed JSON (its schema already checked), every error naming the field.
+    pub fn from_json_value(v: &serde_json::Value) -> Result<Receipt, FieldError> {
+        let r: Receipt = serde_path_to_error::deserialize(v).map_err(|e| {
+            let (at, err) = (e.path().to_string(), e.into_inner().to_string());
+            // serde names a missing field in its message, at the parent's path: name the
+            // field's own path instead.
+            let missing = err
+                .strip_prefix("missing field `")
+                .and_then(|m| m.strip_suffix('`'));
+            match missing {
+                Some(k) if at == "." => FieldError::Bad {
+                    field: k.to_string(),
+                    err: "missing".into(),
+                },
+                Some(k) => FieldError::Bad {
+                    field: format!("{at}.{k}"),
+                    err: "missing".into(),
+                },
+                None => FieldError::Bad { field: at, err },
+            }
+        })?;
+        let back = serde_json::to_value(&r).expect("receipt serializes");
+        match unknown_field(v, &back, "") {
+            Some(field) => Err(FieldError::Unknown(field)),
+            None => Ok(r),
+        }
     }
 
     pub fn to_json(&self) -> String {
@@ -493,6 +679,41 @@ impl Receipt {
             path: path.display().to_string(),
             err,
         })
+    }
+}
+
+/// Why a JSON document is not a receipt, naming the field by its path (`config.window`,
+/// `arms[1].steps[3].logits_blake3`).
+#[derive(Debug, PartialEq)]
+pub enum FieldError {
+    Bad { field: String, err: String },
+    Unknown(String),
+}
+
+/// The first key of `raw` that the typed receipt does not have (`back` is the receipt written
+/// again): a key it writes nowhere, except a null or empty list, which is how an absent
+/// optional field or an empty default list may be written.
+fn unknown_field(raw: &serde_json::Value, back: &serde_json::Value, at: &str) -> Option<String> {
+    use serde_json::Value;
+    match (raw, back) {
+        (Value::Object(r), Value::Object(b)) => r.iter().find_map(|(k, rv)| {
+            let here = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            match b.get(k) {
+                Some(bv) => unknown_field(rv, bv, &here),
+                None if rv.is_null() || rv.as_array().is_some_and(|a| a.is_empty()) => None,
+                None => Some(here),
+            }
+        }),
+        (Value::Array(r), Value::Array(b)) => r
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (rv, bv))| unknown_field(rv, bv, &format!("{at}[{i}]"))),
+        _ => None,
     }
 }
 
