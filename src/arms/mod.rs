@@ -22,7 +22,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::backend::{Backend, Residency};
 use crate::model::Model;
-use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference, Round, StepKey};
+use crate::receipt::{
+    self, Arm, ArmStep, Divergence, NonFinite, RefStep, Reference, Round, StepKey,
+};
 use crate::runtime::{DistPart, Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +218,24 @@ pub enum GateError {
     Spec(String),
     #[error("{phase}: {err}")]
     Runtime { phase: String, err: RtError },
+    /// The fault-free single-stage reference computed a NaN or an infinity: no arm can be
+    /// judged against it (NaN bits equal NaN bits, so every arm would PASS; or an arm would be
+    /// blamed for what the file or the engine did). A harness error (exit 2), never a verdict.
+    #[error(
+        "reference row {row} step {step} (token {token}): {count} of {vocab} logits are not \
+         finite (first: logit[{index}] = {value}); the reference runs fault-free on one stage, \
+         so the model file (corrupt weights or metadata) or the engine computing it is broken, \
+         not the runtime under test: no verdict"
+    )]
+    NonFiniteReference {
+        row: usize,
+        step: usize,
+        token: u32,
+        count: usize,
+        vocab: usize,
+        index: usize,
+        value: f32,
+    },
 }
 
 /// Wrap a runtime error with the phase it happened in. The phase is built only on the error
@@ -268,6 +288,7 @@ fn run_reference<B: Backend>(
         let l = walk
             .read_eager(p)
             .map_err(rt_err(|| format!("reference row {row} step {i}")))?;
+        check_finite_reference(row, i, tok, l)?;
         // topk >= 1 (validated): its first entry is the greedy token, by the same order
         // (larger logit, then lower id) as `receipt::argmax`, without a second vocab pass.
         let top = receipt::topk(l, topk.max(1));
@@ -293,6 +314,23 @@ fn run_reference<B: Backend>(
     })
 }
 
+/// A reference step's logits, refused (`GateError::NonFiniteReference`) when any is NaN or
+/// infinite.
+fn check_finite_reference(row: usize, step: usize, token: u32, l: &[f32]) -> Result<(), GateError> {
+    match l.iter().position(|x| !x.is_finite()) {
+        None => Ok(()),
+        Some(index) => Err(GateError::NonFiniteReference {
+            row,
+            step,
+            token,
+            count: receipt::count_non_finite(l),
+            vocab: l.len(),
+            index,
+            value: l[index],
+        }),
+    }
+}
+
 /// Compares arm outputs against the references as they arrive.
 struct Judge<'a> {
     refs: &'a [RefRun],
@@ -300,6 +338,9 @@ struct Judge<'a> {
     steps: Vec<ArmStep>,
     mismatched: usize,
     first: Option<Divergence>,
+    /// Steps whose logits held a NaN or an infinity (the references are finite: checked by
+    /// `run_reference`, so such a step never matches).
+    non_finite: Option<NonFinite>,
 }
 
 impl<'a> Judge<'a> {
@@ -310,6 +351,7 @@ impl<'a> Judge<'a> {
             steps: Vec::new(),
             mismatched: 0,
             first: None,
+            non_finite: None,
         }
     }
 
@@ -335,6 +377,19 @@ impl<'a> Judge<'a> {
                     got,
                 });
             }
+            // Counted only on a mismatch: a matching hash is the finite reference's bits.
+            let count = receipt::count_non_finite(got);
+            if count > 0 {
+                let nf = self.non_finite.get_or_insert(NonFinite {
+                    steps: 0,
+                    step,
+                    row,
+                    key,
+                    count,
+                    vocab: got.len(),
+                });
+                nf.steps += 1;
+            }
         }
         self.steps.push(ArmStep {
             step,
@@ -352,6 +407,7 @@ impl<'a> Judge<'a> {
             first_divergence: self.first,
             steps: self.steps,
             rounds: Vec::new(),
+            non_finite: self.non_finite,
         }
     }
 }
