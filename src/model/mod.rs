@@ -288,9 +288,12 @@ impl Config {
                 format!("does not divide head_count {n_heads}"),
             ));
         }
-        let head_dim = match opt_usize(f, &k("attention.key_length"))? {
+        // The key the head dim comes from, for its errors (absent: embd / heads).
+        let mut hd_key = k("attention.key_length");
+        let head_dim = match opt_usize(f, &hd_key)? {
             Some(v) => v,
             None => {
+                hd_key = format!("{} / {}", k("embedding_length"), k("attention.head_count"));
                 if n_embd % n_heads != 0 {
                     return Err(kv_err(
                         &k("attention.head_count"),
@@ -303,7 +306,7 @@ impl Config {
         };
         if head_dim == 0 || head_dim % 2 != 0 {
             return Err(kv_err(
-                &k("attention.key_length"),
+                &hd_key,
                 head_dim,
                 "head dim must be even and positive".into(),
             ));
@@ -311,7 +314,7 @@ impl Config {
         // q_dim() and kv_dim() multiply these; n_kv_heads <= n_heads (it divides it).
         if n_heads.checked_mul(head_dim).is_none() {
             return Err(kv_err(
-                &k("attention.key_length"),
+                &hd_key,
                 head_dim,
                 format!("times head_count {n_heads} overflows"),
             ));
@@ -321,7 +324,7 @@ impl Config {
                 return Err(kv_err(
                     &k("attention.value_length"),
                     vl,
-                    format!("differs from key length {head_dim}"),
+                    format!("differs from key length {head_dim} ({hd_key})"),
                 ));
             }
         }
@@ -330,7 +333,7 @@ impl Config {
                 return Err(kv_err(
                     &k("rope.dimension_count"),
                     rd,
-                    format!("partial RoPE is not supported (head dim {head_dim})"),
+                    format!("partial RoPE is not supported (head dim {head_dim}: {hd_key})"),
                 ));
             }
         }
@@ -565,7 +568,7 @@ fn get_f32(f: &GgufFile, key: &str) -> Result<f32, ModelError> {
         // A finite f64 beyond f32's range would read as an infinity: named as the file has it.
         Value::F64(x) if x.is_finite() && !(*x as f32).is_finite() => Err(kv_err(
             key,
-            x,
+            format!("{x:e}"),
             "is beyond the range of the f32 the math uses".into(),
         )),
         Value::F64(x) => Ok(*x as f32),
