@@ -294,3 +294,55 @@ fn header_mutations_through_the_cli_match_the_library_and_exit_0_or_2() {
         "{refused} refused, {gated} gated"
     );
 }
+
+/// An arm that alone computed NaN/Inf FAILs saying so in its verdict line (what the CLI
+/// prints), from its receipt record; a receipt without the record (every golden) prints as
+/// before and re-serializes without the key.
+#[test]
+fn an_arms_own_non_finite_logits_are_named_in_its_verdict_line() {
+    use ppn_gate::cli::gate::verdict_lines;
+    use ppn_gate::receipt::{Divergence, NonFinite, Receipt, StepKey};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("receipts/golden");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(!text.contains("non_finite"), "{}", p.display());
+        let r = Receipt::load(&p).unwrap();
+        assert!(r.arms.iter().all(|a| a.non_finite.is_none()));
+        let back = serde_json::to_string(&r).unwrap();
+        assert!(!back.contains("non_finite"), "{}", p.display());
+        assert!(verdict_lines(&r).iter().all(|l| !l.contains("non-finite")));
+        n += 1;
+    }
+    assert!(n >= 5, "{n} goldens");
+    let mut r = Receipt::load(&dir.join("builtin-n4-dev0123.json")).unwrap();
+    let a = &mut r.arms[1];
+    a.verdict = "FAIL".into();
+    a.mismatched_steps = 5;
+    a.first_divergence = Some(Divergence {
+        step: 2,
+        row: 0,
+        key: StepKey::default(),
+        index: 9,
+        reference: 1.5,
+        got: f32::NAN,
+    });
+    a.non_finite = Some(NonFinite {
+        steps: 4,
+        step: 2,
+        row: 0,
+        key: StepKey::default(),
+        count: 2048,
+        vocab: 2048,
+    });
+    let lines = verdict_lines(&r);
+    assert_eq!(
+        lines[1],
+        "pipelined  FAIL  first divergence at step 2 row 0: logit[9] ref 1.5e0 got NaN; 5/24 \
+         steps differ; non-finite logits (NaN/Inf) in 4 steps where the reference is finite, \
+         first at step 2 row 0: 2048 of 2048",
+        "{lines:?}"
+    );
+    assert!(!lines[0].contains("non-finite") && !lines[2].contains("non-finite"));
+}
