@@ -22,7 +22,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::backend::{Backend, Residency};
 use crate::model::Model;
-use crate::receipt::{self, Arm, ArmStep, Divergence, RefStep, Reference, Round, StepKey};
+use crate::receipt::{
+    self, Arm, ArmStep, Divergence, NonFinite, RefStep, Reference, Round, StepKey,
+};
 use crate::runtime::{DistPart, Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
 mod bounds;
@@ -238,6 +240,24 @@ pub enum GateError {
     Spec(String),
     #[error("{phase}: {err}")]
     Runtime { phase: String, err: RtError },
+    /// The fault-free single-stage reference computed a NaN or an infinity: no arm can be
+    /// judged against it (NaN bits equal NaN bits, so every arm would PASS; or an arm would be
+    /// blamed for what the file or the engine did). A harness error (exit 2), never a verdict.
+    #[error(
+        "reference row {row} step {step} (token {token}): {count} of {vocab} logits are not \
+         finite (first: logit[{index}] = {value}); the reference runs fault-free on one stage, \
+         so the model file (corrupt weights or metadata) or the engine computing it is broken, \
+         not the runtime under test: no verdict"
+    )]
+    NonFiniteReference {
+        row: usize,
+        step: usize,
+        token: u32,
+        count: usize,
+        vocab: usize,
+        index: usize,
+        value: f32,
+    },
 }
 
 /// Wrap a runtime error with the phase it happened in. The phase is built only on the error
@@ -290,6 +310,7 @@ fn run_reference<B: Backend>(
         let l = walk
             .read_eager(p)
             .map_err(rt_err(|| format!("reference row {row} step {i}")))?;
+        check_finite_reference(row, i, tok, l)?;
         // topk >= 1 (validated): its first entry is the greedy token, by the same order
         // (larger logit, then lower id) as `receipt::argmax`, without a second vocab pass.
         let top = receipt::topk(l, topk.max(1));
@@ -315,6 +336,23 @@ fn run_reference<B: Backend>(
     })
 }
 
+/// A reference step's logits, refused (`GateError::NonFiniteReference`) when any is NaN or
+/// infinite.
+fn check_finite_reference(row: usize, step: usize, token: u32, l: &[f32]) -> Result<(), GateError> {
+    match l.iter().position(|x| !x.is_finite()) {
+        None => Ok(()),
+        Some(index) => Err(GateError::NonFiniteReference {
+            row,
+            step,
+            token,
+            count: receipt::count_non_finite(l),
+            vocab: l.len(),
+            index,
+            value: l[index],
+        }),
+    }
+}
+
 /// Compares arm outputs against the references as they arrive.
 struct Judge<'a> {
     refs: &'a [RefRun],
@@ -322,6 +360,9 @@ struct Judge<'a> {
     steps: Vec<ArmStep>,
     mismatched: usize,
     first: Option<Divergence>,
+    /// Steps whose logits held a NaN or an infinity (the references are finite: checked by
+    /// `run_reference`, so such a step never matches).
+    non_finite: Option<NonFinite>,
 }
 
 impl<'a> Judge<'a> {
@@ -332,6 +373,7 @@ impl<'a> Judge<'a> {
             steps: Vec::new(),
             mismatched: 0,
             first: None,
+            non_finite: None,
         }
     }
 
@@ -357,6 +399,19 @@ impl<'a> Judge<'a> {
                     got,
                 });
             }
+            // Counted only on a mismatch: a matching hash is the finite reference's bits.
+            let count = receipt::count_non_finite(got);
+            if count > 0 {
+                let nf = self.non_finite.get_or_insert(NonFinite {
+                    steps: 0,
+                    step,
+                    row,
+                    key,
+                    count,
+                    vocab: got.len(),
+                });
+                nf.steps += 1;
+            }
         }
         self.steps.push(ArmStep {
             step,
@@ -374,6 +429,7 @@ impl<'a> Judge<'a> {
             first_divergence: self.first,
             steps: self.steps,
             rounds: Vec::new(),
+            non_finite: self.non_finite,
         }
     }
 }
@@ -929,6 +985,229 @@ mod tests {
         }
         assert_eq!(wrong_draft(&mut rng, 2, 0, 1), 0);
         assert_eq!(wrong_draft(&mut rng, 2, 1, 1), 0);
+    }
+
+    /// A reference row of `steps` steps with finite logits `vocab` wide (step i: i + j / 8).
+    fn finite_ref(steps: usize, vocab: usize) -> RefRun {
+        let logits: Vec<Vec<f32>> = (0..steps)
+            .map(|i| (0..vocab).map(|j| i as f32 + j as f32 / 8.0).collect())
+            .collect();
+        RefRun {
+            reference: Reference {
+                row: 0,
+                tokens: (0..steps as u32).collect(),
+                steps: logits
+                    .iter()
+                    .enumerate()
+                    .map(|(i, l)| RefStep {
+                        step: i,
+                        token: i as u32,
+                        logits_blake3: receipt::hash_logits(l),
+                        topk: receipt::topk(l, 1),
+                    })
+                    .collect(),
+            },
+            logits,
+        }
+    }
+
+    /// An arm whose logits alone hold NaN or infinities FAILs, and its record says how many
+    /// steps and where the first one is, with its count; a finite divergence records none
+    /// (and its receipt JSON has no `non_finite` key: older receipts keep their bytes).
+    #[test]
+    fn judge_fails_an_arm_whose_logits_alone_are_non_finite_and_counts_them() {
+        let vocab = 8;
+        let refs = [finite_ref(4, vocab)];
+        let mut j = Judge::new("eager", &refs);
+        j.check(0, 0, &refs[0].logits[0].clone());
+        let mut l1 = refs[0].logits[1].clone();
+        l1[2] = f32::NAN;
+        l1[5] = f32::INFINITY;
+        l1[7] = f32::NEG_INFINITY;
+        j.check(1, 0, &l1);
+        let mut l2 = refs[0].logits[2].clone();
+        l2[0] += 1.0; // a finite divergence
+        j.check(2, 0, &l2);
+        j.check(3, 0, &[f32::NAN; 8]);
+        let arm = j.finish();
+        assert_eq!(arm.verdict, "FAIL");
+        assert_eq!(arm.mismatched_steps, 3);
+        let d = arm.first_divergence.as_ref().expect("divergence");
+        assert_eq!((d.step, d.index), (1, 2));
+        assert!(d.got.is_nan());
+        let nf = arm.non_finite.clone().expect("non-finite recorded");
+        assert_eq!(
+            nf,
+            NonFinite {
+                steps: 2,
+                step: 1,
+                row: 0,
+                key: StepKey::default(),
+                count: 3,
+                vocab,
+            }
+        );
+        assert_eq!(
+            nf.describe(),
+            "non-finite logits (NaN/Inf) in 2 steps where the reference is finite, first at \
+             step 1 row 0: 3 of 8"
+        );
+        let json = serde_json::to_value(&arm).unwrap();
+        assert_eq!(json["non_finite"]["count"], 3);
+        let back: Arm = serde_json::from_value(json).unwrap();
+        assert_eq!(back.non_finite, arm.non_finite);
+
+        // Finite divergences only (a batched row 1 too): no record, no key.
+        let refs = [finite_ref(2, vocab), finite_ref(2, vocab)];
+        let mut j = Judge::new("batched", &refs);
+        let mut l = refs[1].logits[1].clone();
+        l[3] = -l[3];
+        j.check(1, 1, &l);
+        j.check_key(
+            0,
+            0,
+            StepKey {
+                round: Some(0),
+                ..StepKey::default()
+            },
+            &refs[0].logits[0].clone(),
+        );
+        let arm = j.finish();
+        assert_eq!((arm.verdict.as_str(), arm.mismatched_steps), ("FAIL", 1));
+        assert!(arm.non_finite.is_none());
+        assert!(serde_json::to_value(&arm)
+            .unwrap()
+            .get("non_finite")
+            .is_none());
+    }
+
+    /// A synthetic model with one f16 block scale of `tensor` row `row` set to `bits` (every
+    /// synthetic tensor is Q8_0 here: a block is a 2-byte f16 scale then 32 int8).
+    fn poisoned(tensor: &str, row: usize, bits: u16) -> Arc<Model> {
+        use crate::gguf::GgufFile;
+        let spec = crate::model::synth::SynthSpec {
+            layers: 2,
+            embd: 64,
+            heads: 2,
+            kv_heads: 1,
+            ff: 128,
+            vocab: 300,
+            ..crate::model::synth::builtin_spec()
+        };
+        let mut b = crate::model::synth::synth_gguf(&spec).unwrap();
+        let f = GgufFile::parse(b.clone()).unwrap();
+        let t = f.tensor(tensor).unwrap();
+        assert_eq!(t.ty, crate::quant::GgmlType::Q8_0);
+        let at = f.tensor_range(t).start + row * (64 / 32) * 34;
+        b[at..at + 2].copy_from_slice(&bits.to_le_bytes());
+        Arc::new(Model::load(&GgufFile::parse(b).unwrap()).unwrap())
+    }
+
+    fn spec_for(model: &Model, tape: Vec<u32>, arms: Vec<ArmKind>) -> GateSpec {
+        let placement = Placement::from_flags(
+            model.cfg.n_layers,
+            Some(2),
+            None,
+            Some(&[0, 1]),
+            TransportChoice::Auto,
+            2,
+            &|_, _| false,
+        )
+        .unwrap();
+        GateSpec {
+            placement,
+            arms,
+            window: 2,
+            batch: 2,
+            prompt_len: 2,
+            gen_len: 0,
+            seed: 3,
+            topk: 1,
+            tape: Some(tape),
+            faults: vec![],
+            chunks: None,
+            repeat: 1,
+            draft: 2,
+            dist: None,
+        }
+    }
+
+    /// The fault-free reference computing NaN or an infinity is a harness error naming the
+    /// row, step, token and count, before any arm runs (never a PASS of NaN against NaN, never
+    /// an arm's FAIL); the same model unpoisoned passes every arm (the control).
+    #[test]
+    fn a_non_finite_reference_is_a_harness_error_naming_the_step_and_count() {
+        use crate::backend::cpu::CpuBackend;
+        let be = Arc::new(CpuBackend::new(2, 0, 0));
+        let all = ArmKind::ALL.to_vec();
+        let tape = vec![1, 7, 9, 42, 5, 6];
+        // f16 NaN and +inf in the head's row 17 scale: logit 17 alone, from step 0 on.
+        for bits in [0x7e00u16, 0x7c00] {
+            let m = poisoned("output.weight", 17, bits);
+            let spec = spec_for(&m, tape.clone(), all.clone());
+            let mut seen = Vec::new();
+            let e = run_gate(be.clone(), m, &spec, &mut |p| seen.push(p.to_string()))
+                .err()
+                .expect("a harness error");
+            match &e {
+                GateError::NonFiniteReference {
+                    row: 0,
+                    step: 0,
+                    token: 1,
+                    count: 1,
+                    vocab: 300,
+                    index: 17,
+                    ..
+                } => {}
+                other => panic!("{other}"),
+            }
+            assert!(seen.is_empty(), "no arm ran: {seen:?}");
+            let msg = e.to_string();
+            assert!(msg.contains("reference row 0 step 0 (token 1): 1 of 300 logits are not finite (first: logit[17] = "), "{msg}");
+            assert!(
+                msg.contains("the model file (corrupt weights or metadata) or the engine"),
+                "{msg}"
+            );
+        }
+        // The embedding of token 42 (step 3 of the tape): the whole row NaN from step 3.
+        let m = poisoned("token_embd.weight", 42, 0x7e00);
+        let spec = spec_for(&m, tape.clone(), all.clone());
+        match run_gate(be.clone(), m, &spec, &mut |_| {}).err() {
+            Some(GateError::NonFiniteReference {
+                row: 0,
+                step: 3,
+                token: 42,
+                count: 300,
+                index: 0,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        // The batched arm's rows 1.. are references too: a token only row 1's seeded prompt
+        // holds, poisoned, names row 1.
+        let clean = poisoned("output.weight", 17, 0);
+        let p1 = seeded_prompt(&clean, 3, 1, 2);
+        let tok = *p1.last().unwrap();
+        assert!(!tape.contains(&tok) && p1.len() == 2, "{p1:?}");
+        let m = poisoned("token_embd.weight", tok as usize, 0x7e00);
+        let spec = spec_for(&m, tape.clone(), vec![ArmKind::Batched]);
+        match run_gate(be.clone(), m, &spec, &mut |_| {}).err() {
+            Some(GateError::NonFiniteReference {
+                row: 1,
+                step: 1,
+                count: 300,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        // Control: the file unpoisoned (a scale of 0 is finite) passes every arm (on its own
+        // greedy tape: verify's expectation from a foreign tape is another matter).
+        let m = poisoned("output.weight", 17, 0);
+        let mut spec = spec_for(&m, vec![], all);
+        (spec.tape, spec.gen_len) = (None, 4);
+        let res = run_gate(be, m, &spec, &mut |_| {}).unwrap();
+        assert!(res.pass());
+        assert!(res.arms.iter().all(|a| a.non_finite.is_none()));
     }
 
     #[test]

@@ -932,13 +932,15 @@ pub fn verdict_lines(r: &Receipt) -> Vec<String> {
                 format!("; {} rounds, {acc}/{drafted} drafts accepted", a.rounds.len())
             };
             let lost = a.rounds.iter().find(|r| r.accepted != r.expected);
+            // An arm that alone computed NaN/Inf says so (the reference is checked finite).
+            let nf = (a.non_finite.as_ref()).map_or(String::new(), |x| format!("; {}", x.describe()));
             match (&a.first_divergence, lost) {
                 (None, None) => format!(
                     "{:<10} {}  {n}/{n} steps bit-identical{rounds}",
                     a.name, a.verdict
                 ),
                 (Some(d), _) => format!(
-                    "{:<10} {}  first divergence at step {}{} row {}: logit[{}] ref {:e} got {:e}; {}/{n} steps differ{rounds}",
+                    "{:<10} {}  first divergence at step {}{} row {}: logit[{}] ref {:e} got {:e}; {}/{n} steps differ{nf}{rounds}",
                     a.name, a.verdict, d.step, d.key.describe(), d.row, d.index, d.reference, d.got, a.mismatched_steps
                 ),
                 (None, Some(r)) => format!(

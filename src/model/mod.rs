@@ -235,9 +235,34 @@ impl Config {
         let n_ff = get_usize(f, &k("feed_forward_length"))?;
         let n_heads = get_usize(f, &k("attention.head_count"))?;
         let n_kv_heads = opt_usize(f, &k("attention.head_count_kv"))?.unwrap_or(n_heads);
-        let rms_eps = get_f32(f, &k("attention.layer_norm_rms_epsilon"))?;
-        let rope_base = opt_f32(f, &k("rope.freq_base"))?.unwrap_or(10000.0);
-        let context_length = opt_usize(f, &k("context_length"))?.unwrap_or(0);
+        // The float constants every step's math divides by or raises to: a NaN, an infinity,
+        // zero or a negative value makes every logit NaN (or garbage) on every stage alike, so
+        // the gate would compare NaN bits with NaN bits and PASS. Refused here, naming the key.
+        let rms_eps = finite_positive(
+            &k("attention.layer_norm_rms_epsilon"),
+            get_f32(f, &k("attention.layer_norm_rms_epsilon"))?,
+            "the RMS norm divides by sqrt(mean square + epsilon)",
+        )?;
+        let rope_base = match opt_f32(f, &k("rope.freq_base"))? {
+            Some(b) => finite_positive(
+                &k("rope.freq_base"),
+                b,
+                "RoPE raises the base to fractional powers",
+            )?,
+            None => 10000.0,
+        };
+        // Absent: 0 (unknown). Present, it is the trained context: 0 positions is no model.
+        let context_length = match opt_usize(f, &k("context_length"))? {
+            Some(0) => {
+                return Err(kv_err(
+                    &k("context_length"),
+                    0,
+                    "must be at least 1 (the positions the model was trained for)".into(),
+                ))
+            }
+            Some(n) => n,
+            None => 0,
+        };
         for (key, v) in [
             (k("block_count"), n_layers),
             (k("embedding_length"), n_embd),
@@ -263,9 +288,12 @@ impl Config {
                 format!("does not divide head_count {n_heads}"),
             ));
         }
-        let head_dim = match opt_usize(f, &k("attention.key_length"))? {
+        // The key the head dim comes from, for its errors (absent: embd / heads).
+        let mut hd_key = k("attention.key_length");
+        let head_dim = match opt_usize(f, &hd_key)? {
             Some(v) => v,
             None => {
+                hd_key = format!("{} / {}", k("embedding_length"), k("attention.head_count"));
                 if n_embd % n_heads != 0 {
                     return Err(kv_err(
                         &k("attention.head_count"),
@@ -278,7 +306,7 @@ impl Config {
         };
         if head_dim == 0 || head_dim % 2 != 0 {
             return Err(kv_err(
-                &k("attention.key_length"),
+                &hd_key,
                 head_dim,
                 "head dim must be even and positive".into(),
             ));
@@ -286,7 +314,7 @@ impl Config {
         // q_dim() and kv_dim() multiply these; n_kv_heads <= n_heads (it divides it).
         if n_heads.checked_mul(head_dim).is_none() {
             return Err(kv_err(
-                &k("attention.key_length"),
+                &hd_key,
                 head_dim,
                 format!("times head_count {n_heads} overflows"),
             ));
@@ -296,7 +324,7 @@ impl Config {
                 return Err(kv_err(
                     &k("attention.value_length"),
                     vl,
-                    format!("differs from key length {head_dim}"),
+                    format!("differs from key length {head_dim} ({hd_key})"),
                 ));
             }
         }
@@ -305,11 +333,18 @@ impl Config {
                 return Err(kv_err(
                     &k("rope.dimension_count"),
                     rd,
-                    format!("partial RoPE is not supported (head dim {head_dim})"),
+                    format!("partial RoPE is not supported (head dim {head_dim}: {hd_key})"),
                 ));
             }
         }
         if let Some(sf) = opt_f32(f, &k("rope.scaling.factor"))? {
+            if !sf.is_finite() {
+                return Err(kv_err(
+                    &k("rope.scaling.factor"),
+                    sf,
+                    "must be finite".into(),
+                ));
+            }
             if sf != 1.0 && sf != 0.0 {
                 return Err(kv_err(
                     &k("rope.scaling.factor"),
@@ -374,7 +409,14 @@ impl Config {
                 positive(&k("attention.sliding_window"), window)?;
                 // Absent from older gemma3 GGUFs (like the 270m one): llama.cpp and HF
                 // both fix it at 10000; newer converters write `rope.freq_base_swa`.
-                cfg.rope_base_local = opt_f32(f, &k("rope.freq_base_swa"))?.unwrap_or(10000.0);
+                cfg.rope_base_local = match opt_f32(f, &k("rope.freq_base_swa"))? {
+                    Some(b) => finite_positive(
+                        &k("rope.freq_base_swa"),
+                        b,
+                        "RoPE raises the base to fractional powers",
+                    )?,
+                    None => 10000.0,
+                };
                 cfg.sliding_window = Some(window);
                 // Every 6th layer is global (llama.cpp `set_swa_pattern(6)`, HF
                 // `sliding_window_pattern = 6`).
@@ -461,6 +503,15 @@ fn positive(key: &str, v: usize) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// `v` (the float read from `key`) when it is finite and > 0, else an error naming the key,
+/// the value as read and `why` the math needs it so.
+fn finite_positive(key: &str, v: f32, why: &str) -> Result<f32, ModelError> {
+    if v.is_finite() && v > 0.0 {
+        return Ok(v);
+    }
+    Err(kv_err(key, v, format!("must be finite and > 0 ({why})")))
+}
+
 fn kv_err(key: &str, value: impl std::fmt::Display, why: String) -> ModelError {
     ModelError::KeyValue {
         key: key.to_string(),
@@ -514,6 +565,12 @@ fn get_f32(f: &GgufFile, key: &str) -> Result<f32, ModelError> {
     let v = get(f, key)?;
     match v {
         Value::F32(x) => Ok(*x),
+        // A finite f64 beyond f32's range would read as an infinity: named as the file has it.
+        Value::F64(x) if x.is_finite() && !(*x as f32).is_finite() => Err(kv_err(
+            key,
+            format!("{x:e}"),
+            "is beyond the range of the f32 the math uses".into(),
+        )),
         Value::F64(x) => Ok(*x as f32),
         _ => Err(type_err(key, "float", v)),
     }

@@ -669,3 +669,276 @@ fn qwen2_biases_are_added_to_q_k_and_v() {
         assert_ne!(bits(&run(&z, t)[5]), bits(&base[5]), "{which}");
     }
 }
+
+/// `f` with `key` set to `v` (replaced where the file has it, else added).
+fn with_key(f: &GgufFile, key: &str, v: Value) -> GgufFile {
+    if f.get(key).is_some() {
+        let v2 = v.clone();
+        rewrite(
+            f,
+            move |k, old| Some(if k == key { v2.clone() } else { old.clone() }),
+            |_, d| Some(d.to_vec()),
+        )
+    } else {
+        extend(f, &[(key, v)], &[])
+    }
+}
+
+/// The float constants the math divides by or raises to, and the context length: a NaN,
+/// infinity, zero or negative value is refused at load naming the key and the value as the
+/// file has it (a NaN RoPE base made every logit NaN on every stage alike: a false PASS).
+#[test]
+fn non_finite_or_non_positive_float_metadata_is_refused_naming_key_and_value() {
+    let bad = [
+        (f32::NAN, "NaN"),
+        (f32::INFINITY, "inf"),
+        (f32::NEG_INFINITY, "-inf"),
+        (0.0, "0"),
+        (-0.0, "-0"),
+        (-1.0, "-1"),
+    ];
+    let llama = synth_file(&small_llama());
+    let gemma = synth_file(&gemma_spec());
+    for (f, key) in [
+        (&llama, "llama.rope.freq_base"),
+        (&llama, "llama.attention.layer_norm_rms_epsilon"),
+        (&gemma, "gemma3.rope.freq_base"),
+        (&gemma, "gemma3.rope.freq_base_swa"),
+        (&gemma, "gemma3.attention.layer_norm_rms_epsilon"),
+    ] {
+        for (x, shown) in bad {
+            for v in [Value::F32(x), Value::F64(x as f64)] {
+                let e = load_err(&with_key(f, key, v.clone()));
+                assert!(
+                    e.contains(&format!(
+                        "metadata key {key} = {shown}: must be finite and > 0"
+                    )),
+                    "{key} {v:?}: {e}"
+                );
+            }
+        }
+        // Positive controls: small, large and subnormal positive values load.
+        for x in [1e-6f32, 1.0, 5e5, 1e-40, f32::MAX] {
+            let m = Model::load(&with_key(f, key, Value::F32(x)))
+                .unwrap_or_else(|e| panic!("{key} = {x}: {e}"));
+            assert!(m.cfg.rms_eps == x || m.cfg.rope_base == x || m.cfg.rope_base_local == x);
+        }
+    }
+    // An f64 beyond f32's range would read as an infinity: named as the file has it.
+    let e = load_err(&with_key(&llama, "llama.rope.freq_base", Value::F64(1e300)));
+    assert!(
+        e.contains("llama.rope.freq_base = 1e300: is beyond the range of the f32"),
+        "{e}"
+    );
+    assert!(e.contains("beyond the range of the f32"), "{e}");
+    // RoPE scaling: a non-finite factor is named as such (1 and 0 mean no scaling).
+    for x in [f32::NAN, f32::INFINITY] {
+        let e = load_err(&with_key(
+            &llama,
+            "llama.rope.scaling.factor",
+            Value::F32(x),
+        ));
+        assert!(
+            e.contains(&format!("llama.rope.scaling.factor = {x}: must be finite")),
+            "{e}"
+        );
+    }
+    Model::load(&with_key(
+        &llama,
+        "llama.rope.scaling.factor",
+        Value::F32(1.0),
+    ))
+    .expect("1");
+}
+
+#[test]
+fn a_context_length_of_0_is_refused_and_1_loads() {
+    let f = synth_file(&small_llama());
+    for v in [Value::U32(0), Value::U64(0), Value::I32(0)] {
+        let e = load_err(&with_key(&f, "llama.context_length", v));
+        assert!(
+            e.contains("metadata key llama.context_length = 0: must be at least 1"),
+            "{e}"
+        );
+    }
+    let e = load_err(&with_key(&f, "llama.context_length", Value::I32(-1)));
+    assert!(e.contains("llama.context_length"), "{e}");
+    let m = Model::load(&with_key(&f, "llama.context_length", Value::U32(1))).expect("1");
+    assert_eq!(m.cfg.context_length, 1);
+    // Absent: unknown (0), as before.
+    let g = rewrite(
+        &f,
+        |k, v| (k != "llama.context_length").then(|| v.clone()),
+        |_, d| Some(d.to_vec()),
+    );
+    assert_eq!(Model::load(&g).expect("absent").cfg.context_length, 0);
+}
+
+/// Where `key`'s value type (u32) and value start in GGUF `bytes` (the key is written as a
+/// u64 length then its bytes).
+fn value_at(bytes: &[u8], key: &str) -> (usize, usize) {
+    let mut pat = (key.len() as u64).to_le_bytes().to_vec();
+    pat.extend_from_slice(key.as_bytes());
+    let at = bytes
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .unwrap_or_else(|| panic!("{key} in the header"));
+    (at + pat.len(), at + pat.len() + 4)
+}
+
+/// Property test of the GGUF metadata input family: seeded random mutations of a small
+/// synthetic file's header (float and integer values overwritten with hostile ones, value
+/// types changed, random bytes anywhere before the data section) never panic, and each case
+/// either loads a model whose constants are finite and positive and whose logits are finite,
+/// or fails naming what is wrong: the mutated key where the mutation hit one value, else a
+/// key, tensor, offset or header field.
+#[test]
+fn random_header_mutations_load_valid_or_fail_naming_the_key_or_offset() {
+    use rand::{Rng, SeedableRng};
+    let spec = SynthSpec {
+        layers: 2,
+        embd: 32,
+        heads: 2,
+        kv_heads: 1,
+        ff: 64,
+        vocab: 300,
+        ..builtin_spec()
+    };
+    let base = synth_gguf(&spec).expect("synth");
+    let f0 = GgufFile::parse(base.clone()).expect("parse");
+    let data_start = f0
+        .tensors
+        .iter()
+        .map(|t| f0.tensor_range(t).start)
+        .min()
+        .expect("tensors");
+    let floats = [
+        "llama.rope.freq_base",
+        "llama.attention.layer_norm_rms_epsilon",
+    ];
+    let ints = [
+        "llama.block_count",
+        "llama.context_length",
+        "llama.embedding_length",
+        "llama.feed_forward_length",
+        "llama.attention.head_count",
+        "llama.attention.head_count_kv",
+        "llama.vocab_size",
+        "llama.rope.dimension_count",
+    ];
+    let hostile_f32 = [
+        f32::NAN.to_bits(),
+        0xffc0_0000, // negative quiet NaN
+        0x7f80_0001, // signalling NaN
+        f32::INFINITY.to_bits(),
+        f32::NEG_INFINITY.to_bits(),
+        0,
+        0x8000_0000, // -0
+        (-1.0f32).to_bits(),
+        1, // smallest subnormal
+        f32::MAX.to_bits(),
+    ];
+    let hostile_u32 = [0u32, 1, 2, 3, 7, 0x7fff_ffff, u32::MAX];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0x6775_6666);
+    let (mut loaded, mut refused) = (0usize, 0usize);
+    let cases = 1000;
+    for case in 0..cases {
+        let mut b = base.clone();
+        let family = case % 4;
+        // The key one mutation hit (families 0-2), which an error must then name.
+        let hit: Option<&str> = match family {
+            0 => {
+                let key = floats[rng.gen_range(0..floats.len())];
+                let (_, v) = value_at(&b, key);
+                let x = if rng.gen_bool(0.7) {
+                    hostile_f32[rng.gen_range(0..hostile_f32.len())]
+                } else {
+                    rng.gen()
+                };
+                b[v..v + 4].copy_from_slice(&x.to_le_bytes());
+                Some(key)
+            }
+            1 => {
+                let key = ints[rng.gen_range(0..ints.len())];
+                let (_, v) = value_at(&b, key);
+                let x = if rng.gen_bool(0.7) {
+                    hostile_u32[rng.gen_range(0..hostile_u32.len())]
+                } else {
+                    rng.gen()
+                };
+                b[v..v + 4].copy_from_slice(&x.to_le_bytes());
+                Some(key)
+            }
+            2 => {
+                // Another value type: the value bytes then read as that type (or run past).
+                let all: Vec<&str> = floats.iter().chain(&ints).copied().collect();
+                let key = all[rng.gen_range(0..all.len())];
+                let (t, _) = value_at(&b, key);
+                let ty: u32 = rng.gen_range(0..16);
+                b[t..t + 4].copy_from_slice(&ty.to_le_bytes());
+                None
+            }
+            _ => {
+                for _ in 0..rng.gen_range(1..=4) {
+                    let at = rng.gen_range(0..data_start);
+                    b[at] = rng.gen();
+                }
+                None
+            }
+        };
+        let what = format!("case {case} (family {family}, key {hit:?})");
+        let outcome = std::panic::catch_unwind(|| {
+            let f = GgufFile::parse(b).map_err(|e| e.to_string())?;
+            let m = Model::load(&f).map_err(|e| e.to_string())?;
+            let logits = run(&m, &[vec![1, 2]]);
+            Ok::<_, String>((m.cfg.clone(), logits))
+        })
+        .unwrap_or_else(|_| panic!("{what}: panicked"));
+        match outcome {
+            Ok((cfg, logits)) => {
+                loaded += 1;
+                for x in [cfg.rope_base, cfg.rope_base_local, cfg.rms_eps] {
+                    assert!(x.is_finite() && x > 0.0, "{what}: loaded {cfg:?}");
+                }
+                assert!(cfg.n_layers > 0 && cfg.vocab > 0, "{what}: {cfg:?}");
+                let bad = logits.iter().flatten().filter(|x| !x.is_finite()).count();
+                assert_eq!(bad, 0, "{what}: loaded, {bad} non-finite logits: {cfg:?}");
+            }
+            Err(e) => {
+                refused += 1;
+                match hit {
+                    // The key, or (a value that contradicts another key or the tensors)
+                    // the key it contradicts naming this one, or the tensor.
+                    Some(key) => assert!(
+                        e.contains(key)
+                            || e.contains(&key["llama.".len()..])
+                            || e.contains("tensor "),
+                        "{what}: {e}"
+                    ),
+                    None => assert!(
+                        [
+                            "key",
+                            "offset",
+                            "tensor",
+                            "magic",
+                            "version",
+                            "count",
+                            "alignment"
+                        ]
+                        .iter()
+                        .any(|w| e.contains(w)),
+                        "{what}: names nothing: {e}"
+                    ),
+                }
+            }
+        }
+    }
+    // Both outcomes occur (the generator is neither all-valid nor all-broken).
+    assert!(
+        loaded >= 20 && refused >= 100,
+        "{loaded} loaded, {refused} refused"
+    );
+    eprintln!(
+        "{cases} header mutations: {loaded} loaded valid, {refused} refused naming the field"
+    );
+}

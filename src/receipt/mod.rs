@@ -382,6 +382,45 @@ pub struct Arm {
     /// The verify arm: every speculative round, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<Round>,
+    /// Steps whose logits held a NaN or an infinity where the (finite) reference's did not:
+    /// the arm alone computed them (absent when none did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub non_finite: Option<NonFinite>,
+}
+
+/// An arm's non-finite logits: how many of its steps held any, and the first such step.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct NonFinite {
+    /// Arm steps (one row of one position each) with at least one NaN or infinite logit.
+    pub steps: usize,
+    /// The first such step's position, row and key.
+    pub step: usize,
+    pub row: usize,
+    #[serde(flatten)]
+    pub key: StepKey,
+    /// Its NaN or infinite logits, of `vocab`.
+    pub count: usize,
+    pub vocab: usize,
+}
+
+impl NonFinite {
+    /// The verdict line's words for it.
+    pub fn describe(&self) -> String {
+        format!(
+            "non-finite logits (NaN/Inf) in {} steps where the reference is finite, first at step {}{} row {}: {} of {}",
+            self.steps,
+            self.step,
+            self.key.describe(),
+            self.row,
+            self.count,
+            self.vocab
+        )
+    }
+}
+
+/// How many of `row`'s values are NaN or infinite.
+pub fn count_non_finite(row: &[f32]) -> usize {
+    row.iter().filter(|x| !x.is_finite()).count()
 }
 
 /// Where a step of the prime or verify arm belongs beyond its position: a prime's repeat
