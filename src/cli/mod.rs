@@ -83,6 +83,11 @@ pub enum Cmd {
         /// reference and arm the first divergent step) on stdout; same exit codes.
         #[arg(long)]
         json: bool,
+        /// Leave one field (a receipt path such as backend.graphs, config.jitter_us,
+        /// backend.mma) out of the comparison: a same-bits check of two settings. Repeatable.
+        /// The logits, tokens, verdicts and the model's bytes cannot be ignored (exit 2).
+        #[arg(long, value_name = "PATH")]
+        ignore: Vec<String>,
     },
     /// Run a battery of gates (a JSON list of gate configs); optionally diff against goldens.
     /// A gate whose `needs_devices` this machine lacks is skipped with the reason: exit 0
@@ -435,7 +440,7 @@ pub fn main() -> i32 {
         Some(Cmd::Inspect { file, tensors }) => gate::inspect(&file, tensors),
         Some(Cmd::Synth(a)) => gate::synth(&a),
         Some(Cmd::Soak(a)) => soak_cmd::soak(&a),
-        Some(Cmd::Diff { a, b, json }) => soak_cmd::diff(&a, &b, json),
+        Some(Cmd::Diff { a, b, json, ignore }) => soak_cmd::diff(&a, &b, json, &ignore),
         Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
         Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),

@@ -23,7 +23,7 @@ use crate::fsio::{check_writable, OutLock};
 use crate::receipt::bench::{
     BenchConfig, BenchReceipt, BenchTimings, BusyOverlap, NStagePaths, PathRates, BENCH_SCHEMA,
 };
-use crate::receipt::diff::{diff as diff_receipts, diff_detail, DiffOutcome};
+use crate::receipt::diff::{diff as diff_receipts, diff_detail_ignoring, DiffOutcome};
 use crate::receipt::junit;
 use crate::receipt::Receipt;
 use crate::runtime::placement::parse_list;
@@ -402,16 +402,26 @@ fn write_junit(
     }
 }
 
-pub fn diff(a: &Path, b: &Path, json: bool) -> Result<i32> {
+pub fn diff(a: &Path, b: &Path, json: bool, ignore: &[String]) -> Result<i32> {
+    let ignore = ignore
+        .iter()
+        .map(|p| crate::receipt::diff::check_ignore(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
     if json {
-        return diff_json(a, b);
+        return diff_json(a, b, &ignore);
     }
     let ra = Receipt::load(a)?;
     let rb = Receipt::load(b)?;
-    Ok(match diff_receipts(&ra, &rb) {
+    Ok(match diff_detail_ignoring(&ra, &rb, &ignore).outcome {
         DiffOutcome::Same => {
+            let but = if ignore.is_empty() {
+                String::new()
+            } else {
+                format!(" but {}", ignore.join(", "))
+            };
             outln!(
-                "same: {} and {} agree on every deterministic field",
+                "same: {} and {} agree on every deterministic field{but}",
                 a.display(),
                 b.display()
             );
@@ -438,10 +448,10 @@ pub fn diff(a: &Path, b: &Path, json: bool) -> Result<i32> {
 /// `diff --json`: a consumer reads stdout, so every outcome is a JSON document there,
 /// including a receipt that cannot be read (verdict `not-comparable`, the reason naming the
 /// file); the message also goes to stderr for a human.
-fn diff_json(a: &Path, b: &Path) -> Result<i32> {
+fn diff_json(a: &Path, b: &Path, ignore: &[String]) -> Result<i32> {
     let (sa, sb) = (a.display().to_string(), b.display().to_string());
     let detail = match (Receipt::load(a), Receipt::load(b)) {
-        (Ok(ra), Ok(rb)) => diff_detail(&ra, &rb),
+        (Ok(ra), Ok(rb)) => diff_detail_ignoring(&ra, &rb, ignore),
         (Err(e), _) | (_, Err(e)) => crate::receipt::diff::DiffDetail {
             outcome: DiffOutcome::NotComparable(e.to_string()),
             fields: Vec::new(),

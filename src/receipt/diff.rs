@@ -250,6 +250,8 @@ fn brief(v: &Value) -> Value {
 struct Walk {
     fields: Vec<FieldDiff>,
     lines: Vec<String>,
+    /// `diff --ignore`: normalized paths left out, each with what it covers below it.
+    ignore: Vec<String>,
 }
 
 impl Walk {
@@ -278,7 +280,7 @@ impl Walk {
     /// Compares the field at `path` (shown) / `norm` (indices as `[]`, the table's form).
     fn field(&mut self, path: &str, norm: &str, a: Option<&Value>, b: Option<&Value>) {
         let class = field_class(norm);
-        if !class.compared() {
+        if !class.compared() || self.ignore.iter().any(|i| covers(i, norm)) {
             return;
         }
         // A recorded field reads as absent where it is null or an empty list: how a receipt
@@ -487,6 +489,44 @@ pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
 
 /// `diff`, with each differing field and each compared step list recorded.
 pub fn diff_detail(a: &Receipt, b: &Receipt) -> DiffDetail {
+    diff_detail_ignoring(a, b, &[])
+}
+
+/// True when the table path `rule` is `norm` or one of its ancestors.
+fn covers(rule: &str, norm: &str) -> bool {
+    norm == rule
+        || norm
+            .strip_prefix(rule)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
+}
+
+/// Fields `diff --ignore` may leave out: settings and facts ABOUT a run (a flag that
+/// changes no bit by design, such as `backend.graphs`, is what a same-bits check varies),
+/// never the logits, tokens and verdicts the comparison exists for, nor the model's bytes.
+pub fn check_ignore(path: &str) -> Result<String, String> {
+    let norm = path.trim();
+    const NEVER: [&str; 5] = ["reference", "batch_references", "arms", "verdict", "model.blake3"];
+    if let Some(n) = NEVER.iter().find(|n| covers(n, norm) || covers(norm, n)) {
+        return Err(format!(
+            "--ignore {path}: {n} is what diff compares (logits, tokens, verdicts, the model's bytes); it cannot be ignored"
+        ));
+    }
+    if norm.is_empty() || super::field_rule(norm).is_none() {
+        let known: Vec<&str> = super::FIELDS
+            .iter()
+            .map(|r| r.path)
+            .filter(|p| !NEVER.iter().any(|n| covers(n, p)))
+            .collect();
+        return Err(format!(
+            "--ignore {path}: not a receipt field; one of: {}",
+            known.join(", ")
+        ));
+    }
+    Ok(norm.to_string())
+}
+
+/// `diff_detail` with the fields `ignore` names (each checked by `check_ignore`) left out.
+pub fn diff_detail_ignoring(a: &Receipt, b: &Receipt, ignore: &[String]) -> DiffDetail {
     let not_comparable = |why: String| DiffDetail {
         outcome: DiffOutcome::NotComparable(why),
         fields: Vec::new(),
@@ -522,7 +562,10 @@ pub fn diff_detail(a: &Receipt, b: &Receipt) -> DiffDetail {
         serde_json::to_value(a).expect("receipt serializes"),
         serde_json::to_value(b).expect("receipt serializes"),
     );
-    let mut walk = Walk::default();
+    let mut walk = Walk {
+        ignore: ignore.to_vec(),
+        ..Walk::default()
+    };
     walk.field("", "", Some(&va), Some(&vb));
 
     // The structured per-list records of `--json`.
@@ -745,6 +788,41 @@ mod tests {
 
     /// What the table calls timings and host facts never makes a difference; the CPU's thread
     /// count is read as a host fact, any other change of a device name is not.
+    /// `--ignore PATH` leaves that field (and what lies below it) out and nothing else; the
+    /// logits' parts and unknown paths are refused naming the path.
+    #[test]
+    fn ignore_leaves_out_the_named_field_only() {
+        let base = golden("builtin-prime-verify-n3-dev011");
+        let mut b = base.clone();
+        b["config"]["window"] = 7.into();
+        b["backend"]["jitter_us"] = 50.into();
+        let ign = |paths: &[&str]| -> Vec<String> {
+            paths.iter().map(|p| check_ignore(p).unwrap()).collect()
+        };
+        let (ra, rb) = (parse(&base), parse(&b));
+        let all = diff_detail_ignoring(&ra, &rb, &[]);
+        assert_eq!(all.fields.len(), 2, "{:?}", all.fields);
+        let one = diff_detail_ignoring(&ra, &rb, &ign(&["config.window"]));
+        assert_eq!(
+            one.outcome,
+            DiffOutcome::Different(vec!["backend.jitter_us: 0 vs 50".into()])
+        );
+        let both = diff_detail_ignoring(&ra, &rb, &ign(&["config.window", "backend.jitter_us"]));
+        assert_eq!(both.outcome, DiffOutcome::Same);
+        // A parent covers its children; the same ignore list is symmetric.
+        let parent = diff_detail_ignoring(&rb, &ra, &ign(&["config.window", "backend.jitter_us"]));
+        assert_eq!(parent.outcome, DiffOutcome::Same);
+        // Changed logits are never ignorable.
+        let mut c = b.clone();
+        c["arms"][0]["steps"][0]["logits_blake3"] = "00".repeat(32).into();
+        let d = diff_detail_ignoring(&ra, &parse(&c), &ign(&["config.window", "backend.jitter_us"]));
+        assert!(matches!(d.outcome, DiffOutcome::Different(_)));
+        for bad in ["arms", "arms[].steps", "reference.steps", "verdict", "model.blake3", "", "backend.nope", "x"] {
+            let e = check_ignore(bad).unwrap_err();
+            assert!(e.contains(&format!("--ignore {bad}:")), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn timings_and_host_facts_are_not_compared() {
         let base = golden("builtin-prime-verify-n3-dev011");
