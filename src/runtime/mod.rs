@@ -64,8 +64,8 @@ use fault::FAULT_HOLD;
 pub use placement::{Placement, PlanError, Transport, TransportChoice};
 
 use crate::backend::trace::Piece;
-use crate::backend::{Backend, BackendError, Engine, EngineSpec, KvOrder, Link, Residency, RowAt};
-use crate::model::Model;
+use crate::backend::{Backend, BackendError, Engine, EngineSpec, Link, Residency};
+use crate::model::{KvOrder, Model, RowAt};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RtError {
