@@ -22,7 +22,7 @@ pub mod cuda;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::model::Model;
+use crate::model::{KvOrder, Model, RowAt};
 
 /// Error from a backend call. `what` names the operation and its coordinates (stage, device,
 /// layer, step where the caller knows them); the runtime adds context as it propagates.
@@ -73,42 +73,6 @@ impl Residency {
             None => list.push((dev, bytes)),
         }
     }
-}
-
-/// Where one row of a step sits: `pos` is its token position (RoPE), `seq` the sequence it
-/// belongs to (the cache row), `slot` the cache slot its key/value go to. Its attention
-/// reads its sequence's slots `[slot - (pos - window start), slot]`: the cache's length (the
-/// runtime's per-stage bookkeeping, `slot` is the length before the row) governs what a row
-/// reads, so a cache that was not rolled back reads the positions it should have dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RowAt {
-    pub pos: usize,
-    pub seq: usize,
-    pub slot: usize,
-}
-
-impl RowAt {
-    /// The first slot row `self` attends to in layer `il` (`Config::attn_start` of its
-    /// position, moved by the slot's offset from the position).
-    pub fn from_slot(&self, model: &Model, il: usize) -> usize {
-        let span = self.pos - model.cfg.attn_start(il, self.pos);
-        self.slot.saturating_sub(span)
-    }
-}
-
-/// How the key/value stores of a step's rows are ordered against their attention reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KvOrder {
-    /// Each row reads only slots written by earlier steps plus its own (decode steps, the
-    /// batched arm: every row its own sequence), so store and attention may be fused per row.
-    Fused,
-    /// Rows of ONE sequence at consecutive slots (a prime chunk, a verify round): row i
-    /// reads the slots of rows < i of the same step, so EVERY row's key/value is stored
-    /// before ANY row's attention reads the cache (the multi-row ordering law).
-    StoreFirst,
-    /// `--fault chunk-kv-order`: rows of one sequence with the stores fused into the
-    /// attention pass, so a row may read a sibling's slot before the sibling stored it.
-    Racy,
 }
 
 /// What one stage's engine owns: its layer range and whether it holds the embedding (stage

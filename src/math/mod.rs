@@ -12,8 +12,8 @@
 
 use rayon::prelude::*;
 
-use crate::model::Weight;
 use crate::quant;
+use crate::quant::Weight;
 
 /// Closes 8 lane partial sums in the fixed tree every reduction of this crate uses (the
 /// one definition lives with the quantized dots).

@@ -2,8 +2,7 @@
 //! determinism rules (batch size and thread count never change a bit).
 
 use super::*;
-use crate::model::Weight;
-use crate::quant::GgmlType;
+use crate::quant::{GgmlType, Weight};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

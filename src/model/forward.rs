@@ -7,8 +7,7 @@
 //! call (batch size), on thread count, or on where the layer range is split — the residual
 //! stream between layers is the whole state a stage hands to the next.
 
-use super::{Activation, Model};
-use crate::backend::{KvOrder, RowAt};
+use super::{Activation, KvOrder, Model, RowAt};
 use crate::math::{self, AttnShape};
 
 /// The per-sequence key/value cache of ONE layer, as the layer reads and writes it.

@@ -14,9 +14,11 @@ mod quantize;
 pub mod repack;
 #[cfg(test)]
 mod tests;
+mod weight;
 
 pub(crate) use dot::finish_lanes;
 pub use dot::{dot, dot_many};
+pub use weight::Weight;
 
 /// A tensor element type as GGUF numbers it. Only the formats this project can dequantize
 /// are listed; any other id is an "unknown type" error at parse time, naming the id.
@@ -167,6 +169,14 @@ pub enum QuantError {
         ty: GgmlType,
         index: usize,
         value: f32,
+    },
+    /// A weight view refused ([`Weight::view`]): its rows are not whole blocks, or its bytes
+    /// overflow or exceed what the data holds.
+    #[error("tensor {name}: type {ty}: {why}")]
+    Tensor {
+        name: String,
+        ty: GgmlType,
+        why: String,
     },
 }
 

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use super::mem::DevMem;
 use super::stream::CpuStream;
 use super::{op_err, CpuBackend};
-use crate::backend::{BResult, Engine, EngineSpec, KvOrder, RowAt};
+use crate::backend::{BResult, Engine, EngineSpec};
 use crate::model::forward::{self, KvAccess};
-use crate::model::Model;
+use crate::model::{KvOrder, Model, RowAt};
 
 /// A stage's KV cache: per layer of its range, K and V as `[rows, ctx, kv_dim]`.
 pub struct CpuCache {

@@ -237,7 +237,7 @@ fn the_kernels_window_start_is_the_models() {
         sliding += usize::from(w > 0);
         for pos in 0..40usize {
             for slot in [pos, pos / 2, pos.saturating_sub(20), 0, pos + 3] {
-                let a = crate::backend::RowAt { pos, seq: 0, slot };
+                let a = crate::model::RowAt { pos, seq: 0, slot };
                 assert_eq!(
                     super::engine::from_slot_in_kernel(pos as u32, slot as u32, w as u32) as usize,
                     a.from_slot(&m, il),

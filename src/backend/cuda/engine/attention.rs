@@ -15,9 +15,9 @@ use cudarc::driver::LaunchConfig;
 use super::weights::DevLayer;
 use super::{kp, to_i32, to_u32, CudaCache, CudaEngine};
 use crate::backend::cuda::{GpuBuf, GpuStream};
-use crate::backend::{BResult, KvOrder, RowAt};
+use crate::backend::BResult;
 use crate::math::RopeStyle;
-use crate::model::Model;
+use crate::model::{KvOrder, Model, RowAt};
 
 /// Rows per RowPos group (`POS_ROWS` in kernels/common.cu).
 pub(super) const POS_ROWS: usize = 64;

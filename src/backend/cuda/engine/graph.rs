@@ -14,7 +14,8 @@ use cudarc::driver::sys;
 
 use super::{AttSmem, CudaCache, CudaEngine};
 use crate::backend::cuda::GpuStream;
-use crate::backend::{BResult, KvOrder, RowAt};
+use crate::backend::BResult;
+use crate::model::{KvOrder, RowAt};
 
 /// What a captured layer walk depends on besides the engine itself (its weights and
 /// scratch are fixed for its life): the layers, the row count (every launch's grid and row

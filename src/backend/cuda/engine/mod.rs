@@ -71,8 +71,8 @@ use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 
 use super::mem::{check_range, GpuBuf};
 use super::{alloc_zeroed_on, op_err, DevCtx, GpuStream, MmaSel};
-use crate::backend::{BResult, Engine, EngineSpec, KvOrder, Residency, RowAt};
-use crate::model::Model;
+use crate::backend::{BResult, Engine, EngineSpec, Residency};
+use crate::model::{KvOrder, Model, RowAt};
 
 /// A kernel parameter for `DevCtx::launch`: a pointer to the argument's value (the driver
 /// copies the value at the launch). MvArgs, MvMat and RowPos are #[repr(C)] plain old data

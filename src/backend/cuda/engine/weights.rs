@@ -15,8 +15,8 @@ use crate::backend::cuda::{
     alloc_zeroed_on, op_err, upload_raw, upload_slice, DevCtx, GpuBuf, GpuStream, MmaSel,
 };
 use crate::backend::BResult;
-use crate::model::{LayerWeights, Weight};
-use crate::quant::{repack, GgmlType};
+use crate::model::LayerWeights;
+use crate::quant::{repack, GgmlType, Weight};
 
 /// A weight matrix on the device: the file's block bytes untouched, or (`packed`) the same
 /// values in the vectorized matvec's layout (crate::quant::repack, kernels/mvq.cu).
