@@ -313,9 +313,11 @@ mod tests {
         }
     }
 
+    /// The built-in model's config (built as `cli` builds it, from the layers below).
     fn cfg() -> Config {
-        let (m, _) = crate::cli::gate::load_model(None).unwrap();
-        m.cfg.clone()
+        use crate::model::synth::{builtin_spec, synth_gguf};
+        let f = crate::gguf::GgufFile::parse(synth_gguf(&builtin_spec()).unwrap()).unwrap();
+        crate::model::Model::load(&f).unwrap().cfg.clone()
     }
 
     /// The KV cache part is exactly layers x 2 x rows x ctx x kv_dim x 4, with verify's
