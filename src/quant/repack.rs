@@ -238,7 +238,7 @@ pub const MMA_TILE_ROWS: usize = 16;
 /// Whether a matrix takes a tensor-core layout (and kernels): Q4_K or Q6_K with whole
 /// super-blocks of columns, or Q8_0, Q4_0, Q4_1, Q5_0 with whole blocks of 32 (a last partial
 /// super-block padded); whole m-tiles of rows. A function of the matrix alone, never of a
-/// batch (which formats an engine takes is `--mma`'s, engine.rs MmaSel).
+/// batch (which formats an engine takes is `--mma`'s, cuda/mma.rs MmaSel).
 pub fn mma_ok(ty: GgmlType, rows: usize, cols: usize) -> bool {
     let cols_ok = (ty == GgmlType::Q4K || mma_b32(ty)) && cols.is_multiple_of(mma_col_unit(ty));
     cols_ok && rows > 0 && rows.is_multiple_of(MMA_TILE_ROWS) && cols > 0
@@ -962,7 +962,7 @@ mod tests {
     /// columns; Q6_K's: 16) in float64 rounded to f32 once: the hardware's f32 accumulation
     /// is within that of it, then v_b (Q6_K: (d * sc) * (S * 2^E)), u_sb and y with the
     /// kernels' f32 expressions) against a float64 dot of the dequantized weights: within
-    /// 4e-6 of |W||x| (research/mma-q4k measured Q4_K at 2.4e-7 on the GPU). Inputs with
+    /// 4e-6 of |W||x| (the tensor-core prototype measured Q4_K at 2.4e-7 on the GPU). Inputs with
     /// outliers (+-50 beside 1e-4 values); Q6_K at 512 columns (whole super-blocks). Negative
     /// control: the same order without the lo halves (f16 activations) misses the bound.
     #[test]

@@ -28,7 +28,7 @@ pub const MMA_AUTO_MIN_EMBD: usize = 4096;
 /// `--mma auto` turns the tensor-core path on for every format it takes when the run primes
 /// chunks of at least this many rows (the prime arm's largest `--chunk`), whatever the
 /// width: a GEMM's rows share each weight tile, where the FFMA kernels reread it every 8
-/// rows. Measured on one H200 (2026-11-30, session 5 call a1): prefill512 on the SmolLM2
+/// rows. Measured on one H200 (2026-11-30, receipts/mma-tensor-cores): prefill512 on the SmolLM2
 /// shape 36.1k -> 56.5k tok/s, on the Gemma-3 shape (Q5_0) 46.4k -> 97.0k, at the eager cost
 /// above. 64: a chunk that size already spends most of its time in the matvec GEMMs.
 pub const MMA_AUTO_MIN_ROWS: usize = 64;

@@ -1,5 +1,5 @@
 //! GPU-free checks of the CUDA backend's host-side contracts: they compile and run in CI
-//! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-check.sh, never here.
+//! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-validate.sh (section oracle), never here.
 
 use super::engine::{
     att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,

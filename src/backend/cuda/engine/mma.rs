@@ -64,11 +64,11 @@ pub(in crate::backend::cuda) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
 /// round, each round about one L2 round trip plus the split; past ~4 rounds (~1 us) that
 /// redundant work would cost about what the mma_prep launch it replaces does (~1.8 us a
 /// dependent launch, measured as the eager gap). An estimate, not a measurement:
-/// scripts/gpu-fuse.sh's bench is where to tune it and MMA_FUSE_SMEM_MAX.
+/// `ppn-gate bench --mma on` (eager and B = 8) is where to tune it and MMA_FUSE_SMEM_MAX.
 pub(super) const MMA_FUSE_ROUNDS: usize = 4;
 
 /// Rows of the launches the fused decode takes: one (eager). Measured on one H200 with
-/// `--mma on` (session 5 call b1, against the unfused build, same bits): eager +16 % on the
+/// `--mma on` (against the unfused build, same bits: receipts/mma-fused-decode): eager +16 % on the
 /// SmolLM2 shape (1153 -> 1338 tok/s) and +6 % on Gemma-3's, but B = 8 -12 % / -19 % (9206 ->
 /// 8110, 8142 -> 6633): every block preparing all eight rows itself costs more than the
 /// mma_prep launch it replaces.
@@ -98,7 +98,8 @@ pub(in crate::backend::cuda) fn mma_fused_smem(
 /// Q6_K always 8 (its 16-warp kernel spills ~50 bytes a thread under the 128-register cap
 /// of a 512-thread block; the 8-warp one spills none: scripts/nvrtc-check.py builds both).
 /// A function of the launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so
-/// the bits are the same either way (research/mma-q4k measured every decode variant equal).
+/// the bits are the same either way (the tensor-core prototype, removed
+/// with research/ in f78de77, measured every decode variant equal).
 pub(in crate::backend::cuda) fn mma_decode_kernel(
     ty: GgmlType,
     n_mt: usize,

@@ -32,6 +32,15 @@
 //! and passes), `matvec` (kernel choice, geometry, launches), `mma` (tensor-core geometry
 //! and launch), `weights` (device weights), `cache` (the KV cache), `graph` (capture and
 //! replay).
+//!
+//! Measured on H200s (receipts/README.md indexes each folder): graphs and programmatic
+//! dependent launch change no bit (`--graphs off`, `--pdl off` and the builds before them give
+//! the same logits hashes: receipts/same-bits-cuda); graphs cut SmolLM2's host enqueue from
+//! 466 to 28 us a token (receipts/trace-cuda); the fused one-row mma decode changes no bit and
+//! buys eager +16 % / +6 % on the SmolLM2 / Gemma-3 shapes, slower at B = 8, hence one row
+//! only (receipts/mma-fused-decode, `mma::MMA_FUSE_MAX_ROWS`); the tensor-core path's gates,
+//! `mma-row-order` control and accuracy per format (receipts/mma-tensor-cores, and on the 8B
+//! shape receipts/mma-q4k-8b); the figures beside llama.cpp are in BENCH.md.
 
 mod attention;
 mod cache;

@@ -32,7 +32,7 @@
 //
 // Two kernels run this one body (att_fused): `attention` and `attention_early`, which differ
 // only in when the K and V loads leave (the host picks by the launch's blocks, att_kernel in
-// engine.rs): the same arithmetic, so the same bits.
+// engine/attention.rs): the same arithmetic, so the same bits.
 //
 // Row positions come through `rp` (the step's RowPos groups in device memory, see common.cu),
 // the layer's sliding window (0: none) by value: the only per-step data is in the buffer, so
@@ -49,7 +49,7 @@
 
 // The first slot a row at position p stored at `slot` attends to: Config::attn_start of its
 // position, moved by the slot's offset from the position (RowAt::from_slot; its mirror
-// `from_slot_in_kernel` in engine.rs is tested against it). window 0: the whole sequence;
+// `from_slot_in_kernel` in engine/attention.rs is tested against it). window 0: the whole sequence;
 // else the positions (p + 1 - window)..=p. Both attention kernels take it from here.
 __device__ __forceinline__ int att_from(int p, int slot, int window) {
     u32 span = (window > 0 && (u32)p + 1 >= (u32)window) ? (u32)window - 1 : (u32)p;

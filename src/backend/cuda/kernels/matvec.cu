@@ -161,7 +161,7 @@ extern "C" __global__ void embed_rows(const u8* table, u64 row_bytes, int fmt, i
 }
 #endif
 
-// One matrix of a fused matvec launch. Mirrors `MvMat` in engine.rs (#[repr(C)], 32 bytes).
+// One matrix of a fused matvec launch. Mirrors `MvMat` in engine/matvec.rs (#[repr(C)], 32 bytes).
 struct MvMat {
     const u8* w;   // n_out rows of row_bytes GGUF block bytes
     u64 row_bytes;
@@ -170,7 +170,7 @@ struct MvMat {
     int fmt;       // FMT_* id
 };
 
-// A fused matvec launch. Mirrors `MvArgs` in engine.rs (#[repr(C)], 136 bytes).
+// A fused matvec launch. Mirrors `MvArgs` in engine/matvec.rs (#[repr(C)], 136 bytes).
 //  mode 0: y_m[r][o] = W_m · in[r]              (up to 3 matrices side by side: q|k|v)
 //  mode 1: y_0[r][o] = y_0[r][o] + W_0 · in[r]  (the residual add, x += o, as the CPU does)
 //  mode 2: y_0[r][o] = act(W_0 · in[r]) * (W_1 · in[r])   (gate, up)
@@ -559,7 +559,7 @@ __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, 
 
 // One kernel per module, `mv_tile`, for one row tile RT (`#define MV_RT`, 1..8; the host
 // launches a tile only over whole tiles of rows, so the dot loop never needs its per-row
-// checks: see engine.rs `row_tiles`): the per-row arithmetic is the same for every RT.
+// checks: see engine/matvec.rs `row_tiles`): the per-row arithmetic is the same for every RT.
 // RT <= 4: at least 4 blocks (32 warps) per SM: decode matvecs are latency-bound, and the
 // bytes in flight scale with resident warps. RT > 4: 3 blocks per SM, so up to 8 rows'
 // accumulators and 8 chunks of weights in flight fit in registers without spilling.

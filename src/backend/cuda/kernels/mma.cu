@@ -1,7 +1,8 @@
 // The tensor-core matvec / GEMM (`--mma on`) for Q4_K and (below, "32-element formats") Q8_0,
 // Q4_0, Q4_1, Q5_0, and Q6_K on the same code path: mma.sync m16n8k16, f16 in, f32 accumulate,
-// ported from research/mma-q4k/mma_q4k.cu (measured there on an H200: every column's bits
-// equal its bits run alone, decode B = 1..8 and GEMM C = 16/64/512 alike). Compiled only into
+// ported from the prototype research/mma-q4k/mma_q4k.cu (removed in f78de77, git history
+// keeps it; measured there on an H200: every column's bits equal its bits run alone, decode
+// B = 1..8 and GEMM C = 16/64/512 alike). Compiled only into
 // the mma module (`#define MMA_Q4K`, with common.cu, ffn.cu and matvec.cu for MvArgs and
 // mv_finish); the main module sees an empty file.
 //
@@ -17,7 +18,7 @@
 //   y = 0; for sb in 0..n_sb: y = y + v_sb;   then mv_finish (kernels/matvec.cu) as every
 //   other matvec: store, += residual, or act(gate) * up.
 // Each mma output element is its own row-by-column dot plus its own C input, so column j's
-// bits cannot depend on the other columns (the hardware claim research/mma-q4k measured,
+// bits cannot depend on the other columns (the hardware claim the prototype measured,
 // with a planted batch-dependent order caught). v_sb depends on sb alone, so the decode
 // kernel computes super-blocks in parallel warps and adds them afterwards in sb order, and
 // the GEMM walks them in order in registers: the same bits. The input x of a column is
@@ -397,7 +398,7 @@ __device__ __forceinline__ void m32_add_block(float (&u)[4], const float (&S)[4]
 // plant (`--fault mma-row-order`, the negative control): a launch of more than one row stores
 // each super-block's lo fragments where hi belong and hi where lo belong, so the mma chain
 // adds lo before hi: an order that depends on the launch's rows, which the gate must catch
-// (research/mma-q4k measured this swap changing most outputs' bits).
+// (the prototype measured this swap changing most outputs' bits).
 // One warp's share of mma_prep: super-block sb (< n_sb) of the row X (n inputs; normalized with
 // inv and the norm weights g when g is set), into the column's XF words xf (256), its 2^E *xe
 // and its 8 sub-block sums xs. Lane L takes inputs 8L..8L+7. Pointers are generic: mma_prep
@@ -623,7 +624,7 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
 // grid: ceil(n_mt / MT), block KP * 32. MT is even, so a mode-2 block holds gate tile p and
 // up tile p (mt0 even).
 // FUSE: the kernel prepares the activations itself (mma_prep_block, into dynamic shared
-// memory of nb * n_sb * MMA_FUSE_UNIT bytes, engine.rs mma_fused_smem) instead of reading
+// memory of nb * n_sb * MMA_FUSE_UNIT bytes, engine/mma.rs mma_fused_smem) instead of reading
 // mma_prep's scratch: one launch per op instead of two, the same bytes, so the same bits.
 template <int F, int MT, int KP, bool FUSE>
 __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF, const float* XE,
@@ -899,7 +900,7 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
     const int wm = warp % GWM, wn = warp / GWM, nblk = a.n_in >> 5;
     const int n_nt = (ncols + 7) >> 3;
     // The block's warps along n: GWN, or fewer when the host launches fewer warps (narrow
-    // launches: more, smaller blocks over the SMs, engine.rs mma_gemm_warps_n). Which warp
+    // launches: more, smaller blocks over the SMs, engine/mma.rs mma_gemm_warps_n). Which warp
     // computes an output never enters its order: each output's super-blocks are added in
     // order in its own lane's registers, whatever the tiling.
     const int gwn = (int)(blockDim.x >> 5) / GWM;
