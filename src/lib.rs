@@ -17,6 +17,7 @@ pub mod arms;
 pub mod backend;
 pub mod cli;
 pub mod dist;
+pub mod exit;
 pub mod fsio;
 pub mod gguf;
 pub mod math;

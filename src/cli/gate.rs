@@ -13,8 +13,7 @@ use crate::arms::{self, ArmKind, GateSpec};
 use crate::backend::cpu::CpuBackend;
 use crate::backend::cuda::modcache::ModuleCache;
 use crate::backend::cuda::{CudaBackend, MmaMode};
-use crate::backend::trace::Tracer;
-use crate::backend::Backend;
+pub use crate::backend::any::AnyBackend;
 use crate::gguf::GgufFile;
 use crate::model::synth::{
     builtin_spec, preset, synth_gguf, synth_gguf_for_tools, Preset, SynthQuant, SynthSpec, PRESETS,
@@ -27,68 +26,6 @@ use crate::receipt::{
 use crate::runtime::fault::Site;
 use crate::runtime::placement::{boundary_transports, join, parse_list, stage_devices};
 use crate::runtime::{Fault, Placement, TransportChoice};
-
-/// The backend a gate runs on (enum dispatch keeps the runtime generic and monomorphic).
-#[derive(Clone)]
-pub enum AnyBackend {
-    Cpu(Arc<CpuBackend>),
-    Cuda(Arc<CudaBackend>),
-}
-
-impl AnyBackend {
-    pub fn device_count(&self) -> usize {
-        match self {
-            AnyBackend::Cpu(b) => b.device_count(),
-            AnyBackend::Cuda(b) => b.device_count(),
-        }
-    }
-    fn shares_host_weights(&self) -> bool {
-        match self {
-            AnyBackend::Cpu(b) => b.shares_host_weights(),
-            AnyBackend::Cuda(b) => b.shares_host_weights(),
-        }
-    }
-    fn peer_ok(&self, a: usize, b: usize) -> bool {
-        match self {
-            AnyBackend::Cpu(be) => be.peer_ok(a, b),
-            AnyBackend::Cuda(be) => be.peer_ok(a, b),
-        }
-    }
-    pub fn kind(&self) -> &'static str {
-        match self {
-            AnyBackend::Cpu(b) => b.kind(),
-            AnyBackend::Cuda(b) => b.kind(),
-        }
-    }
-    pub fn device_name(&self, d: usize) -> String {
-        match self {
-            AnyBackend::Cpu(b) => b.device_name(d),
-            AnyBackend::Cuda(b) => b.device_name(d),
-        }
-    }
-    /// Tracing: streams made from now on record into a fresh trace.
-    pub fn start_trace(&self) {
-        match self {
-            AnyBackend::Cpu(b) => b.start_trace(),
-            AnyBackend::Cuda(b) => b.start_trace(),
-        };
-    }
-    /// The current trace, its times read (after the traced walks).
-    pub fn trace(&self) -> Result<Option<Arc<Tracer>>> {
-        match self {
-            AnyBackend::Cpu(b) => b.trace(),
-            AnyBackend::Cuda(b) => b.trace(),
-        }
-        .context("reading the trace")
-    }
-    /// The kernel-module counters so far (None: the backend compiles no kernels).
-    pub fn module_stats(&self) -> Option<ModuleStats> {
-        match self {
-            AnyBackend::Cpu(_) => None,
-            AnyBackend::Cuda(b) => Some(b.module_stats()),
-        }
-    }
-}
 
 /// Everything a gate run needs, validated. Soak and battery reuse one `Prepared` (the model
 /// is loaded once) and run it repeatedly.

@@ -29,17 +29,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Exit codes.
-pub const EXIT_PASS: i32 = 0;
-pub const EXIT_FAIL: i32 = 1;
-pub const EXIT_ERROR: i32 = 2;
-/// `battery`: no gate failed, but some were skipped, so the battery proved less than it lists.
-pub const EXIT_SKIPPED: i32 = 3;
-/// `soak` and `battery` stopped by SIGINT, SIGTERM or SIGHUP with no FAIL among the finished
-/// runs: 128 + SIGINT, what a shell reports for Ctrl-C (the handler cannot tell the three
-/// apart, so one code), distinct from a harness error (2) and from a FAIL (1, which an
-/// interrupted run with a FAIL still exits with: the divergence is proof either way).
-pub const EXIT_INTERRUPTED: i32 = 130;
+pub use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_PASS, EXIT_SKIPPED};
 
 #[derive(Parser, Debug)]
 #[command(

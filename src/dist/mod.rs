@@ -16,8 +16,8 @@
 //!   rendezvous); a member that fails publishes `abort` there so the others stop at once.
 //! - `launch` (`--procs W`) starts W members on this host as children and supervises them.
 
-pub mod ipc;
 pub mod launch;
+pub mod links;
 pub mod rendezvous;
 
 use std::ops::Range;
@@ -26,8 +26,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 
 use crate::arms;
-use crate::backend::Link;
-use crate::cli::gate::{AnyBackend, Prepared};
+use crate::backend::any::AnyBackend;
+use crate::cli::gate::Prepared;
 use crate::cli::GateArgs;
 use crate::receipt::{self, ProcessInfo, Receipt, StageResident};
 use crate::runtime::DistPart;
@@ -53,7 +53,7 @@ pub fn die(msg: String) {
     if let Some((r, n)) = ABORT_TO.get() {
         let _ = r.put_within("abort", &format!("{n}: {msg}"), Duration::from_secs(2));
     }
-    std::process::exit(crate::cli::EXIT_ERROR);
+    std::process::exit(crate::exit::EXIT_ERROR);
 }
 
 /// How boundaries between processes travel.
@@ -307,48 +307,22 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
     }
 
     // Links: the RX side listens and publishes its address, the TX side connects.
+    let meet = links::Meet {
+        rdv,
+        map,
+        rank,
+        link_host: &a.link_host,
+        rdv_t,
+        peer_t,
+    };
     let (recv, send) = match cross {
-        Cross::Ipc => {
-            let listener = if local.start > 0 {
-                let l = std::net::TcpListener::bind((a.link_host.as_str(), 0))
-                    .with_context(|| format!("--link-host {}: cannot listen there", a.link_host))?;
-                let b = local.start - 1;
-                let addr = format!("{}:{}", a.link_host, l.local_addr()?.port());
-                rdv.put(&format!("link/{b}"), &addr)
-                    .map_err(anyhow::Error::msg)?;
-                Some((l, b))
-            } else {
-                None
-            };
-            let send = if local.end < n {
-                let b = local.end - 1;
-                let peer = name(map[local.end]);
-                let addr = rdv
-                    .get(&format!("link/{b}"), rdv_t, &peer)
-                    .map_err(anyhow::Error::msg)?;
-                let l =
-                    ipc::IpcLink::connect(&addr, b, peer, peer_t).map_err(anyhow::Error::msg)?;
-                Some(Link::Ipc(std::sync::Arc::new(l.fatal())))
-            } else {
-                None
-            };
-            let recv = match listener {
-                Some((l, b)) => {
-                    let peer = name(map[b]);
-                    let link =
-                        ipc::IpcLink::accept(&l, b, peer, rdv_t).map_err(anyhow::Error::msg)?;
-                    // The handshake may wait for the whole rendezvous; data waits --peer-timeout.
-                    Some(Link::Ipc(std::sync::Arc::new(
-                        link.with_timeout(peer_t)
-                            .map_err(anyhow::Error::msg)?
-                            .fatal(),
-                    )))
-                }
-                None => None,
-            };
-            (recv, send)
-        }
-        Cross::Nccl => crate::backend::cuda::nccl::links(p, rdv, map, rank, rdv_t, peer_t)?,
+        Cross::Ipc => links::ipc_links(&meet)?,
+        Cross::Nccl => links::nccl_links(
+            &meet,
+            &p.be,
+            &p.spec.placement.devices,
+            a.nccl_lib.as_deref(),
+        )?,
     };
 
     let mut spec = p.spec.clone();
@@ -411,7 +385,7 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
         rdv.get("done", rdv_t, &name(world - 1))
             .map_err(anyhow::Error::msg)?;
         bye(rdv, rank, world, &name);
-        return Ok(crate::cli::EXIT_PASS);
+        return Ok(crate::exit::EXIT_PASS);
     }
 
     // The last stage's member: gather every member's part into ONE receipt.
