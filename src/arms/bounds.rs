@@ -314,8 +314,10 @@ mod tests {
     }
 
     fn cfg() -> Config {
-        let (m, _) = crate::cli::gate::load_model(None).unwrap();
-        m.cfg.clone()
+        // The built-in model (as `--model` left out loads it), built here below the gate layer.
+        let bytes = crate::model::synth::synth_gguf(&crate::model::synth::builtin_spec()).unwrap();
+        let f = crate::gguf::GgufFile::parse(bytes).unwrap();
+        crate::model::Model::load(&f).unwrap().cfg.clone()
     }
 
     /// The KV cache part is exactly layers x 2 x rows x ctx x kv_dim x 4, with verify's

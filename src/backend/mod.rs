@@ -127,8 +127,9 @@ pub struct EngineSpec {
     pub fault_mma_row_order: bool,
 }
 
-/// A boundary whose TX and RX stages live in different processes (`crate::dist`): the test
-/// transport between processes on the CPU backend (`ipc`), or NCCL on the CUDA backend.
+/// A boundary whose TX and RX stages live in different processes (a multi-process gate):
+/// the test transport between processes on the CPU backend (`ipc`), or NCCL on the CUDA
+/// backend.
 #[derive(Clone)]
 pub enum Link {
     Ipc(Arc<ipc::IpcLink>),

@@ -136,7 +136,8 @@ pub fn share_id(
     match make {
         Some(make) => {
             let id = make().map_err(|e| anyhow!("boundary {b}: {e}"))?;
-            rdv.put(&key, &nccl::id_to_hex(&id)).map_err(|e| anyhow!(e))?;
+            rdv.put(&key, &nccl::id_to_hex(&id))
+                .map_err(|e| anyhow!(e))?;
             Ok(id)
         }
         None => {
