@@ -7,17 +7,31 @@
 //!   CPU implementation; the CUDA implementation is the only place `unsafe` may live.
 //! - `runtime`: the N-stage pipeline runtime over any backend (placement, boundaries,
 //!   readback, the walk lease, fault injection).
-//! - `arms`, `receipt`, `soak`, `cli`: the gate itself.
+//! - `arms`, `receipt`, `soak`: the gate's arms, its receipts and soak summaries.
+//! - `gate`: the gate as a library (options, plan, run, report, multi-process members and
+//!   launch); `cli` above it only parses flags into its options and prints.
 //! - `dist`: multi-process gates (stages in several processes: rendezvous, links, launch).
 // `unsafe` is allowed in exactly one module, the CUDA backend (`backend::cuda`), where every
 // block carries a `// SAFETY:` line. Everywhere else the compiler refuses it.
 #![deny(unsafe_code)]
 
+/// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
+/// and the command goes on, so its receipts are still written and its exit code still says
+/// PASS or FAIL.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 pub mod arms;
 pub mod backend;
 pub mod cli;
 pub mod dist;
+pub mod exit;
 pub mod fsio;
+pub mod gate;
 pub mod gguf;
 pub mod math;
 pub mod model;

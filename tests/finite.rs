@@ -300,7 +300,7 @@ fn header_mutations_through_the_cli_match_the_library_and_exit_0_or_2() {
 /// before and re-serializes without the key.
 #[test]
 fn an_arms_own_non_finite_logits_are_named_in_its_verdict_line() {
-    use ppn_gate::cli::gate::verdict_lines;
+    use ppn_gate::gate::report::verdict_lines;
     use ppn_gate::receipt::{Divergence, NonFinite, Receipt, StepKey};
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("receipts/golden");
     let mut n = 0;

@@ -3,7 +3,7 @@
 //! bench's --steps, synth's shape), each run with a short timeout. No case may panic, abort,
 //! be killed or outlive its timeout: it exits 0 or 1 with verdict lines (the gate ran
 //! within its bounds), or 2 with stderr naming the flag. The whole family runs in process
-//! in `cli::bounds::property`; this is the part only a process shows (aborts, hangs).
+//! in `cli::flag_bounds`; this is the part only a process shows (aborts, hangs).
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -101,7 +101,7 @@ fn hostile_numbers_exit_cleanly_naming_the_flag() {
         .collect();
     cases.shuffle(&mut ChaCha8Rng::seed_from_u64(25));
     // The reproductions always; then a seeded sample of the rest (the whole cross
-    // product runs in process: cli::bounds::property).
+    // product runs in process: cli::flag_bounds).
     let mut picked: Vec<(usize, &str)> = vec![(0, "1000000000000"), (7, "18446744073709551615")];
     for c in cases {
         if picked.len() >= 96 {

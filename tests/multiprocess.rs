@@ -699,3 +699,35 @@ fn a_non_greedy_tape_s_prompt_holds_across_processes() {
         text(&o)
     );
 }
+
+/// Every gate flag reaches the members (their command line is derived from the gate's
+/// options, not written out by hand): --chunk, --repeat and --draft, which a hand-written
+/// member command line once left out, show in the receipt the last stage's member writes.
+#[test]
+fn prime_and_verify_settings_reach_every_member() {
+    let d = tempfile::tempdir().unwrap();
+    let multi = d.path().join("m.json");
+    let flags = [
+        "--arms",
+        "prime,verify",
+        "--chunk",
+        "3,5",
+        "--repeat",
+        "2",
+        "--draft",
+        "2",
+        "--prompt-len",
+        "10",
+        "--gen-len",
+        "8",
+    ];
+    let o = run(&[&TWO[..], &flags[..], &["--receipt", multi.to_str().unwrap()]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let m = load(&multi);
+    assert_eq!(m["config"]["chunks"], serde_json::json!([3, 5]));
+    assert_eq!(m["config"]["repeat"], 2);
+    assert_eq!(m["config"]["draft"], 2);
+    let rounds = m["arms"][1]["rounds"].as_array().unwrap();
+    assert!(!rounds.is_empty());
+    assert!(rounds.iter().all(|r| r["drafted"].as_array().unwrap().len() <= 2));
+}

@@ -315,8 +315,9 @@ mod tests {
 
     /// The built-in model's config (built as `cli` builds it, from the layers below).
     fn cfg() -> Config {
-        use crate::model::synth::{builtin_spec, synth_gguf};
-        let f = crate::gguf::GgufFile::parse(synth_gguf(&builtin_spec()).unwrap()).unwrap();
+        // The built-in model (as `--model` left out loads it), built here below the gate layer.
+        let bytes = crate::model::synth::synth_gguf(&crate::model::synth::builtin_spec()).unwrap();
+        let f = crate::gguf::GgufFile::parse(bytes).unwrap();
         crate::model::Model::load(&f).unwrap().cfg.clone()
     }
 

@@ -94,7 +94,7 @@ pub struct GateSpec {
 /// The prime arm's chunk sizes for a prompt of `p` positions: `chunks` as given (default 1,
 /// 8, 16 and the whole prompt), each at most `p`, duplicates of an earlier effective size
 /// dropped. `GateSpec::prime_chunks`, and `--mma auto`'s reading of the flags
-/// (cli::gate::prime_rows), both go through it.
+/// (gate::plan::prime_rows), both go through it.
 pub fn prime_chunk_sizes(chunks: Option<&[usize]>, p: usize) -> Vec<usize> {
     let given = chunks.map_or_else(|| vec![1, 8, 16, p], <[usize]>::to_vec);
     let mut out: Vec<usize> = Vec::new();

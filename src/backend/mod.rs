@@ -13,7 +13,9 @@
 //! - Errors raised inside an enqueued operation are sticky on that stream and surface at the
 //!   next `synchronize`/`download_into` on it.
 
+pub mod any;
 pub mod cpu;
+pub mod ipc;
 pub mod trace;
 // The only module where `unsafe` is allowed (driver FFI); every block carries a SAFETY line.
 #[allow(unsafe_code)]
@@ -89,11 +91,12 @@ pub struct EngineSpec {
     pub fault_mma_row_order: bool,
 }
 
-/// A boundary whose TX and RX stages live in different processes (`crate::dist`): the test
-/// transport between processes on the CPU backend (`ipc`), or NCCL on the CUDA backend.
+/// A boundary whose TX and RX stages live in different processes (a multi-process gate):
+/// the test transport between processes on the CPU backend (`ipc`), or NCCL on the CUDA
+/// backend.
 #[derive(Clone)]
 pub enum Link {
-    Ipc(Arc<crate::dist::ipc::IpcLink>),
+    Ipc(Arc<ipc::IpcLink>),
     Nccl(Arc<cuda::nccl::NcclLink>),
 }
 

@@ -1,4 +1,5 @@
-//! Command line: parse (clap), validate into a plan, dispatch.
+//! Command line: parse (clap) into the gate layer's options, dispatch to one file per
+//! subcommand, print. Validation, the plan, the run and the receipt are `crate::gate`'s.
 //!
 //! Exit codes: 0 every arm PASS (or the subcommand succeeded), 1 a gate FAIL (or `diff`
 //! found a difference), 2 a harness error (bad flags, bad files, backend errors) — with a
@@ -10,36 +11,25 @@
 //! only, never from environment variables (one location follows them: the default of
 //! `--cache-dir`, where the XDG convention puts a user's caches).
 
-/// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
-/// and the command goes on, so its receipts are still written and its exit code still says
-/// PASS or FAIL.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
-}
-
-mod bounds;
+mod battery;
+mod bench;
+mod diff;
+#[cfg(test)]
+mod flag_bounds;
 pub mod gate;
+mod inspect;
 pub mod selftest;
-mod soak_cmd;
+mod shared;
+mod soak;
+mod synth;
+mod trace_check;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Exit codes.
-pub const EXIT_PASS: i32 = 0;
-pub const EXIT_FAIL: i32 = 1;
-pub const EXIT_ERROR: i32 = 2;
-/// `battery`: no gate failed, but some were skipped, so the battery proved less than it lists.
-pub const EXIT_SKIPPED: i32 = 3;
-/// `soak` and `battery` stopped by SIGINT, SIGTERM or SIGHUP with no FAIL among the finished
-/// runs: 128 + SIGINT, what a shell reports for Ctrl-C (the handler cannot tell the three
-/// apart, so one code), distinct from a harness error (2) and from a FAIL (1, which an
-/// interrupted run with a FAIL still exits with: the divergence is proof either way).
-pub const EXIT_INTERRUPTED: i32 = 130;
+use crate::exit::{EXIT_ERROR, EXIT_PASS};
+use crate::gate::GateOptions;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -293,6 +283,92 @@ pub struct GateArgs {
     pub nccl_lib: Option<PathBuf>,
 }
 
+impl GateArgs {
+    /// The gate's options as parsed (the gate layer never sees clap). Every field is named,
+    /// so a flag added here and not carried over fails to compile.
+    #[deny(unused_variables)]
+    pub fn options(&self) -> GateOptions {
+        let GateArgs {
+            backend,
+            model,
+            stages,
+            splits,
+            devices,
+            transport,
+            arms,
+            chunk,
+            repeat,
+            draft,
+            window,
+            batch,
+            prompt_len,
+            gen_len,
+            seed,
+            tape,
+            topk,
+            faults,
+            receipt,
+            cpu_devices,
+            jitter_us,
+            pdl,
+            graphs,
+            mma,
+            cache_dir,
+            no_cache,
+            trace,
+            quiet,
+            procs,
+            rank,
+            world,
+            rendezvous,
+            ranks,
+            peer_timeout,
+            rendezvous_timeout,
+            link_host,
+            nccl_lib,
+        } = self.clone();
+        GateOptions {
+            backend,
+            model,
+            stages,
+            splits,
+            devices,
+            transport,
+            arms,
+            chunk,
+            repeat,
+            draft,
+            window,
+            batch,
+            prompt_len,
+            gen_len,
+            seed,
+            tape,
+            topk,
+            faults,
+            receipt,
+            cpu_devices,
+            jitter_us,
+            pdl,
+            graphs,
+            mma,
+            cache_dir,
+            no_cache,
+            trace,
+            quiet,
+            procs,
+            rank,
+            world,
+            rendezvous,
+            ranks,
+            peer_timeout,
+            rendezvous_timeout,
+            link_host,
+            nccl_lib,
+        }
+    }
+}
+
 /// Shape flags left out take the preset's value, else the built-in model's (layers 8, embd
 /// 256, heads 8, kv-heads 4, ff 512, vocab 2048).
 #[derive(Args, Debug)]
@@ -436,15 +512,15 @@ pub fn main() -> i32 {
         }
     };
     let r = match cli.cmd {
-        None => gate::run_cli(&cli.gate),
-        Some(Cmd::Inspect { file, tensors }) => gate::inspect(&file, tensors),
-        Some(Cmd::Synth(a)) => gate::synth(&a),
-        Some(Cmd::Soak(a)) => soak_cmd::soak(&a),
-        Some(Cmd::Diff { a, b, json, ignore }) => soak_cmd::diff(&a, &b, json, &ignore),
-        Some(Cmd::Battery(a)) => soak_cmd::battery(&a),
-        Some(Cmd::Bench(a)) => soak_cmd::bench(&a),
+        None => gate::run_cli(&cli.gate.options()),
+        Some(Cmd::Inspect { file, tensors }) => inspect::inspect(&file, tensors),
+        Some(Cmd::Synth(a)) => synth::synth(&a),
+        Some(Cmd::Soak(a)) => soak::soak(&a),
+        Some(Cmd::Diff { a, b, json, ignore }) => diff::diff(&a, &b, json, &ignore),
+        Some(Cmd::Battery(a)) => battery::battery(&a),
+        Some(Cmd::Bench(a)) => bench::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),
-        Some(Cmd::TraceCheck { file, phase }) => soak_cmd::trace_check(&file, &phase),
+        Some(Cmd::TraceCheck { file, phase }) => trace_check::trace_check(&file, &phase),
         Some(Cmd::NcclCheck { nccl_lib, device }) => {
             crate::backend::cuda::nccl::check(nccl_lib.as_deref(), device).map(|lines| {
                 for l in lines {
@@ -459,7 +535,7 @@ pub fn main() -> i32 {
                     "launch: --procs W is required (the number of member processes)"
                 ))
             } else {
-                gate::run_cli(&a.gate)
+                gate::run_cli(&a.gate.options())
             }
         }
     };
@@ -469,5 +545,106 @@ pub fn main() -> i32 {
             eprintln!("ppn-gate: error: {e:#}");
             EXIT_ERROR
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(argv: impl IntoIterator<Item = String>) -> GateOptions {
+        let argv = std::iter::once("ppn-gate".to_string()).chain(argv);
+        Cli::try_parse_from(argv).unwrap().gate.options()
+    }
+
+    /// Every field away from its default (and a value starting with `-`, a path with a
+    /// space, two faults): options -> argv -> clap -> options gives them back, field for
+    /// field. A field `to_argv` did not write would come back as its default here.
+    fn every_field_set() -> GateOptions {
+        GateOptions {
+            backend: "cpu".into(),
+            model: Some("dir with space/m.gguf".into()),
+            stages: Some(3),
+            splits: Some("1,2".into()),
+            devices: Some("0,1,2".into()),
+            transport: "ipc".into(),
+            arms: "eager,prime,verify".into(),
+            chunk: Some("2,5".into()),
+            repeat: 7,
+            draft: 6,
+            window: 5,
+            batch: 2,
+            prompt_len: Some(3),
+            gen_len: 4,
+            seed: u64::MAX,
+            tape: Some("t.json".into()),
+            topk: 2,
+            faults: vec!["rx-no-wait".into(), "-looks-like-a-flag".into()],
+            receipt: Some("r.json".into()),
+            cpu_devices: 4,
+            jitter_us: 7,
+            pdl: Some("off".into()),
+            graphs: Some("off".into()),
+            mma: Some("on".into()),
+            cache_dir: Some("c".into()),
+            no_cache: true,
+            trace: Some("tr.json".into()),
+            quiet: true,
+            procs: Some(2),
+            rank: Some(1),
+            world: Some(2),
+            rendezvous: Some("127.0.0.1:9".into()),
+            ranks: Some("0,0,1".into()),
+            peer_timeout: 3,
+            rendezvous_timeout: 4,
+            link_host: "10.0.0.1".into(),
+            nccl_lib: Some("/l".into()),
+        }
+    }
+
+    #[test]
+    fn options_round_trip_through_argv() {
+        let o = every_field_set();
+        assert_eq!(parse(o.to_argv()), o);
+        // Every default is written too, and comes back.
+        let d = parse(Vec::new());
+        assert_eq!(parse(d.to_argv()), d);
+        // Each field alone away from its default: the argv differs from the default's, so
+        // no field is dropped for looking like a default either.
+        assert_ne!(o.to_argv(), d.to_argv());
+    }
+
+    /// The field-by-field check that the test above is not vacuous: every field of
+    /// `every_field_set` differs from its default.
+    #[test]
+    fn every_field_set_differs_from_the_defaults_in_every_field() {
+        let o = format!("{:#?}", every_field_set());
+        let d = format!("{:#?}", parse(Vec::new()));
+        let (o, d): (Vec<&str>, Vec<&str>) = (o.lines().collect(), d.lines().collect());
+        let fields: Vec<_> = o
+            .iter()
+            .filter(|l| l.starts_with("    ") && !l.starts_with("     ") && l.contains(": "))
+            .collect();
+        assert_eq!(fields.len(), 37, "{o:?}");
+        for f in fields {
+            assert!(!d.contains(f), "field left at its default: {f}");
+        }
+    }
+
+    #[test]
+    fn member_argv_carries_every_gate_flag_but_the_launchs_own() {
+        let o = every_field_set();
+        let m = parse(o.member_argv());
+        // What launch sets per member itself.
+        let want = GateOptions {
+            procs: None,
+            rank: None,
+            world: None,
+            rendezvous: None,
+            receipt: None,
+            quiet: false,
+            ..o
+        };
+        assert_eq!(m, want);
     }
 }

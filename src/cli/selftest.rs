@@ -13,123 +13,20 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
 
-use super::gate::{
-    default_receipt_path, load_model, open_backend, prepare_model, run_prepared, synth_model,
-    AnyBackend, Prepared,
-};
-use super::{Cli, GateArgs, SelftestArgs, EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use super::{Cli, SelftestArgs};
 use crate::backend::cuda::MmaMode;
+use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use crate::gate::bounds;
+use crate::gate::opens::{recipe, Recipe};
+use crate::gate::plan::{load_model, open_backend, prepare_model, synth_model, Prepared};
+use crate::gate::report::default_receipt_path;
+use crate::gate::run::run_prepared;
+use crate::gate::GateOptions;
 use crate::model::synth::{builtin_spec, SynthSpec};
 use crate::model::Model;
 use crate::receipt::write_atomic;
 use crate::runtime::Fault;
 use crate::soak::{RunRecord, Summary};
-
-/// Where a fault's window opens on a backend, or why no placement there opens it.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Recipe {
-    /// Gate flags that open it. `heavy`: on CUDA the window needs a GPU-bound stage that
-    /// lags the stage before it, which the small built-in model never keeps busy long
-    /// enough (those faults PASS 20/20 on it), so selftest gives these rows a 2.5 GB
-    /// synthetic model unless `--model` names one.
-    Opens {
-        flags: Vec<String>,
-        heavy: bool,
-    },
-    Closed(String),
-}
-
-/// The placement each fault's window opens in. CPU: the placements `tests/gate.rs` proves
-/// FAIL on the built-in model. CUDA: the placements measured on the H200 (20 runs each:
-/// `receipts/cuda-final/faults-summary.txt`; across two GPUs `receipts/cuda-multi-2gpu`),
-/// where several races only open under `--jitter-us`, the GPU's natural timing rarely
-/// losing them. `devices`: how many the backend has.
-pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
-    let opens = |flags: &str, heavy: bool| Recipe::Opens {
-        flags: flags.split_whitespace().map(String::from).collect(),
-        heavy,
-    };
-    let spread4 = spread(4, devices);
-    match (f, cuda) {
-        (Fault::MisplacedCache, _) if devices >= 2 => opens("--stages 2 --devices 0,1", false),
-        (Fault::MisplacedCache, _) => Recipe::Closed(format!(
-            "one device, nothing to misplace (this backend has {devices})"
-        )),
-        (Fault::RxNoWait | Fault::NoExitPublish, false) => opens("--stages 2", false),
-        (Fault::NoWarGuard, false) => {
-            opens("--stages 2 --splits 1 --window 8 --arms pipelined", false)
-        }
-        (Fault::SingleSlot, false) => {
-            opens("--stages 2 --splits 1 --window 4 --arms pipelined", false)
-        }
-        (Fault::SharedScratch, false) => {
-            opens("--stages 4 --arms pipelined --jitter-us 200", false)
-        }
-        (Fault::SlotFirstUse, false) => {
-            opens("--stages 2 --splits 1 --arms pipelined,batched", false)
-        }
-        (Fault::NoReversePublish, false) => opens("--stages 2 --jitter-us 400 --gen-len 24", false),
-        // Multi-row laws: a prime of 8-row chunks (the prompt's rows read their siblings'
-        // slots), and verify rounds whose rollback the fault skips. The same placements on
-        // CUDA, with 64-row chunks there so the one launch holds many racing rows.
-        (Fault::ChunkKvOrder, false) => {
-            opens("--stages 2 --arms prime --chunk 8 --repeat 1", false)
-        }
-        (Fault::ChunkKvOrder, true) => opens(
-            "--stages 2 --arms prime --chunk 64 --prompt-len 64 --gen-len 4 --repeat 2",
-            false,
-        ),
-        (Fault::NoRollback, _) => opens("--stages 2 --arms verify", false),
-        (Fault::NoLoadBarrier, false) => Recipe::Closed(
-            "the cpu backend's engines read the model's one host copy: there is no load to race".into(),
-        ),
-        // Across GPUs the boundary races run over peer copies, stages in contiguous blocks
-        // over the devices (as measured on two H200s).
-        (Fault::RxNoWait | Fault::NoExitPublish, true) if devices >= 2 => opens(
-            &format!("--stages 4 --devices {spread4} --window 4 --jitter-us 300"),
-            false,
-        ),
-        (Fault::RxNoWait, true) => opens("--stages 4 --window 4", false),
-        (Fault::SharedScratch | Fault::NoExitPublish | Fault::NoReversePublish, true) => {
-            opens("--stages 4 --window 4 --jitter-us 300", false)
-        }
-        (Fault::NoWarGuard | Fault::SingleSlot | Fault::SlotFirstUse, true) => {
-            opens("--stages 2 --splits 1 --window 8 --arms pipelined", true)
-        }
-        (Fault::MmaRowOrder, false) => Recipe::Closed(
-            "it plants in the tensor-core matvec, which only the cuda backend has".into(),
-        ),
-        // B = 8 rows share every launch: the planted hi/lo swap reorders all of them. On a
-        // model without a matrix the path takes it cannot plant: `selftest` closes the row
-        // there (`mma_closed`).
-        (Fault::MmaRowOrder, true) => opens("--mma on --stages 2 --arms batched --batch 8", false),
-        (Fault::NoLoadBarrier, true) => Recipe::Closed(
-            "a finding, not a control: it never fails on CUDA (40/40 runs PASS on the H200; pageable uploads return only once the driver has staged the bytes), see README".into(),
-        ),
-    }
-}
-
-/// `n` stages in contiguous blocks over `g` devices (stage s on device s*g/n).
-fn spread(n: usize, g: usize) -> String {
-    let d: Vec<usize> = (0..n).map(|s| s * g.max(1) / n).collect();
-    crate::runtime::placement::join(&d)
-}
-
-/// The end of a gate's refusal of `f`: the placement that opens it on `be`, or why none does.
-pub fn where_it_opens(f: Fault, be: &AnyBackend) -> String {
-    match recipe(f, matches!(be, AnyBackend::Cuda(_)), be.device_count()) {
-        Recipe::Opens { flags, heavy } => format!(
-            "it opens with {} (the placement `ppn-gate selftest` runs it in on this backend{})",
-            flags.join(" "),
-            if heavy {
-                ", on a model whose layers keep the GPU busy"
-            } else {
-                ""
-            }
-        ),
-        Recipe::Closed(why) => format!("no placement opens it on this backend: {why}"),
-    }
-}
 
 /// Whether `--mma on` puts any of the model's matrices on the tensor cores (mma-row-order's
 /// plant needs one: a launch over no such matrix plants nothing and would read as a miss).
@@ -504,15 +401,15 @@ impl GateRunner {
 }
 
 /// Gate flags through the CLI's own parser (the values a user would type).
-fn parse_gate(argv: &[String]) -> Result<GateArgs> {
+fn parse_gate(argv: &[String]) -> Result<GateOptions> {
     let cli =
         Cli::try_parse_from(std::iter::once("ppn-gate").chain(argv.iter().map(|s| s.as_str())))
             .map_err(|e| anyhow!("gate flags {argv:?}: {}", e.to_string().trim()))?;
-    Ok(cli.gate)
+    Ok(cli.gate.options())
 }
 
 pub fn selftest(a: &SelftestArgs) -> Result<i32> {
-    super::bounds::runs(a.runs)?;
+    bounds::runs(a.runs)?;
     if a.runs == 0 {
         bail!("--runs 0: need at least one run");
     }
@@ -669,9 +566,6 @@ mod tests {
                 .recipe,
             Recipe::Closed("one device, nothing to misplace (this backend has 1)".into())
         );
-        assert_eq!(spread(4, 2), "0,0,1,1");
-        assert_eq!(spread(4, 8), "0,2,4,6");
-        assert_eq!(spread(4, 3), "0,0,1,2");
     }
 
     fn record(run: usize, pass: bool) -> RunRecord {

@@ -20,15 +20,14 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use cudarc::nccl::sys as ns;
 
 use crate::backend::Link;
-use crate::cli::gate::{AnyBackend, Prepared};
-use crate::dist::rendezvous::Rendezvous;
-use crate::dist::{local_range, member_name};
+
+/// A communicator's unique id (made by one rank, handed to the others out of band).
+pub type UniqueId = ns::ncclUniqueId;
 
 type GetVersion = unsafe extern "C" fn(*mut c_int) -> ns::ncclResult_t;
 type GetUniqueId = unsafe extern "C" fn(*mut ns::ncclUniqueId) -> ns::ncclResult_t;
@@ -171,7 +170,7 @@ impl Nccl {
 }
 
 /// The library, loaded once per process.
-fn nccl(flag: Option<&Path>) -> Result<Arc<Nccl>, String> {
+pub fn nccl(flag: Option<&Path>) -> Result<Arc<Nccl>, String> {
     static LIB: OnceLock<Result<Arc<Nccl>, String>> = OnceLock::new();
     LIB.get_or_init(|| Nccl::load(flag).map(Arc::new)).clone()
 }
@@ -291,79 +290,10 @@ impl Drop for NcclLink {
     }
 }
 
-/// This member's NCCL links: for the boundary into its first stage (it is rank 1 of that
-/// boundary's communicator) and out of its last (rank 0, which makes the unique id and
-/// publishes it at the rendezvous). Boundaries are set up in ascending order on every
-/// member, so the blocking ncclCommInitRank calls pair up without a cycle. Each link also
-/// gets a heartbeat watchdog (`dist::ipc::watchdog`): a member that dies or hangs leaves
-/// NCCL ops that never complete, and the watchdog turns that into an error naming it.
-pub fn links(
-    p: &Prepared,
-    rdv: &Rendezvous,
-    map: &[usize],
-    rank: usize,
-    rdv_t: Duration,
-    peer_t: Duration,
-) -> Result<(Option<Link>, Option<Link>)> {
-    let AnyBackend::Cuda(be) = &p.be else {
-        bail!("--transport nccl: needs the cuda backend");
-    };
-    let lib = nccl(p.args.nccl_lib.as_deref()).map_err(|e| anyhow!(e))?;
-    eprintln!(
-        "ppn-gate: rank {rank}: NCCL {} from {}",
-        lib.version_text(),
-        lib.path
-    );
-    let n = map.len();
-    let local = local_range(map, rank);
-    let mut recv = None;
-    let mut send = None;
-    // Ascending boundary order: the one into this member first, then the one out of it.
-    if local.start > 0 {
-        let b = local.start - 1;
-        let peer = member_name(map, map[b]);
-        crate::dist::ipc::watch_rx(&p.args.link_host, rdv, b, &peer, rdv_t, peer_t)?;
-        let id = share_id(rdv, b, None, &peer, rdv_t)?;
-        let dev = p.spec.placement.devices[local.start];
-        recv = Some(init(be, &lib, id, (1, 2), dev, b, peer)?);
-    }
-    if local.end < n {
-        let b = local.end - 1;
-        let peer = member_name(map, map[local.end]);
-        crate::dist::ipc::watch_tx(rdv, b, &peer, rdv_t, peer_t)?;
-        let id = share_id(rdv, b, Some(&|| lib.unique_id()), &peer, rdv_t)?;
-        let dev = p.spec.placement.devices[local.end - 1];
-        send = Some(init(be, &lib, id, (0, 2), dev, b, peer)?);
-    }
-    Ok((recv, send))
-}
-
-/// Boundary `b`'s unique id through the rendezvous: the TX member makes it (`make`) and
-/// publishes it as `nccl-id/<b>` in hex; the RX member (`make` None) waits for it from `peer`.
-pub fn share_id(
-    rdv: &Rendezvous,
-    b: usize,
-    make: Option<&dyn Fn() -> Result<ns::ncclUniqueId, String>>,
-    peer: &str,
-    rdv_t: Duration,
-) -> Result<ns::ncclUniqueId> {
-    let key = format!("nccl-id/{b}");
-    match make {
-        Some(make) => {
-            let id = make().map_err(|e| anyhow!("boundary {b}: {e}"))?;
-            rdv.put(&key, &id_to_hex(&id)).map_err(|e| anyhow!(e))?;
-            Ok(id)
-        }
-        None => {
-            let hex = rdv.get(&key, rdv_t, peer).map_err(|e| anyhow!(e))?;
-            id_from_hex(&hex).map_err(|e| anyhow!("boundary {b}: from {peer}: {e}"))
-        }
-    }
-}
-
 /// A communicator of `(me, nranks)` on `dev`, as a link to rank `1 - me` (or to itself in a
-/// one-rank communicator).
-fn init(
+/// one-rank communicator). `id` comes from the rank-0 side's `Nccl::unique_id`; how it
+/// travels between processes (a rendezvous) is the caller's (`dist::links`).
+pub fn link(
     be: &super::CudaBackend,
     lib: &Arc<Nccl>,
     id: ns::ncclUniqueId,
@@ -423,7 +353,7 @@ pub fn check(flag: Option<&Path>, gpu: Option<usize>) -> Result<Vec<String>> {
     };
     use crate::backend::Backend;
     let be = super::CudaBackend::open().map_err(|e| anyhow!("--device {dev}: {e}"))?;
-    let link = init(&be, &lib, id, (0, 1), dev, 0, "itself".into())?;
+    let link = self::link(&be, &lib, id, (0, 1), dev, 0, "itself".into())?;
     let n = 4096usize;
     let s = be.new_stream(dev, "nccl-check")?;
     let src = be.alloc_zeroed(dev, n, &s)?;
@@ -483,46 +413,6 @@ mod tests {
             e.contains("NCCL could not be loaded") && e.contains("libnccl.so.2"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn the_unique_id_travels_from_the_tx_member_to_the_rx_member() {
-        let d = tempfile::tempdir().unwrap();
-        let addr = d.path().to_str().unwrap().to_string();
-        let t = Duration::from_secs(5);
-        let rx = std::thread::spawn({
-            let addr = addr.clone();
-            move || {
-                let r = Rendezvous::open(&addr, 1).unwrap();
-                share_id(&r, 4, None, "rank 0 (stage 4)", t).unwrap()
-            }
-        });
-        let mut id = ns::ncclUniqueId { internal: [0; 128] };
-        id.internal[0] = 7;
-        id.internal[127] = -3;
-        let tx = Rendezvous::open(&addr, 0).unwrap();
-        let made = share_id(&tx, 4, Some(&|| Ok(id)), "rank 1 (stage 5)", t).unwrap();
-        assert_eq!(rx.join().unwrap().internal, made.internal);
-        // A damaged id is an error naming the boundary and the member, not a comm that hangs.
-        tx.put("nccl-id/5", "00ff").unwrap();
-        let e = share_id(&tx, 5, None, "rank 0 (stage 5)", t)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("boundary 5: from rank 0 (stage 5)") && e.contains("256 hex"),
-            "{e}"
-        );
-        // The TX member's failure to make one names the boundary.
-        let e = share_id(
-            &tx,
-            6,
-            Some(&|| Err("ncclGetUniqueId: ncclSystemError".into())),
-            "x",
-            t,
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("boundary 6: ncclGetUniqueId"), "{e}");
     }
 
     #[test]

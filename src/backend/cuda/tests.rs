@@ -230,7 +230,8 @@ fn the_kernels_window_start_is_the_models() {
         vocab: 300,
         ..crate::model::synth::builtin_spec()
     };
-    let (m, _) = crate::cli::gate::synth_model(&spec, "a tiny gemma3").unwrap();
+    let f = crate::gguf::GgufFile::parse(crate::model::synth::synth_gguf(&spec).unwrap()).unwrap();
+    let m = crate::model::Model::load(&f).unwrap();
     let mut sliding = 0;
     for il in 0..6 {
         let w = m.cfg.layer_window(il).unwrap_or(0);

@@ -1,7 +1,8 @@
 //! `--transport ipc`: the TEST transport between the processes of a multi-process gate on
 //! the CPU backend (one TCP connection per boundary; NCCL is the real transport, on CUDA).
 //! It exists so that the multi-process runtime's logic (rank/stage mapping, links, step
-//! order, member failure) runs in CI without a GPU.
+//! order, member failure) runs in CI without a GPU. This is the link alone (and its
+//! heartbeat, `watchdog`); who listens, who connects and where they meet is `dist::links`.
 //!
 //! A message is one walk step of one boundary: a 24-byte header (magic, boundary, step,
 //! value count) and the values as little-endian f32. The receiver checks every header
@@ -23,9 +24,10 @@ pub struct IpcLink {
     // One op at a time uses it (the link stream, or the TX stage's stream); the mutex only
     // makes the handle shareable between the stream's worker and the runtime.
     sock: Mutex<TcpStream>,
-    /// A failed send or receive ends the member (`dist::die`) instead of returning an error
-    /// to a stream whose dependants would then wait for events that never come.
-    fatal: bool,
+    /// A failed send or receive calls this (a multi-process member's: report, publish abort,
+    /// end the process) instead of returning an error to a stream whose dependants would
+    /// then wait for events that never come.
+    fatal: Option<fn(String)>,
 }
 
 impl IpcLink {
@@ -105,13 +107,13 @@ impl IpcLink {
             peer,
             timeout,
             sock: Mutex::new(sock),
-            fatal: false,
+            fatal: None,
         })
     }
 
-    /// This link's failures end the member (see `fatal`).
-    pub fn fatal(mut self) -> IpcLink {
-        self.fatal = true;
+    /// This link's failures call `on_fail` (see `fatal`), which is expected not to return.
+    pub fn fatal(mut self, on_fail: fn(String)) -> IpcLink {
+        self.fatal = Some(on_fail);
         self
     }
 
@@ -127,8 +129,8 @@ impl IpcLink {
     }
 
     fn fail(&self, msg: String) -> String {
-        if self.fatal {
-            super::die(msg.clone());
+        if let Some(on_fail) = self.fatal {
+            on_fail(msg.clone());
         }
         msg
     }
@@ -249,44 +251,6 @@ pub fn watchdog(
         }
     });
     Ok(())
-}
-
-/// The RX end of boundary `b`'s heartbeat (`watchdog`): listen, publish the address as
-/// `watch/<b>`, accept the TX member. A failure ends this process (exit 2), naming `peer`.
-pub fn watch_rx(
-    host: &str,
-    rdv: &super::rendezvous::Rendezvous,
-    b: usize,
-    peer: &str,
-    rdv_t: Duration,
-    peer_t: Duration,
-) -> anyhow::Result<()> {
-    let l = TcpListener::bind((host, 0)).map_err(|e| {
-        anyhow::anyhow!("boundary {b} watchdog: --link-host {host}: cannot listen there: {e}")
-    })?;
-    let addr = format!("{host}:{}", l.local_addr()?.port());
-    rdv.put(&format!("watch/{b}"), &addr)
-        .map_err(anyhow::Error::msg)?;
-    let link = IpcLink::accept(&l, b, peer.to_string(), rdv_t).map_err(anyhow::Error::msg)?;
-    // The socket's own timeouts too (accept set them to the rendezvous timeout): the
-    // watchdog blocks in a read, and must give up after --peer-timeout, not 300 s.
-    let link = link.with_timeout(peer_t).map_err(anyhow::Error::msg)?;
-    watchdog(link, &super::FINISHED, super::die).map_err(anyhow::Error::msg)
-}
-
-/// The TX end of boundary `b`'s heartbeat (see `watch_rx`).
-pub fn watch_tx(
-    rdv: &super::rendezvous::Rendezvous,
-    b: usize,
-    peer: &str,
-    rdv_t: Duration,
-    peer_t: Duration,
-) -> anyhow::Result<()> {
-    let addr = rdv
-        .get(&format!("watch/{b}"), rdv_t, peer)
-        .map_err(anyhow::Error::msg)?;
-    let link = IpcLink::connect(&addr, b, peer.to_string(), peer_t).map_err(anyhow::Error::msg)?;
-    watchdog(link, &super::FINISHED, super::die).map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::{member_argv, member_name, rank_map, world_of};
-use crate::cli::gate::Prepared;
+use super::plan::Prepared;
+use crate::dist::{member_name, rank_map};
 use crate::receipt::Receipt;
 
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
@@ -35,7 +35,7 @@ fn status_text(st: &ExitStatus) -> (bool, String) {
 /// wrote.
 pub fn run(p: &Prepared) -> Result<Receipt> {
     let a = &p.args;
-    let world = world_of(a).expect("launch has --procs");
+    let world = a.world().expect("launch has --procs");
     let map = rank_map(p.spec.placement.n_stages(), world, a.ranks.as_deref())?;
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -58,7 +58,7 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
     let exe = std::env::current_exe().context("launch: locating this binary")?;
     let receipt = dir.join("receipt.json");
     let mut kids: Vec<(usize, Child)> = Vec::with_capacity(world);
-    let base = member_argv(&p.args);
+    let base = p.args.member_argv();
     for r in 0..world {
         let mut c = Command::new(&exe);
         c.args(&base)

@@ -1,4 +1,4 @@
-//! Bounds before work, the CLI's half: limits on flags that size time or records
+//! Bounds before work, the gate layer's half: limits on flags that size time or records
 //! (`--jitter-us`, the timeouts, `--runs`, `--stages` before a model is known), and the
 //! memory a run implies (`arms::Footprint`, synth's model bytes) held against the host's free
 //! memory. Each refusal is an error naming the flag, its value and the limit (exit 2),
@@ -6,7 +6,7 @@
 
 use anyhow::{bail, Result};
 
-use super::GateArgs;
+use super::options::GateOptions;
 use crate::arms::{human, Footprint, GateSpec};
 use crate::model::Config;
 
@@ -28,7 +28,7 @@ pub const MAX_RUNS: usize = 1_000_000;
 pub const MAX_STAGES: usize = (crate::gguf::MAX_TENSORS / 9) as usize;
 
 /// The gate flags that bound time or records, checked before a backend opens.
-pub fn flags(args: &GateArgs) -> Result<()> {
+pub fn flags(args: &GateOptions) -> Result<()> {
     if args.jitter_us > MAX_JITTER_US {
         bail!(
             "--jitter-us {}: at most {MAX_JITTER_US} (one second per stream op)",
@@ -75,7 +75,7 @@ pub fn host_available() -> Option<u64> {
     meminfo_available(&text)
 }
 
-fn meminfo_available(text: &str) -> Option<u64> {
+pub fn meminfo_available(text: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
     let mut it = line["MemAvailable:".len()..].split_whitespace();
     let n: u64 = it.next()?.parse().ok()?;
@@ -209,163 +209,5 @@ mod tests {
         assert!(small > 0 && deep > small);
         let huge = synth_bytes(usize::MAX, usize::MAX, usize::MAX, 1, 1, usize::MAX, 4096);
         assert_eq!(huge, u128::MAX);
-    }
-}
-
-/// The numeric flags family, in process: a seeded loop over every gate flag that sizes
-/// something x hostile values (the fixed ones and seeded log-uniform draws over all of u64),
-/// each parsed and prepared as the binary would (`prepare_model` on the built-in model,
-/// loaded once): every case is accepted (the gate would run, within its bounds) or refused
-/// with an error naming the flag. `tests/hostile_flags.rs` runs a seeded sample through the
-/// binary itself.
-#[cfg(test)]
-mod property {
-    use clap::Parser;
-    use rand::{Rng, SeedableRng};
-    use rand_chacha::ChaCha8Rng;
-
-    use crate::cli::gate::{load_model, prepare_model};
-    use crate::cli::{Cli, Cmd};
-
-    /// (flag, the flags that make it size something).
-    pub(super) const GATE_FLAGS: [(&str, &[&str]); 17] = [
-        ("--gen-len", &[]),
-        ("--prompt-len", &[]),
-        ("--batch", &["--arms", "batched"]),
-        ("--draft", &["--arms", "verify"]),
-        ("--window", &[]),
-        ("--repeat", &["--arms", "prime"]),
-        ("--chunk", &["--arms", "prime"]),
-        ("--jitter-us", &[]),
-        ("--topk", &[]),
-        ("--stages", &[]),
-        ("--splits", &[]),
-        ("--devices", &[]),
-        ("--cpu-devices", &[]),
-        ("--seed", &[]),
-        (
-            "--peer-timeout",
-            &["--procs", "2", "--stages", "2", "--transport", "ipc"],
-        ),
-        (
-            "--rendezvous-timeout",
-            &["--procs", "2", "--stages", "2", "--transport", "ipc"],
-        ),
-        ("--procs", &["--transport", "ipc", "--stages", "2"]),
-    ];
-
-    pub(super) const HOSTILE: [&str; 12] = [
-        "0",
-        "1",
-        "4097",
-        "4294967296",
-        "1000000000000",
-        "18446744073709551615",
-        "18446744073709551616",
-        "-1",
-        "x",
-        "",
-        "1.5",
-        " 3",
-    ];
-
-    /// The hostile values and `n` seeded draws, log-uniform over u64.
-    fn values(rng: &mut ChaCha8Rng, n: usize) -> Vec<String> {
-        let mut v: Vec<String> = HOSTILE.iter().map(|s| s.to_string()).collect();
-        for _ in 0..n {
-            let bits = rng.gen_range(0..64u32);
-            v.push((rng.gen::<u64>() >> (63 - bits)).to_string());
-        }
-        v
-    }
-
-    #[test]
-    fn numeric_flags_are_accepted_within_bounds_or_refused_naming_the_flag() {
-        let model = load_model(None).unwrap();
-        let ctx = model.0.cfg.context_length;
-        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
-        let total = super::meminfo_available(&meminfo.replace("MemTotal:", "MemAvailable:"))
-            .unwrap() as u128;
-        let mut rng = ChaCha8Rng::seed_from_u64(25);
-        let (mut accepted, mut refused, mut clap_refused) = (0, 0, 0);
-        let mut bad = Vec::new();
-        for (flag, extra) in GATE_FLAGS {
-            for v in values(&mut rng, 8) {
-                let arg = format!("{flag}={v}");
-                let argv = ["ppn-gate", "--backend", "cpu", &arg]
-                    .into_iter()
-                    .chain(extra.iter().copied());
-                let cli = match Cli::try_parse_from(argv) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        clap_refused += 1;
-                        if !e.to_string().contains(flag) {
-                            bad.push(format!("{arg}: clap: {e}"));
-                        }
-                        continue;
-                    }
-                };
-                match prepare_model(&cli.gate, Some(model.clone())) {
-                    Ok(p) => {
-                        accepted += 1;
-                        // What an accepted gate will walk is within the model's context
-                        // and the host's memory (or the gate was refused).
-                        assert!(p.spec.steps() <= ctx, "{arg}: {} steps", p.spec.steps());
-                        // (MemTotal: prepare held it to MemAvailable as it read then, which
-                        // other processes move; never above the total.)
-                        let fp = p.spec.footprint(&p.model.cfg, false, 1);
-                        assert!(fp.host_bytes() <= total, "{arg}");
-                    }
-                    Err(e) => {
-                        refused += 1;
-                        let m = format!("{e:#}");
-                        if !m.contains(flag) {
-                            bad.push(format!("{arg}: {m}"));
-                        }
-                    }
-                }
-            }
-        }
-        // Soak's and selftest's --runs and bench's --steps: their own bounds.
-        for (cmd, flag) in [
-            ("soak", "--runs"),
-            ("selftest", "--runs"),
-            ("bench", "--steps"),
-        ] {
-            for v in values(&mut rng, 8) {
-                let arg = format!("{flag}={v}");
-                let cli = match Cli::try_parse_from(["ppn-gate", cmd, "--backend", "cpu", &arg]) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        clap_refused += 1;
-                        if !e.to_string().contains(flag) {
-                            bad.push(format!("{cmd} {arg}: clap: {e}"));
-                        }
-                        continue;
-                    }
-                };
-                let r = match cli.cmd {
-                    Some(Cmd::Soak(a)) => super::runs(a.runs),
-                    Some(Cmd::Selftest(a)) => super::runs(a.runs),
-                    Some(Cmd::Bench(a)) => super::bench_steps(a.steps, &model.0.cfg),
-                    other => panic!("{other:?}"),
-                };
-                match r {
-                    Ok(()) => accepted += 1,
-                    Err(e) if e.to_string().contains(flag) => refused += 1,
-                    Err(e) => bad.push(format!("{cmd} {arg}: {e}")),
-                }
-            }
-        }
-        eprintln!(
-            "numeric flags: {} cases: {accepted} accepted, {refused} refused by the gate, {clap_refused} by the parser",
-            accepted + refused + clap_refused
-        );
-        assert!(
-            bad.is_empty(),
-            "errors not naming their flag:\n{}",
-            bad.join("\n")
-        );
-        assert!(accepted > 0 && refused > 0 && clap_refused > 0);
     }
 }

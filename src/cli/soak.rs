@@ -1,0 +1,265 @@
+//! `ppn-gate soak`: repeat a gate N times; classify failures as deterministic or
+//! timing-dependent.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::shared::{
+    error_case, install_interrupt_handler, interrupted_code, live, receipt_case, write_junit, Live,
+    INTERRUPTS,
+};
+use super::SoakArgs;
+use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
+use crate::fsio::{check_writable, OutLock};
+use crate::gate::bounds;
+use crate::gate::plan::prepare;
+use crate::gate::report::verdict_lines;
+use crate::gate::run::{run_traced, TraceOut};
+use crate::receipt::junit;
+use crate::soak::{RunRecord, Summary};
+
+/// The command line as given, for the summary (lossy: a non-UTF-8 path must not panic).
+fn gate_flags() -> Vec<String> {
+    std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Records a soak's error in its summary (`error`), so the summary on disk says why the
+/// soak stopped; a summary that cannot be written either only warns (the error returned is
+/// the one the user needs).
+fn record_error(l: &mut Live, e: &anyhow::Error) {
+    l.summary.error = Some(format!("{e:#}"));
+    if let Err(w) = l.summary.write(&l.path) {
+        eprintln!("ppn-gate: {w}");
+    }
+}
+
+pub fn soak(a: &SoakArgs) -> Result<i32> {
+    // First, so a signal from here on (a SIGTERM during the model load) is an interrupt.
+    install_interrupt_handler();
+    bounds::runs(a.runs)?;
+    if a.runs == 0 {
+        bail!("--runs 0: need at least one run");
+    }
+    if let Some(r) = &a.gate.receipt {
+        bail!(
+            "--receipt {}: soak writes run-NNN.json and summary.json under --out",
+            r.display()
+        );
+    }
+    if a.trace_failing && a.gate.trace.is_none() {
+        bail!("--trace-failing: needs --trace FILE (where the failing runs' traces go)");
+    }
+    // Every output is checked before any work (the model load included): the directory, its
+    // lock, the names written there, --junit and --trace.
+    let dir = a.out.clone().unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
+    });
+    let shown = crate::fsio::shown_path(&dir);
+    if dir.as_os_str().as_encoded_bytes().contains(&0) {
+        bail!("--out {shown}: the path contains a NUL byte");
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("--out {shown}"))?;
+    let lock = OutLock::take("--out", &dir)?;
+    let summary_path = dir.join("summary.json");
+    check_writable("--out", &summary_path)?;
+    check_writable("--out", &dir.join(format!("run-{:03}.json", a.runs)))?;
+    if let Some(j) = &a.junit {
+        check_writable("--junit", j)?;
+    }
+    if let Some(t) = &a.gate.trace {
+        check_writable("--trace", t)?;
+        check_writable("--trace", &run_trace_path(t, a.runs))?;
+    }
+    // The summary exists from here on: an interrupt during the model load leaves one too.
+    {
+        let mut g = live();
+        let l = g.insert(Live {
+            summary: Summary::new(gate_flags(), a.runs),
+            path: summary_path.clone(),
+            _lock: lock,
+        });
+        l.summary.interrupted = INTERRUPTS.load(Ordering::SeqCst) > 0;
+        l.summary.write(&l.path)?;
+    }
+    let r = soak_runs(a, &dir);
+    let mut g = live();
+    let Some(mut l) = g.take() else {
+        // The second interrupt took it and is leaving the process.
+        drop(g);
+        loop {
+            std::thread::park();
+        }
+    };
+    drop(g);
+    if let Err(e) = &r {
+        record_error(&mut l, e);
+    }
+    // Dropping `l` removes the lock.
+    r
+}
+
+/// The runs of a soak whose outputs are checked and whose summary is in `LIVE`.
+fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
+    let mut report = junit::Suite::new("soak");
+    let p = prepare(&a.gate.options())?;
+    let bar = if a.gate.quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(a.runs as u64)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("soak {bar:30} {pos}/{len} runs, {msg} [{elapsed_precise}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    for run in 1..=a.runs {
+        if INTERRUPTS.load(Ordering::SeqCst) > 0 {
+            break;
+        }
+        let path = dir.join(format!("run-{run:03}.json"));
+        let trace_path = a.gate.trace.as_deref().map(|t| run_trace_path(t, run));
+        let out = trace_path.as_deref().map(|path| TraceOut {
+            path,
+            only_if_fail: a.trace_failing,
+        });
+        let t0 = Instant::now();
+        let fail_case = |report: &mut junit::Suite, e: &anyhow::Error| {
+            // The runs before this one keep their testcases; this one is the error.
+            report.cases.push(error_case(
+                &format!("run-{run:03}"),
+                "soak",
+                t0.elapsed().as_secs_f64(),
+                e,
+            ));
+            write_junit(a.junit.as_deref(), report, Some(e))
+        };
+        let (r, traced) = match run_traced(&p, out, &mut |_| {}) {
+            Ok(r) => r,
+            Err(e) => {
+                fail_case(&mut report, &e)?;
+                return Err(e);
+            }
+        };
+        let trace = trace_path
+            .filter(|_| traced)
+            .map(|t| t.display().to_string());
+        let mut rec = RunRecord::from_receipt(run, &r, path.display().to_string());
+        rec.trace = trace.clone();
+        // The receipt, then the summary that counts it, under LIVE: a run is counted only
+        // once its receipt is on disk, and a summary that cannot count it removes it again,
+        // so summary.json and the run-NNN.json files always agree.
+        let (passed, failed) = {
+            let mut g = live();
+            let l = g.as_mut().expect("the soak's summary is live");
+            if let Err(e) = r.write(&path) {
+                let e = anyhow::Error::from(e).context(format!("run {run:03}"));
+                drop(g);
+                fail_case(&mut report, &e)?;
+                return Err(e);
+            }
+            let before = l.summary.clone();
+            l.summary.push(rec);
+            if let Err(e) = l.summary.write(&l.path) {
+                l.summary = before;
+                // Best effort; the freed space may let the error note be written.
+                let _ = std::fs::remove_file(&path);
+                let e = anyhow::Error::from(e).context(format!(
+                    "run {run:03} (its receipt {} was removed: the summary could not count it)",
+                    path.display()
+                ));
+                drop(g);
+                fail_case(&mut report, &e)?;
+                return Err(e);
+            }
+            (l.summary.passed, l.summary.failed())
+        };
+        let mut case = receipt_case(
+            &format!("run-{run:03}"),
+            "soak",
+            t0.elapsed().as_secs_f64(),
+            &r,
+            &path,
+        );
+        if let Some(t) = &trace {
+            case.properties.push(("trace".into(), t.clone()));
+        }
+        report.cases.push(case);
+        // Rewritten after every run, like the summary: an interrupted soak keeps it.
+        write_junit(a.junit.as_deref(), &report, None)?;
+        if r.verdict != "PASS" {
+            bar.println(format!(
+                "run {run:>3} FAIL: {}",
+                verdict_lines(&r)
+                    .into_iter()
+                    .filter(|l| l.contains("FAIL"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
+        bar.set_message(format!("{passed} PASS, {failed} FAIL"));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let summary = {
+        let mut g = live();
+        let l = g.as_mut().expect("the soak's summary is live");
+        if INTERRUPTS.load(Ordering::SeqCst) > 0 {
+            l.summary.interrupted = true;
+            l.summary.write(&l.path)?;
+        }
+        l.summary.clone()
+    };
+    let summary_path = dir.join("summary.json");
+    if summary.interrupted {
+        // The runs never started are listed, so the XML does not read as a shorter soak
+        // that passed.
+        for run in summary.runs_done + 1..=a.runs {
+            report.cases.push(junit::Case::new(
+                format!("run-{run:03}"),
+                "soak",
+                junit::Outcome::Skipped {
+                    message: format!("not run: interrupted after run {}", summary.runs_done),
+                },
+            ));
+        }
+        write_junit(a.junit.as_deref(), &report, None)?;
+    }
+    for l in summary.lines() {
+        outln!("{l}");
+    }
+    outln!("summary: {}", summary_path.display());
+    if let Some(j) = &a.junit {
+        outln!("junit: {}", j.display());
+    }
+    Ok(if summary.interrupted {
+        interrupted_code(summary.failed())
+    } else if summary.failed() > 0 {
+        EXIT_FAIL
+    } else if summary.runs_done < a.runs {
+        EXIT_ERROR
+    } else {
+        EXIT_PASS
+    })
+}
+
+/// `soak --trace FILE`: run `run`'s trace, `<FILE's stem>-run-NNN<.FILE's extension>` beside
+/// FILE (the same NNN as the run's receipt).
+fn run_trace_path(file: &Path, run: usize) -> PathBuf {
+    let stem = file
+        .file_stem()
+        .map_or("trace".into(), |s| s.to_string_lossy().into_owned());
+    let ext = file
+        .extension()
+        .map_or(String::new(), |e| format!(".{}", e.to_string_lossy()));
+    file.with_file_name(format!("{stem}-run-{run:03}{ext}"))
+}

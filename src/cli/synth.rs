@@ -1,0 +1,109 @@
+//! `ppn-gate synth`: a synthetic model with seeded weights, byte-identical for the same
+//! flags, checked loadable before it is written.
+
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+
+use super::SynthArgs;
+use crate::exit::EXIT_PASS;
+use crate::gate::bounds::{synth_bytes, synth_memory};
+use crate::gate::plan::spec_flags;
+use crate::gguf::GgufFile;
+use crate::model::synth::{
+    builtin_spec, preset, synth_gguf_for_tools, Preset, SynthQuant, SynthSpec, PRESETS,
+};
+use crate::model::{Arch, Model};
+use crate::receipt;
+
+pub fn synth(a: &SynthArgs) -> Result<i32> {
+    let arch = match a.arch.as_deref() {
+        None => None,
+        Some(name) => Some(Arch::from_name(name).ok_or_else(|| {
+            anyhow!(
+                "--arch {name:?}: expected one of {}",
+                Arch::ALL.map(|a| a.name()).join(", ")
+            )
+        })?),
+    };
+    let quant = SynthQuant::from_name(&a.quant).ok_or_else(|| {
+        anyhow!(
+            "--quant {:?}: unknown type (one of {})",
+            a.quant,
+            SynthQuant::names()
+        )
+    })?;
+    let base = builtin_spec();
+    let p = match a.preset.as_deref() {
+        None => None,
+        Some(name) => Some(preset(name).ok_or_else(|| {
+            anyhow!(
+                "--preset {name:?}: unknown (one of {})",
+                PRESETS.map(|p| p.name).join(", ")
+            )
+        })?),
+    };
+    let pick = |flag: Option<usize>, of_preset: fn(&Preset) -> usize, builtin: usize| {
+        flag.or(p.as_ref().map(of_preset)).unwrap_or(builtin)
+    };
+    let spec = SynthSpec {
+        arch: arch.or(p.map(|p| p.arch)).unwrap_or(Arch::Llama),
+        layers: pick(a.layers, |p| p.layers, base.layers),
+        embd: pick(a.embd, |p| p.embd, base.embd),
+        heads: pick(a.heads, |p| p.heads, base.heads),
+        kv_heads: pick(a.kv_heads, |p| p.kv_heads, base.kv_heads),
+        ff: pick(a.ff, |p| p.ff, base.ff),
+        vocab: pick(a.vocab, |p| p.vocab, base.vocab),
+        quant,
+        seed: a.seed,
+        head_dim: a.head_dim,
+        tied: a.tied,
+        rope_freqs: a.rope_freqs,
+    };
+    // Bounds before work: the model's bytes against the host's free memory (saturating: a
+    // hostile shape reads as too large; the shape's own rules are synth's, checked next).
+    let head_dim = spec.head_dim.unwrap_or(spec.embd / spec.heads.max(1));
+    let (q_dim, kv_dim) = (
+        spec.heads.saturating_mul(head_dim),
+        spec.kv_heads.saturating_mul(head_dim),
+    );
+    // Bytes per 1024 elements of the widest type the mix writes (q4_k_m: Q6_K).
+    let ty = match quant {
+        SynthQuant::Uniform(t) => t,
+        SynthQuant::Q4KM => crate::quant::GgmlType::Q6K,
+    };
+    let per_1k = 1024 / ty.block_len() * ty.block_bytes();
+    synth_memory(
+        synth_bytes(
+            spec.layers,
+            spec.embd,
+            q_dim,
+            kv_dim,
+            spec.ff,
+            spec.vocab,
+            per_1k,
+        ),
+        &format!(
+            "--layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {}",
+            spec.layers, spec.embd, spec.heads, spec.kv_heads, spec.ff, spec.vocab
+        ),
+    )?;
+    let t0 = Instant::now();
+    let bytes = synth_gguf_for_tools(&spec)?;
+    // Load what we wrote before declaring success: a synth that writes an unloadable file
+    // would only fail later, far from its cause.
+    let f = GgufFile::parse(bytes).context("re-reading the synthetic model")?;
+    let m = Model::load(&f).context("loading the synthetic model")?;
+    let bytes = f.bytes();
+    receipt::write_atomic(&a.output, bytes)
+        .with_context(|| format!("writing {}", a.output.display()))?;
+    outln!(
+        "wrote {} ({} bytes, blake3 {}) in {:.1} s: {}",
+        a.output.display(),
+        bytes.len(),
+        m.file_blake3,
+        t0.elapsed().as_secs_f64(),
+        spec_flags(&spec)
+    );
+    Ok(EXIT_PASS)
+}

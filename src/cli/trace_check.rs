@@ -1,0 +1,21 @@
+//! `ppn-gate trace-check`: a trace file held against the pipeline bars for one phase.
+
+use std::path::Path;
+
+use anyhow::{anyhow, Context, Result};
+
+use crate::exit::{EXIT_FAIL, EXIT_PASS};
+
+/// `ppn-gate trace-check FILE --phase ARM` (see `backend::trace::check`).
+pub fn trace_check(file: &Path, phase: &str) -> Result<i32> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("trace-check {}", file.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("trace-check {}: not valid JSON", file.display()))?;
+    let r = crate::backend::trace::check::check(&doc, phase)
+        .map_err(|e| anyhow!("trace-check {}: {e}", file.display()))?;
+    for l in &r.lines {
+        outln!("{l}");
+    }
+    Ok(if r.pass { EXIT_PASS } else { EXIT_FAIL })
+}

@@ -1,0 +1,451 @@
+//! The plan of a gate: its options validated into a `Prepared` (the backend opened, the
+//! model loaded, the placement, arms, faults and tokens checked) before any work starts.
+//! An invalid value is an error naming its flag (exit 2), never a fallback.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::options::GateOptions;
+use super::tape::{args_prompt_len, check_tape, gate_prompt_len, read_tape};
+use crate::arms::{self, ArmKind, GateSpec};
+use crate::backend::any::AnyBackend;
+use crate::backend::cpu::CpuBackend;
+use crate::backend::cuda::modcache::ModuleCache;
+use crate::backend::cuda::{CudaBackend, MmaMode};
+use crate::gguf::GgufFile;
+use crate::model::synth::{builtin_spec, synth_gguf, SynthSpec};
+use crate::model::Model;
+use crate::receipt::ModelInfo;
+use crate::runtime::fault::Site;
+use crate::runtime::placement::{boundary_transports, join, parse_list, stage_devices};
+use crate::runtime::{Fault, Placement, TransportChoice};
+
+/// Everything a gate run needs, validated. Soak and battery reuse one `Prepared` (the model
+/// is loaded once) and run it repeatedly.
+pub struct Prepared {
+    pub args: GateOptions,
+    pub be: AnyBackend,
+    pub model: Arc<Model>,
+    pub model_info: ModelInfo,
+    pub spec: GateSpec,
+    pub load_ms: f64,
+}
+
+/// A CUDA on/off flag (`--pdl`, `--graphs`): on when absent; anything but on or off names
+/// the value.
+pub fn on_off(flag: &str, v: &Option<String>) -> Result<bool> {
+    match v.as_deref() {
+        None => Ok(true),
+        Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => bail!("{flag} {other:?}: expected on or off"),
+    }
+}
+
+/// `--mma`: on, off or auto (the default: the Q4_K matrices of models at least
+/// MMA_AUTO_MIN_EMBD wide, every format the path takes in runs that prime chunks of at least
+/// MMA_AUTO_MIN_ROWS rows); anything else names the value.
+pub fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
+    match v.as_deref() {
+        None | Some("auto") => Ok(MmaMode::Auto),
+        Some("on") => Ok(MmaMode::On),
+        Some("off") => Ok(MmaMode::Off),
+        Some(other) => bail!("--mma {other:?}: expected on, off or auto"),
+    }
+}
+
+/// The run's largest prime chunk from its flags (0: no prime arm), what `--mma auto` looks
+/// at besides the model's width: the chunks as the prime arm runs them
+/// (`arms::prime_chunk_sizes` of `--chunk` and the prompt by the one rule for tapes,
+/// `args_prompt_len`: a tape's `prompt_len`, else `--prompt-len`). From the flags and the
+/// tape file alone, so every process and engine of a run agrees. A bad `--arms` is named
+/// later by `check_on`.
+pub fn prime_rows(args: &GateOptions) -> Result<usize> {
+    let primes = args
+        .arms
+        .split(',')
+        .any(|a| ArmKind::parse(a.trim()) == Some(ArmKind::Prime));
+    if !primes {
+        return Ok(0);
+    }
+    let chunks = list_flag("--chunk", &args.chunk)?;
+    let sizes = arms::prime_chunk_sizes(chunks.as_deref(), args_prompt_len(args)?);
+    Ok(sizes.into_iter().max().unwrap_or(0))
+}
+
+pub fn open_backend(args: &GateOptions) -> Result<AnyBackend> {
+    super::bounds::flags(args)?;
+    let pdl = on_off("--pdl", &args.pdl)?;
+    let graphs = on_off("--graphs", &args.graphs)?;
+    let mma = mma_mode(&args.mma)?;
+    let mma_rows = prime_rows(args)?;
+    let cpu = || -> Result<AnyBackend> {
+        if args.cpu_devices == 0 {
+            bail!("--cpu-devices 0: need at least one CPU device");
+        }
+        if let Some(v) = &args.pdl {
+            bail!("--pdl {v}: the cpu backend launches no kernels (programmatic dependent launch is a CUDA setting)");
+        }
+        if let Some(v) = &args.graphs {
+            bail!("--graphs {v}: the cpu backend launches no kernels (CUDA graphs are a CUDA setting)");
+        }
+        if let Some(v) = &args.mma {
+            bail!("--mma {v}: the cpu backend launches no kernels (the tensor-core matvec is a CUDA setting)");
+        }
+        if let Some(d) = &args.cache_dir {
+            bail!(
+                "--cache-dir {}: the cpu backend compiles no kernels (the module cache is a CUDA setting)",
+                d.display()
+            );
+        }
+        if args.no_cache {
+            bail!("--no-cache: the cpu backend compiles no kernels (the module cache is a CUDA setting)");
+        }
+        Ok(AnyBackend::Cpu(Arc::new(CpuBackend::new(
+            args.cpu_devices,
+            args.jitter_us,
+            args.seed,
+        ))))
+    };
+    if let (Some(d), true) = (&args.cache_dir, args.no_cache) {
+        bail!("--cache-dir {} with --no-cache: pick one", d.display());
+    }
+    if let Some(t) = &args.trace {
+        if t.is_dir() || t.file_name().is_none() {
+            bail!("--trace {}: is a directory, need a file path", t.display());
+        }
+    }
+    let cuda = |be: CudaBackend| -> Result<AnyBackend> {
+        let cache = if args.no_cache {
+            None
+        } else {
+            let dir = match &args.cache_dir {
+                Some(d) => d.clone(),
+                None => ModuleCache::default_dir(
+                    std::env::var("XDG_CACHE_HOME").ok().as_deref(),
+                    std::env::var("HOME").ok().as_deref(),
+                )
+                .map_err(anyhow::Error::msg)?,
+            };
+            Some(ModuleCache::open(&dir).map_err(|e| anyhow!("--cache-dir: {e}"))?)
+        };
+        Ok(AnyBackend::Cuda(Arc::new(
+            be.with_jitter(args.jitter_us, args.seed)
+                .with_pdl(pdl)
+                .with_graphs(graphs)
+                .with_mma(mma)
+                .with_mma_rows(mma_rows)
+                .with_module_cache(cache),
+        )))
+    };
+    match args.backend.as_str() {
+        "cpu" => cpu(),
+        // `auto`: CUDA when a driver loads and a device answers, else the CPU backend (the
+        // receipt's backend.kind records which one ran).
+        "auto" => match CudaBackend::open() {
+            Ok(be) => cuda(be),
+            Err(_) => cpu(),
+        },
+        // Explicit CUDA never falls back: no driver or no device is an error naming why.
+        "cuda" => match CudaBackend::open() {
+            Ok(be) => cuda(be),
+            Err(e) => bail!("--backend cuda: {e}"),
+        },
+        other => bail!("--backend {other:?}: expected auto, cpu or cuda"),
+    }
+}
+
+/// Load the model named by `--model`, or build the embedded default.
+pub fn load_model(path: Option<&Path>) -> Result<(Arc<Model>, String)> {
+    match path {
+        Some(p) => {
+            let m = Model::open(p).with_context(|| format!("--model {}", p.display()))?;
+            Ok((Arc::new(m), p.display().to_string()))
+        }
+        None => synth_model(&builtin_spec(), "the built-in model"),
+    }
+}
+
+/// A synthetic model built in memory (no file), named `builtin:<its synth flags>` in receipts.
+pub fn synth_model(spec: &SynthSpec, what: &str) -> Result<(Arc<Model>, String)> {
+    let bytes = synth_gguf(spec).with_context(|| format!("building {what}"))?;
+    let f = GgufFile::parse(bytes).with_context(|| format!("parsing {what}"))?;
+    let m = Model::load(&f).with_context(|| format!("loading {what}"))?;
+    Ok((Arc::new(m), format!("builtin:{}", spec_flags(spec))))
+}
+
+pub fn spec_flags(s: &SynthSpec) -> String {
+    format!(
+        "--arch {} --layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {} --quant {} --seed {}",
+        s.arch, s.layers, s.embd, s.heads, s.kv_heads, s.ff, s.vocab, s.quant, s.seed
+    )
+}
+
+/// A gate's flags checked against its backend before any model loads: the stages' devices,
+/// the arms, and every fault's window (a fault that cannot open in this placement is
+/// refused, naming why and the placement that opens it). A battery checks every gate this
+/// way before the first one runs; a refused fault costs no model load.
+pub struct Checked {
+    pub be: AnyBackend,
+    /// Each stage's device.
+    pub devices: Vec<usize>,
+    pub splits: Option<Vec<usize>>,
+    pub transport: TransportChoice,
+    pub arms: Vec<ArmKind>,
+    pub faults: Vec<Fault>,
+}
+
+pub fn check(args: &GateOptions) -> Result<Checked> {
+    check_on(args, open_backend(args)?)
+}
+
+/// `check` on a backend already opened from the same flags.
+pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
+    // The tape's own bounds and the one prompt rule need no model: a battery finds a
+    // contradicting --prompt-len before its first gate runs (the vocab and context length
+    // are checked against the model in `prepare_model`).
+    args_prompt_len(args)?;
+    let splits = list_flag("--splits", &args.splits)?;
+    let devices = stage_devices(
+        args.stages,
+        splits.as_deref(),
+        list_flag("--devices", &args.devices)?.as_deref(),
+        be.device_count(),
+    )?;
+    let transport = check_processes(args, &be, devices.len())?;
+    boundary_transports(&devices, transport, &|a, b| be.peer_ok(a, b))?;
+    let mut arms = Vec::new();
+    for a in args.arms.split(',') {
+        let k = ArmKind::parse(a.trim()).ok_or_else(|| {
+            anyhow!(
+                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched, prime, verify)",
+                args.arms,
+                a.trim()
+            )
+        })?;
+        if arms.contains(&k) {
+            bail!("--arms {:?}: arm {:?} listed twice", args.arms, a.trim());
+        }
+        arms.push(k);
+    }
+    let site = Site {
+        devices: &devices,
+        in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
+            args.window
+        } else {
+            1
+        },
+        uploads_weights: !be.shares_host_weights(),
+        multi_row: arms
+            .iter()
+            .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
+        rollback: arms.contains(&ArmKind::Verify),
+        batched: arms.contains(&ArmKind::Batched),
+        // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
+        // kernels (decided when it loads), where the fault would plant nothing.
+        mma: matches!(&be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
+    };
+    let mut faults = Vec::new();
+    for f in &args.faults {
+        let f = Fault::parse(f)?;
+        if let Some(why) = f.cannot_open(&site) {
+            bail!(
+                "--fault {f}: cannot open on --stages {} --devices {}: {why}; {}",
+                devices.len(),
+                join(&devices),
+                super::opens::where_it_opens(f, &be)
+            );
+        }
+        let across = args.world().and_then(|w| {
+            let map = crate::dist::rank_map(devices.len(), w, args.ranks.as_deref()).ok()?;
+            Some((crate::dist::fault_cannot_cross(f, &map)?, map))
+        });
+        if let Some((why, map)) = across {
+            bail!(
+                "--fault {f}: cannot open with stages on ranks {}: {why}",
+                join(&map)
+            );
+        }
+        if !faults.contains(&f) {
+            faults.push(f);
+        }
+    }
+    Ok(Checked {
+        be,
+        devices,
+        splits,
+        transport,
+        arms,
+        faults,
+    })
+}
+
+/// The multi-process flags checked against each other and the backend; returns the
+/// transport of the boundaries inside one process (`--transport ipc|nccl` names the one
+/// between processes; inside a process boundaries then take `auto`).
+fn check_processes(
+    args: &GateOptions,
+    be: &AnyBackend,
+    n_stages: usize,
+) -> Result<TransportChoice> {
+    let cross = crate::dist::Cross::parse(&args.transport);
+    let Some(world) = args.world() else {
+        if let Some(c) = cross {
+            bail!(
+                "--transport {}: crosses between processes, and this gate runs in one (add --procs W, or --rank/--world/--rendezvous)",
+                c.name()
+            );
+        }
+        if args.ranks.is_some() {
+            bail!("--ranks: places stages on the processes of a multi-process gate (add --procs W, or --rank/--world/--rendezvous)");
+        }
+        return Ok(TransportChoice::parse(&args.transport)?);
+    };
+    if let (Some(_), Some(_)) = (args.procs, args.rank) {
+        bail!("--procs with --rank: --procs starts every member itself; --rank runs one member");
+    }
+    crate::dist::rank_map(n_stages, world, args.ranks.as_deref())?;
+    let Some(cross) = cross else {
+        bail!(
+            "--transport {}: a multi-process gate needs the transport between its processes: ipc (cpu backend; a test transport) or nccl (cuda backend)",
+            args.transport
+        );
+    };
+    match (cross, be.kind()) {
+        (crate::dist::Cross::Ipc, "cpu") | (crate::dist::Cross::Nccl, "cuda") => {}
+        (crate::dist::Cross::Ipc, k) => bail!(
+            "--transport ipc: the cpu backend's test transport between processes; the {k} backend crosses with --transport nccl"
+        ),
+        (crate::dist::Cross::Nccl, k) => bail!(
+            "--transport nccl: needs the cuda backend (this gate runs on the {k} backend, whose transport between processes is ipc)"
+        ),
+    }
+    if let Some(t) = &args.trace {
+        bail!(
+            "--trace {}: traces one process's streams; a multi-process gate has several (run the member you want traced by hand)",
+            t.display()
+        );
+    }
+    // The prime and verify arms across processes (every member walks the same plan; the
+    // last stage's member judges; verify's members share the reference's acceptance) ran
+    // on the ipc transport only: over NCCL they have not run on GPUs yet, so refused there
+    // rather than claimed.
+    if cross == crate::dist::Cross::Nccl {
+        if let Some(a) = args
+            .arms
+            .split(',')
+            .map(str::trim)
+            .find(|a| *a == "prime" || *a == "verify")
+        {
+            bail!(
+                "--arms {a}: across processes over --transport nccl not run on GPUs yet (the ipc transport runs it); run it in one process"
+            );
+        }
+    }
+    if args.nccl_lib.is_some() && cross != crate::dist::Cross::Nccl {
+        bail!("--nccl-lib: only --transport nccl loads NCCL");
+    }
+    if args.peer_timeout == 0 || args.rendezvous_timeout == 0 {
+        bail!("--peer-timeout and --rendezvous-timeout must be at least 1 second");
+    }
+    Ok(TransportChoice::Auto)
+}
+
+fn list_flag(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
+    Ok(v.as_deref().map(|s| parse_list(flag, s)).transpose()?)
+}
+
+pub fn prepare(args: &GateOptions) -> Result<Prepared> {
+    prepare_model(args, None)
+}
+
+/// `prepare` with the model already loaded (`model`: the model and its receipt name), or
+/// loaded here from `--model` (None).
+pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) -> Result<Prepared> {
+    let c = check(args)?;
+    let be = c.be;
+    let t0 = Instant::now();
+    let (model, file) = match model {
+        Some(m) => m,
+        None => load_model(args.model.as_deref())?,
+    };
+    let load_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let cfg = &model.cfg;
+    let be2 = be.clone();
+    let placement = Placement::from_flags(
+        cfg.n_layers,
+        Some(c.devices.len()),
+        c.splits.as_deref(),
+        Some(&c.devices),
+        c.transport,
+        be.device_count(),
+        &move |a, b| be2.peer_ok(a, b),
+    )?;
+    if args.topk == 0 || args.topk > cfg.vocab {
+        bail!("--topk {}: must be in 1..={}", args.topk, cfg.vocab);
+    }
+    let tape = match args.tape.as_deref() {
+        Some(p) => {
+            let t = read_tape(p)?;
+            check_tape(&t, p, cfg.vocab, cfg.context_length)?;
+            Some(t)
+        }
+        None => None,
+    };
+    let prompt_len = gate_prompt_len(args, tape.as_ref())?;
+    let spec = GateSpec {
+        placement,
+        arms: c.arms,
+        window: args.window,
+        batch: args.batch,
+        prompt_len,
+        gen_len: if tape.is_some() { 0 } else { args.gen_len },
+        seed: args.seed,
+        topk: args.topk,
+        tape: tape.map(|t| t.tokens),
+        faults: c.faults,
+        chunks: list_flag("--chunk", &args.chunk)?,
+        repeat: args.repeat,
+        draft: args.draft,
+        dist: None,
+    };
+    spec.validate().map_err(anyhow::Error::msg)?;
+    // Bounds before work: positions against the context length, the run's bytes against
+    // the host's free memory (the members of `--procs W` all run on this host).
+    spec.check_positions(cfg).map_err(anyhow::Error::msg)?;
+    super::bounds::gate_memory(
+        &spec,
+        cfg,
+        matches!(be, AnyBackend::Cuda(_)),
+        args.procs.unwrap_or(1),
+    )?;
+    let model_info = ModelInfo {
+        file,
+        arch: cfg.arch.to_string(),
+        n_layers: cfg.n_layers,
+        n_embd: cfg.n_embd,
+        n_heads: cfg.n_heads,
+        n_kv_heads: cfg.n_kv_heads,
+        head_dim: cfg.head_dim,
+        n_ff: cfg.n_ff,
+        vocab: cfg.vocab,
+        weight_bytes: model.weight_bytes,
+        blake3: model.file_blake3.clone(),
+    };
+    // The prompt as resolved, as if given: a member of a multi-process gate gets it as its
+    // --prompt-len (`GateOptions::member_argv`) and refuses a tape that says otherwise, so every
+    // member walks the same prompt.
+    let mut args = args.clone();
+    args.prompt_len = Some(prompt_len);
+    Ok(Prepared {
+        args,
+        be,
+        model,
+        model_info,
+        spec,
+        load_ms,
+    })
+}
