@@ -332,7 +332,7 @@ pub struct GateRunner {
 }
 
 /// The heavy rows' model on CUDA: the 12-layer, 4096-wide llama (q8_0, 2.5 GB) the fault
-/// matrix was measured with (`receipts/cuda-final/faults-summary.txt`).
+/// matrix was measured with (`receipts/faults-cuda/faults-x20-1gpu.txt`).
 fn heavy_spec() -> SynthSpec {
     SynthSpec {
         layers: 12,

@@ -20,7 +20,7 @@ pub enum Recipe {
 
 /// The placement each fault's window opens in. CPU: the placements `tests/gate.rs` proves
 /// FAIL on the built-in model. CUDA: the placements measured on the H200 (20 runs each:
-/// `receipts/cuda-final/faults-summary.txt`; across two GPUs `receipts/cuda-multi-2gpu`),
+/// `receipts/faults-cuda/faults-x20-1gpu.txt`; across two GPUs `receipts/faults-cuda/multi-2gpu-smol-summary.txt`),
 /// where several races only open under `--jitter-us`, the GPU's natural timing rarely
 /// losing them. `devices`: how many the backend has.
 pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {

@@ -333,7 +333,7 @@ pub fn link(
 /// (printing which), makes a unique id (no GPU needed), and with a CUDA device a one-rank
 /// communicator that sends `n` values to itself through the backend's link ops (one group,
 /// one stream) and compares every bit. Two ranks on one GPU are refused by NCCL, so a real
-/// two-process boundary needs two GPUs (scripts/gpu-h17.sh).
+/// two-process boundary needs two GPUs (scripts/gpu-validate.sh, section nccl).
 pub fn check(flag: Option<&Path>, gpu: Option<usize>) -> Result<Vec<String>> {
     let lib = nccl(flag).map_err(|e| anyhow!(e))?;
     let mut out = vec![format!(
