@@ -721,7 +721,12 @@ fn prime_and_verify_settings_reach_every_member() {
         "--gen-len",
         "8",
     ];
-    let o = run(&[&TWO[..], &flags[..], &["--receipt", multi.to_str().unwrap()]].concat());
+    let o = run(&[
+        &TWO[..],
+        &flags[..],
+        &["--receipt", multi.to_str().unwrap()],
+    ]
+    .concat());
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let m = load(&multi);
     assert_eq!(m["config"]["chunks"], serde_json::json!([3, 5]));
@@ -729,5 +734,7 @@ fn prime_and_verify_settings_reach_every_member() {
     assert_eq!(m["config"]["draft"], 2);
     let rounds = m["arms"][1]["rounds"].as_array().unwrap();
     assert!(!rounds.is_empty());
-    assert!(rounds.iter().all(|r| r["drafted"].as_array().unwrap().len() <= 2));
+    assert!(rounds
+        .iter()
+        .all(|r| r["drafted"].as_array().unwrap().len() <= 2));
 }

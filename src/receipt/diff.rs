@@ -505,7 +505,13 @@ fn covers(rule: &str, norm: &str) -> bool {
 /// never the logits, tokens and verdicts the comparison exists for, nor the model's bytes.
 pub fn check_ignore(path: &str) -> Result<String, String> {
     let norm = path.trim();
-    const NEVER: [&str; 5] = ["reference", "batch_references", "arms", "verdict", "model.blake3"];
+    const NEVER: [&str; 5] = [
+        "reference",
+        "batch_references",
+        "arms",
+        "verdict",
+        "model.blake3",
+    ];
     if let Some(n) = NEVER.iter().find(|n| covers(n, norm) || covers(norm, n)) {
         return Err(format!(
             "--ignore {path}: {n} is what diff compares (logits, tokens, verdicts, the model's bytes); it cannot be ignored"
@@ -815,9 +821,22 @@ mod tests {
         // Changed logits are never ignorable.
         let mut c = b.clone();
         c["arms"][0]["steps"][0]["logits_blake3"] = "00".repeat(32).into();
-        let d = diff_detail_ignoring(&ra, &parse(&c), &ign(&["config.window", "backend.jitter_us"]));
+        let d = diff_detail_ignoring(
+            &ra,
+            &parse(&c),
+            &ign(&["config.window", "backend.jitter_us"]),
+        );
         assert!(matches!(d.outcome, DiffOutcome::Different(_)));
-        for bad in ["arms", "arms[].steps", "reference.steps", "verdict", "model.blake3", "", "backend.nope", "x"] {
+        for bad in [
+            "arms",
+            "arms[].steps",
+            "reference.steps",
+            "verdict",
+            "model.blake3",
+            "",
+            "backend.nope",
+            "x",
+        ] {
             let e = check_ignore(bad).unwrap_err();
             assert!(e.contains(&format!("--ignore {bad}:")), "{bad}: {e}");
         }
