@@ -1,6 +1,8 @@
 //! ppn-gate: a gate and soak harness for N-stage pipeline-parallel LLM decode.
 //!
 //! Layering (each module's own `//!` comment states the rule that holds in it):
+//! - `term`: terminal output under everything (`-v`, diagnostics, result lines, progress
+//!   bars); it names nothing of the crate.
 //! - `quant`, `gguf`: file formats (bounded parsing, no panics on bad bytes).
 //! - `model`, `math`: architectures and the fixed-order, batch-invariant CPU numerics.
 //! - `backend`: the device interface (buffers, in-order streams, events, engines) and its
@@ -17,12 +19,19 @@
 
 /// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
 /// and the command goes on, so its receipts are still written and its exit code still says
-/// PASS or FAIL.
+/// PASS or FAIL. Flushed at once and printed above any progress bar (`term::out_line`).
 macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
+    ($($arg:tt)*) => {
+        $crate::term::out_line(format_args!($($arg)*))
+    };
+}
+
+/// A diagnostic line (module cache, load times, device notes): stderr, only with `-v`
+/// (`term::diag`).
+macro_rules! diag {
+    ($($arg:tt)*) => {
+        $crate::term::diag(format_args!($($arg)*))
+    };
 }
 
 pub mod arms;
@@ -39,3 +48,4 @@ pub mod quant;
 pub mod receipt;
 pub mod runtime;
 pub mod soak;
+pub mod term;

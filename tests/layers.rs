@@ -15,6 +15,9 @@ const LOWER: &[&str] = &[
     "backend", "runtime", "model", "math", "quant", "gguf", "receipt",
 ];
 
+/// Why `term` names no other module.
+const TERM_WHY: &str = "term is the bottom floor: every layer prints through it";
+
 /// A forbidden edge: no file in a top-level module of `from` names anything under `to`.
 struct Rule {
     from: &'static [&'static str],
@@ -60,6 +63,38 @@ const RULES: &[Rule] = &[
         from: &["backend"],
         to: "arms",
         why: "the backend is the bottom of the runtime: it knows no gate arm",
+    },
+    // term (terminal output: -v, diagnostics, result lines, progress bars) is the bottom
+    // floor: every module may print through it, so it names none of them.
+    Rule {
+        from: &["term"],
+        to: "cli",
+        why: TERM_WHY,
+    },
+    Rule {
+        from: &["term"],
+        to: "gate",
+        why: TERM_WHY,
+    },
+    Rule {
+        from: &["term"],
+        to: "arms",
+        why: TERM_WHY,
+    },
+    Rule {
+        from: &["term"],
+        to: "runtime",
+        why: TERM_WHY,
+    },
+    Rule {
+        from: &["term"],
+        to: "backend",
+        why: TERM_WHY,
+    },
+    Rule {
+        from: &["term"],
+        to: "exit",
+        why: TERM_WHY,
     },
 ];
 

@@ -234,6 +234,37 @@ impl GateResult {
     }
 }
 
+/// What a gate reports as it runs (`run_gate`'s observer), so a caller can show progress
+/// and print each verdict the moment it is decided: a phase's start with its amount of
+/// work, the work done in it, and each arm's result as the arm ends.
+#[derive(Debug)]
+pub enum GateEvent<'a> {
+    /// A phase starts: `reference` (`total`: reference steps over every row) or an arm by
+    /// name (`total`: the steps it checks, `GateSpec::checks`).
+    Start { phase: &'a str, total: usize },
+    /// `done` of the current phase's `total` finished.
+    Progress { done: usize },
+    /// An arm ended: its result, verdict and first divergence included (the receipt's own).
+    Arm(&'a Arm),
+}
+
+impl GateSpec {
+    /// The steps the arm `kind` checks in a single-process gate (the length of its receipt
+    /// `steps`): one per tape position (eager, pipelined, verify: its rounds' accepted
+    /// positions and the position after each cover the tape once), per row for batched,
+    /// per chunk size and repeat for prime.
+    pub fn checks(&self, kind: ArmKind) -> usize {
+        let steps = self.steps();
+        match kind {
+            ArmKind::Eager | ArmKind::Pipelined | ArmKind::Verify => steps,
+            ArmKind::Batched => steps.saturating_mul(self.batch_rows()),
+            ArmKind::Prime => steps
+                .saturating_mul(self.prime_chunks().len())
+                .saturating_mul(self.repeat),
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
     #[error("{0}")]
@@ -296,6 +327,7 @@ fn run_reference<B: Backend>(
     mut tape: Vec<u32>,
     steps: usize,
     topk: usize,
+    tick: &mut dyn FnMut(usize),
 ) -> Result<RefRun, GateError> {
     let mut walk = rt
         .walk()
@@ -325,6 +357,7 @@ fn run_reference<B: Backend>(
         });
         // The reference keeps every step's logits (to name a first divergent value).
         logits.push(l.to_vec());
+        tick(i + 1);
     }
     Ok(RefRun {
         reference: Reference {
@@ -354,8 +387,10 @@ fn check_finite_reference(row: usize, step: usize, token: u32, l: &[f32]) -> Res
 }
 
 /// Compares arm outputs against the references as they arrive.
-struct Judge<'a> {
+struct Judge<'a, 'w> {
     refs: &'a [RefRun],
+    /// Told the count of steps checked after each (`GateEvent::Progress`).
+    watch: Option<&'w mut dyn FnMut(&GateEvent)>,
     name: &'static str,
     steps: Vec<ArmStep>,
     mismatched: usize,
@@ -365,16 +400,23 @@ struct Judge<'a> {
     non_finite: Option<NonFinite>,
 }
 
-impl<'a> Judge<'a> {
+impl<'a, 'w> Judge<'a, 'w> {
     fn new(name: &'static str, refs: &'a [RefRun]) -> Self {
         Judge {
             refs,
+            watch: None,
             name,
             steps: Vec::new(),
             mismatched: 0,
             first: None,
             non_finite: None,
         }
+    }
+
+    /// The judge telling `watch` its progress.
+    fn watched(mut self, watch: &'w mut dyn FnMut(&GateEvent)) -> Self {
+        self.watch = Some(watch);
+        self
     }
 
     fn check(&mut self, step: usize, row: usize, got: &[f32]) {
@@ -419,6 +461,11 @@ impl<'a> Judge<'a> {
             key,
             logits_blake3: h,
         });
+        if let Some(w) = self.watch.as_mut() {
+            w(&GateEvent::Progress {
+                done: self.steps.len(),
+            });
+        }
     }
 
     fn finish(self) -> Arm {
@@ -435,12 +482,13 @@ impl<'a> Judge<'a> {
 }
 
 /// Run a whole gate on backend `be`: the reference(s), then the selected arms on one
-/// N-stage runtime. `progress` is called after each reference/arm with a short label.
+/// N-stage runtime. `progress` sees each phase start, its progress and each arm's result
+/// as the arm ends (`GateEvent`).
 pub fn run_gate<B: Backend>(
     be: Arc<B>,
     model: Arc<Model>,
     spec: &GateSpec,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&GateEvent),
 ) -> Result<GateResult, GateError> {
     spec.validate().map_err(GateError::Spec)?;
     spec.check_positions(&model.cfg).map_err(GateError::Spec)?;
@@ -468,16 +516,24 @@ pub fn run_gate<B: Backend>(
     )
     .map_err(rt_err(|| "reference build".to_string()))?;
     let mut refs = Vec::with_capacity(rows);
+    progress(&GateEvent::Start {
+        phase: "reference",
+        total: rows.saturating_mul(steps),
+    });
     for r in 0..rows {
         let prompt = match (&spec.tape, r) {
             (Some(t), 0) => t.clone(),
             _ => seeded_prompt(&model, spec.seed, r, spec.prompt_len),
         };
-        refs.push(run_reference(&ref_rt, r, prompt, steps, spec.topk)?);
+        let tick = &mut |i: usize| {
+            progress(&GateEvent::Progress {
+                done: r * steps + i,
+            })
+        };
+        refs.push(run_reference(&ref_rt, r, prompt, steps, spec.topk, tick)?);
     }
     drop(ref_rt);
     let reference_ms = t0.elapsed().as_secs_f64() * 1e3;
-    progress("reference");
 
     let t1 = Instant::now();
     let host_weights_ok = be.shares_host_weights();
@@ -519,15 +575,22 @@ pub fn run_gate<B: Backend>(
     for &kind in kinds {
         let ta = Instant::now();
         be.trace_phase(kind.name());
+        let total = spec.checks(kind);
+        diag!("arm {}: start ({total} steps to check)", kind.name());
+        progress(&GateEvent::Start {
+            phase: kind.name(),
+            total,
+        });
+        let w = &mut *progress;
         let arm = match kind {
-            ArmKind::Eager => eager(&rt, &refs[..1], steps)?,
-            ArmKind::Pipelined => pipelined(&rt, &refs[..1], steps, spec.window, "pipelined")?,
-            ArmKind::Batched => pipelined(&rt, &refs, steps, spec.window, "batched")?,
-            ArmKind::Prime => prime(&rt, &refs[0], spec)?,
-            ArmKind::Verify => verify(&rt, &refs[0], spec)?,
+            ArmKind::Eager => eager(&rt, &refs[..1], steps, w)?,
+            ArmKind::Pipelined => pipelined(&rt, &refs[..1], steps, spec.window, "pipelined", w)?,
+            ArmKind::Batched => pipelined(&rt, &refs, steps, spec.window, "batched", w)?,
+            ArmKind::Prime => prime(&rt, &refs[0], spec, w)?,
+            ArmKind::Verify => verify(&rt, &refs[0], spec, w)?,
         };
         arm_ms.push(ta.elapsed().as_secs_f64() * 1e3);
-        progress(kind.name());
+        progress(&GateEvent::Arm(&arm));
         arms.push(arm);
     }
     let mut refs = refs.into_iter().map(|r| r.reference);
@@ -580,9 +643,14 @@ pub fn misplacements(
     out
 }
 
-fn eager<B: Backend>(rt: &Runtime<B>, refs: &[RefRun], steps: usize) -> Result<Arm, GateError> {
+fn eager<B: Backend>(
+    rt: &Runtime<B>,
+    refs: &[RefRun],
+    steps: usize,
+    watch: &mut dyn FnMut(&GateEvent),
+) -> Result<Arm, GateError> {
     let mut walk = rt.walk().map_err(rt_err(|| "eager arm".to_string()))?;
-    let mut judge = Judge::new("eager", refs);
+    let mut judge = Judge::new("eager", refs).watched(watch);
     let tape = &refs[0].reference.tokens;
     for (i, &tok) in tape.iter().enumerate().take(steps) {
         let p = walk
@@ -642,10 +710,11 @@ fn pipelined<B: Backend>(
     steps: usize,
     window: usize,
     name: &'static str,
+    watch: &mut dyn FnMut(&GateEvent),
 ) -> Result<Arm, GateError> {
     let vocab = rt.model().cfg.vocab;
     let mut walk = rt.walk().map_err(rt_err(|| format!("{name} arm")))?;
-    let mut judge = Judge::new(name, refs);
+    let mut judge = Judge::new(name, refs).watched(watch);
     drive_windowed(
         &mut walk,
         steps,
@@ -713,12 +782,17 @@ fn prime_plan(spec: &GateSpec) -> Vec<PrimeStep> {
 }
 
 /// The prime arm: every position's logits of every prime equal the one-row reference's.
-fn prime<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
+fn prime<B: Backend>(
+    rt: &Runtime<B>,
+    r0: &RefRun,
+    spec: &GateSpec,
+    watch: &mut dyn FnMut(&GateEvent),
+) -> Result<Arm, GateError> {
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let refs = std::slice::from_ref(r0);
     let mut walk = rt.walk().map_err(rt_err(|| "prime arm".to_string()))?;
-    let mut judge = Judge::new("prime", refs);
+    let mut judge = Judge::new("prime", refs).watched(watch);
     let plan = prime_plan(spec);
     let mut inflight: VecDeque<(usize, Pending)> = VecDeque::new();
     let ctx = |i: usize| {
@@ -810,14 +884,19 @@ fn wrong_draft(rng: &mut ChaCha8Rng, vocab: usize, tape_tok: u32, greedy_tok: u3
 /// acceptance the reference implies (every member computes the reference: the same
 /// schedule everywhere; members' caches must roll back alike) and the last one records and
 /// judges its own.
-fn verify<B: Backend>(rt: &Runtime<B>, r0: &RefRun, spec: &GateSpec) -> Result<Arm, GateError> {
+fn verify<B: Backend>(
+    rt: &Runtime<B>,
+    r0: &RefRun,
+    spec: &GateSpec,
+    watch: &mut dyn FnMut(&GateEvent),
+) -> Result<Arm, GateError> {
     let judging = rt.has_output();
     let multi = spec.dist.is_some();
     let vocab = rt.model().cfg.vocab;
     let tape = &r0.reference.tokens;
     let (p, steps, k) = (spec.prime_len(), spec.steps(), spec.draft);
     let mut walk = rt.walk().map_err(rt_err(|| "verify arm".to_string()))?;
-    let mut judge = Judge::new("verify", std::slice::from_ref(r0));
+    let mut judge = Judge::new("verify", std::slice::from_ref(r0)).watched(watch);
     walk.reset_caches()
         .map_err(rt_err(|| "verify arm cache reset".to_string()))?;
     let prompt_key = StepKey {
@@ -1132,6 +1211,65 @@ mod tests {
         }
     }
 
+    /// The observer sees, in order: the reference's start and its steps, then per arm its
+    /// start with `checks`, its progress counting up to exactly that total (the receipt's
+    /// steps), and the arm's own result the moment it ends, before the next arm starts.
+    /// Random tapes, batches, chunks, repeats and drafts; a fault (the negative control)
+    /// changes no event but the verdicts the arm events carry.
+    #[test]
+    fn gate_events_announce_each_arm_its_total_and_its_verdict_in_order() {
+        use crate::backend::cpu::CpuBackend;
+        let be = Arc::new(CpuBackend::new(2, 0, 0));
+        let mut rng = ChaCha8Rng::seed_from_u64(28);
+        let m = poisoned("output.weight", 17, 0);
+        for case in 0..12 {
+            let n = rng.gen_range(3..9);
+            let tape: Vec<u32> = (0..n).map(|_| rng.gen_range(0..300)).collect();
+            let mut spec = spec_for(&m, tape, ArmKind::ALL.to_vec());
+            spec.batch = rng.gen_range(1..4);
+            spec.repeat = rng.gen_range(1..3);
+            spec.draft = rng.gen_range(1..4);
+            spec.window = rng.gen_range(1..4);
+            spec.chunks = Some(vec![rng.gen_range(1..4), rng.gen_range(1..6)]);
+            let fault = case % 3 == 2;
+            if fault {
+                spec.faults = vec![Fault::RxNoWait];
+            }
+            let mut log: Vec<String> = Vec::new();
+            let mut phase: Option<(String, usize, usize)> = None;
+            let res = run_gate(be.clone(), m.clone(), &spec, &mut |e| match e {
+                GateEvent::Start { phase: p, total } => {
+                    if let Some((q, t, d)) = &phase {
+                        assert_eq!(d, t, "case {case}: {q} ended at {d} of {t}");
+                    }
+                    log.push(format!("start {p} {total}"));
+                    phase = Some((p.to_string(), *total, 0));
+                }
+                GateEvent::Progress { done } => {
+                    let (p, t, d) = phase.as_mut().expect("progress inside a phase");
+                    assert_eq!(*done, *d + 1, "case {case}: {p} counts one by one");
+                    assert!(*done <= *t, "case {case}: {p} {done} > {t}");
+                    *d = *done;
+                }
+                GateEvent::Arm(a) => {
+                    let (p, t, d) = phase.as_ref().expect("an arm inside its phase");
+                    assert_eq!((p.as_str(), d), (a.name.as_str(), t), "case {case}");
+                    assert_eq!(a.steps.len(), *t, "case {case}: {p}'s checks");
+                    log.push(format!("end {} {}", a.name, a.verdict));
+                }
+            })
+            .unwrap();
+            let mut want = vec![format!("start reference {}", spec.batch * n)];
+            for (k, a) in spec.arms.iter().zip(&res.arms) {
+                assert_eq!(a.steps.len(), spec.checks(*k), "case {case}: {}", a.name);
+                want.push(format!("start {} {}", k.name(), spec.checks(*k)));
+                want.push(format!("end {} {}", a.name, a.verdict));
+            }
+            assert_eq!(log, want, "case {case}");
+            assert_eq!(res.pass(), !fault, "case {case}: {log:?}");
+        }
+    }
+
     /// The fault-free reference computing NaN or an infinity is a harness error naming the
     /// row, step, token and count, before any arm runs (never a PASS of NaN against NaN, never
     /// an arm's FAIL); the same model unpoisoned passes every arm (the control).
@@ -1146,9 +1284,13 @@ mod tests {
             let m = poisoned("output.weight", 17, bits);
             let spec = spec_for(&m, tape.clone(), all.clone());
             let mut seen = Vec::new();
-            let e = run_gate(be.clone(), m, &spec, &mut |p| seen.push(p.to_string()))
-                .err()
-                .expect("a harness error");
+            let e = run_gate(be.clone(), m, &spec, &mut |ev| {
+                if let GateEvent::Arm(a) = ev {
+                    seen.push(a.name.clone())
+                }
+            })
+            .err()
+            .expect("a harness error");
             match &e {
                 GateError::NonFiniteReference {
                     row: 0,

@@ -18,10 +18,12 @@ use crate::fsio::{check_writable, OutLock};
 use crate::gate::plan::{check, check_on, open_backend, prepare};
 use crate::gate::report::verdict_lines;
 use crate::gate::run::run_prepared;
+use crate::gate::watch::Watch;
 use crate::receipt::diff::{diff as diff_receipts, DiffOutcome};
 use crate::receipt::junit;
 use crate::receipt::Receipt;
 use crate::runtime::placement::parse_list;
+use crate::term::Bar;
 
 /// A battery or gate name: it names `<out>/<name>.json` (and the default `--out`), so a plain
 /// file name short enough for the atomic write's temp name: the problem, or None.
@@ -355,7 +357,10 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     }
     let mut worst = EXIT_PASS;
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    // On a terminal from the first gate's start; dropped (so cleared) on every return.
+    let bar = Bar::new(format!("battery {}", bf.name), gates.len(), "gates");
     for (i, (g, plan)) in gates.iter().enumerate() {
+        bar.set(i);
         if INTERRUPTS.load(Ordering::SeqCst) > 0 {
             // The gates never started are listed, so the XML does not read as a shorter
             // battery that passed.
@@ -425,6 +430,7 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
             }
         }
     }
+    bar.finish();
     outln!(
         "battery {}: {passed} PASS, {failed} FAIL, {skipped} SKIP (of {} gates)",
         bf.name,
@@ -450,7 +456,9 @@ fn run_battery_gate(
 ) -> Result<(junit::Case, Receipt)> {
     let t0 = Instant::now();
     let p = prepare(&cli.gate.options()).with_context(|| format!("battery gate {:?}", g.name))?;
-    let r = run_prepared(&p, &mut |_| {}).with_context(|| format!("battery gate {:?}", g.name))?;
+    let mut watch = Watch::new(false, false);
+    let r = run_prepared(&p, &mut |e| watch.event(e))
+        .with_context(|| format!("battery gate {:?}", g.name))?;
     let path = out.join(format!("{}.json", g.name));
     r.write(&path)?;
     outln!(

@@ -348,9 +348,28 @@ fn walk_windowed<B: Backend>(
     Ok(t0.elapsed().as_secs_f64())
 }
 
+/// Below this many steps a figure timed over them is flagged as noise: a few steps' wall
+/// time is dominated by one-off costs (the first launch, a page fault, a scheduler tick),
+/// and a ratio of two such walks (tracing cost, speedups) can swing by 2x between runs.
+pub const NOISE_STEPS: usize = 16;
+
+/// The note after a figure timed over `steps` steps: ` (noise: N steps)` below
+/// `NOISE_STEPS`, else nothing.
+fn noise(steps: usize) -> String {
+    if steps < NOISE_STEPS {
+        format!(" (noise: {steps} steps)")
+    } else {
+        String::new()
+    }
+}
+
+/// The results table first (tokens/s of every path), then what explains them (bandwidth
+/// floor, launches, enqueue cost, build times, overlap, tracing cost); every figure with
+/// its unit, and every figure timed over fewer than `NOISE_STEPS` steps flagged.
 fn print_bench(r: &BenchReceipt) {
     let c = &r.config;
     let t = &r.tok_s;
+    let n = noise(c.steps);
     outln!(
         "bench: {} backend, model {} ({} weight bytes), {}, window {}, {} steps",
         r.backend.kind,
@@ -360,6 +379,56 @@ fn print_bench(r: &BenchReceipt) {
         c.window,
         c.steps
     );
+    outln!(
+        "  reference (1 stage, eager)   {:>9.1} tok/s{n}",
+        t.reference
+    );
+    outln!(
+        "  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference){n}",
+        c.stages,
+        t.eager,
+        t.eager / t.reference
+    );
+    if let Some(v) = t.pipelined {
+        outln!(
+            "  pipelined (window {})         {:>9.1} tok/s  ({:.2}x eager){n}",
+            c.window,
+            v,
+            v / t.eager
+        );
+    }
+    if let Some(v) = t.batched {
+        outln!(
+            "  batched   (B={}, aggregate)  {:>9.1} tok/s  ({:.2}x eager){n}",
+            c.batch,
+            v,
+            v / t.eager
+        );
+    }
+    for f in &r.prefill {
+        let n = noise(f.prompt);
+        outln!(
+            "  prime     (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages (every position's logits){n}",
+            f.chunk,
+            f.prompt,
+            f.one_stage_tok_s,
+            f.staged_tok_s,
+            c.stages
+        );
+        outln!(
+            "  prefill   (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages (last position's logits){n}",
+            f.chunk,
+            f.prompt,
+            f.last_one_stage_tok_s,
+            f.last_staged_tok_s,
+            c.stages
+        );
+    }
+    if c.steps < NOISE_STEPS {
+        outln!(
+            "  (noise: a figure timed over fewer than {NOISE_STEPS} steps is not a measurement; give --steps {NOISE_STEPS} or more)"
+        );
+    }
     match (r.bandwidth_gbs, r.floor_tok_s) {
         (Some(gbs), Some(floor)) => outln!(
             "  device bandwidth {gbs:.0} GB/s (D2D copy, read+write) -> floor {:.1} us/token, max {floor:.0} tok/s (weight bytes / bandwidth)",
@@ -371,7 +440,7 @@ fn print_bench(r: &BenchReceipt) {
         .launches_per_token
         .map_or("n/a".to_string(), |l| format!("{l:.1}"));
     outln!(
-        "  kernel launches per token (reference) {launches}; host enqueue {:.1} us/token of {:.1}",
+        "  kernel launches per token (reference) {launches}; host enqueue {:.1} us/token of {:.1} us/token{n}",
         r.host_enqueue_us_per_token,
         1e6 / t.reference
     );
@@ -392,7 +461,7 @@ fn print_bench(r: &BenchReceipt) {
     if let Some(o) = &r.busy_overlap {
         let pct = |v: Option<f64>| v.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
         outln!(
-            "  wall time with 2+ stages busy (one more, traced walk): eager {}, pipelined {}, batched {}",
+            "  wall time with 2+ stages busy (one more, traced walk): eager {}, pipelined {}, batched {}{n}",
             pct(Some(o.eager)),
             pct(o.pipelined),
             pct(o.batched)
@@ -404,51 +473,10 @@ fn print_bench(r: &BenchReceipt) {
             _ => "-".to_string(),
         };
         outln!(
-            "  tracing cost (the traced walks): eager {}, pipelined {}, batched {}",
+            "  tracing cost (the traced walks): eager {}, pipelined {}, batched {}{n}",
             rel(Some(tt.eager), Some(t.eager)),
             rel(tt.pipelined, t.pipelined),
             rel(tt.batched, t.batched)
-        );
-    }
-    outln!("  reference (1 stage, eager)   {:>9.1} tok/s", t.reference);
-    outln!(
-        "  eager     ({} stages)         {:>9.1} tok/s  ({:.2}x reference)",
-        c.stages,
-        t.eager,
-        t.eager / t.reference
-    );
-    if let Some(v) = t.pipelined {
-        outln!(
-            "  pipelined (window {})         {:>9.1} tok/s  ({:.2}x eager)",
-            c.window,
-            v,
-            v / t.eager
-        );
-    }
-    if let Some(v) = t.batched {
-        outln!(
-            "  batched   (B={}, aggregate)  {:>9.1} tok/s  ({:.2}x eager)",
-            c.batch,
-            v,
-            v / t.eager
-        );
-    }
-    for f in &r.prefill {
-        outln!(
-            "  prime     (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages (every position's logits)",
-            f.chunk,
-            f.prompt,
-            f.one_stage_tok_s,
-            f.staged_tok_s,
-            c.stages
-        );
-        outln!(
-            "  prefill   (C={}, {} tokens)  {:>9.1} tok/s one stage, {:>9.1} tok/s {} stages (last position's logits)",
-            f.chunk,
-            f.prompt,
-            f.last_one_stage_tok_s,
-            f.last_staged_tok_s,
-            c.stages
         );
     }
 }

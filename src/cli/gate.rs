@@ -5,8 +5,9 @@ use anyhow::Result;
 
 use crate::gate::member::member;
 use crate::gate::plan::prepare;
-use crate::gate::report::{default_receipt_path, emit, transport_names};
+use crate::gate::report::{default_receipt_path, emit_after, transport_names};
 use crate::gate::run::run_prepared;
+use crate::gate::watch::Watch;
 use crate::gate::GateOptions;
 
 /// Run the gate `args` names; the exit code of its verdict.
@@ -35,8 +36,10 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     if args.rank.is_some() {
         return member(&p);
     }
-    let r = run_prepared(&p, &mut |_| {})?;
-    emit(args, &r)
+    // Each arm's verdict is printed as the arm ends; the receipt's lines follow at the end.
+    let mut w = Watch::new(args.quiet, true);
+    let r = run_prepared(&p, &mut |e| w.event(e))?;
+    emit_after(args, &r, w.printed)
 }
 
 #[cfg(test)]

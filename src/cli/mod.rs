@@ -43,6 +43,10 @@ pub struct Cli {
     pub cmd: Option<Cmd>,
     #[command(flatten)]
     pub gate: GateArgs,
+    /// Diagnostics on stderr (module cache, load times, device notes, each arm's start),
+    /// for every command; without it stderr has only warnings, errors and progress bars.
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
 }
 
 #[derive(Subcommand, Debug)]
@@ -511,6 +515,7 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
+    crate::term::set_verbose(cli.verbose);
     let r = match cli.cmd {
         None => gate::run_cli(&cli.gate.options()),
         Some(Cmd::Inspect { file, tensors }) => inspect::inspect(&file, tensors),

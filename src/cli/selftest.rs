@@ -21,12 +21,14 @@ use crate::gate::opens::{recipe, Recipe};
 use crate::gate::plan::{load_model, open_backend, prepare_model, synth_model, Prepared};
 use crate::gate::report::default_receipt_path;
 use crate::gate::run::run_prepared;
+use crate::gate::watch::Watch;
 use crate::gate::GateOptions;
 use crate::model::synth::{builtin_spec, SynthSpec};
 use crate::model::Model;
 use crate::receipt::write_atomic;
 use crate::runtime::Fault;
 use crate::soak::{RunRecord, Summary};
+use crate::term::Bar;
 
 /// Whether `--mma on` puts any of the model's matrices on the tensor cores (mma-row-order's
 /// plant needs one: a launch over no such matrix plants nothing and would read as a miss).
@@ -383,7 +385,9 @@ impl GateRunner {
             self.current = Some((row.id.clone(), p));
         }
         let p = &self.current.as_ref().expect("prepared above").1;
-        let r = run_prepared(p, &mut |_| {}).with_context(|| format!("selftest row {}", row.id))?;
+        let mut watch = Watch::new(false, false);
+        let r = run_prepared(p, &mut |e| watch.event(e))
+            .with_context(|| format!("selftest row {}", row.id))?;
         let path = self.out.join(&row.id).join(format!("run-{run:03}.json"));
         r.write(&path)?;
         Ok(RunRecord::from_receipt(run, &r, path.display().to_string()))
@@ -392,9 +396,12 @@ impl GateRunner {
     fn heavy(&mut self) -> Result<(Arc<Model>, String)> {
         if self.heavy.is_none() {
             let t0 = Instant::now();
-            eprintln!("selftest: building the 2.5 GB synthetic model the write-after-read rows need on CUDA");
+            crate::term::eprint_line(format_args!("selftest: building the 2.5 GB synthetic model the write-after-read rows need on CUDA"));
             self.heavy = Some(synth_model(&heavy_spec(), "the heavy synthetic model")?);
-            eprintln!("selftest: built in {:.1} s", t0.elapsed().as_secs_f64());
+            crate::term::eprint_line(format_args!(
+                "selftest: built in {:.1} s",
+                t0.elapsed().as_secs_f64()
+            ));
         }
         Ok(self.heavy.clone().expect("built above"))
     }
@@ -450,14 +457,25 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
         }
     }
     let mut runner = GateRunner::new(common, out.clone(), model, synth_heavy);
+    let opens = rows
+        .iter()
+        .filter(|r| matches!(r.recipe, Recipe::Opens { .. }))
+        .count();
+    // On a terminal: every run of every row that opens; dropped (so cleared) on return.
+    let bar = Bar::new("selftest", opens.saturating_mul(a.runs), "runs");
     let results = execute(
         &rows,
         a.runs,
         &out,
         (kind, devices, &model_name),
-        &mut |row, i| runner.run(row, i),
+        &mut |row, i| {
+            let r = runner.run(row, i);
+            bar.inc();
+            r
+        },
         &mut |line| outln!("{line}"),
     )?;
+    bar.finish();
     Ok(verdict(&results))
 }
 

@@ -62,16 +62,18 @@ pub(super) fn install_interrupt_handler() {
             l.summary.interrupted = true;
             failed = l.summary.failed();
             if let Err(e) = l.summary.write(&l.path) {
-                eprintln!("\nppn-gate: {e}");
+                crate::term::eprint_line(format_args!("\nppn-gate: {e}"));
             }
         }
         if n >= 2 {
+            // No bar may stay on screen after the process is gone.
+            crate::term::clear();
             eprintln!("\nppn-gate: second interrupt, leaving now (finished receipts and the summary are kept)");
             // Dropping the lock removes it; process::exit runs no destructors.
             drop(g.take());
             std::process::exit(interrupted_code(failed));
         }
-        eprintln!("\nppn-gate: interrupt: finishing the run in progress, then writing the summary (interrupt again to leave now)");
+        crate::term::eprint_line(format_args!("\nppn-gate: interrupt: finishing the run in progress, then writing the summary (interrupt again to leave now)"));
     });
 }
 

@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 
 use super::shared::{
     error_case, install_interrupt_handler, interrupted_code, live, receipt_case, write_junit, Live,
@@ -19,8 +18,10 @@ use crate::gate::bounds;
 use crate::gate::plan::prepare;
 use crate::gate::report::verdict_lines;
 use crate::gate::run::{run_traced, TraceOut};
+use crate::gate::watch::Watch;
 use crate::receipt::junit;
 use crate::soak::{RunRecord, Summary};
+use crate::term::Bar;
 
 /// The command line as given, for the summary (lossy: a non-UTF-8 path must not panic).
 fn gate_flags() -> Vec<String> {
@@ -113,15 +114,9 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
 fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
     let mut report = junit::Suite::new("soak");
     let p = prepare(&a.gate.options())?;
-    let bar = if a.gate.quiet {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(a.runs as u64)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("soak {bar:30} {pos}/{len} runs, {msg} [{elapsed_precise}]")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    // On a terminal from run 1's start; dropped (so cleared) on every return, an error's
+    // included, and cleared by the interrupt handler before it prints.
+    let bar = Bar::unless(a.gate.quiet, "soak", a.runs, "runs");
     for run in 1..=a.runs {
         if INTERRUPTS.load(Ordering::SeqCst) > 0 {
             break;
@@ -143,7 +138,8 @@ fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
             ));
             write_junit(a.junit.as_deref(), report, Some(e))
         };
-        let (r, traced) = match run_traced(&p, out, &mut |_| {}) {
+        let mut watch = Watch::new(a.gate.quiet, false);
+        let (r, traced) = match run_traced(&p, out, &mut |e| watch.event(e)) {
             Ok(r) => r,
             Err(e) => {
                 fail_case(&mut report, &e)?;
@@ -196,20 +192,13 @@ fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
         report.cases.push(case);
         // Rewritten after every run, like the summary: an interrupted soak keeps it.
         write_junit(a.junit.as_deref(), &report, None)?;
-        if r.verdict != "PASS" {
-            bar.println(format!(
-                "run {run:>3} FAIL: {}",
-                verdict_lines(&r)
-                    .into_iter()
-                    .filter(|l| l.contains("FAIL"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ));
-        }
+        // One line per run as it ends (also on a pipe: flushed at once).
+        outln!("{}", run_line(run, a.runs, &r, t0.elapsed().as_secs_f64()));
         bar.set_message(format!("{passed} PASS, {failed} FAIL"));
-        bar.inc(1);
+        bar.inc();
     }
-    bar.finish_and_clear();
+    // Off the screen before the summary prints.
+    bar.finish();
     let summary = {
         let mut g = live();
         let l = g.as_mut().expect("the soak's summary is live");
@@ -250,6 +239,20 @@ fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
     } else {
         EXIT_PASS
     })
+}
+
+/// A soak run's line: `run   2/3 PASS  0.52 s`, a FAIL with its FAIL verdict lines.
+fn run_line(run: usize, runs: usize, r: &crate::receipt::Receipt, secs: f64) -> String {
+    let w = runs.to_string().len().max(3);
+    let mut l = format!("run {run:>w$}/{runs} {}  {secs:.2} s", r.verdict);
+    if r.verdict != "PASS" {
+        let fails: Vec<String> = verdict_lines(r)
+            .into_iter()
+            .filter(|l| l.contains("FAIL"))
+            .collect();
+        l.push_str(&format!(": {}", fails.join("; ")));
+    }
+    l
 }
 
 /// `soak --trace FILE`: run `run`'s trace, `<FILE's stem>-run-NNN<.FILE's extension>` beside

@@ -15,6 +15,7 @@ use crate::model::synth::{
 };
 use crate::model::{Arch, Model};
 use crate::receipt;
+use crate::term::Bar;
 
 pub fn synth(a: &SynthArgs) -> Result<i32> {
     let arch = match a.arch.as_deref() {
@@ -89,14 +90,23 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
         ),
     )?;
     let t0 = Instant::now();
+    // On a terminal: the three phases, the clock moving through each (a large model's
+    // weights take seconds); dropped (so cleared) on an error's return too.
+    let bar = Bar::new("synth", 3, "phases");
+    bar.set_message("seeded weights");
     let bytes = synth_gguf_for_tools(&spec)?;
     // Load what we wrote before declaring success: a synth that writes an unloadable file
     // would only fail later, far from its cause.
+    bar.inc();
+    bar.set_message("load check");
     let f = GgufFile::parse(bytes).context("re-reading the synthetic model")?;
     let m = Model::load(&f).context("loading the synthetic model")?;
     let bytes = f.bytes();
+    bar.inc();
+    bar.set_message(format!("writing {} bytes", bytes.len()));
     receipt::write_atomic(&a.output, bytes)
         .with_context(|| format!("writing {}", a.output.display()))?;
+    bar.finish();
     outln!(
         "wrote {} ({} bytes, blake3 {}) in {:.1} s: {}",
         a.output.display(),

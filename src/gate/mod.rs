@@ -14,6 +14,7 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod tape;
+pub mod watch;
 
 pub use options::GateOptions;
 pub use plan::Prepared;

@@ -151,20 +151,26 @@ pub fn verdict_lines(r: &Receipt) -> Vec<String> {
         .misplaced
         .iter()
         .map(|m| format!("{:<10} FAIL  {m}", "placement"));
-    placement
-        .chain(r.arms.iter().map(|a| {
-            let n = a.steps.len();
-            let rounds = if a.rounds.is_empty() {
-                String::new()
-            } else {
-                let acc: usize = a.rounds.iter().map(|r| r.accepted).sum();
-                let drafted: usize = a.rounds.iter().map(|r| r.drafted.len()).sum();
-                format!("; {} rounds, {acc}/{drafted} drafts accepted", a.rounds.len())
-            };
-            let lost = a.rounds.iter().find(|r| r.accepted != r.expected);
-            // An arm that alone computed NaN/Inf says so (the reference is checked finite).
-            let nf = (a.non_finite.as_ref()).map_or(String::new(), |x| format!("; {}", x.describe()));
-            match (&a.first_divergence, lost) {
+    placement.chain(r.arms.iter().map(arm_line)).collect()
+}
+
+/// An arm's verdict line (`eager      PASS  16/16 steps bit-identical`).
+pub fn arm_line(a: &receipt::Arm) -> String {
+    let n = a.steps.len();
+    let rounds = if a.rounds.is_empty() {
+        String::new()
+    } else {
+        let acc: usize = a.rounds.iter().map(|r| r.accepted).sum();
+        let drafted: usize = a.rounds.iter().map(|r| r.drafted.len()).sum();
+        format!(
+            "; {} rounds, {acc}/{drafted} drafts accepted",
+            a.rounds.len()
+        )
+    };
+    let lost = a.rounds.iter().find(|r| r.accepted != r.expected);
+    // An arm that alone computed NaN/Inf says so (the reference is checked finite).
+    let nf = (a.non_finite.as_ref()).map_or(String::new(), |x| format!("; {}", x.describe()));
+    match (&a.first_divergence, lost) {
                 (None, None) => format!(
                     "{:<10} {}  {n}/{n} steps bit-identical{rounds}",
                     a.name, a.verdict
@@ -178,8 +184,6 @@ pub fn verdict_lines(r: &Receipt) -> Vec<String> {
                     a.name, a.verdict, r.round, r.start, r.accepted, r.expected
                 ),
             }
-        }))
-        .collect()
 }
 
 pub fn default_receipt_path(prefix: &str) -> PathBuf {
@@ -193,13 +197,22 @@ pub fn default_receipt_path(prefix: &str) -> PathBuf {
 /// Write a gate's receipt (`--receipt`, else a new file under receipts/runs/), print its
 /// verdict lines; the exit code of its verdict.
 pub fn emit(args: &GateOptions, r: &Receipt) -> Result<i32> {
+    emit_after(args, r, 0)
+}
+
+/// `emit` when the verdict lines of the first `shown` arms were printed as those arms
+/// ended (`watch::Watch`): the lines not printed yet.
+pub fn emit_after(args: &GateOptions, r: &Receipt, shown: usize) -> Result<i32> {
     let path = args
         .receipt
         .clone()
         .unwrap_or_else(|| default_receipt_path("gate"));
     r.write(&path)?;
-    for l in verdict_lines(r) {
-        outln!("{l}");
+    let placement = r.placement.misplaced.len();
+    for (i, l) in verdict_lines(r).into_iter().enumerate() {
+        if i < placement || i >= placement + shown {
+            outln!("{l}");
+        }
     }
     outln!("receipt: {}", path.display());
     if !args.quiet {

@@ -8,14 +8,15 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::plan::Prepared;
 use super::report::receipt_of;
-use crate::arms;
+use crate::arms::{self, GateEvent};
 use crate::backend::any::AnyBackend;
 use crate::receipt::{self, Receipt};
 
-/// Run one gate and build its receipt. `progress` sees "reference", then each arm name.
+/// Run one gate and build its receipt. `progress` sees each phase start, its progress and
+/// each arm's result as the arm ends (`GateEvent`; `watch::Watch` shows them).
 /// With `--trace`, the trace goes to its path. A multi-process gate (`--procs W`) runs as W
 /// member processes (`launch`), whose last-stage member writes the receipt returned here.
-pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&str)) -> Result<Receipt> {
+pub fn run_prepared(p: &Prepared, progress: &mut dyn FnMut(&GateEvent)) -> Result<Receipt> {
     let out = p.args.trace.as_deref().map(|path| TraceOut {
         path,
         only_if_fail: false,
@@ -37,7 +38,7 @@ pub struct TraceOut<'a> {
 pub fn run_traced(
     p: &Prepared,
     trace: Option<TraceOut>,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn FnMut(&GateEvent),
 ) -> Result<(Receipt, bool)> {
     if p.args.procs.is_some() {
         if let Some(t) = trace {

@@ -224,7 +224,7 @@ pub(super) fn open_device(dev: usize, pdl: bool, modules: Arc<Modules>) -> BResu
             .map_err(|e| op_err(format!("device {dev}: kernel {name}: {e}")))?;
         funcs.insert(name, f);
     }
-    eprintln!(
+    diag!(
         "cuda: device {dev} (sm_{major}{minor}): main module {how}, loaded in {compile_ms:.0} ms"
     );
     if std::env::var_os("PPN_CUDA_PROF").is_some() {

@@ -218,7 +218,7 @@ impl DevCtx {
             })
             .collect::<BResult<Vec<_>>>()?;
         let _ = self.mma.set(fs);
-        eprintln!(
+        diag!(
             "cuda: device {}: mma module ready (NVRTC or module cache, + load) in {:.0} ms",
             self.dev,
             t0.elapsed().as_secs_f64() * 1e3

@@ -175,10 +175,10 @@ pub(super) fn compile_and_load(dx: &DevCtx, src: &str, what: &str) -> BResult<Ar
             });
             let (image, outcome, store_error) = cache.get_or_build(&key, compile)?;
             if let Outcome::Corrupt { reason, .. } = &outcome {
-                eprintln!("cuda: {what}: module cache entry unusable ({reason}); compiled again");
+                diag!("cuda: {what}: module cache entry unusable ({reason}); compiled again");
             }
             if let Some(e) = store_error {
-                eprintln!("cuda: {what}: {e}; the module is used without being cached");
+                diag!("cuda: {what}: {e}; the module is used without being cached");
             }
             image
         }
@@ -405,7 +405,7 @@ impl DevCtx {
         }
         if !todo.is_empty() {
             let names: Vec<String> = todo.iter().map(|&(_, k, t)| format!("{k}/r{t}")).collect();
-            eprintln!(
+            diag!(
                 "cuda: device {}: matvec modules [{}] ready (NVRTC or module cache, + load) in {:.0} ms",
                 self.dev,
                 names.join(", "),
