@@ -291,3 +291,74 @@ fn bar_bytes_are_caught_when_planted() {
         assert!(no_bar_bytes(&r).is_err(), "{planted:?}");
     }
 }
+
+/// bench prints its results table first (the tok/s rows right after its header, before the
+/// bandwidth, launch and build lines), every figure with its unit (`host enqueue X
+/// us/token of Y us/token`), and marks every timed figure noise below 16 steps with one
+/// line saying why; at 16 steps (the control) nothing is marked.
+#[test]
+fn bench_prints_its_table_first_with_units_and_marks_noise() {
+    let bench = |steps: &str| {
+        let r = watch(&[
+            "bench", "--steps", steps, "--stages", "2", "--batch", "2", "--arms", "batched",
+        ]);
+        assert_eq!(r.code, Some(0), "{}", all(&r));
+        no_bar_bytes(&r).unwrap();
+        r.out.iter().map(|l| l.text.clone()).collect::<Vec<_>>()
+    };
+    let short = bench("4");
+    assert!(short[0].starts_with("bench: cpu backend"), "{short:?}");
+    assert!(
+        short[1].starts_with("  reference (1 stage, eager)"),
+        "{short:?}"
+    );
+    let at = |v: &[String], p: &str| {
+        v.iter()
+            .position(|l| l.trim_start().starts_with(p))
+            .unwrap_or_else(|| panic!("no {p:?} in {v:?}"))
+    };
+    let table_end = at(&short, "batched   (B=2");
+    for later in [
+        "device bandwidth",
+        "kernel launches",
+        "build:",
+        "tracing cost",
+    ] {
+        assert!(
+            at(&short, later) > table_end,
+            "{later} before the table: {short:?}"
+        );
+    }
+    let enq = &short[at(&short, "kernel launches")];
+    let tail = enq.split("host enqueue ").nth(1).expect(enq);
+    let w: Vec<&str> = tail.split_whitespace().collect();
+    assert!(
+        w[0].parse::<f64>().is_ok()
+            && w[1] == "us/token"
+            && w[2] == "of"
+            && w[3].parse::<f64>().is_ok()
+            && w[4] == "us/token",
+        "{enq}"
+    );
+    for p in [
+        "reference (1 stage",
+        "eager     (2 stages)",
+        "batched   (B=2",
+        "tracing cost",
+    ] {
+        let l = &short[at(&short, p)];
+        assert!(l.ends_with("(noise: 4 steps)"), "{l}");
+    }
+    assert!(
+        short
+            .iter()
+            .any(|l| l.contains("fewer than 16 steps is not a measurement")),
+        "{short:?}"
+    );
+    let long = bench("16");
+    assert!(
+        long[1].starts_with("  reference (1 stage, eager)"),
+        "{long:?}"
+    );
+    assert!(long.iter().all(|l| !l.contains("noise")), "{long:?}");
+}
