@@ -6,8 +6,9 @@
 //! message naming the offending value; `battery` only: 3 nothing failed but a gate was
 //! skipped (it needs more devices than this machine has); `soak` and `battery`: 130 stopped by
 //! SIGINT, SIGTERM or SIGHUP with no FAIL among the finished runs (128 + SIGINT, as a shell
-//! reports Ctrl-C; a FAIL found before the signal still exits 1). Every output path is checked
-//! writable before any work (exit 2 naming the flag). Configuration comes from flags
+//! reports Ctrl-C; a FAIL found before the signal still exits 1); any other command drawing a
+//! progress bar (`term`) also exits 130 on such a signal, the bar cleared. Every output
+//! path is checked writable before any work (exit 2 naming the flag). Configuration comes from flags
 //! only, never from environment variables (one location follows them: the default of
 //! `--cache-dir`, where the XDG convention puts a user's caches).
 
@@ -44,7 +45,7 @@ pub struct Cli {
     #[command(flatten)]
     pub gate: GateArgs,
     /// Diagnostics on stderr (module cache, load times, device notes, each arm's start),
-    /// for every command; without it stderr has only warnings, errors and progress bars.
+    /// for every command; without it none are printed. Results are always on stdout.
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
 }
