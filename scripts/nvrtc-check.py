@@ -8,8 +8,11 @@ matvec.cu, and mvq.cu for a vectorized kind or mma.cu for the mma module) and co
 (compile_options: no FMA contraction, no flush-to-zero, IEEE division and square root).
 
 Usage: scripts/nvrtc-check.py [--all] [--cubin DIR] [--regs] [LIBNVRTC]
-Default: the main module, the mma module, every vectorized module at row tiles 1 and 8 and
-every byte-wise module at tile 1 (what scripts/test.sh runs); --all: every module at tiles 1, 3 and 8.
+Default: the modules as the engine builds them: the main module, each attention kernel's
+module, each mma kernel's module, every vectorized module (each rows-per-warp variant) at row
+tiles 1 and 8 and every byte-wise module at tile 1 (what scripts/test.sh runs), compiled side
+by side on every core as the engine does; --all: every module at tiles 1, 3 and 8, and the
+whole programs (every attention and every mma kernel in one).
 LIBNVRTC: default libnvrtc.so.13 from the nvidia-cuda-nvrtc wheel, found in site-packages or
 in .cache/nvrtc (installed there with pip when absent). Exit 0 when every module compiles.
 --cubin DIR (with NVRTC_ARCH=sm_90): each module's CUBIN into DIR, to read its SASS with
@@ -25,6 +28,9 @@ MV_SOURCES = ["common.cu", "ffn.cu", "matvec.cu"]
 FORMATS = 13          # GgmlType::ALL
 VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0..Q8_0, Q4K..Q6K)
 ARCH = os.environ.get("NVRTC_ARCH", "compute_90")
+ATT_WIDTHS = [64, 128, 256, 0]  # src/backend/cuda/nvrtc.rs ATT_WIDTHS
+MMA_FORMATS = 6       # src/backend/cuda/mma.rs MMA_FORMATS
+MMA_SET_KERNELS = 5   # src/backend/cuda/mma.rs MMA_SET
 
 
 # The engine's compile options (src/backend/cuda/mod.rs compile_options), less the
@@ -108,7 +114,17 @@ def main():
         sys.exit("nvrtc-check: --regs needs NVRTC_ARCH=sm_XX (registers are assigned for a real GPU)")
     all_ = "--all" in argv
     lib = ctypes.CDLL(find_lib([a for a in argv if a != "--all"]))
-    modules = [("main module", "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES))]
+    whole = "".join(f"// ---- {n}\n{src(n)}\n" for n in SOURCES)
+    # The main module (no attention kernel), then each attention kernel's module as the
+    # engine builds them (src/backend/cuda/nvrtc.rs MAIN_HEAD, att_module): the one-row
+    # kernels per head-width class, and attention_rows; with --all also the whole program.
+    modules = [("main module", "#define ATT_KERNEL -1\n" + whole)]
+    for k in (0, 1):
+        for hd in ATT_WIDTHS:
+            modules.append((f"attention {k} hd {hd}", f"#define ATT_KERNEL {k}\n#define ATT_HD {hd}\n" + whole))
+    modules.append(("attention rows", "#define ATT_KERNEL 2\n" + whole))
+    if all_:
+        modules.append(("whole program", whole))
     for tile in (1, 3, 8) if all_ else (1, 8):
         for kind in list(range(FORMATS)) + ["generic"]:
             if not all_ and tile != 1:
@@ -117,17 +133,32 @@ def main():
             modules.append((f"matvec {kind} tile {tile}",
                             head + f"#define MV_RT {tile}\n" + "".join(src(n) for n in MV_SOURCES)))
         for fmt in VECTORIZED:
-            modules.append((f"mvq {fmt} tile {tile}",
-                            f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n"
-                            + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
-    # The tensor-core Q4_K module (--mma on): one module, every tile (mod.rs MMA_SOURCES).
-    modules.append(("mma q4k", "#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])))
+            # One module per rows-per-warp variant (MVQ_NW), as the engine builds them.
+            for nw in (1, 2, 4):
+                modules.append((f"mvq {fmt} tile {tile} nw {nw}",
+                                f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n#define MVQ_NW {nw}\n"
+                                + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
+    # The tensor-core kernels (--mma on), one module each as the engine builds them
+    # (src/backend/cuda/mma.rs mma_module_head): mma_prep alone (MMA_SET -1), then kernel
+    # MMA_SLOT of format MMA_SET's set; with --all also the whole program, every kernel.
+    mma_src = "".join(src(n) for n in MV_SOURCES + ["mma.cu"])
+    modules.append(("mma prep", "#define MMA_Q4K\n#define MMA_SET -1\n" + mma_src))
+    for fset in range(MMA_FORMATS):
+        for slot in range(MMA_SET_KERNELS):
+            modules.append((f"mma set {fset} kernel {slot}",
+                            f"#define MMA_Q4K\n#define MMA_SET {fset}\n#define MMA_SLOT {slot}\n" + mma_src))
+    if all_:
+        modules.append(("mma q4k", "#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])))
     only = os.environ.get("ONLY")
     modules = [(w, t) for w, t in modules if not only or only in w]
+    # NVRTC releases the GIL inside ctypes calls: one module per core at a time.
+    from concurrent.futures import ThreadPoolExecutor
+    extra = ["--ptxas-options=-v"] if regs else []
+    with ThreadPoolExecutor(max_workers=1 if regs else (os.cpu_count() or 1)) as pool:
+        errs = list(pool.map(lambda m: compile_module(lib, m[0], m[1], cubin=cubin, extra=extra,
+                                                      verbose=regs), modules))
     bad = 0
-    for what, text in modules:
-        err = compile_module(lib, what, text, cubin=cubin,
-                             extra=["--ptxas-options=-v"] if regs else [], verbose=regs)
+    for err in errs:
         if err:
             bad += 1
             print(err)

@@ -15,7 +15,11 @@ use std::time::Instant;
 
 use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
 
-use super::nvrtc::{compile_and_load, Modules, KERNELS, MV_KINDS, MV_MAX_TILE, SOURCES};
+use super::mma::MMA_KERNELS;
+use super::nvrtc::{
+    build_image, load_image, whole_source, Image, Modules, Target, ATT_SLOTS, KERNELS, MAIN_HEAD,
+    MV_KINDS, MV_MAX_TILE,
+};
 use super::{drv, mem, op_err, GpuStream};
 use crate::backend::BResult;
 
@@ -23,11 +27,12 @@ use crate::backend::BResult;
 pub struct DevCtx {
     pub(crate) dev: usize,
     pub(crate) ctx: Arc<CudaContext>,
-    /// The main module (None only while `open_device` builds it).
-    pub(super) _module: Option<Arc<CudaModule>>,
-    pub(super) funcs: HashMap<&'static str, CudaFunction>,
-    /// Milliseconds the main module took to build for this device (NVRTC + load).
-    pub compile_ms: f64,
+    /// The main module and its kernels, loaded at the first `func` (Err: why it failed, for
+    /// every later call).
+    pub(super) main: OnceLock<Result<MainModule, String>>,
+    /// The main module's build, started by `open_device` on a thread of its own so that it
+    /// runs beside the engines' module builds; `func` joins it once.
+    pub(super) main_build: Mutex<Option<MainBuild>>,
     /// Kernels launched on this device so far (bookkeeping for `bench`, never hashed).
     pub(super) launches: AtomicU64,
     /// Streaming multiprocessors (sizes the matvec grids; never the arithmetic).
@@ -55,8 +60,24 @@ pub struct DevCtx {
     pub(super) mv: Vec<OnceLock<Vec<CudaFunction>>>,
     /// Serializes `prepare_mv` (two engines on one device compile a kind once).
     pub(super) mv_build: Mutex<()>,
-    /// The mma module's kernels (`MMA_KERNELS`), compiled by `prepare_mma` on first need.
-    pub(super) mma: OnceLock<Vec<CudaFunction>>,
+    /// The mma kernels (`MMA_KERNELS`, a module each), compiled by `prepare_modules` on
+    /// first need.
+    pub(super) mma: Vec<OnceLock<CudaFunction>>,
+    /// The attention kernels by slot (`nvrtc::att_slot`, a module each), compiled by
+    /// `prepare_modules` on first need.
+    pub(super) att: Vec<OnceLock<CudaFunction>>,
+}
+
+/// The main module, loaded, with its kernels by name.
+pub(super) struct MainModule {
+    pub(super) _module: Arc<CudaModule>,
+    pub(super) funcs: HashMap<&'static str, CudaFunction>,
+}
+
+/// The main module's build in flight: its thread and when it started.
+pub(super) struct MainBuild {
+    pub(super) thread: std::thread::JoinHandle<BResult<Image>>,
+    pub(super) started: Instant,
 }
 
 impl DevCtx {
@@ -183,16 +204,28 @@ pub(super) fn open_device(dev: usize, pdl: bool, modules: Arc<Modules>) -> BResu
         .map_err(|e| op_err(format!("device {dev}: shared memory per block: {e}")))?
         .max(0) as usize;
     let stage_max = (64 * 1024).min(optin.saturating_sub(2 * 1024));
-    let src: String = SOURCES
-        .iter()
-        .map(|(name, s)| format!("// ---- {name}\n{s}\n"))
-        .collect();
-    let mut dx = DevCtx {
+    let src = whole_source(MAIN_HEAD);
+    let target = Target {
+        cc: (major, minor),
+        arch,
+        sm,
+    };
+    // The main module compiles on a thread of its own while the engines' modules build
+    // (`prepare_modules`); the first `func` waits for it and loads it.
+    let started = Instant::now();
+    let what = format!("device {dev}: main module");
+    let thread = {
+        let modules = modules.clone();
+        std::thread::Builder::new()
+            .name(format!("nvrtc-main-{dev}"))
+            .spawn(move || build_image(&modules, target, &src, &what))
+            .map_err(|e| op_err(format!("device {dev}: starting the main module build: {e}")))?
+    };
+    Ok(DevCtx {
         dev,
         ctx,
-        _module: None,
-        funcs: HashMap::new(),
-        compile_ms: 0.0,
+        main: OnceLock::new(),
+        main_build: Mutex::new(Some(MainBuild { thread, started })),
         launches: AtomicU64::new(0),
         sms,
         stage_max,
@@ -206,44 +239,93 @@ pub(super) fn open_device(dev: usize, pdl: bool, modules: Arc<Modules>) -> BResu
             .map(|_| OnceLock::new())
             .collect(),
         mv_build: Mutex::new(()),
-        mma: OnceLock::new(),
-    };
-    let t0 = Instant::now();
-    let hits0 = dx.modules.stats().hits;
-    let module = compile_and_load(&dx, &src, &format!("device {dev}: main module"))?;
-    let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let how = if dx.modules.stats().hits > hits0 {
-        "read from the module cache"
-    } else {
-        "compiled by NVRTC"
-    };
-    let mut funcs = HashMap::new();
-    for name in KERNELS {
-        let f = module
-            .load_function(name)
-            .map_err(|e| op_err(format!("device {dev}: kernel {name}: {e}")))?;
-        funcs.insert(name, f);
-    }
-    diag!(
-        "cuda: device {dev} (sm_{major}{minor}): main module {how}, loaded in {compile_ms:.0} ms"
-    );
-    if std::env::var_os("PPN_CUDA_PROF").is_some() {
-        // Diagnostics: registers, spills and residency of the main module's hot kernels.
-        for name in ["attention", "attention_early"] {
-            if let Some(f) = funcs.get(name) {
-                eprintln!(
-                    "cuda prof: {name}: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
-                    f.num_regs(),
-                    f.local_size_bytes(),
-                    f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
-                );
-            }
+        mma: (0..MMA_KERNELS.len()).map(|_| OnceLock::new()).collect(),
+        att: (0..ATT_SLOTS).map(|_| OnceLock::new()).collect(),
+    })
+}
+
+impl DevCtx {
+    /// What this device's modules are compiled for.
+    pub(super) fn target(&self) -> Target {
+        Target {
+            cc: self.cc,
+            arch: self.arch,
+            sm: self.sm,
         }
     }
-    dx._module = Some(module);
-    dx.funcs = funcs;
-    dx.compile_ms = compile_ms;
-    Ok(dx)
+
+    /// The main module: joins its build (started by `open_device`) and loads it on first
+    /// use; a failure is kept and returned to every later caller.
+    pub(super) fn main_module(&self) -> BResult<&MainModule> {
+        if let Some(m) = self.main.get() {
+            return m.as_ref().map_err(|e| op_err(e.clone()));
+        }
+        let dev = self.dev;
+        let mut build = self
+            .main_build
+            .lock()
+            .map_err(|_| op_err(format!("device {dev}: main module build lock poisoned")))?;
+        if self.main.get().is_none() {
+            let loaded = match build.take() {
+                None => Err(format!("device {dev}: the main module build was lost")),
+                Some(b) => self.load_main(b),
+            };
+            let _ = self.main.set(loaded);
+        }
+        drop(build);
+        match self.main.get() {
+            Some(m) => m.as_ref().map_err(|e| op_err(e.clone())),
+            None => Err(op_err(format!("device {dev}: main module not loaded"))),
+        }
+    }
+
+    fn load_main(&self, b: MainBuild) -> Result<MainModule, String> {
+        let dev = self.dev;
+        let what = format!("device {dev}: main module");
+        let hits0 = self.modules.stats().hits;
+        let image = b
+            .thread
+            .join()
+            .map_err(|_| format!("{what}: build thread panicked"))?
+            .map_err(|e| e.to_string())?;
+        let module =
+            load_image(&self.ctx, &self.modules, image, &what).map_err(|e| e.to_string())?;
+        let mut funcs = HashMap::new();
+        for name in KERNELS {
+            let f = module
+                .load_function(name)
+                .map_err(|e| format!("device {dev}: kernel {name}: {e}"))?;
+            funcs.insert(name, f);
+        }
+        let how = if self.modules.stats().hits > hits0 {
+            "read from the module cache"
+        } else {
+            "built (NVRTC or module cache)"
+        };
+        diag!(
+            "cuda: device {dev} (sm_{}{}): main module {how}, ready {:.0} ms after the device opened",
+            self.cc.0,
+            self.cc.1,
+            b.started.elapsed().as_secs_f64() * 1e3
+        );
+        if std::env::var_os("PPN_CUDA_PROF").is_some() {
+            // Diagnostics: registers, spills and residency of the main module's hot kernels.
+            for name in ["attention", "attention_early"] {
+                if let Some(f) = funcs.get(name) {
+                    eprintln!(
+                        "cuda prof: {name}: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
+                        f.num_regs(),
+                        f.local_size_bytes(),
+                        f.occupancy_max_active_blocks_per_multiprocessor(256, 0, None)
+                    );
+                }
+            }
+        }
+        Ok(MainModule {
+            _module: module,
+            funcs,
+        })
+    }
 }
 
 /// Device memory bandwidth in GB/s (bytes read + bytes written per second): the best of five

@@ -8,8 +8,6 @@
 //! changes no bit (the launch geometry: engine/mma.rs); a device without f16 mma.sync is an
 //! error naming it, never a fallback.
 
-use std::time::Instant;
-
 use cudarc::driver::CudaFunction;
 
 use super::nvrtc::{compile_and_load, load_kernel, module_source};
@@ -176,6 +174,28 @@ pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
     Some(1 + MMA_SET * f + slot)
 }
 
+/// The MMA_KERNELS indices a device needs for matrices of `formats`: mma_prep and each
+/// format's whole set (which kernel of a set a launch takes depends on its size).
+pub(super) fn mma_kernels_for(formats: &[GgmlType]) -> Vec<usize> {
+    let mut v = vec![MMA_PREP];
+    for &ty in formats {
+        v.extend((0..MMA_SET).filter_map(|slot| mma_kernel(ty, slot)));
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The `#define` head of kernel `i`'s module: kernels/mma.cu instantiates only format
+/// MMA_SET's kernel MMA_SLOT (mma_prep alone for MMA_SET -1).
+pub(super) fn mma_module_head(i: usize) -> String {
+    if i == MMA_PREP {
+        return "#define MMA_Q4K\n#define MMA_SET -1\n".to_string();
+    }
+    let (f, slot) = ((i - 1) / MMA_SET, (i - 1) % MMA_SET);
+    format!("#define MMA_Q4K\n#define MMA_SET {f}\n#define MMA_SLOT {slot}\n")
+}
+
 /// The fused decode's dynamic shared memory budget: 64 KiB holds a one-row launch of up to
 /// 61 super-blocks (15616 inputs: every matrix of Llama-3-8B, down-proj's 14336 included).
 /// The kernels take up to 8 rows; the host fuses one (MMA_FUSE_MAX_ROWS). Beside the 16-warp
@@ -186,17 +206,9 @@ pub(super) const MMA_FUSE_SMEM_MAX: usize = 64 * 1024;
 pub(super) const MMA_DECODE_STATIC_SMEM: usize = 17 * 1024;
 
 impl DevCtx {
-    /// Compiles and loads the tensor-core Q4_K module (`--mma on`) unless this device has it.
     /// mma.sync m16n8k16 with f16 inputs needs sm_80 or later: an older device is an error
     /// naming it, never a silent fallback.
-    pub(crate) fn prepare_mma(&self) -> BResult<()> {
-        let _g = self
-            .mv_build
-            .lock()
-            .map_err(|_| op_err(format!("device {}: matvec build lock poisoned", self.dev)))?;
-        if self.mma.get().is_some() {
-            return Ok(());
-        }
+    pub(crate) fn mma_supported(&self) -> BResult<()> {
         if self.cc.0 < 8 {
             return Err(op_err(format!(
                 "device {}: --mma on needs tensor cores with f16 mma.sync (sm_80 or later), \
@@ -204,26 +216,20 @@ impl DevCtx {
                 self.dev, self.cc.0, self.cc.1
             )));
         }
-        let t0 = Instant::now();
-        let src = module_source("#define MMA_Q4K\n".to_string(), MMA_SOURCES.iter());
-        let what = format!("device {}: mma module", self.dev);
+        Ok(())
+    }
+
+    /// Compiles and loads kernel `i` of MMA_KERNELS as a module of its own
+    /// (`mma_module_head`), for `prepare_modules`.
+    pub(crate) fn build_mma_kernel(&self, i: usize) -> BResult<CudaFunction> {
+        let name = MMA_KERNELS[i];
+        let src = module_source(mma_module_head(i), MMA_SOURCES.iter());
+        let what = format!("device {}: mma kernel {name}", self.dev);
         let module = compile_and_load(self, &src, &what)?;
         // The fused decode kernels take their prepared rows in dynamic shared memory, up to
         // mma_fuse_cap bytes (engine/mma.rs mma_fused_smem).
-        let fs = MMA_KERNELS
-            .iter()
-            .map(|name| {
-                let fused = name.starts_with("mma_decode_f");
-                load_kernel(&module, &what, name, fused.then(|| self.mma_fuse_cap()))
-            })
-            .collect::<BResult<Vec<_>>>()?;
-        let _ = self.mma.set(fs);
-        diag!(
-            "cuda: device {}: mma module ready (NVRTC or module cache, + load) in {:.0} ms",
-            self.dev,
-            t0.elapsed().as_secs_f64() * 1e3
-        );
-        Ok(())
+        let fused = name.starts_with("mma_decode_f");
+        load_kernel(&module, &what, name, fused.then(|| self.mma_fuse_cap()))
     }
 
     /// Dynamic shared memory a fused mma decode launch may take on this device: the crate's
@@ -233,9 +239,9 @@ impl DevCtx {
         MMA_FUSE_SMEM_MAX.min(self.smem_max.saturating_sub(MMA_DECODE_STATIC_SMEM))
     }
 
-    /// Kernel `i` of the mma module (`MMA_KERNELS`); `prepare_mma` must have built it.
+    /// Kernel `i` of the mma module (`MMA_KERNELS`); `prepare_modules` must have built it.
     pub(crate) fn mma_func(&self, i: usize) -> BResult<&CudaFunction> {
-        self.mma.get().and_then(|v| v.get(i)).ok_or_else(|| {
+        self.mma.get(i).and_then(|k| k.get()).ok_or_else(|| {
             op_err(format!(
                 "device {}: mma kernel {} was not compiled for this engine",
                 self.dev,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cudarc::driver::{sys, CudaFunction, CudaModule};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::Ptx;
 
 use super::modcache::{ImageKind, Key, KeyParts, ModuleCache, Outcome};
@@ -31,17 +31,72 @@ pub(super) const SOURCES: [(&str, &str); 8] = [
     ("sched.cu", include_str!("kernels/sched.cu")),
 ];
 
-/// The kernels of the main module (compiled when a device is opened).
-pub(super) const KERNELS: [&str; 8] = [
+/// The kernels of the main module (its build starts when a device is opened; the
+/// attention kernels are modules of their own, `ATT_KERNELS`).
+pub(super) const KERNELS: [&str; 5] = [
     "embed_rows",
     "add_residual",
     "stage_rows",
-    "attention",
-    "attention_early",
-    "attention_rows",
     "spin",
     "rowpos_set",
 ];
+
+/// The `#define` head of the main module: every source, no attention kernel.
+pub(super) const MAIN_HEAD: &str = "#define ATT_KERNEL -1\n";
+
+/// The attention kernels (kernels/attention.cu), one module each, built with an engine's
+/// other modules (`prepare_modules`): the two one-row kernels per head-width class
+/// (`ATT_WIDTHS`: the branch of att_entry the host's blocks of 256 take, compiled alone),
+/// and `attention_rows`. Why apart: in one program they were the longest NVRTC compile of a
+/// cold start, run before anything else could be built.
+pub(crate) const ATT_KERNELS: [&str; 3] = ["attention", "attention_early", "attention_rows"];
+
+/// Head widths with a one-row attention instantiation of their own; 0: every other width.
+pub(crate) const ATT_WIDTHS: [usize; 4] = [64, 128, 256, 0];
+
+/// Attention module slots: one-row kernel k (0, 1) for width class c at k * 4 + c, then
+/// `attention_rows`.
+pub(crate) const ATT_SLOTS: usize = 2 * ATT_WIDTHS.len() + 1;
+
+/// The slot of attention kernel `k` (`ATT_KERNELS` index) for heads `hd` wide.
+pub(crate) fn att_slot(k: usize, hd: usize) -> usize {
+    if k >= 2 {
+        return ATT_SLOTS - 1;
+    }
+    let class = ATT_WIDTHS
+        .iter()
+        .position(|&w| w == hd)
+        .unwrap_or(ATT_WIDTHS.len() - 1);
+    k * ATT_WIDTHS.len() + class
+}
+
+/// The attention modules an engine with heads `hd` wide launches.
+pub(crate) fn att_modules_for(hd: usize) -> Vec<usize> {
+    (0..ATT_KERNELS.len()).map(|k| att_slot(k, hd)).collect()
+}
+
+/// The kernel name and `#define` head of attention slot `i`.
+pub(crate) fn att_module(i: usize) -> (&'static str, String) {
+    if i + 1 >= ATT_SLOTS {
+        return (ATT_KERNELS[2], "#define ATT_KERNEL 2\n".to_string());
+    }
+    let (k, c) = (i / ATT_WIDTHS.len(), i % ATT_WIDTHS.len());
+    (
+        ATT_KERNELS[k],
+        format!("#define ATT_KERNEL {k}\n#define ATT_HD {}\n", ATT_WIDTHS[c]),
+    )
+}
+
+/// Every source in order after `head` (the main module's and the attention modules' text).
+pub(super) fn whole_source(head: &str) -> String {
+    std::iter::once(head.to_string())
+        .chain(
+            SOURCES
+                .iter()
+                .map(|(name, s)| format!("// ---- {name}\n{s}\n")),
+        )
+        .collect()
+}
 
 /// The sources of a matvec module (kernels/matvec.cu with its helpers), compiled per (kind,
 /// row tile) on first need: one kind per block format (`#define MV_FMT id`) and one generic
@@ -141,23 +196,47 @@ const PROGRAM_NAME: &str = "ppn_gate_kernels.cu";
 /// from Cargo.lock); part of every cache key.
 const CUDARC_VERSION: &str = env!("PPN_CUDARC_VERSION");
 
-/// Gets `src`'s module for `dx`'s device and loads it. With a module cache: CUBIN for the
-/// device's real architecture (PTX where the table in `open_device` has none), from the cache
-/// or compiled and stored; without: PTX compiled now, which the driver JIT-compiles at load
-/// (through its own JIT cache). An NVRTC error keeps the compile log.
+/// What a module image is compiled for: a device's compute capability and architectures
+/// (`open_device`'s table), copied out of its `DevCtx` so a build can run on a thread of
+/// its own before the context's table is complete.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Target {
+    pub(super) cc: (i32, i32),
+    /// NVRTC's virtual architecture (None: its default).
+    pub(super) arch: Option<&'static str>,
+    /// The real architecture CUBIN is compiled for when modules are cached (None: PTX).
+    pub(super) sm: Option<&'static str>,
+}
+
+/// A compiled module not yet loaded into a context: CUBIN or PTX bytes.
+pub(super) struct Image {
+    kind: ImageKind,
+    bytes: Vec<u8>,
+}
+
+/// Gets `src`'s module for `dx`'s device and loads it (`build_image`, then `load_image`).
 pub(super) fn compile_and_load(dx: &DevCtx, src: &str, what: &str) -> BResult<Arc<CudaModule>> {
+    let image = build_image(&dx.modules, dx.target(), src, what)?;
+    load_image(&dx.ctx, &dx.modules, image, what)
+}
+
+/// `src`'s image for `t`. With a module cache: CUBIN for the device's real architecture (PTX
+/// where the table in `open_device` has none), from the cache or compiled and stored;
+/// without: PTX compiled now, which the driver JIT-compiles at load (through its own JIT
+/// cache). An NVRTC error keeps the compile log. No CUDA context is touched, so builds run on
+/// any thread, several at once (`run_parallel`).
+pub(super) fn build_image(m: &Modules, t: Target, src: &str, what: &str) -> BResult<Image> {
     let t0 = Instant::now();
-    let m = &*dx.modules;
-    let (kind, arch) = match (&m.cache, dx.sm) {
+    let (kind, arch) = match (&m.cache, t.sm) {
         (Some(_), Some(sm)) => (ImageKind::Cubin, Some(sm)),
-        _ => (ImageKind::Ptx, dx.arch),
+        _ => (ImageKind::Ptx, t.arch),
     };
     let options = nvrtc_options(arch);
     let compile = || {
         nvrtc_compile(src, &options, kind)
             .map_err(|e| op_err(format!("{what}: NVRTC compile failed: {e}")))
     };
-    let image = match &m.cache {
+    let bytes = match &m.cache {
         None => {
             m.uncached.fetch_add(1, Ordering::Relaxed);
             compile()?
@@ -168,7 +247,7 @@ pub(super) fn compile_and_load(dx: &DevCtx, src: &str, what: &str) -> BResult<Ar
                 options: &options,
                 name: PROGRAM_NAME,
                 kind,
-                cc: dx.cc,
+                cc: t.cc,
                 driver: (m.driver.0, &m.driver.1),
                 nvrtc: m.nvrtc,
                 cudarc: CUDARC_VERSION,
@@ -183,20 +262,69 @@ pub(super) fn compile_and_load(dx: &DevCtx, src: &str, what: &str) -> BResult<Ar
             image
         }
     };
-    let image = match kind {
-        ImageKind::Cubin => Ptx::from_binary(image),
+    m.micros
+        .fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
+    Ok(Image { kind, bytes })
+}
+
+/// Loads `image` into `ctx` (the driver JIT-compiles a PTX image here).
+pub(super) fn load_image(
+    ctx: &Arc<CudaContext>,
+    m: &Modules,
+    image: Image,
+    what: &str,
+) -> BResult<Arc<CudaModule>> {
+    let t0 = Instant::now();
+    let kind = image.kind;
+    let ptx = match kind {
+        ImageKind::Cubin => Ptx::from_binary(image.bytes),
         ImageKind::Ptx => Ptx::from_src(
-            String::from_utf8(image)
+            String::from_utf8(image.bytes)
                 .map_err(|_| op_err(format!("{what}: the PTX image is not UTF-8 text")))?,
         ),
     };
-    let module = dx
-        .ctx
-        .load_module(image)
+    let module = ctx
+        .load_module(ptx)
         .map_err(|e| op_err(format!("{what}: loading the {} module: {e}", kind.name())))?;
     m.micros
         .fetch_add(t0.elapsed().as_micros() as u64, Ordering::Relaxed);
     Ok(module)
+}
+
+/// Runs `jobs` on at most as many threads as the host has cores, and returns their results
+/// in job order (None: the job panicked). NVRTC compiles one program on one thread, so a
+/// cold start's modules are built side by side: its time is the longest module's, not the
+/// sum. Which thread builds which module changes no byte of any image.
+pub(super) fn run_parallel<'a, T: Send>(
+    jobs: Vec<Box<dyn FnOnce() -> T + Send + 'a>>,
+) -> Vec<Option<T>> {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+    let n = jobs.len();
+    let cores = std::thread::available_parallelism().map_or(4, |c| c.get());
+    let queue: Vec<Mutex<Option<Box<dyn FnOnce() -> T + Send + 'a>>>> =
+        jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
+    let out: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|sc| {
+        for _ in 0..cores.min(n) {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                let job = queue[i].lock().unwrap_or_else(|e| e.into_inner()).take();
+                if let Some(job) = job {
+                    // A panicking build is that job's None, never a poisoned pool.
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).ok();
+                    *out[i].lock().unwrap_or_else(|e| e.into_inner()) = r;
+                }
+            });
+        }
+    });
+    out.into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .collect()
 }
 
 /// NVRTC options. The numerics contract: no contraction into FMA, no flush-to-zero, IEEE
@@ -360,16 +488,23 @@ impl DevCtx {
             })
     }
 
-    /// Compiles and loads the matvec modules of `need` (kind, row tile) that this device
-    /// lacks, each on its own thread (NVRTC and the driver's JIT of one module are
-    /// single-threaded).
-    pub(crate) fn prepare_mv(&self, need: &[(usize, usize)]) -> BResult<()> {
+    /// Compiles and loads every module an engine needs that this device lacks: the matvec
+    /// modules of `mv` (kind, row tile), the mma kernels `mma` (indices into MMA_KERNELS,
+    /// one module each) and the attention modules `att` (slots, `att_slot`), all at once on the host's cores (`run_parallel`),
+    /// beside the main module, which `open_device` started on a thread of its own. A cold
+    /// start so takes about its longest module, not the sum of them.
+    pub(crate) fn prepare_modules(
+        &self,
+        mv: &[(usize, usize)],
+        mma: &[usize],
+        att: &[usize],
+    ) -> BResult<()> {
         let _g = self
             .mv_build
             .lock()
             .map_err(|_| op_err(format!("device {}: matvec build lock poisoned", self.dev)))?;
-        let mut todo: Vec<(usize, usize, usize)> = Vec::new();
-        for &(k, t) in need {
+        let mut todo_mv: Vec<(usize, usize, usize)> = Vec::new();
+        for &(k, t) in mv {
             let i = Self::mv_slot(k, t).ok_or_else(|| {
                 op_err(format!(
                     "device {}: no matvec module {k} with row tile {t} (kinds < {MV_KINDS}, \
@@ -377,78 +512,199 @@ impl DevCtx {
                     self.dev
                 ))
             })?;
-            if self.mv[i].get().is_none() && !todo.iter().any(|&(j, _, _)| j == i) {
-                todo.push((i, k, t));
+            if self.mv[i].get().is_none() && !todo_mv.iter().any(|&(j, _, _)| j == i) {
+                todo_mv.push((i, k, t));
             }
         }
+        let mut todo_mma: Vec<usize> = Vec::new();
+        for &i in mma {
+            let slot = self.mma.get(i).ok_or_else(|| {
+                op_err(format!(
+                    "device {}: no mma kernel {i} (the mma module has {})",
+                    self.dev,
+                    self.mma.len()
+                ))
+            })?;
+            if slot.get().is_none() && !todo_mma.contains(&i) {
+                todo_mma.push(i);
+            }
+        }
+        if !todo_mma.is_empty() {
+            self.mma_supported()?;
+        }
+        let mut todo_att: Vec<usize> = Vec::new();
+        for &i in att {
+            let slot = self
+                .att
+                .get(i)
+                .ok_or_else(|| op_err(format!("device {}: no attention module {i}", self.dev)))?;
+            if slot.get().is_none() && !todo_att.contains(&i) {
+                todo_att.push(i);
+            }
+        }
+        if todo_mv.is_empty() && todo_mma.is_empty() && todo_att.is_empty() {
+            return Ok(());
+        }
+        /// One built module's kernels, and where they go.
+        enum Built {
+            Mv(usize, usize, CudaFunction),
+            Mma(usize, CudaFunction),
+            Att(usize, CudaFunction),
+        }
         let t0 = Instant::now();
-        let built: Vec<(usize, BResult<Vec<CudaFunction>>)> = std::thread::scope(|sc| {
-            let hs: Vec<_> = todo
-                .iter()
-                .map(|&(i, k, t)| (i, k, t, sc.spawn(move || self.build_mv(k, t))))
-                .collect();
-            hs.into_iter()
-                .map(|(i, k, t, h)| {
-                    let r = h.join().unwrap_or_else(|_| {
-                        Err(op_err(format!(
-                            "device {}: matvec module {k} tile {t}: build thread panicked",
-                            self.dev
-                        )))
-                    });
-                    (i, r)
-                })
-                .collect()
-        });
-        for (i, r) in built {
+        let mut names: Vec<String> = Vec::new();
+        let mut jobs: Vec<Box<dyn FnOnce() -> BResult<Built> + Send + '_>> = Vec::new();
+        // The attention modules first: the longest of a cold start, and the pool takes its
+        // jobs in order, so they start at once.
+        for &i in &todo_att {
+            let (name, head) = att_module(i);
+            names.push(format!("{name} ({})", head.trim().replace('\n', " ")));
+            jobs.push(Box::new(move || Ok(Built::Att(i, self.build_att(i)?))));
+        }
+        for &(i, k, t) in &todo_mv {
+            for part in 0..Self::mv_parts(k) {
+                names.push(format!("{k}/r{t}/{part}"));
+                jobs.push(Box::new(move || {
+                    Ok(Built::Mv(i, part, self.build_mv(k, t, part)?))
+                }));
+            }
+        }
+        for &i in &todo_mma {
+            names.push(super::mma::MMA_KERNELS[i].to_string());
+            jobs.push(Box::new(move || {
+                Ok(Built::Mma(i, self.build_mma_kernel(i)?))
+            }));
+        }
+        let n = jobs.len();
+        let mut first_err = None;
+        // A vectorized matvec module's variants, gathered in MVQ_KERNELS order by slot.
+        let mut parts: std::collections::BTreeMap<usize, Vec<Option<CudaFunction>>> =
+            std::collections::BTreeMap::new();
+        for (r, what) in run_parallel(jobs).into_iter().zip(&names) {
+            let r = r.unwrap_or_else(|| {
+                Err(op_err(format!(
+                    "device {}: module {what}: build thread panicked",
+                    self.dev
+                )))
+            });
             // A slot is set once: the lock above keeps a second builder out.
-            let _ = self.mv[i].set(r?);
+            match r {
+                Ok(Built::Mv(i, part, f)) => {
+                    let (_, k, _) = todo_mv
+                        .iter()
+                        .find(|&&(j, _, _)| j == i)
+                        .copied()
+                        .unwrap_or_default();
+                    let v = parts
+                        .entry(i)
+                        .or_insert_with(|| vec![None; Self::mv_parts(k)]);
+                    if let Some(p) = v.get_mut(part) {
+                        *p = Some(f);
+                    }
+                }
+                Ok(Built::Mma(i, f)) => {
+                    let _ = self.mma[i].set(f);
+                }
+                Ok(Built::Att(i, f)) => {
+                    let _ = self.att[i].set(f);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
         }
-        if !todo.is_empty() {
-            let names: Vec<String> = todo.iter().map(|&(_, k, t)| format!("{k}/r{t}")).collect();
-            diag!(
-                "cuda: device {}: matvec modules [{}] ready (NVRTC or module cache, + load) in {:.0} ms",
-                self.dev,
-                names.join(", "),
-                t0.elapsed().as_secs_f64() * 1e3
-            );
+        if let Some(e) = first_err {
+            return Err(e);
         }
+        for (i, v) in parts {
+            // Every part built (no error above): the slot's kernels in variant order.
+            let _ = self.mv[i].set(v.into_iter().flatten().collect());
+        }
+        diag!(
+            "cuda: device {}: {n} kernel modules [{}] ready (NVRTC or module cache, + load, \
+             side by side) in {:.0} ms",
+            self.dev,
+            names.join(", "),
+            t0.elapsed().as_secs_f64() * 1e3
+        );
         Ok(())
     }
 
-    fn build_mv(&self, kind: usize, tile: usize) -> BResult<Vec<CudaFunction>> {
+    /// The kernels of matvec module (kind, tile): one, or for a vectorized kind one per
+    /// `MVQ_KERNELS` variant, each built as a module of its own (`build_mv`).
+    fn mv_parts(kind: usize) -> usize {
+        if kind >= MVQ_BASE {
+            MVQ_KERNELS.len()
+        } else {
+            1
+        }
+    }
+
+    /// Compiles and loads kernel `part` of matvec module (kind, tile): a vectorized kind's
+    /// variant `part` alone (`#define MVQ_NW`, kernels/mvq.cu), so its three variants
+    /// compile side by side.
+    fn build_mv(&self, kind: usize, tile: usize, part: usize) -> BResult<CudaFunction> {
         let vectorized = kind >= MVQ_BASE;
         let head = if kind == MV_GENERIC {
             format!("#define MV_GENERIC\n#define MV_RT {tile}\n")
         } else if vectorized {
             format!(
-                "#define MVQ_FMT {}\n#define MV_RT {tile}\n",
-                kind - MVQ_BASE
+                "#define MVQ_FMT {}\n#define MV_RT {tile}\n#define MVQ_NW {}\n",
+                kind - MVQ_BASE,
+                1 << part
             )
         } else {
             format!("#define MV_FMT {kind}\n#define MV_RT {tile}\n")
         };
         let extra: &[&str] = if vectorized { &["mvq.cu"] } else { &[] };
         let src = module_source(head, MV_SOURCES.iter().chain(extra));
-        let what = format!("device {}: matvec module {kind} tile {tile}", self.dev);
+        let (name, smem) = if vectorized {
+            (MVQ_KERNELS[part], self.smem_max)
+        } else {
+            (MV_KERNEL, self.stage_max)
+        };
+        let what = format!(
+            "device {}: matvec module {kind} tile {tile} {name}",
+            self.dev
+        );
         let module = compile_and_load(self, &src, &what)?;
-        let names: &[&str] = if vectorized {
-            &MVQ_KERNELS
-        } else {
-            &[MV_KERNEL]
-        };
-        let smem = if vectorized {
-            self.smem_max
-        } else {
-            self.stage_max
-        };
-        names
+        load_kernel(&module, &what, name, Some(smem))
+    }
+
+    /// Compiles and loads attention slot `i`'s module (`att_module`).
+    fn build_att(&self, i: usize) -> BResult<CudaFunction> {
+        let (name, head) = att_module(i);
+        let what = format!(
+            "device {}: attention module {name} ({})",
+            self.dev,
+            head.trim().replace('\n', " ")
+        );
+        let module = compile_and_load(self, &whole_source(&head), &what)?;
+        load_kernel(&module, &what, name, None)
+    }
+
+    /// Attention kernel `name` (of `ATT_KERNELS`) for heads `hd` wide; `prepare_modules`
+    /// must have built it (engines do at build).
+    pub(crate) fn att_func(&self, name: &str, hd: usize) -> BResult<&CudaFunction> {
+        let k = ATT_KERNELS
             .iter()
-            .map(|name| load_kernel(&module, &what, name, Some(smem)))
-            .collect()
+            .position(|&n| n == name)
+            .unwrap_or(ATT_KERNELS.len());
+        self.att
+            .get(att_slot(k, hd))
+            .filter(|_| k < ATT_KERNELS.len())
+            .and_then(|f| f.get())
+            .ok_or_else(|| {
+                op_err(format!(
+                    "device {}: attention kernel {} for heads {hd} wide was not compiled for \
+                     this engine",
+                    self.dev, name
+                ))
+            })
     }
 
     pub(crate) fn func(&self, name: &str) -> BResult<&CudaFunction> {
-        self.funcs.get(name).ok_or_else(|| {
+        self.main_module()?.funcs.get(name).ok_or_else(|| {
             op_err(format!(
                 "device {}: kernel {name} is not in the module",
                 self.dev

@@ -68,6 +68,7 @@ fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
     // loads by name, and the mma module's, which `DevCtx::prepare_mma` loads.
     let mut listed: Vec<String> = KERNELS
         .iter()
+        .chain(super::nvrtc::ATT_KERNELS.iter())
         .chain([MV_KERNEL].iter())
         .chain(MMA_KERNELS.iter())
         .map(|s| s.to_string())
@@ -499,6 +500,45 @@ fn the_nvrtc_check_assembles_the_modules_as_the_backend_does() {
         "VECTORIZED"
     );
     assert!(py.contains(&format!("FORMATS = {}", GgmlType::ALL.len())));
+    // The main module and the attention modules, with the heads the engine gives them.
+    use super::nvrtc::{att_module, att_slot, ATT_KERNELS, ATT_SLOTS, ATT_WIDTHS, MAIN_HEAD};
+    assert!(py.contains(&format!("{MAIN_HEAD:?} + whole")), "main head");
+    let widths: Vec<String> = ATT_WIDTHS.iter().map(|w| w.to_string()).collect();
+    assert!(py.contains(&format!("ATT_WIDTHS = [{}]", widths.join(", "))));
+    assert!(py.contains(r##"f"#define ATT_KERNEL {k}\n#define ATT_HD {hd}\n" + whole"##));
+    assert!(py.contains(r##""#define ATT_KERNEL 2\n" + whole"##));
+    assert!(
+        py.contains(r##"f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n#define MVQ_NW {nw}\n""##)
+    );
+    // Every (kernel, width) has its slot, the slots are distinct, and each slot's module
+    // head instantiates that kernel for that width class (other widths: class 0).
+    let mut seen = std::collections::HashSet::new();
+    for k in 0..2 {
+        for (c, &w) in ATT_WIDTHS.iter().enumerate() {
+            let i = att_slot(k, w);
+            assert!(seen.insert(i));
+            let (name, head) = att_module(i);
+            assert_eq!(name, ATT_KERNELS[k]);
+            assert_eq!(
+                head,
+                format!("#define ATT_KERNEL {k}\n#define ATT_HD {w}\n")
+            );
+            assert_eq!(c, i % ATT_WIDTHS.len());
+        }
+        for odd in [32, 80, 96, 192, 512] {
+            assert_eq!(
+                att_slot(k, odd),
+                att_slot(k, 0),
+                "hd {odd} takes the generic body"
+            );
+        }
+    }
+    assert!(seen.insert(att_slot(2, 64)));
+    assert_eq!(seen.len(), ATT_SLOTS);
+    assert_eq!(
+        att_module(att_slot(2, 128)),
+        ("attention_rows", "#define ATT_KERNEL 2\n".to_string())
+    );
 }
 
 #[test]
@@ -514,7 +554,7 @@ fn the_one_row_attention_kernel_is_early_only_while_its_launch_is_one_wave() {
     assert_eq!(att_kernel(133, 132), "attention");
     assert_eq!(att_kernel(256, 132), "attention");
     for b in [1, 200] {
-        assert!(KERNELS.contains(&att_kernel(b, 132)));
+        assert!(super::nvrtc::ATT_KERNELS.contains(&att_kernel(b, 132)));
     }
     // Both kernels are the same body (att_entry) with only the EARLY flag apart.
     let src = source("attention.cu");
@@ -641,6 +681,38 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(
         py.contains(r##""#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])"##)
     );
+    // ... and each kernel's own module, with the head the engine gives it.
+    assert!(py.contains(&format!("MMA_FORMATS = {}", MMA_FORMATS.len())));
+    assert!(py.contains(&format!("MMA_SET_KERNELS = {}", super::mma::MMA_SET)));
+    assert!(
+        py.contains(r##"f"#define MMA_Q4K\n#define MMA_SET {fset}\n#define MMA_SLOT {slot}\n""##)
+    );
+    assert!(py.contains(r##""#define MMA_Q4K\n#define MMA_SET -1\n""##));
+    assert_eq!(
+        super::mma::mma_module_head(super::mma::MMA_PREP),
+        "#define MMA_Q4K\n#define MMA_SET -1\n"
+    );
+    for (f, (ty, _)) in MMA_FORMATS.iter().enumerate() {
+        for slot in 0..super::mma::MMA_SET {
+            let i = super::mma::mma_kernel(*ty, slot).unwrap();
+            assert_eq!(
+                super::mma::mma_module_head(i),
+                format!("#define MMA_Q4K\n#define MMA_SET {f}\n#define MMA_SLOT {slot}\n")
+            );
+        }
+    }
+    // One kernel per module: the set's macro instantiates slot MMA_SLOT alone.
+    for k in 0..super::mma::MMA_SET {
+        assert!(
+            mma.contains(&format!("#define MMA_K{k}(F, SUF)")),
+            "MMA_K{k}"
+        );
+    }
+    assert!(mma.contains("#define MMA_ONE(F, SUF) MMA_CAT(MMA_K, MMA_SLOT)(F, SUF)"));
+    let kernels =
+        super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q6K]);
+    assert_eq!(kernels.len(), 11, "mma_prep and two sets of five");
+    assert_eq!(kernels[0], super::mma::MMA_PREP);
     // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
     // pairs gate and up in one block / lane only with an even tile count per block or warp.

@@ -290,7 +290,9 @@ impl CudaEngine {
             block_dim: (256, 1, 1),
             shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
         };
-        let f = self.dx.func(att_kernel(c.n_heads * rows, self.dx.sms))?;
+        let f = self
+            .dx
+            .att_func(att_kernel(c.n_heads * rows, self.dx.sms), c.head_dim)?;
         let e0 = self.prof_start(s);
         let mut p = [
             kp(&a.q),
@@ -363,7 +365,7 @@ impl CudaEngine {
             block_dim: (256, 1, 1),
             shared_mem_bytes: to_u32(smem, "attention_rows shared memory")?,
         };
-        let f = self.dx.func("attention_rows")?;
+        let f = self.dx.att_func("attention_rows", hd as usize)?;
         let e0 = self.prof_start(s);
         let mut p = [
             kp(&a.q),

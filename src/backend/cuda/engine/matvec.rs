@@ -202,17 +202,17 @@ pub(in crate::backend::cuda) fn mv_args_bytes() -> usize {
 }
 
 /// The matvec modules (kind, row tile) the launches over `layers` and `output` need for up
-/// to `max_rows` rows, and whether any of their matrices is in the tensor-core layout (then
-/// the mma module is needed too). A function of the matrices and `max_rows` alone.
+/// to `max_rows` rows, and the formats of their matrices in the tensor-core layout (whose
+/// mma kernels are needed too). A function of the matrices and `max_rows` alone.
 pub(super) fn modules_needed(
     layers: &[DevLayer],
     output: Option<&DevWeight>,
     max_rows: usize,
-) -> (Vec<(usize, usize)>, bool) {
+) -> (Vec<(usize, usize)>, Vec<GgmlType>) {
     let mut kinds: Vec<usize> = Vec::new();
-    let mut any_mma = false;
+    let mut mma: Vec<GgmlType> = Vec::new();
     let mut need = |tys: &[&DevWeight], mode: i32| {
-        any_mma |= tys.iter().any(|w| w.mma);
+        mma.extend(tys.iter().filter(|w| w.mma).map(|w| w.ty));
         kinds.extend(
             launch_groups(tys.iter().filter(|w| !w.mma).map(|w| w.kind()), mode)
                 .into_iter()
@@ -235,7 +235,9 @@ pub(super) fn modules_needed(
         .iter()
         .flat_map(|&k| tiles.iter().map(move |&t| (k, t)))
         .collect();
-    (need, any_mma)
+    mma.sort_unstable_by_key(|t| *t as usize);
+    mma.dedup();
+    (need, mma)
 }
 
 impl CudaEngine {

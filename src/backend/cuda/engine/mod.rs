@@ -243,13 +243,18 @@ impl CudaEngine {
         // The matvec modules this engine's launches need (see `mv`): compiled now, once per
         // device, so no launch compiles.
         // (Matrices in the tensor-core layout run the mma module instead: see `mv`.)
-        let (need, any_mma) = modules_needed(&layers, output.as_ref(), spec.max_rows);
-        dx.prepare_mv(&need)
-            .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
-        if any_mma {
-            dx.prepare_mma()
-                .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
-        }
+        let (need, mma_formats) = modules_needed(&layers, output.as_ref(), spec.max_rows);
+        let mma_kernels = if mma_formats.is_empty() {
+            Vec::new()
+        } else {
+            crate::backend::cuda::mma::mma_kernels_for(&mma_formats)
+        };
+        dx.prepare_modules(
+            &need,
+            &mma_kernels,
+            &crate::backend::cuda::nvrtc::att_modules_for(c.head_dim),
+        )
+        .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
         let r = spec.max_rows;
         // stage_rows lays out the input of any matvec: x (n_embd), att (q_dim) or h (n_ff).
         let xn_width = c.n_embd.max(c.n_ff).max(c.q_dim());
@@ -275,7 +280,7 @@ impl CudaEngine {
             h: mk(c.n_ff)?,
             xn: mk(xn_width)?,
             xn_width,
-            mma: if any_mma {
+            mma: if !mma_formats.is_empty() {
                 Some(MmaScratch::new(dx, r, xn_width, s)?)
             } else {
                 None

@@ -397,6 +397,7 @@ __device__ __forceinline__ void att_entry(ATT_PARAMS) {
     const int p = (int)rp->pos[re];
     const int slot = (int)rp->slot[re];
     const size_t seq = (size_t)rp->seq[re];
+#if !defined(ATT_HD)
     if (blockDim.x == 256 && hd == 64)
         att_fused<8, 8, EARLY>(ATT_FUSED_ARGS);
     else if (blockDim.x == 256 && hd == 128)
@@ -405,16 +406,36 @@ __device__ __forceinline__ void att_entry(ATT_PARAMS) {
         att_fused<32, 2, EARLY>(ATT_FUSED_ARGS);
     else
         att_fused<0, 0, EARLY>(ATT_FUSED_ARGS);
+#else
+    // The engine's modules hold one head width each (ATT_HD: 64, 128, 256, or 0 for any
+    // other; src/backend/cuda/nvrtc.rs att_module_head), and the host launches the module of
+    // its model's width with blocks of 256: the branch above that it would take, alone.
+#if ATT_HD == 64
+    att_fused<8, 8, EARLY>(ATT_FUSED_ARGS);
+#elif ATT_HD == 128
+    att_fused<16, 4, EARLY>(ATT_FUSED_ARGS);
+#elif ATT_HD == 256
+    att_fused<32, 2, EARLY>(ATT_FUSED_ARGS);
+#else
+    att_fused<0, 0, EARLY>(ATT_FUSED_ARGS);
+#endif
+#endif
 }
 
 // The one-row kernel (see the header) for launches of more blocks than SMs: K and V load
 // where they are used (~100 registers, two blocks per SM).
+// One kernel per engine module (ATT_KERNEL 0, 1, 2; -1: none, the main module); every
+// kernel without it (scripts/nvrtc-check.py's whole program).
+#if !defined(ATT_KERNEL) || ATT_KERNEL == 0
 extern "C" __global__ void attention(ATT_PARAMS) { att_entry<false>(ATT_ARGS); }
+#endif
 
 // The same kernel for launches of at most one block per SM (a decode step of a few rows):
 // the first K and V trips leave with the RoPE table (EARLY in att_fused; ~210 registers, one
 // block per SM). The same att_fused arithmetic as `attention`, so the same bits.
+#if !defined(ATT_KERNEL) || ATT_KERNEL == 1
 extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARGS); }
+#endif
 
 // The attend pass (kv_mode 2) of a step whose rows are ONE sequence at consecutive slots (a
 // prime chunk, a verify round), for R rows per block instead of one: every row gets
@@ -443,6 +464,7 @@ extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARG
 // the host checks it.
 #define ATR_MAX_R 8
 #define ATR_VDEPTH 16
+#if !defined(ATT_KERNEL) || ATT_KERNEL == 2
 extern "C" __global__ void __launch_bounds__(256) attention_rows(
     const float* q, const float* bq, const float* qn, float eps, const float* table, int style,
     const float* K, const float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
@@ -635,3 +657,4 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
         }
     }
 }
+#endif

@@ -462,6 +462,8 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
     if (L == 0) *xe = e;
 }
 
+// mma_prep: in the whole program, or a module of its own (MMA_SET -1).
+#if !defined(MMA_SET) || MMA_SET < 0
 extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __restrict__ XF,
                                                            float* __restrict__ XE,
                                                            float* __restrict__ XS, int plant) {
@@ -487,6 +489,7 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     // the fault only: THE ORDER is hi, then lo
     if (sb < n_sb) mma_prep_sb(X, a.norm, inv, n, sb, L, XF + i * 256, XE + i, XS + i * 8, plant && a.rows > 1);
 }
+#endif
 
 // The fused decode's prep (mma_decode_body<.., FUSE = true>): all nb <= 8 rows of the launch,
 // every super-block, into shared memory (xf: nb * n_sb * 256 words, xe, xs at the same strides
@@ -960,28 +963,59 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
     __shared__ __align__(16) float red[KP][MT * 128];
     mma_decode_body<F, MT, KP, FUSE>(a, XF, XE, XS, n_mt, n_sb, ncols, plant, red);
 }
-// One set per format F, named with suffix SUF (empty for Q4_K, as before the other formats).
-#define MMA_KERNEL_SET(F, SUF)                                                                  \
+// The five kernels of format F's set, named with suffix SUF (empty for Q4_K, as before the
+// other formats), one macro each so that a module can hold one of them.
+#define MMA_K0(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8##SUF(MMA_ARGS) {       \
         mma_decode_kernel<F, 2, 8, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0);                \
-    }                                                                                           \
+    }
+#define MMA_K1(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_k16##SUF(MMA_ARGS) {     \
         mma_decode_kernel<F, 2, 16, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0);               \
-    }                                                                                           \
+    }
+#define MMA_K2(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(4 * 4 * 32) mma_gemm##SUF(MMA_ARGS) {        \
         mma_gemm_body<F, 2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);                        \
-    }                                                                                           \
+    }
+#define MMA_K3(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_f8##SUF(MMA_FARGS) {      \
         mma_decode_kernel<F, 2, 8, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
-    }                                                                                           \
+    }
+#define MMA_K4(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_f16##SUF(MMA_FARGS) {    \
         mma_decode_kernel<F, 2, 16, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
     }
+#define MMA_KERNEL_SET(F, SUF) MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF)
+#if !defined(MMA_SET)
+// Every kernel in one program (scripts/nvrtc-check.py compiles it so).
 MMA_KERNEL_SET(MF_Q4K, )
 MMA_KERNEL_SET(MF_Q8_0, _q8_0)
 MMA_KERNEL_SET(MF_Q4_0, _q4_0)
 MMA_KERNEL_SET(MF_Q4_1, _q4_1)
 MMA_KERNEL_SET(MF_Q5_0, _q5_0)
 MMA_KERNEL_SET(MF_Q6_K, _q6_k)
+#elif MMA_SET >= 0
+// The engine's modules: ONE kernel each, MMA_SLOT of format MMA_SET's set (src/backend/cuda/
+// mma.rs mma_module_head), so a cold start compiles only the kernels its formats need, all
+// at once on the host's cores; compiled alone, each kernel's code is the same as in the whole.
+#define MMA_CAT_(a, b) a##b
+#define MMA_CAT(a, b) MMA_CAT_(a, b)
+#define MMA_ONE(F, SUF) MMA_CAT(MMA_K, MMA_SLOT)(F, SUF)
+#if MMA_SET == 0
+MMA_ONE(MF_Q4K, )
+#elif MMA_SET == 1
+MMA_ONE(MF_Q8_0, _q8_0)
+#elif MMA_SET == 2
+MMA_ONE(MF_Q4_0, _q4_0)
+#elif MMA_SET == 3
+MMA_ONE(MF_Q4_1, _q4_1)
+#elif MMA_SET == 4
+MMA_ONE(MF_Q5_0, _q5_0)
+#elif MMA_SET == 5
+MMA_ONE(MF_Q6_K, _q6_k)
+#else
+#error "MMA_SET names no format of MMA_FORMATS"
+#endif
+#endif
 
 #endif

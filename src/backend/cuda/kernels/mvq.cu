@@ -695,8 +695,16 @@ __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stag
     extern "C" __global__ void __launch_bounds__(256, MVQ_MIN_BLOCKS(NW)) NAME(MVQ_ARGS) { \
         mvq_body<MVQ_FMT, MV_RT, NW>(a, features, stage_x);                                \
     }
+// One variant per engine module (MVQ_NW, src/backend/cuda/nvrtc.rs build_mv), all three
+// without it (scripts/nvrtc-check.py).
+#if !defined(MVQ_NW) || MVQ_NW == 1
 MVQ_KERNEL(mvq_w1, 1)
+#endif
+#if !defined(MVQ_NW) || MVQ_NW == 2
 MVQ_KERNEL(mvq_w2, 2)
+#endif
+#if !defined(MVQ_NW) || MVQ_NW == 4
 MVQ_KERNEL(mvq_w4, 4)
+#endif
 
 #endif
