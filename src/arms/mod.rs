@@ -501,6 +501,9 @@ pub fn run_gate<B: Backend>(
     let first_stage = spec.dist.as_ref().map_or(0, |d| d.local.start);
     let single = Placement::single(model.cfg.n_layers, spec.placement.devices[first_stage]);
     be.trace_phase("reference");
+    // The arms' largest step, before the first engine: a backend compiling kernels per row
+    // count builds the arms' with the reference's (one round on a cold start).
+    be.expect_rows(spec.max_rows());
     let ref_rt = Runtime::build(
         be.clone(),
         model.clone(),

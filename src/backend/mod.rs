@@ -287,6 +287,12 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Tracing: ops enqueued from now on belong to phase `name` (the reference, an arm).
     fn trace_phase(&self, _name: &str) {}
 
+    /// The most rows one step of this run will carry in any engine (said before the first
+    /// engine is built): a backend that compiles kernels per row count builds them all with
+    /// the first engine, in one round (a cold start's wait). What each step computes does
+    /// not depend on it.
+    fn expect_rows(&self, _rows: usize) {}
+
     /// Tracing: ops enqueued on `s` from now until `trace_end` (or the host blocking in a
     /// `download_into` or `synchronize` on `s`, whose wake-up is not the piece's work) are one
     /// piece of the step.

@@ -171,6 +171,11 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn expect_rows(&self, rows: usize) {
+        self.rows_hint
+            .fetch_max(rows, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn trace_phase(&self, name: &str) {
         if let Some(t) = self.current_trace() {
             t.phase(name);
@@ -382,7 +387,10 @@ impl Backend for CudaBackend {
     ) -> BResult<CudaEngine> {
         let dx = self.device(dev)?;
         let mma = self.mma.select(model.cfg.n_embd, self.mma_rows);
-        CudaEngine::new(&dx, model, spec, s, self.graphs, mma)
+        let prepare_rows = spec
+            .max_rows
+            .max(self.rows_hint.load(std::sync::atomic::Ordering::Relaxed));
+        CudaEngine::new(&dx, model, spec, s, self.graphs, mma, prepare_rows)
     }
 
     fn bandwidth_gbs(&self, dev: usize) -> BResult<Option<f64>> {

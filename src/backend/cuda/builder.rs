@@ -5,7 +5,7 @@
 //! setting is fixed before the first device or engine is made, so every engine of a gate
 //! runs under the same settings; one context per device, made on first use and shared.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys};
@@ -30,6 +30,9 @@ pub struct CudaBackend {
     /// The run's largest prime chunk (0: no prime arm), what `--mma auto` looks at besides
     /// the model's width (`MmaMode::select`).
     pub(super) mma_rows: usize,
+    /// `Backend::expect_rows`: every engine prepares the matvec row tiles up to it (the
+    /// run's largest step), so the first engine of a cold start builds them all at once.
+    pub(super) rows_hint: AtomicUsize,
     pub(super) next_stream: AtomicU64,
     pub(super) modules: Arc<Modules>,
     /// `--trace`: the trace streams made from now on record into.
@@ -82,6 +85,7 @@ impl CudaBackend {
             graphs: true,
             mma: MmaMode::Auto,
             mma_rows: 0,
+            rows_hint: AtomicUsize::new(0),
             next_stream: AtomicU64::new(0),
             modules: Arc::new(Modules::new(None)),
             trace: Mutex::new(None),

@@ -297,6 +297,7 @@ pub(super) fn load_image(
 /// sum. Which thread builds which module changes no byte of any image.
 pub(super) fn run_parallel<'a, T: Send>(
     jobs: Vec<Box<dyn FnOnce() -> T + Send + 'a>>,
+    on_done: &(dyn Fn() + Sync),
 ) -> Vec<Option<T>> {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Mutex;
@@ -318,6 +319,7 @@ pub(super) fn run_parallel<'a, T: Send>(
                     // A panicking build is that job's None, never a poisoned pool.
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job)).ok();
                     *out[i].lock().unwrap_or_else(|e| e.into_inner()) = r;
+                    on_done();
                 }
             });
         }
@@ -580,7 +582,15 @@ impl DevCtx {
         // A vectorized matvec module's variants, gathered in MVQ_KERNELS order by slot.
         let mut parts: std::collections::BTreeMap<usize, Vec<Option<CudaFunction>>> =
             std::collections::BTreeMap::new();
-        for (r, what) in run_parallel(jobs).into_iter().zip(&names) {
+        // A cold start shows its builds on a terminal (a warm one is over before it draws).
+        let bar = crate::term::Bar::new(
+            format!("device {}: kernel modules", self.dev),
+            n,
+            "modules",
+        );
+        let built = run_parallel(jobs, &|| bar.inc());
+        bar.finish();
+        for (r, what) in built.into_iter().zip(&names) {
             let r = r.unwrap_or_else(|| {
                 Err(op_err(format!(
                     "device {}: module {what}: build thread panicked",

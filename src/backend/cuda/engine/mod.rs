@@ -196,6 +196,7 @@ impl CudaEngine {
         s: &GpuStream,
         graphs: bool,
         mma: MmaSel,
+        prepare_rows: usize,
     ) -> BResult<CudaEngine> {
         if s.device() != dx.dev {
             return Err(op_err(format!(
@@ -243,7 +244,9 @@ impl CudaEngine {
         // The matvec modules this engine's launches need (see `mv`): compiled now, once per
         // device, so no launch compiles.
         // (Matrices in the tensor-core layout run the mma module instead: see `mv`.)
-        let (need, mma_formats) = modules_needed(&layers, output.as_ref(), spec.max_rows);
+        // The tiles up to `prepare_rows` (the run's largest step, >= this engine's max_rows):
+        // a cold start's first engine builds the later engines' modules in the same round.
+        let (need, mma_formats) = modules_needed(&layers, output.as_ref(), prepare_rows);
         let mma_kernels = if mma_formats.is_empty() {
             Vec::new()
         } else {
