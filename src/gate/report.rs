@@ -139,7 +139,7 @@ pub fn backend_info(p: &Prepared) -> BackendInfo {
         },
         mma: match &p.be {
             AnyBackend::Cpu(_) => None,
-            AnyBackend::Cuda(b) => Some(b.mma_note(p.model.cfg.n_embd)),
+            AnyBackend::Cuda(b) => Some(b.mma_note(&p.model)),
         },
     }
 }
@@ -201,8 +201,9 @@ pub fn emit(args: &GateOptions, r: &Receipt) -> Result<i32> {
     for l in verdict_lines(r) {
         outln!("{l}");
     }
-    outln!("receipt: {}", path.display());
     if !args.quiet {
+        // -q keeps the verdict lines only.
+        outln!("receipt: {}", path.display());
         for l in describe(r) {
             eprintln!("ppn-gate: {l}");
         }
@@ -237,7 +238,7 @@ pub fn transport_names(a: &GateOptions, pl: &Placement) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(b, t)| match &map {
-            Some(m) if m[b] != m[b + 1] => a.transport.clone(),
+            Some(m) if m[b] != m[b + 1] => a.transport().to_string(),
             _ => t.name().to_string(),
         })
         .collect()
