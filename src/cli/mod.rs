@@ -18,6 +18,8 @@ mod diff;
 mod flag_bounds;
 pub mod gate;
 mod inspect;
+#[cfg(test)]
+mod policy_tests;
 pub mod selftest;
 mod shared;
 mod soak;
