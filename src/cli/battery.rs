@@ -221,6 +221,72 @@ struct BatteryGate {
     needs_devices: Option<usize>,
 }
 
+/// The directory a battery file's relative paths resolve against: the file's own.
+fn battery_dir(file: &Path) -> PathBuf {
+    match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// `base` joined with a relative `p`, lexically without `.` and with each `..` taking back
+/// the name before it (`gates/../models/m.gguf` is `models/m.gguf`, as the receipt shows
+/// it); an absolute `p` as it is.
+fn beside(base: &Path, p: &Path) -> PathBuf {
+    use std::path::Component as C;
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    let mut out: Vec<C> = Vec::new();
+    for c in base.components().chain(p.components()) {
+        match c {
+            C::CurDir => {}
+            C::ParentDir if matches!(out.last(), Some(C::Normal(_))) => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    if out.is_empty() {
+        return PathBuf::from(".");
+    }
+    out.iter().collect()
+}
+
+/// A battery entry's path flags (--model, --tape, --trace, --cache-dir, --nccl-lib)
+/// resolved against the battery file's directory.
+fn resolve_paths(g: &mut super::GateArgs, base: &Path) {
+    for p in [
+        &mut g.model,
+        &mut g.tape,
+        &mut g.trace,
+        &mut g.cache_dir,
+        &mut g.nccl_lib,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        *p = beside(base, p);
+    }
+}
+
+/// An entry's input files (--model, --tape) must be files, checked before the first gate
+/// runs: a wrong path is named with the directory it resolved against.
+fn input_problem(g: &super::GateArgs, base: &Path) -> Result<()> {
+    for (flag, p) in [("--model", &g.model), ("--tape", &g.tape)] {
+        if let Some(p) = p {
+            if !p.is_file() {
+                bail!(
+                    "{flag} {}: no such file (a battery's relative paths resolve against the battery file's directory, {})",
+                    crate::fsio::shown_path(p),
+                    crate::fsio::shown_path(base)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What the battery does with a gate, decided before the first gate runs.
 enum Plan {
     /// Boxed: the parsed flags are large next to a skip reason.
@@ -232,6 +298,9 @@ enum Plan {
 /// are checked like every other gate's when it runs here.
 fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
     let ctx = || format!("battery gate {:?}", g.name);
+    // The one flag policy, as a battery entry reads the flags (its lines are the battery's).
+    crate::gate::policy::check_flags(&cli.gate.options(), crate::gate::policy::Reader::Battery)
+        .with_context(ctx)?;
     let Some(k) = g.needs_devices else {
         check(&cli.gate.options()).with_context(ctx)?;
         return Ok(Plan::Run(Box::new(cli)));
@@ -305,6 +374,8 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     let bf = read_battery(&a.file, &text)?;
     report.name = bf.name.clone();
     let mut gates: Vec<(&BatteryGate, Plan)> = Vec::with_capacity(bf.gates.len());
+    // An entry's relative paths name files beside the battery file, wherever it runs from.
+    let base = battery_dir(&a.file);
     for g in &bf.gates {
         let argv = std::iter::once("ppn-gate".to_string()).chain(g.args.iter().cloned());
         let mut cli = Cli::try_parse_from(argv)
@@ -323,6 +394,7 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
                 g.name
             );
         }
+        resolve_paths(&mut cli.gate, &base);
         if let Some(r) = &cli.gate.receipt {
             bail!(
                 "battery gate {:?}: --receipt {}: the battery writes <out>/{}.json",
@@ -331,12 +403,26 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
                 g.name
             );
         }
-        gates.push((g, plan_gate(g, cli)?));
+        let plan = plan_gate(g, cli)?;
+        // A gate that runs here needs its files (one skipped for lack of devices does not).
+        if let Plan::Run(c) = &plan {
+            input_problem(&c.gate, &base).with_context(|| format!("battery gate {:?}", g.name))?;
+        }
+        gates.push((g, plan));
     }
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("receipts/runs").join(format!("battery-{}", bf.name)));
+    // The default is a fresh folder per run, so a run never overwrites the last one's
+    // receipts; an --out given is the user's to reuse (the goldens are regenerated so).
+    let out = a.out.clone().unwrap_or_else(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        PathBuf::from("receipts/runs").join(format!(
+            "battery-{}-{t}-{}",
+            bf.name,
+            std::process::id()
+        ))
+    });
     // The outputs, before the first gate: the directory and its lock, every receipt name,
     // every gate's --trace.
     let shown = crate::fsio::shown_path(&out);

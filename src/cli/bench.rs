@@ -28,15 +28,9 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     if a.gate.options().world().is_some() {
         bail!("--procs/--world: bench times the runtime of one process; a multi-process bench is not built yet (the gate, soak and battery run multi-process)");
     }
-    if let Some(t) = &a.gate.tape {
-        bail!(
-            "--tape {}: bench decodes seeded tokens, not a tape",
-            t.display()
-        );
-    }
-    if let Some(f) = a.gate.faults.first() {
-        bail!("--fault {f}: bench measures the fault-free runtime");
-    }
+    // The flags bench does not read (a tape, faults, -q, --topk, a verify arm, ...): the
+    // one policy's table.
+    crate::gate::policy::check_flags(&a.gate.options(), crate::gate::policy::Reader::Bench)?;
     if let Some(r) = &a.gate.receipt {
         check_writable("--receipt", r)?;
     }

@@ -21,8 +21,12 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     }
     let p = prepare(args)?;
     if !args.quiet {
+        // Why `--backend auto` took the CPU, where it did: a user expecting a GPU sees it.
+        let why = p.auto_cpu.as_ref().map_or(String::new(), |e| {
+            format!(" (--backend auto: no usable GPU: {e})")
+        });
         eprintln!(
-            "ppn-gate: {} backend, model {} ({}, {} layers), {}, transports [{}], arms {}, {} steps",
+            "ppn-gate: {} backend{why}, model {} ({}, {} layers), {}, transports [{}], arms {}, {} steps",
             p.be.kind(),
             p.model_info.file,
             p.model_info.arch,
@@ -35,6 +39,10 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     }
     if args.rank.is_some() {
         return member(&p);
+    }
+    // A PASS of one stage proves no boundary: said even under -q (stderr), never hidden.
+    if p.spec.placement.n_stages() == 1 {
+        eprintln!("ppn-gate: note: one stage: no boundary was exercised (every arm ran the reference's placement; --stages 2 or more gates a boundary)");
     }
     // Each arm's verdict is printed as the arm ends; the receipt's lines follow at the end.
     let mut w = Watch::new(args.quiet, true);

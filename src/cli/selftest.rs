@@ -510,7 +510,7 @@ mod tests {
                             let eager_only = a.arms == "eager";
                             let site = Site {
                                 devices: &devices,
-                                in_flight: if eager_only { 1 } else { a.window },
+                                in_flight: if eager_only { 1 } else { a.window() },
                                 uploads_weights: cuda,
                                 multi_row: a.arms.contains("prime") || a.arms.contains("verify"),
                                 rollback: a.arms.contains("verify"),

@@ -18,6 +18,9 @@ use crate::receipt;
 use crate::term::Bar;
 
 pub fn synth(a: &SynthArgs) -> Result<i32> {
+    // The output path before any work (a big preset takes seconds to build): a directory,
+    // a parent that is a file, an unwritable place are refused at once.
+    crate::fsio::check_writable("-o", &a.output)?;
     let arch = match a.arch.as_deref() {
         None => None,
         Some(name) => Some(Arch::from_name(name).ok_or_else(|| {

@@ -8,6 +8,10 @@ use crate::exit::{EXIT_FAIL, EXIT_PASS};
 
 /// `ppn-gate trace-check FILE --phase ARM` (see `backend::trace::check`).
 pub fn trace_check(file: &Path, phase: &str) -> Result<i32> {
+    // A phase the bars do not apply to is a bad flag (exit 2), before the file is read.
+    if let Some(why) = crate::backend::trace::check::phase_problem(phase) {
+        anyhow::bail!("trace-check --phase: {why}");
+    }
     let text =
         std::fs::read_to_string(file).with_context(|| format!("trace-check {}", file.display()))?;
     let doc: serde_json::Value = serde_json::from_str(&text)

@@ -67,6 +67,9 @@ pub enum Cross {
 }
 
 impl Cross {
+    /// Every transport between processes (`--help` lists them).
+    pub const ALL: [Cross; 2] = [Cross::Ipc, Cross::Nccl];
+
     pub fn name(self) -> &'static str {
         match self {
             Cross::Ipc => "ipc",

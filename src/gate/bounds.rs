@@ -36,8 +36,8 @@ pub fn flags(args: &GateOptions) -> Result<()> {
         );
     }
     for (flag, v) in [
-        ("--peer-timeout", args.peer_timeout),
-        ("--rendezvous-timeout", args.rendezvous_timeout),
+        ("--peer-timeout", args.peer_timeout()),
+        ("--rendezvous-timeout", args.rendezvous_timeout()),
     ] {
         if v > MAX_TIMEOUT_S {
             bail!("{flag} {v}: at most {MAX_TIMEOUT_S} seconds (a day)");

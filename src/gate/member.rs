@@ -71,14 +71,14 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
     let world = map[map.len() - 1] + 1;
     let n = map.len();
     let local = local_range(map, rank);
-    let cross = Cross::parse(&a.transport).ok_or_else(|| {
+    let cross = Cross::parse(a.transport()).ok_or_else(|| {
         anyhow!(
             "--transport {}: a multi-process gate crosses processes with ipc or nccl",
-            a.transport
+            a.transport()
         )
     })?;
-    let rdv_t = Duration::from_secs(a.rendezvous_timeout);
-    let peer_t = Duration::from_secs(a.peer_timeout);
+    let rdv_t = Duration::from_secs(a.rendezvous_timeout());
+    let peer_t = Duration::from_secs(a.peer_timeout());
     let name = |r: usize| member_name(map, r);
 
     // Every member must run the same gate: the same model file, tokens, placement, arms and
@@ -114,7 +114,7 @@ fn member_run(p: &Prepared, rdv: &Rendezvous, map: &[usize], rank: usize) -> Res
         rdv,
         map,
         rank,
-        link_host: &a.link_host,
+        link_host: a.link_host(),
         rdv_t,
         peer_t,
     };

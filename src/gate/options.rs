@@ -7,7 +7,23 @@
 
 use std::path::PathBuf;
 
-/// Every gate flag (their meaning and defaults: the cli's `GateArgs`, one field each).
+/// The defaults of the flags whose "given or not" the flag policy reads (`FLAG_RULES`): the
+/// field is `None` when the flag was left out, and the accessor of the same name resolves it.
+/// `--help` states each (the cli's `GateArgs`).
+pub const DEFAULT_TRANSPORT: &str = "auto";
+pub const DEFAULT_REPEAT: usize = 3;
+pub const DEFAULT_DRAFT: usize = 4;
+pub const DEFAULT_WINDOW: usize = 3;
+pub const DEFAULT_BATCH: usize = 3;
+pub const DEFAULT_GEN_LEN: usize = 16;
+pub const DEFAULT_TOPK: usize = 8;
+pub const DEFAULT_PEER_TIMEOUT_S: u64 = 20;
+pub const DEFAULT_RENDEZVOUS_TIMEOUT_S: u64 = 300;
+pub const DEFAULT_LINK_HOST: &str = "127.0.0.1";
+
+/// Every gate flag (their meaning and defaults: the cli's `GateArgs`, one field each; a flag
+/// with a default is an `Option` here, `None` when left out, so the flag policy knows what
+/// was given).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GateOptions {
     pub backend: String,
@@ -15,18 +31,18 @@ pub struct GateOptions {
     pub stages: Option<usize>,
     pub splits: Option<String>,
     pub devices: Option<String>,
-    pub transport: String,
+    pub transport: Option<String>,
     pub arms: String,
     pub chunk: Option<String>,
-    pub repeat: usize,
-    pub draft: usize,
-    pub window: usize,
-    pub batch: usize,
+    pub repeat: Option<usize>,
+    pub draft: Option<usize>,
+    pub window: Option<usize>,
+    pub batch: Option<usize>,
     pub prompt_len: Option<usize>,
-    pub gen_len: usize,
+    pub gen_len: Option<usize>,
     pub seed: u64,
     pub tape: Option<PathBuf>,
-    pub topk: usize,
+    pub topk: Option<usize>,
     /// `--fault`, each as given (parsed and checked by `plan::check_on`).
     pub faults: Vec<String>,
     pub receipt: Option<PathBuf>,
@@ -44,9 +60,9 @@ pub struct GateOptions {
     pub world: Option<usize>,
     pub rendezvous: Option<String>,
     pub ranks: Option<String>,
-    pub peer_timeout: u64,
-    pub rendezvous_timeout: u64,
-    pub link_host: String,
+    pub peer_timeout: Option<u64>,
+    pub rendezvous_timeout: Option<u64>,
+    pub link_host: Option<String>,
     pub nccl_lib: Option<PathBuf>,
 }
 
@@ -54,6 +70,57 @@ impl GateOptions {
     /// The number of members of a multi-process gate (None: one process).
     pub fn world(&self) -> Option<usize> {
         self.procs.or(self.world)
+    }
+
+    /// `--transport` as the run takes it (default `auto`).
+    pub fn transport(&self) -> &str {
+        self.transport.as_deref().unwrap_or(DEFAULT_TRANSPORT)
+    }
+
+    /// `--repeat` (default `DEFAULT_REPEAT`).
+    pub fn repeat(&self) -> usize {
+        self.repeat.unwrap_or(DEFAULT_REPEAT)
+    }
+
+    /// `--draft` (default `DEFAULT_DRAFT`).
+    pub fn draft(&self) -> usize {
+        self.draft.unwrap_or(DEFAULT_DRAFT)
+    }
+
+    /// `--window` (default `DEFAULT_WINDOW`).
+    pub fn window(&self) -> usize {
+        self.window.unwrap_or(DEFAULT_WINDOW)
+    }
+
+    /// `--batch` (default `DEFAULT_BATCH`).
+    pub fn batch(&self) -> usize {
+        self.batch.unwrap_or(DEFAULT_BATCH)
+    }
+
+    /// `--gen-len` (default `DEFAULT_GEN_LEN`).
+    pub fn gen_len(&self) -> usize {
+        self.gen_len.unwrap_or(DEFAULT_GEN_LEN)
+    }
+
+    /// `--topk` (default `DEFAULT_TOPK`).
+    pub fn topk(&self) -> usize {
+        self.topk.unwrap_or(DEFAULT_TOPK)
+    }
+
+    /// `--peer-timeout` in seconds (default `DEFAULT_PEER_TIMEOUT_S`).
+    pub fn peer_timeout(&self) -> u64 {
+        self.peer_timeout.unwrap_or(DEFAULT_PEER_TIMEOUT_S)
+    }
+
+    /// `--rendezvous-timeout` in seconds (default `DEFAULT_RENDEZVOUS_TIMEOUT_S`).
+    pub fn rendezvous_timeout(&self) -> u64 {
+        self.rendezvous_timeout
+            .unwrap_or(DEFAULT_RENDEZVOUS_TIMEOUT_S)
+    }
+
+    /// `--link-host` (default `DEFAULT_LINK_HOST`).
+    pub fn link_host(&self) -> &str {
+        self.link_host.as_deref().unwrap_or(DEFAULT_LINK_HOST)
     }
 
     /// These options as gate flags (`--flag=value`, so a value starting with `-` stays a
@@ -116,24 +183,38 @@ impl GateOptions {
         if let Some(x) = devices {
             kv("devices", x);
         }
-        kv("transport", transport);
+        if let Some(x) = transport {
+            kv("transport", x);
+        }
         kv("arms", arms);
         if let Some(x) = chunk {
             kv("chunk", x);
         }
-        kv("repeat", repeat);
-        kv("draft", draft);
-        kv("window", window);
-        kv("batch", batch);
+        if let Some(x) = repeat {
+            kv("repeat", x);
+        }
+        if let Some(x) = draft {
+            kv("draft", x);
+        }
+        if let Some(x) = window {
+            kv("window", x);
+        }
+        if let Some(x) = batch {
+            kv("batch", x);
+        }
         if let Some(x) = prompt_len {
             kv("prompt-len", x);
         }
-        kv("gen-len", gen_len);
+        if let Some(x) = gen_len {
+            kv("gen-len", x);
+        }
         kv("seed", seed);
         if let Some(x) = tape {
             kv("tape", &path(x));
         }
-        kv("topk", topk);
+        if let Some(x) = topk {
+            kv("topk", x);
+        }
         for f in faults {
             kv("fault", f);
         }
@@ -172,9 +253,15 @@ impl GateOptions {
         if let Some(x) = ranks {
             kv("ranks", x);
         }
-        kv("peer-timeout", peer_timeout);
-        kv("rendezvous-timeout", rendezvous_timeout);
-        kv("link-host", link_host);
+        if let Some(x) = peer_timeout {
+            kv("peer-timeout", x);
+        }
+        if let Some(x) = rendezvous_timeout {
+            kv("rendezvous-timeout", x);
+        }
+        if let Some(x) = link_host {
+            kv("link-host", x);
+        }
         if let Some(x) = nccl_lib {
             kv("nccl-lib", &path(x));
         }

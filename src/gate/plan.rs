@@ -32,6 +32,8 @@ pub struct Prepared {
     pub model_info: ModelInfo,
     pub spec: GateSpec,
     pub load_ms: f64,
+    /// Why `--backend auto` chose the CPU (None: it chose CUDA, or the backend was named).
+    pub auto_cpu: Option<String>,
 }
 
 /// A CUDA on/off flag (`--pdl`, `--graphs`): on when absent; anything but on or off names
@@ -77,6 +79,12 @@ pub fn prime_rows(args: &GateOptions) -> Result<usize> {
 }
 
 pub fn open_backend(args: &GateOptions) -> Result<AnyBackend> {
+    Ok(open_backend_why(args)?.0)
+}
+
+/// `open_backend`, and why `--backend auto` chose the CPU (the CUDA open's error: no
+/// driver, no device, or what failed), for the header.
+pub fn open_backend_why(args: &GateOptions) -> Result<(AnyBackend, Option<String>)> {
     super::bounds::flags(args)?;
     let pdl = on_off("--pdl", &args.pdl)?;
     let graphs = on_off("--graphs", &args.graphs)?;
@@ -142,16 +150,16 @@ pub fn open_backend(args: &GateOptions) -> Result<AnyBackend> {
         )))
     };
     match args.backend.as_str() {
-        "cpu" => cpu(),
+        "cpu" => Ok((cpu()?, None)),
         // `auto`: CUDA when a driver loads and a device answers, else the CPU backend (the
-        // receipt's backend.kind records which one ran).
+        // receipt's backend.kind records which one ran; the header says why).
         "auto" => match CudaBackend::open() {
-            Ok(be) => cuda(be),
-            Err(_) => cpu(),
+            Ok(be) => Ok((cuda(be)?, None)),
+            Err(e) => Ok((cpu()?, Some(format!("{e}")))),
         },
         // Explicit CUDA never falls back: no driver or no device is an error naming why.
         "cuda" => match CudaBackend::open() {
-            Ok(be) => cuda(be),
+            Ok(be) => Ok((cuda(be)?, None)),
             Err(e) => bail!("--backend cuda: {e}"),
         },
         other => bail!("--backend {other:?}: expected auto, cpu or cuda"),
@@ -196,14 +204,22 @@ pub struct Checked {
     pub transport: TransportChoice,
     pub arms: Vec<ArmKind>,
     pub faults: Vec<Fault>,
+    /// Why `--backend auto` chose the CPU (`open_backend_why`; None from `check_on`).
+    pub auto_cpu: Option<String>,
 }
 
 pub fn check(args: &GateOptions) -> Result<Checked> {
-    check_on(args, open_backend(args)?)
+    let (be, why) = open_backend_why(args)?;
+    Ok(Checked {
+        auto_cpu: why,
+        ..check_on(args, be)?
+    })
 }
 
 /// `check` on a backend already opened from the same flags.
 pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
+    // A flag this run does not read is refused first (the one policy: `policy::FLAG_RULES`).
+    super::policy::check_flags(args, super::policy::Reader::Gate)?;
     // The tape's own bounds and the one prompt rule need no model: a battery finds a
     // contradicting --prompt-len before its first gate runs (the vocab and context length
     // are checked against the model in `prepare_model`).
@@ -234,7 +250,7 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
     let site = Site {
         devices: &devices,
         in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
-            args.window
+            args.window()
         } else {
             1
         },
@@ -280,6 +296,7 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
         transport,
         arms,
         faults,
+        auto_cpu: None,
     })
 }
 
@@ -291,7 +308,7 @@ fn check_processes(
     be: &AnyBackend,
     n_stages: usize,
 ) -> Result<TransportChoice> {
-    let cross = crate::dist::Cross::parse(&args.transport);
+    let cross = crate::dist::Cross::parse(args.transport());
     let Some(world) = args.world() else {
         if let Some(c) = cross {
             bail!(
@@ -302,7 +319,7 @@ fn check_processes(
         if args.ranks.is_some() {
             bail!("--ranks: places stages on the processes of a multi-process gate (add --procs W, or --rank/--world/--rendezvous)");
         }
-        return Ok(TransportChoice::parse(&args.transport)?);
+        return Ok(TransportChoice::parse(args.transport())?);
     };
     if let (Some(_), Some(_)) = (args.procs, args.rank) {
         bail!("--procs with --rank: --procs starts every member itself; --rank runs one member");
@@ -311,7 +328,7 @@ fn check_processes(
     let Some(cross) = cross else {
         bail!(
             "--transport {}: a multi-process gate needs the transport between its processes: ipc (cpu backend; a test transport) or nccl (cuda backend)",
-            args.transport
+            args.transport()
         );
     };
     match (cross, be.kind()) {
@@ -348,7 +365,7 @@ fn check_processes(
     if args.nccl_lib.is_some() && cross != crate::dist::Cross::Nccl {
         bail!("--nccl-lib: only --transport nccl loads NCCL");
     }
-    if args.peer_timeout == 0 || args.rendezvous_timeout == 0 {
+    if args.peer_timeout() == 0 || args.rendezvous_timeout() == 0 {
         bail!("--peer-timeout and --rendezvous-timeout must be at least 1 second");
     }
     Ok(TransportChoice::Auto)
@@ -384,8 +401,8 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         be.device_count(),
         &move |a, b| be2.peer_ok(a, b),
     )?;
-    if args.topk == 0 || args.topk > cfg.vocab {
-        bail!("--topk {}: must be in 1..={}", args.topk, cfg.vocab);
+    if args.topk() == 0 || args.topk() > cfg.vocab {
+        bail!("--topk {}: must be in 1..={}", args.topk(), cfg.vocab);
     }
     let tape = match args.tape.as_deref() {
         Some(p) => {
@@ -399,17 +416,17 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
     let spec = GateSpec {
         placement,
         arms: c.arms,
-        window: args.window,
-        batch: args.batch,
+        window: args.window(),
+        batch: args.batch(),
         prompt_len,
-        gen_len: if tape.is_some() { 0 } else { args.gen_len },
+        gen_len: if tape.is_some() { 0 } else { args.gen_len() },
         seed: args.seed,
-        topk: args.topk,
+        topk: args.topk(),
         tape: tape.map(|t| t.tokens),
         faults: c.faults,
         chunks: list_flag("--chunk", &args.chunk)?,
-        repeat: args.repeat,
-        draft: args.draft,
+        repeat: args.repeat(),
+        draft: args.draft(),
         dist: None,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
@@ -447,5 +464,6 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         model_info,
         spec,
         load_ms,
+        auto_cpu: c.auto_cpu,
     })
 }

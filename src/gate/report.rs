@@ -139,7 +139,7 @@ pub fn backend_info(p: &Prepared) -> BackendInfo {
         },
         mma: match &p.be {
             AnyBackend::Cpu(_) => None,
-            AnyBackend::Cuda(b) => Some(b.mma_note(p.model.cfg.n_embd)),
+            AnyBackend::Cuda(b) => Some(b.mma_note(&p.model)),
         },
     }
 }
@@ -214,8 +214,9 @@ pub fn emit_after(args: &GateOptions, r: &Receipt, shown: usize) -> Result<i32> 
             outln!("{l}");
         }
     }
-    outln!("receipt: {}", path.display());
     if !args.quiet {
+        // -q keeps the verdict lines only.
+        outln!("receipt: {}", path.display());
         for l in describe(r) {
             eprintln!("ppn-gate: {l}");
         }
@@ -250,7 +251,7 @@ pub fn transport_names(a: &GateOptions, pl: &Placement) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(b, t)| match &map {
-            Some(m) if m[b] != m[b + 1] => a.transport.clone(),
+            Some(m) if m[b] != m[b + 1] => a.transport().to_string(),
             _ => t.name().to_string(),
         })
         .collect()

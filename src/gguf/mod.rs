@@ -75,12 +75,10 @@ pub const MAX_KV: u64 = 1 << 16;
 /// Errors from reading or writing GGUF. Every variant carries the value that was wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
-    #[error("cannot read GGUF file {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The OS error is in the message and not a `source` too: an error chain printed
+    /// whole (`{:#}`) would show it twice.
+    #[error("cannot read GGUF file {path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
     #[error("file truncated: {what} of {context} needs {need} bytes at offset {offset}, but the file is {file_len} bytes")]
     Truncated {
         what: &'static str,
@@ -477,9 +475,9 @@ impl std::fmt::Debug for GgufFile {
 impl GgufFile {
     /// Reads the whole file into memory (no mmap: mapping a file needs `unsafe`) and parses it.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let bytes = std::fs::read(path).map_err(|source| GgufError::Io {
+        let bytes = std::fs::read(path).map_err(|err| GgufError::Io {
             path: path.to_path_buf(),
-            source,
+            err,
         })?;
         GgufFile::parse(bytes)
     }

@@ -1079,3 +1079,15 @@ fn writer_matches_gguf_py_byte_for_byte() {
         "b6afcca4422da8fa46b3f588024812452042393b346b38cc402b652c8903b4ef"
     );
 }
+
+/// A missing file's OS error once in the whole chain (`{:#}`, as the cli prints errors),
+/// not twice (it was both in the message and the chain's source).
+#[test]
+fn a_missing_file_names_its_os_error_once() {
+    let d = tempfile::tempdir().unwrap();
+    let path = d.path().join("absent.gguf");
+    let e = anyhow::Error::new(GgufFile::open(&path).unwrap_err()).context("--model absent.gguf");
+    let shown = format!("{e:#}");
+    assert!(shown.contains(&path.display().to_string()), "{shown}");
+    assert_eq!(shown.matches("(os error 2)").count(), 1, "{shown}");
+}

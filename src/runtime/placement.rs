@@ -44,15 +44,33 @@ pub enum TransportChoice {
 }
 
 impl TransportChoice {
-    pub fn parse(s: &str) -> Result<TransportChoice, PlanError> {
-        match s {
-            "auto" => Ok(TransportChoice::Auto),
-            "host" => Ok(TransportChoice::Host),
-            "peer" => Ok(TransportChoice::Peer),
-            _ => Err(PlanError(format!(
-                "--transport {s:?}: expected auto, host or peer"
-            ))),
+    /// Every in-process choice (`--help` and the parse error list them, with the transports
+    /// between processes, `dist::Cross::ALL`).
+    pub const ALL: [TransportChoice; 3] = [
+        TransportChoice::Auto,
+        TransportChoice::Host,
+        TransportChoice::Peer,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportChoice::Auto => "auto",
+            TransportChoice::Host => "host",
+            TransportChoice::Peer => "peer",
         }
+    }
+
+    /// An in-process transport by name; anything else (the transports between processes
+    /// are `dist::Cross`'s, checked before this) names every transport there is.
+    pub fn parse(s: &str) -> Result<TransportChoice, PlanError> {
+        TransportChoice::ALL
+            .into_iter()
+            .find(|t| t.name() == s)
+            .ok_or_else(|| {
+                PlanError(format!(
+                    "--transport {s:?}: expected auto, host or peer in one process, or ipc (cpu) or nccl (cuda) between the processes of a multi-process gate"
+                ))
+            })
     }
 }
 

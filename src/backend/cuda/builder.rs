@@ -157,10 +157,19 @@ impl CudaBackend {
         self.mma
     }
 
-    /// `--mma` as receipts record it: which formats engines of a model `n_embd` wide run on
-    /// the tensor cores, and why when auto chose.
-    pub fn mma_note(&self, n_embd: usize) -> String {
-        mma_note(self.mma, n_embd, self.mma_rows)
+    /// `--mma` as receipts record it: which formats engines of `model` run on the tensor
+    /// cores, and why when auto chose (a model none of whose matrices takes what auto
+    /// turned on is named off).
+    pub fn mma_note(&self, model: &crate::model::Model) -> String {
+        let n_embd = model.cfg.n_embd;
+        let sel = self.mma.select(n_embd, self.mma_rows);
+        let q4k_taken = model
+            .layers
+            .iter()
+            .flat_map(|l| l.matrices())
+            .chain([&model.output])
+            .any(|w| w.ty == crate::quant::GgmlType::Q4K && sel.takes(w.ty, w.rows, w.cols));
+        mma_note(self.mma, n_embd, self.mma_rows, q4k_taken)
     }
 
     /// Whether engines replay graphs, and where they cannot although asked, why (receipts

@@ -87,8 +87,10 @@ impl MmaSel {
 }
 
 /// `--mma` as receipts record it (`CudaBackend::mma_note`): on, off, or auto with what it
-/// chose and why.
-pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize) -> String {
+/// chose and why. `q4k_taken`: whether any matrix of the model takes the Q4_K path under
+/// that choice (auto's width rule turns on Q4_K only: a model without a Q4_K matrix that
+/// takes it, a Q8_0 file, runs no tensor-core kernel, and the note says so).
+pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize, q4k_taken: bool) -> String {
     let sel = mode.select(n_embd, prime_rows);
     match mode {
         MmaMode::On => "on".into(),
@@ -97,13 +99,21 @@ pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize) -> String {
         MmaMode::Auto if sel.b32 => format!(
             "auto: on, every format it takes (prime chunks of {prime_rows} rows >= {MMA_AUTO_MIN_ROWS})"
         ),
-        MmaMode::Auto if sel.q4k => {
+        MmaMode::Auto if sel.q4k && q4k_taken => {
             format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
         }
+        MmaMode::Auto if sel.q4k => format!(
+            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS})"
+        ),
         MmaMode::Auto => format!(
             "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS})"
         ),
     }
+}
+
+/// Every format the tensor-core path takes (`--help` of `--mma` names each).
+pub fn mma_format_types() -> [GgmlType; 6] {
+    MMA_FORMATS.map(|(t, _)| t)
 }
 
 /// The formats of the mma module's kernel sets, in MMA_KERNELS order (kernels/mma.cu

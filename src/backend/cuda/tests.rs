@@ -933,15 +933,20 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
     assert_eq!(MmaMode::Off.select(2 * W, 512), MmaSel::default());
     assert_eq!(MmaMode::Auto.select(576, 0), MmaSel::default());
     assert_eq!(
-        mma_note(MmaMode::Auto, 576, 512),
+        mma_note(MmaMode::Auto, 576, 512, false),
         format!("auto: on, every format it takes (prime chunks of 512 rows >= {R})")
     );
     assert_eq!(
-        mma_note(MmaMode::Auto, W, 0),
+        mma_note(MmaMode::Auto, W, 0, true),
         format!("auto: on, Q4_K (n_embd {W} >= {W})")
     );
-    assert!(mma_note(MmaMode::Auto, 576, 16).starts_with("auto: off (n_embd 576 <"));
-    assert_eq!(mma_note(MmaMode::On, 576, 0), "on");
+    // A wide model without a Q4_K matrix (a Q8_0 file): auto runs no tensor-core kernel.
+    assert_eq!(
+        mma_note(MmaMode::Auto, W, 0, false),
+        format!("auto: off (n_embd {W} >= {W} turns on Q4_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R})")
+    );
+    assert!(mma_note(MmaMode::Auto, 576, 16, false).starts_with("auto: off (n_embd 576 <"));
+    assert_eq!(mma_note(MmaMode::On, 576, 0, true), "on");
 }
 
 /// The GEMM's block width along n: the prototype's 4 warps unless the grid would leave SMs

@@ -30,16 +30,35 @@ struct Sl {
     end: f64,
 }
 
+/// The phases the bars are checked on: the decode arms, one position per step.
+pub const PHASES: [&str; 3] = ["eager", "pipelined", "batched"];
+
+/// Why the bars cannot be checked on `phase` (None: one of `PHASES`).
+pub fn phase_problem(phase: &str) -> Option<String> {
+    let valid = PHASES.join(", ");
+    match phase {
+        p if PHASES.contains(&p) => None,
+        // The prime and verify arms walk the same positions again (every repeat, chunk size
+        // and round), so their slices of one (stage, step) span several walks and the
+        // overlap bar would pass on that alone.
+        "prime" | "verify" => Some(format!(
+            "phase {phase}: its steps repeat positions across walks; the bars are checked on {valid}"
+        )),
+        // The reference runs one stage: no boundary, so no stage can run ahead of another.
+        "reference" => Some(format!(
+            "phase reference: the single-stage reference has no second stage to overlap with; the bars are checked on {valid}"
+        )),
+        _ => Some(format!(
+            "phase {phase:?}: not a phase of a gate's trace; the bars are checked on {valid}"
+        )),
+    }
+}
+
 /// The bars for phase `phase` (an arm's name) of trace `doc`. Err: not a trace this tool
 /// wrote (no stage tracks, a malformed event), naming what is missing.
 pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
-    // The bars are about decode steps, one position per step: the prime and verify arms
-    // walk the same positions again (every repeat, chunk size and round), so their slices
-    // of one (stage, step) span several walks and the overlap bar would pass on that alone.
-    if phase == "prime" || phase == "verify" {
-        return Err(format!(
-            "phase {phase}: its steps repeat positions across walks; the bars are checked on eager, pipelined or batched"
-        ));
+    if let Some(why) = phase_problem(phase) {
+        return Err(why);
     }
     let ev = doc
         .get("traceEvents")
@@ -305,6 +324,20 @@ mod tests {
     /// Prime and verify walk the same positions again (repeats, chunk sizes, rounds): their
     /// slices of one (stage, step) span several walks, so the bars are refused there rather
     /// than passed on that overlap alone.
+    /// The reference (one stage) and names that are no phase are refused before the
+    /// trace is read, listing the valid phases; every valid one passes the phase check.
+    #[test]
+    fn reference_and_unknown_phases_are_refused_listing_the_valid_ones() {
+        for ph in ["reference", "runtime", "Pipelined", "", "eager,pipelined"] {
+            let e = phase_problem(ph).unwrap_or_else(|| panic!("{ph:?} accepted"));
+            assert!(e.ends_with("eager, pipelined, batched"), "{e}");
+            assert_eq!(check(&doc(4), ph).unwrap_err(), e);
+        }
+        for ph in PHASES {
+            assert_eq!(phase_problem(ph), None);
+        }
+    }
+
     #[test]
     fn prime_and_verify_phases_are_refused_naming_why() {
         for ph in ["prime", "verify"] {

@@ -1,0 +1,410 @@
+//! The one flag policy through the real binary: every flag given to a run that does not read
+//! it is refused (exit 2) with a message naming the flag, before any work; every valid
+//! combination of the same flags still runs. Also the small ones of issue 28: negative
+//! numbers named by their flag, trace-check's phases, synth's output path, battery's
+//! relative paths and fresh default folder, the one-stage note, `-q`'s output. The rules
+//! themselves, one test each and a walk of the table: `gate::policy::tests`.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn run_in(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ppn-gate"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("ppn-gate runs")
+}
+
+fn run(args: &[&str]) -> Output {
+    run_in(Path::new(env!("CARGO_MANIFEST_DIR")), args)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Quick gate flags: the built-in model on the CPU, a few steps.
+const QUICK: &[&str] = &["--backend", "cpu", "--gen-len", "2", "--prompt-len", "3"];
+
+fn with(cmd: &[&str], flags: &[&str], receipt: &Path) -> Vec<String> {
+    let mut v: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+    v.extend(flags.iter().map(|s| s.to_string()));
+    if cmd.first() == Some(&"bench") {
+        v.extend(["--backend", "cpu", "--steps", "2"].map(String::from));
+    } else {
+        v.extend(QUICK.iter().map(|s| s.to_string()));
+        v.extend(["--receipt".into(), receipt.display().to_string()]);
+    }
+    v
+}
+
+/// (command, flags, the flag the refusal names). Each refused before any work.
+const REFUSED: &[(&[&str], &[&str], &str)] = &[
+    (&[], &["--chunk", "4", "--arms", "eager"], "--chunk 4"),
+    (
+        &[],
+        &["--repeat", "5", "--arms", "eager,pipelined"],
+        "--repeat 5",
+    ),
+    (&[], &["--draft", "2", "--arms", "eager,prime"], "--draft 2"),
+    (&[], &["--batch", "8", "--arms", "eager"], "--batch 8"),
+    (
+        &[],
+        &["--window", "4", "--arms", "eager,verify"],
+        "--window 4",
+    ),
+    (&[], &["--transport", "peer"], "--transport peer"),
+    (
+        &[],
+        &["--transport", "host", "--stages", "1"],
+        "--transport host",
+    ),
+    (&[], &["--nccl-lib", "/l", "--stages", "2"], "--nccl-lib /l"),
+    (
+        &[],
+        &["--peer-timeout", "3", "--stages", "2"],
+        "--peer-timeout 3",
+    ),
+    (
+        &[],
+        &["--rendezvous-timeout", "3", "--stages", "2"],
+        "--rendezvous-timeout 3",
+    ),
+    (
+        &[],
+        &["--link-host", "10.1.1.1", "--stages", "2"],
+        "--link-host 10.1.1.1",
+    ),
+    (
+        &["launch"],
+        &[
+            "--procs",
+            "2",
+            "--stages",
+            "2",
+            "--transport",
+            "ipc",
+            "--nccl-lib",
+            "/l",
+        ],
+        "--nccl-lib /l",
+    ),
+    (&["soak", "--runs", "1"], &["--chunk", "4"], "--chunk 4"),
+    (&["bench"], &["-q"], "--quiet"),
+    (&["bench"], &["--topk", "3"], "--topk 3"),
+    (&["bench"], &["--gen-len", "3"], "--gen-len 3"),
+    (&["bench"], &["--arms", "verify"], "--arms verify"),
+    (
+        &["bench"],
+        &["--arms", "eager,prime", "--repeat", "2"],
+        "--repeat 2",
+    ),
+    (
+        &["bench"],
+        &["--batch", "2", "--arms", "pipelined"],
+        "--batch 2",
+    ),
+];
+
+#[test]
+fn a_flag_the_run_does_not_read_is_refused_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    for (i, (cmd, flags, flag)) in REFUSED.iter().enumerate() {
+        let mut args = with(cmd, flags, &d.path().join(format!("r{i}.json")));
+        if cmd.first() == Some(&"soak") {
+            args.retain(|a| !a.starts_with("--receipt") && !a.ends_with(&format!("r{i}.json")));
+            args.extend([
+                "--out".into(),
+                d.path().join(format!("s{i}")).display().to_string(),
+            ]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(
+            t.contains(&format!("error: {flag}")) && t.contains("has no effect in this run"),
+            "{args:?}: want {flag:?}: {t}"
+        );
+        assert!(!t.contains("PASS"), "{args:?} ran: {t}");
+        assert!(!d.path().join(format!("r{i}.json")).exists(), "{args:?}");
+    }
+}
+
+/// The same flags where the run reads them: accepted and PASS (a gate) or measured (bench).
+#[test]
+fn the_same_flags_where_they_are_read_still_run() {
+    let d = tempfile::tempdir().unwrap();
+    let ok: &[(&[&str], &[&str])] = &[
+        (
+            &[],
+            &[
+                "--chunk",
+                "2",
+                "--repeat",
+                "1",
+                "--arms",
+                "eager,prime",
+                "--window",
+                "2",
+            ],
+        ),
+        (&[], &["--draft", "2", "--arms", "verify"]),
+        (
+            &[],
+            &["--batch", "2", "--arms", "eager,batched", "--window", "2"],
+        ),
+        (&[], &["--transport", "host", "--stages", "2"]),
+        (&[], &["--transport", "auto", "--devices", "0,1"]),
+        (&[], &["--stages", "2", "--topk", "3", "-q"]),
+        (
+            &["bench"],
+            &["--arms", "prime", "--chunk", "2", "--prompt-len", "4"],
+        ),
+        (
+            &["bench"],
+            &[
+                "--batch",
+                "2",
+                "--window",
+                "2",
+                "--stages",
+                "2",
+                "--transport",
+                "host",
+            ],
+        ),
+    ];
+    for (i, (cmd, flags)) in ok.iter().enumerate() {
+        let args = with(cmd, flags, &d.path().join(format!("r{i}.json")));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {t}");
+        assert!(t.contains("PASS") || t.contains("tok/s"), "{args:?}: {t}");
+    }
+}
+
+/// -q prints the verdict lines only: no `receipt:` line, no header; the receipt is written.
+#[test]
+fn quiet_prints_only_the_verdict_lines() {
+    let d = tempfile::tempdir().unwrap();
+    let r = d.path().join("r.json");
+    let args = with(&[], &["--stages", "2", "-q"], &r);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(out.lines().all(|l| l.contains("PASS")), "{out}");
+    assert!(!text(&o).contains("receipt:"), "{}", text(&o));
+    assert!(r.exists());
+}
+
+/// One stage: PASS, and stderr says no boundary was exercised (also under -q); two stages:
+/// no such note.
+#[test]
+fn a_one_stage_gate_says_no_boundary_was_exercised() {
+    let d = tempfile::tempdir().unwrap();
+    for (flags, note) in [
+        (&["-q"][..], true),
+        (&[][..], true),
+        (&["--stages", "2"][..], false),
+    ] {
+        let args = with(&[], flags, &d.path().join("r.json"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.contains("no boundary was exercised"),
+            note,
+            "{flags:?}: {err}"
+        );
+    }
+}
+
+/// A negative number reaches the flag's own parser: the error names the flag (exit 2).
+#[test]
+fn negative_numbers_are_named_by_their_flag() {
+    for (flag, v) in [
+        ("--devices", "-1"),
+        ("--splits", "-2"),
+        ("--gen-len", "-1"),
+        ("--stages", "-3"),
+        ("--window", "-1"),
+    ] {
+        let o = run(&["--backend", "cpu", flag, v]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{flag} {v}: {t}");
+        assert!(t.contains(flag), "{flag} {v}: {t}");
+        assert!(!t.contains("unexpected argument"), "{flag} {v}: {t}");
+    }
+}
+
+/// A missing model's OS error is printed once.
+#[test]
+fn a_missing_model_names_its_os_error_once() {
+    let o = run(&["--backend", "cpu", "--model", "/nonexistent/m.gguf"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("--model /nonexistent/m.gguf"), "{t}");
+    assert_eq!(t.matches("(os error 2)").count(), 1, "{t}");
+}
+
+/// trace-check: the reference and unknown phases are refused (exit 2) before the file is
+/// read, listing the valid phases.
+#[test]
+fn trace_check_refuses_phases_the_bars_do_not_apply_to() {
+    for ph in ["reference", "prime", "verify", "nonsense"] {
+        let o = run(&["trace-check", "/nonexistent/t.json", "--phase", ph]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{ph}: {t}");
+        assert!(t.contains("eager, pipelined, batched"), "{ph}: {t}");
+        assert!(
+            !t.contains("os error"),
+            "{ph}: the file was read first: {t}"
+        );
+    }
+}
+
+/// synth checks -o before the work: a directory, a parent that is a file (exit 2 at once,
+/// no model built).
+#[test]
+fn synth_checks_its_output_path_first() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("f");
+    std::fs::write(&file, b"x").unwrap();
+    for out in [d.path().to_path_buf(), file.join("m.gguf")] {
+        let t0 = std::time::Instant::now();
+        let o = run(&["synth", "--preset", "llama8b", "-o", out.to_str().unwrap()]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}");
+        assert!(t.contains("-o "), "{t}");
+        // llama8b takes many seconds to build: refused before that.
+        assert!(t0.elapsed().as_secs() < 5, "{:?}: {t}", t0.elapsed());
+    }
+}
+
+/// A battery's relative paths resolve against its file's directory, from any working
+/// directory; a path that does not exist there is refused before the first gate runs,
+/// naming the directory; a battery without --out writes a fresh folder each run.
+#[test]
+fn battery_paths_resolve_beside_the_battery_file() {
+    let d = tempfile::tempdir().unwrap();
+    let bdir = d.path().join("b");
+    std::fs::create_dir_all(bdir.join("m")).unwrap();
+    let synth = run(&[
+        "synth",
+        "--layers",
+        "2",
+        "--embd",
+        "64",
+        "--heads",
+        "4",
+        "--kv-heads",
+        "2",
+        "--ff",
+        "128",
+        "--vocab",
+        "512",
+        "-o",
+        bdir.join("m/tiny.gguf").to_str().unwrap(),
+    ]);
+    assert_eq!(synth.status.code(), Some(0), "{}", text(&synth));
+    let write = |gates: &str| {
+        let f = bdir.join("battery.json");
+        std::fs::write(&f, format!("{{\"name\": \"rel\", \"gates\": [{gates}]}}")).unwrap();
+        f
+    };
+    let quick = r#""--backend", "cpu", "--gen-len", "2", "--prompt-len", "2", "--stages", "2""#;
+    let f = write(&format!(
+        r#"{{"name": "first", "args": [{quick}]}}, {{"name": "tiny", "args": ["--model", "m/tiny.gguf", {quick}]}}"#
+    ));
+    // From another directory (the temp dir's parent of b/), with --out.
+    let out = d.path().join("out");
+    let o = run_in(
+        d.path(),
+        &[
+            "battery",
+            f.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(out.join("tiny.json").exists());
+    // A missing file: refused before the first gate ran, naming the directory.
+    let f = write(&format!(
+        r#"{{"name": "first", "args": [{quick}]}}, {{"name": "gone", "args": ["--model", "m/gone.gguf", {quick}]}}"#
+    ));
+    let out2 = d.path().join("out2");
+    let o = run_in(
+        d.path(),
+        &[
+            "battery",
+            f.to_str().unwrap(),
+            "--out",
+            out2.to_str().unwrap(),
+        ],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("m/gone.gguf") && t.contains("battery file's directory"),
+        "{t}"
+    );
+    assert!(!t.contains("PASS"), "a gate ran first: {t}");
+    // No --out: a fresh folder under receipts/runs of the working directory, per run (its
+    // name has the time and the pid, so two runs never share one).
+    let f = write(&format!(r#"{{"name": "first", "args": [{quick}]}}"#));
+    let runs = d.path().join("receipts/runs");
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let o = run_in(d.path(), &["battery", f.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        seen = std::fs::read_dir(&runs)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    }
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter().all(|n| n.starts_with("battery-rel-")),
+        "{seen:?}"
+    );
+}
+
+/// A battery entry goes through the same policy (and -q, which a battery does not read).
+#[test]
+fn battery_entries_go_through_the_same_policy() {
+    let d = tempfile::tempdir().unwrap();
+    for (args, flag) in [
+        (
+            r#""--backend", "cpu", "--batch", "8", "--arms", "eager""#,
+            "--batch 8",
+        ),
+        (r#""--backend", "cpu", "--stages", "2", "-q""#, "--quiet"),
+    ] {
+        let f = d.path().join("b.json");
+        std::fs::write(
+            &f,
+            format!(r#"{{"name": "p", "gates": [{{"name": "g", "args": [{args}]}}]}}"#),
+        )
+        .unwrap();
+        let o = run(&[
+            "battery",
+            f.to_str().unwrap(),
+            "--out",
+            d.path().join("o").to_str().unwrap(),
+        ]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}");
+        assert!(t.contains(&format!("battery gate \"g\": {flag}")), "{t}");
+    }
+}
