@@ -48,6 +48,8 @@ pub struct GateOptions {
     pub rendezvous_timeout: u64,
     pub link_host: String,
     pub nccl_lib: Option<PathBuf>,
+    /// The hidden `--plant-defect SPEC` (`gate::plant`: hunt --self-check's planted defect).
+    pub plant_defect: Option<String>,
 }
 
 impl GateOptions {
@@ -99,6 +101,7 @@ impl GateOptions {
             rendezvous_timeout,
             link_host,
             nccl_lib,
+            plant_defect,
         } = self;
         let mut v: Vec<String> = Vec::new();
         let mut kv = |k: &str, val: &dyn std::fmt::Display| v.push(format!("--{k}={val}"));
@@ -177,6 +180,9 @@ impl GateOptions {
         kv("link-host", link_host);
         if let Some(x) = nccl_lib {
             kv("nccl-lib", &path(x));
+        }
+        if let Some(x) = plant_defect {
+            kv("plant-defect", x);
         }
         if *no_cache {
             v.push("--no-cache".into());
