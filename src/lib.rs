@@ -12,6 +12,8 @@
 //! - `arms`, `receipt`, `soak`: the gate's arms, its receipts and soak summaries.
 //! - `gate`: the gate as a library (options, plan, run, report, multi-process members and
 //!   launch); `cli` above it only parses flags into its options and prints.
+//! - `hunt`: the configuration-space search over gates run as child processes, and its
+//!   shrinker (above `gate`, below `cli`).
 //! - `dist`: multi-process gates (stages in several processes: rendezvous, links, launch).
 // `unsafe` is allowed in exactly one module, the CUDA backend (`backend::cuda`), where every
 // block carries a `// SAFETY:` line. Everywhere else the compiler refuses it.
@@ -42,6 +44,7 @@ pub mod exit;
 pub mod fsio;
 pub mod gate;
 pub mod gguf;
+pub mod hunt;
 pub mod math;
 pub mod model;
 pub mod quant;

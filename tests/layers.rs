@@ -96,6 +96,14 @@ const RULES: &[Rule] = &[
         to: "exit",
         why: TERM_WHY,
     },
+    Rule {
+        from: &[
+            "backend", "runtime", "model", "math", "quant", "gguf", "receipt", "arms", "soak",
+            "dist", "gate",
+        ],
+        to: "hunt",
+        why: "the hunt runs gates as child processes: above the gate layer, under cli",
+    },
 ];
 
 /// Edges that break a rule today, as (file, top-level module it names), known and to be

@@ -310,6 +310,7 @@ mod tests {
             repeat: 3,
             draft: 4,
             dist: None,
+            planted: false,
         }
     }
 

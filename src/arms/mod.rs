@@ -89,6 +89,9 @@ pub struct GateSpec {
     /// A member of a multi-process gate: the stages this process runs and its links (None:
     /// every stage in this process).
     pub dist: Option<DistPart>,
+    /// The hidden `--plant-defect` matched (gate::plant): the prime arm's first judged
+    /// logit gets its lowest bit flipped before the comparison, so the gate FAILs there.
+    pub planted: bool,
 }
 
 /// The prime arm's chunk sizes for a prompt of `p` positions: `chunks` as given (default 1,
@@ -812,7 +815,15 @@ fn prime<B: Backend>(
         // reads no logits: the member with them judges.
         if rt.has_output() {
             for r in 0..st.len {
-                judge.check_key(st.pos0 + r, 0, st.key, &l[r * vocab..(r + 1) * vocab]);
+                let got = &l[r * vocab..(r + 1) * vocab];
+                if spec.planted && i == 0 && r == 0 {
+                    // --plant-defect: one flipped bit, judged like any arm's logits.
+                    let mut bad = got.to_vec();
+                    bad[0] = f32::from_bits(bad[0].to_bits() ^ 1);
+                    judge.check_key(st.pos0, 0, st.key, &bad);
+                    continue;
+                }
+                judge.check_key(st.pos0 + r, 0, st.key, got);
             }
         }
         Ok(())
@@ -1211,6 +1222,7 @@ mod tests {
             repeat: 1,
             draft: 2,
             dist: None,
+            planted: false,
         }
     }
 

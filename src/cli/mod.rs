@@ -18,6 +18,7 @@ mod diff;
 #[cfg(test)]
 mod flag_bounds;
 pub mod gate;
+mod hunt;
 mod inspect;
 #[cfg(test)]
 mod policy_tests;
@@ -114,6 +115,12 @@ pub enum Cmd {
     /// Exit 0 only when every fault that can open here FAILs every run and every control
     /// PASSes every run; a fault that cannot open here is listed with the reason, not counted.
     Selftest(SelftestArgs),
+    /// Search the configuration space for a divergence and shrink each finding to the
+    /// smallest configuration that still fails (README: "hunt"). Gate flags given pin their
+    /// dimension; --seed is the hunt's seed, --fault F its fault. Exit 0 no finding, 1
+    /// findings (the report and every finding kept on SIGINT/SIGTERM/SIGHUP), 2 a harness
+    /// error, 130 interrupted with no finding.
+    Hunt(HuntArgs),
     /// Check a trace file (`--trace`, either backend) against the pipeline bars for one
     /// phase: every stage stream has work in every step, no two slices of one stream
     /// overlap, and some stage s starts step k+1 before stage s+1 finished step k. Exit 0
@@ -308,6 +315,9 @@ pub struct GateArgs {
     /// nvidia/nccl/lib). Default: the dynamic linker's search path (LD_LIBRARY_PATH, ldconfig).
     #[arg(long, value_name = "PATH")]
     pub nccl_lib: Option<PathBuf>,
+    /// Hidden: `hunt --self-check`'s planted defect (gate::plant).
+    #[arg(long, value_name = "SPEC", hide = true)]
+    pub plant_defect: Option<String>,
 }
 
 impl GateArgs {
@@ -353,6 +363,7 @@ impl GateArgs {
             rendezvous_timeout,
             link_host,
             nccl_lib,
+            plant_defect,
         } = self.clone();
         GateOptions {
             backend,
@@ -392,6 +403,7 @@ impl GateArgs {
             rendezvous_timeout,
             link_host,
             nccl_lib,
+            plant_defect,
         }
     }
 }
@@ -458,6 +470,38 @@ pub struct SoakArgs {
     /// trace is written only when it FAILs.
     #[arg(long)]
     pub trace_failing: bool,
+    #[command(flatten)]
+    pub gate: GateArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct HuntArgs {
+    /// Trials to run (at least 1); with --budget, whichever ends first.
+    #[arg(long, value_name = "N")]
+    pub trials: Option<usize>,
+    /// Wall-clock budget for the trials: 90s, 10m, 2h (default 10m without --trials). A
+    /// finding found in time is shrunk to the end.
+    #[arg(long, value_name = "TIME")]
+    pub budget: Option<String>,
+    /// Runs of each shrink candidate (kept if it fails in any) and of the shrunk result
+    /// (its failure rate).
+    #[arg(long, value_name = "R", default_value_t = 3)]
+    pub confirm: usize,
+    /// Directory for the trials, the findings (found/NAME.json battery files and their
+    /// receipts) and hunt.json (default: receipts/runs/hunt-<time>-<pid>); locked while the
+    /// hunt runs.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Also write JUnit XML: one testcase per finding, a passing one when there is none.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Plant a defect at a corner of the space derived from --seed (the generator is not
+    /// told it); exit 0 only when the hunt finds it and shrinks it exactly to that corner.
+    #[arg(long)]
+    pub self_check: bool,
+    /// Seconds a trial may run before it is killed as a hang.
+    #[arg(long, value_name = "T", default_value_t = 60)]
+    pub timeout_s: u64,
     #[command(flatten)]
     pub gate: GateArgs,
 }
@@ -552,6 +596,7 @@ pub fn main() -> i32 {
         Some(Cmd::Battery(a)) => battery::battery(&a),
         Some(Cmd::Bench(a)) => bench::bench(&a),
         Some(Cmd::Selftest(a)) => selftest::selftest(&a),
+        Some(Cmd::Hunt(a)) => hunt::hunt(&a),
         Some(Cmd::TraceCheck { file, phase }) => trace_check::trace_check(&file, &phase),
         Some(Cmd::NcclCheck { nccl_lib, device }) => {
             crate::backend::cuda::nccl::check(nccl_lib.as_deref(), device).map(|lines| {
@@ -631,6 +676,7 @@ mod tests {
             rendezvous_timeout: Some(4),
             link_host: Some("10.0.0.1".into()),
             nccl_lib: Some("/l".into()),
+            plant_defect: Some("stages=3,batch>=5,chunk=7".into()),
         }
     }
 
@@ -657,7 +703,7 @@ mod tests {
             .iter()
             .filter(|l| l.starts_with("    ") && !l.starts_with("     ") && l.contains(": "))
             .collect();
-        assert_eq!(fields.len(), 37, "{o:?}");
+        assert_eq!(fields.len(), 38, "{o:?}");
         for f in fields {
             assert!(!d.contains(f), "field left at its default: {f}");
         }

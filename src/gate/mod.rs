@@ -11,6 +11,7 @@ pub mod member;
 pub mod opens;
 pub mod options;
 pub mod plan;
+pub mod plant;
 pub mod policy;
 pub mod report;
 pub mod run;

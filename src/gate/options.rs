@@ -64,6 +64,8 @@ pub struct GateOptions {
     pub rendezvous_timeout: Option<u64>,
     pub link_host: Option<String>,
     pub nccl_lib: Option<PathBuf>,
+    /// The hidden `--plant-defect SPEC` (`gate::plant`: hunt --self-check's planted defect).
+    pub plant_defect: Option<String>,
 }
 
 impl GateOptions {
@@ -166,6 +168,7 @@ impl GateOptions {
             rendezvous_timeout,
             link_host,
             nccl_lib,
+            plant_defect,
         } = self;
         let mut v: Vec<String> = Vec::new();
         let mut kv = |k: &str, val: &dyn std::fmt::Display| v.push(format!("--{k}={val}"));
@@ -264,6 +267,9 @@ impl GateOptions {
         }
         if let Some(x) = nccl_lib {
             kv("nccl-lib", &path(x));
+        }
+        if let Some(x) = plant_defect {
+            kv("plant-defect", x);
         }
         if *no_cache {
             v.push("--no-cache".into());

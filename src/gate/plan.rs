@@ -247,43 +247,11 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
         }
         arms.push(k);
     }
-    let site = Site {
-        devices: &devices,
-        in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
-            args.window()
-        } else {
-            1
-        },
-        uploads_weights: !be.shares_host_weights(),
-        multi_row: arms
-            .iter()
-            .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
-        rollback: arms.contains(&ArmKind::Verify),
-        batched: arms.contains(&ArmKind::Batched),
-        // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
-        // kernels (decided when it loads), where the fault would plant nothing.
-        mma: matches!(&be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
-    };
     let mut faults = Vec::new();
     for f in &args.faults {
         let f = Fault::parse(f)?;
-        if let Some(why) = f.cannot_open(&site) {
-            bail!(
-                "--fault {f}: cannot open on --stages {} --devices {}: {why}; {}",
-                devices.len(),
-                join(&devices),
-                super::opens::where_it_opens(f, &be)
-            );
-        }
-        let across = args.world().and_then(|w| {
-            let map = crate::dist::rank_map(devices.len(), w, args.ranks.as_deref()).ok()?;
-            Some((crate::dist::fault_cannot_cross(f, &map)?, map))
-        });
-        if let Some((why, map)) = across {
-            bail!(
-                "--fault {f}: cannot open with stages on ranks {}: {why}",
-                join(&map)
-            );
+        if let Some(why) = fault_closed(args, &be, &devices, &arms, f) {
+            bail!("--fault {f}: {why}");
         }
         if !faults.contains(&f) {
             faults.push(f);
@@ -298,6 +266,49 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
         faults,
         auto_cpu: None,
     })
+}
+
+/// Why fault `f` cannot open in a gate of these flags (stages on `devices`, running `arms`
+/// on `be`), in the words of the gate's refusal after `--fault NAME: `; None where it can
+/// open. The one rule the gate refuses by and `hunt` draws by.
+pub fn fault_closed(
+    args: &GateOptions,
+    be: &AnyBackend,
+    devices: &[usize],
+    arms: &[ArmKind],
+    f: Fault,
+) -> Option<String> {
+    let site = Site {
+        devices,
+        in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
+            args.window()
+        } else {
+            1
+        },
+        uploads_weights: !be.shares_host_weights(),
+        multi_row: arms
+            .iter()
+            .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
+        rollback: arms.contains(&ArmKind::Verify),
+        batched: arms.contains(&ArmKind::Batched),
+        // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
+        // kernels (decided when it loads), where the fault would plant nothing.
+        mma: matches!(be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
+    };
+    if let Some(why) = f.cannot_open(&site) {
+        return Some(format!(
+            "cannot open on --stages {} --devices {}: {why}; {}",
+            devices.len(),
+            join(devices),
+            super::opens::where_it_opens(f, be)
+        ));
+    }
+    let map = crate::dist::rank_map(devices.len(), args.world()?, args.ranks.as_deref()).ok()?;
+    let why = crate::dist::fault_cannot_cross(f, &map)?;
+    Some(format!(
+        "cannot open with stages on ranks {}: {why}",
+        join(&map)
+    ))
 }
 
 /// The multi-process flags checked against each other and the backend; returns the
@@ -428,6 +439,7 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         repeat: args.repeat(),
         draft: args.draft(),
         dist: None,
+        planted: super::plant::planted(args)?,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
     // Bounds before work: positions against the context length, the run's bytes against

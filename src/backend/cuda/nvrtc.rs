@@ -583,11 +583,8 @@ impl DevCtx {
         let mut parts: std::collections::BTreeMap<usize, Vec<Option<CudaFunction>>> =
             std::collections::BTreeMap::new();
         // A cold start shows its builds on a terminal (a warm one is over before it draws).
-        let bar = crate::term::Bar::new(
-            format!("device {}: kernel modules", self.dev),
-            n,
-            "modules",
-        );
+        let bar =
+            crate::term::Bar::new(format!("device {}: kernel modules", self.dev), n, "modules");
         let built = run_parallel(jobs, &|| bar.inc());
         bar.finish();
         for (r, what) in built.into_iter().zip(&names) {

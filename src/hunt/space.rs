@@ -1,0 +1,775 @@
+//! The hunt's configuration space: a `Draw` (each dimension left at the gate's default, or
+//! set), the distribution it is drawn from, and the simpler neighbours the shrinker tries.
+//!
+//! The distribution, per trial (weights in percent; edges weighted on purpose). A dimension
+//! pinned by a gate flag on the hunt's command line is never drawn: every trial takes that
+//! flag as given.
+//! - stages: 1 (20), 2 (25), 3 (15), 4 (15), the most min(8, n_layers) (10), 5..=most (15).
+//! - with 2+ stages: splits (40: one layer per stage but the last (a third), the last layer
+//!   alone with the stages before it one layer each (a third), random cuts); devices on a
+//!   backend with several (15: each stage on a random device); several processes on the
+//!   cpu's ipc transport (15: `--procs 2..=min(3, stages)`), else `--transport host` (20).
+//! - arms: each of eager 50, pipelined 50, batched 55, prime 50, verify 45 (at least one);
+//!   the gate's default arms (5). A flag only one arm reads is drawn only with that arm
+//!   (`ARM_FLAGS`):
+//!   window (pipelined, batched): default (30), 1 (20), 2 (10), 4..=8 (20), longer than
+//!   the tape (20); batch (batched): default (25), 1 (25), 2..=4 (15), 5..=12 (35);
+//!   chunk (prime): default (20), else a ladder of 1..=3 sizes, each 1 (20), the whole
+//!   prompt (20), 3, 5 or 7 (40), 2..=prompt+3 (20); repeat (prime): default (40), 1 (50),
+//!   2 (10); draft (verify): default (40), 1 (30), 6..=12 (30).
+//! - prompt: default 8 (25), 1 (20), 2..=7 (25), 9..=24 (30); gen: 1 (15), 2..=6 (65),
+//!   7..=12 (20) (short: trials stay cheap on the CPU).
+//! - tape (15): a tape of 2..=24 random tokens below the vocab, with its own prompt_len
+//!   (60) or without (then a drawn prompt at most its length).
+//! - jitter: 0 (70), 1..=50 µs (15), 200..=400 µs (15). Gate seed: drawn (70), default 0.
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use crate::arms::ArmKind;
+
+/// The gate's default arms (`--arms` left out).
+pub const DEFAULT_ARMS: [ArmKind; 3] = [ArmKind::Eager, ArmKind::Pipelined, ArmKind::Batched];
+
+/// A dimension of the space, named by the gate flag that pins it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Dim {
+    Stages,
+    Splits,
+    Devices,
+    Transport,
+    Procs,
+    Arms,
+    Chunk,
+    Repeat,
+    Draft,
+    Window,
+    Batch,
+    PromptLen,
+    GenLen,
+    Tape,
+    Jitter,
+}
+
+impl Dim {
+    pub const ALL: [Dim; 15] = [
+        Dim::Stages,
+        Dim::Splits,
+        Dim::Devices,
+        Dim::Transport,
+        Dim::Procs,
+        Dim::Arms,
+        Dim::Chunk,
+        Dim::Repeat,
+        Dim::Draft,
+        Dim::Window,
+        Dim::Batch,
+        Dim::PromptLen,
+        Dim::GenLen,
+        Dim::Tape,
+        Dim::Jitter,
+    ];
+
+    /// The gate flag's argument id (its field in the cli's `GateArgs`).
+    pub fn id(self) -> &'static str {
+        match self {
+            Dim::Stages => "stages",
+            Dim::Splits => "splits",
+            Dim::Devices => "devices",
+            Dim::Transport => "transport",
+            Dim::Procs => "procs",
+            Dim::Arms => "arms",
+            Dim::Chunk => "chunk",
+            Dim::Repeat => "repeat",
+            Dim::Draft => "draft",
+            Dim::Window => "window",
+            Dim::Batch => "batch",
+            Dim::PromptLen => "prompt_len",
+            Dim::GenLen => "gen_len",
+            Dim::Tape => "tape",
+            Dim::Jitter => "jitter_us",
+        }
+    }
+}
+
+/// Each arm and the flags only it reads: such a flag is drawn, and kept by the shrinker,
+/// only while one of its arms is in the trial (a flag no arm reads is refused by the gate).
+/// A new arm is one entry here (and one in `ARM_WEIGHTS`).
+pub const ARM_FLAGS: &[(ArmKind, &[Dim])] = &[
+    (ArmKind::Eager, &[]),
+    (ArmKind::Pipelined, &[Dim::Window]),
+    (ArmKind::Batched, &[Dim::Window, Dim::Batch]),
+    (ArmKind::Prime, &[Dim::Chunk, Dim::Repeat]),
+    (ArmKind::Verify, &[Dim::Draft]),
+];
+
+/// Each arm's chance in percent of being in a trial that draws its arms.
+pub const ARM_WEIGHTS: &[(ArmKind, u32)] = &[
+    (ArmKind::Eager, 50),
+    (ArmKind::Pipelined, 50),
+    (ArmKind::Batched, 55),
+    (ArmKind::Prime, 50),
+    (ArmKind::Verify, 45),
+];
+
+/// A tape the hunt writes into its directory for a trial.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct TapeSpec {
+    pub len: usize,
+    pub prompt_len: Option<usize>,
+    pub seed: u64,
+}
+
+impl TapeSpec {
+    /// The tape file's JSON (`gate::tape`'s format): seeded token ids below `vocab`.
+    pub fn json(&self, vocab: usize) -> String {
+        use rand::SeedableRng;
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let tokens: Vec<u32> = (0..self.len)
+            .map(|_| rng.gen_range(0..vocab.max(1) as u32))
+            .collect();
+        let mut v = serde_json::json!({ "tokens": tokens });
+        if let Some(p) = self.prompt_len {
+            v["prompt_len"] = p.into();
+        }
+        v.to_string()
+    }
+}
+
+/// One trial's configuration: None leaves the dimension as the hunt's command line has it
+/// (pinned, or the gate's default).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Draw {
+    pub stages: Option<usize>,
+    pub splits: Option<Vec<usize>>,
+    pub devices: Option<Vec<usize>>,
+    /// `host`, or `ipc` (with `procs`).
+    pub transport: Option<String>,
+    pub procs: Option<usize>,
+    #[serde(serialize_with = "arm_names")]
+    pub arms: Option<Vec<ArmKind>>,
+    pub chunk: Option<Vec<usize>>,
+    pub repeat: Option<usize>,
+    pub draft: Option<usize>,
+    pub window: Option<usize>,
+    pub batch: Option<usize>,
+    pub prompt_len: Option<usize>,
+    pub gen_len: Option<usize>,
+    pub tape: Option<TapeSpec>,
+    pub jitter_us: Option<u64>,
+    pub seed: Option<u64>,
+}
+
+/// The arms by their `--arms` names.
+fn arm_names<S: serde::Serializer>(a: &Option<Vec<ArmKind>>, s: S) -> Result<S::Ok, S::Error> {
+    let names: Option<Vec<&str>> = a.as_ref().map(|v| v.iter().map(|k| k.name()).collect());
+    serde::Serialize::serialize(&names, s)
+}
+
+/// What the space allows: the model, the backend, and what the command line pinned.
+#[derive(Clone, Debug)]
+pub struct Space {
+    pub n_layers: usize,
+    pub vocab: usize,
+    pub context: usize,
+    /// Devices the backend has.
+    pub devices: usize,
+    pub cuda: bool,
+    pub pinned: Vec<Dim>,
+    /// The arms, stages, prompt and steps a dimension left as given takes.
+    pub base_arms: Vec<ArmKind>,
+    pub base_stages: usize,
+    pub base_prompt: usize,
+    pub base_gen: usize,
+    /// A pinned `--transport` other than auto, or `--procs`: trials need 2+ stages
+    /// (`procs`: at least that many).
+    pub base_min_stages: usize,
+}
+
+/// A weighted pick: the index of the entry `r` (0..sum) falls in.
+fn pick(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
+    let total: u32 = weights.iter().sum();
+    let mut r = rng.gen_range(0..total);
+    for (i, &w) in weights.iter().enumerate() {
+        if r < w {
+            return i;
+        }
+        r -= w;
+    }
+    weights.len() - 1
+}
+
+fn pct(rng: &mut ChaCha8Rng, p: u32) -> bool {
+    rng.gen_range(0..100) < p
+}
+
+impl Space {
+    fn free(&self, d: Dim) -> bool {
+        !self.pinned.contains(&d)
+    }
+
+    /// The most stages a trial may have.
+    pub fn max_stages(&self) -> usize {
+        self.n_layers.clamp(1, 8)
+    }
+
+    pub fn arms(&self, d: &Draw) -> Vec<ArmKind> {
+        d.arms.clone().unwrap_or_else(|| self.base_arms.clone())
+    }
+
+    pub fn stages(&self, d: &Draw) -> usize {
+        d.stages.unwrap_or(self.base_stages)
+    }
+
+    /// Whether a flag that only some arms read has one of them in the draw.
+    pub fn read(&self, d: &Draw, dim: Dim) -> bool {
+        let arms = self.arms(d);
+        ARM_FLAGS
+            .iter()
+            .any(|(a, dims)| arms.contains(a) && dims.contains(&dim))
+    }
+
+    /// The draw's prompt as the gate resolves it (the tape's own, else the flag, else 8 at
+    /// most the tape) and its steps.
+    pub fn prompt_and_steps(&self, d: &Draw) -> (usize, usize) {
+        let p = d.prompt_len.unwrap_or(self.base_prompt);
+        match &d.tape {
+            Some(t) => (t.prompt_len.unwrap_or(p.min(t.len)), t.len),
+            None => (p, p + d.gen_len.unwrap_or(self.base_gen)),
+        }
+    }
+
+    /// One trial's configuration, drawn by the distribution in the module doc.
+    pub fn draw(&self, rng: &mut ChaCha8Rng) -> Draw {
+        let mut d = Draw::default();
+        let most = self.max_stages();
+        if self.free(Dim::Stages) {
+            let s = match pick(rng, &[20, 25, 15, 15, 10, 15]) {
+                0 => 1,
+                1 => 2,
+                2 => 3,
+                3 => 4,
+                4 => most,
+                _ => rng.gen_range(5..=most.max(5)),
+            };
+            let s = s.clamp(self.base_min_stages.min(most), most);
+            d.stages = (s != 1).then_some(s);
+        }
+        if self.free(Dim::Arms) {
+            let default = pct(rng, 5);
+            let mut arms: Vec<ArmKind> = ARM_WEIGHTS
+                .iter()
+                .filter(|&&(_, w)| pct(rng, w))
+                .map(|&(a, _)| a)
+                .collect();
+            if default {
+                arms = self.base_arms.clone();
+            }
+            // A pinned flag that only some arms read needs one of them.
+            for dim in Dim::ALL.into_iter().filter(|&x| !self.free(x)) {
+                let readers = || ARM_FLAGS.iter().filter(|(_, ds)| ds.contains(&dim));
+                if readers().next().is_some() && !readers().any(|(a, _)| arms.contains(a)) {
+                    if let Some((a, _)) = readers().next() {
+                        arms.push(*a);
+                    }
+                }
+            }
+            d.arms = if arms == self.base_arms {
+                None
+            } else {
+                if arms.is_empty() {
+                    arms.push(ARM_WEIGHTS[rng.gen_range(0..ARM_WEIGHTS.len())].0);
+                }
+                arms.sort_by_key(|a| ArmKind::ALL.iter().position(|b| b == a));
+                Some(arms)
+            };
+        }
+        if self.free(Dim::Tape) && pct(rng, 15) {
+            let len = rng.gen_range(2..=24usize.min(self.context));
+            d.tape = Some(TapeSpec {
+                len,
+                prompt_len: pct(rng, 60).then(|| rng.gen_range(1..=len)),
+                seed: rng.gen(),
+            });
+        }
+        if self.free(Dim::PromptLen) {
+            d.prompt_len = match pick(rng, &[25, 20, 25, 30]) {
+                0 => None,
+                1 => Some(1),
+                2 => Some(rng.gen_range(2..=7)),
+                _ => Some(rng.gen_range(9..=24)),
+            };
+        }
+        if self.free(Dim::GenLen) {
+            d.gen_len = Some(match pick(rng, &[15, 65, 20]) {
+                0 => 1,
+                1 => rng.gen_range(2..=6),
+                _ => rng.gen_range(7..=12),
+            });
+        }
+        let (p, steps) = {
+            let n = self.normalized(d.clone());
+            self.prompt_and_steps(&n)
+        };
+        if self.free(Dim::Window) {
+            d.window = match pick(rng, &[30, 20, 10, 20, 20]) {
+                0 => None,
+                1 => Some(1),
+                2 => Some(2),
+                3 => Some(rng.gen_range(4..=8)),
+                _ => Some(steps + rng.gen_range(1..=4)),
+            };
+        }
+        if self.free(Dim::Batch) {
+            d.batch = match pick(rng, &[25, 25, 15, 35]) {
+                0 => None,
+                1 => Some(1),
+                2 => Some(rng.gen_range(2..=4)),
+                _ => Some(rng.gen_range(5..=12)),
+            };
+        }
+        if self.free(Dim::Chunk) && !pct(rng, 20) {
+            let mut ladder = Vec::new();
+            for _ in 0..rng.gen_range(1..=3) {
+                let c = match pick(rng, &[20, 20, 40, 20]) {
+                    0 => 1,
+                    1 => p,
+                    2 => [3, 5, 7][rng.gen_range(0..3)],
+                    _ => rng.gen_range(2..=p + 3),
+                };
+                if !ladder.contains(&c) {
+                    ladder.push(c);
+                }
+            }
+            d.chunk = Some(ladder);
+        }
+        if self.free(Dim::Repeat) {
+            d.repeat = match pick(rng, &[40, 50, 10]) {
+                0 => None,
+                1 => Some(1),
+                _ => Some(2),
+            };
+        }
+        if self.free(Dim::Draft) {
+            d.draft = match pick(rng, &[40, 30, 30]) {
+                0 => None,
+                1 => Some(1),
+                _ => Some(rng.gen_range(6..=12)),
+            };
+        }
+        if self.free(Dim::Jitter) {
+            d.jitter_us = match pick(rng, &[70, 15, 15]) {
+                0 => None,
+                1 => Some(rng.gen_range(1..=50)),
+                _ => Some(rng.gen_range(200..=400)),
+            };
+        }
+        if pct(rng, 70) {
+            d.seed = Some(rng.gen_range(1..1 << 20));
+        }
+        let n = self.stages(&d);
+        if n >= 2 {
+            if self.free(Dim::Splits) && pct(rng, 40) {
+                let l = self.n_layers;
+                d.splits = Some(match rng.gen_range(0..3) {
+                    // One layer per stage but the last, which holds the rest.
+                    0 => (1..n).collect(),
+                    // The last layer alone, the stages before it one layer each.
+                    1 => (l - n + 1..l).collect(),
+                    _ => {
+                        let mut cuts: Vec<usize> = (1..l).collect();
+                        while cuts.len() > n - 1 {
+                            cuts.remove(rng.gen_range(0..cuts.len()));
+                        }
+                        cuts
+                    }
+                });
+            }
+            let multi =
+                self.free(Dim::Procs) && self.free(Dim::Transport) && !self.cuda && pct(rng, 15);
+            if multi {
+                d.procs = Some(rng.gen_range(2..=n.min(3)));
+                d.transport = Some("ipc".into());
+            } else {
+                if self.free(Dim::Transport) && pct(rng, 20) {
+                    d.transport = Some("host".into());
+                }
+                if self.free(Dim::Devices) && self.devices >= 2 && pct(rng, 15) {
+                    d.devices = Some((0..n).map(|_| rng.gen_range(0..self.devices)).collect());
+                }
+            }
+        }
+        self.normalized(d)
+    }
+
+    /// The draw with every flag the gate would refuse as meaningless dropped: a flag whose
+    /// arms are absent, a boundary flag of one stage, splits or devices of another stage
+    /// count, a prompt or gen that the tape sets.
+    pub fn normalized(&self, mut d: Draw) -> Draw {
+        let n = self.stages(&d);
+        if n < 2 {
+            d.splits = None;
+            d.devices = None;
+            d.transport = None;
+            d.procs = None;
+        }
+        if d.splits
+            .as_ref()
+            .is_some_and(|s| s.len() + 1 != n || s.iter().any(|&c| c == 0 || c >= self.n_layers))
+        {
+            d.splits = None;
+        }
+        if d.devices.as_ref().is_some_and(|v| v.len() != n) {
+            d.devices = None;
+        }
+        if d.procs.is_some_and(|w| w > n || w < 2) {
+            d.procs = None;
+        }
+        if d.procs.is_none() && d.transport.as_deref() == Some("ipc") {
+            d.transport = None;
+        }
+        if d.procs.is_some() {
+            d.devices = None;
+        }
+        if d.arms.as_ref().is_some_and(|a| a.is_empty()) {
+            d.arms = None;
+        }
+        let probe = Draw {
+            arms: d.arms.clone(),
+            ..Draw::default()
+        };
+        let unread = |dim| !self.read(&probe, dim);
+        if unread(Dim::Window) {
+            d.window = None;
+        }
+        if unread(Dim::Batch) {
+            d.batch = None;
+        }
+        if unread(Dim::Chunk) {
+            d.chunk = None;
+        }
+        if unread(Dim::Repeat) {
+            d.repeat = None;
+        }
+        if unread(Dim::Draft) {
+            d.draft = None;
+        }
+        if let Some(t) = &mut d.tape {
+            t.len = t.len.max(1);
+            t.prompt_len = t.prompt_len.map(|p| p.clamp(1, t.len));
+            if t.prompt_len.is_some() || d.prompt_len.is_some_and(|p| p > t.len) {
+                d.prompt_len = None;
+            }
+            d.gen_len = None;
+        }
+        d
+    }
+
+    /// The draw as gate flags (`--flag=value`), `tape`: the path its tape was written to.
+    pub fn flags(&self, d: &Draw, tape: Option<&str>) -> Vec<String> {
+        let list = |v: &[usize]| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let mut f = Vec::new();
+        let mut kv = |k: &str, v: String| f.push(format!("--{k}={v}"));
+        if let Some(x) = d.stages {
+            kv("stages", x.to_string());
+        }
+        if let Some(x) = &d.splits {
+            kv("splits", list(x));
+        }
+        if let Some(x) = &d.devices {
+            kv("devices", list(x));
+        }
+        if let Some(x) = &d.transport {
+            kv("transport", x.clone());
+        }
+        if let Some(x) = d.procs {
+            kv("procs", x.to_string());
+        }
+        if let Some(x) = &d.arms {
+            let names: Vec<&str> = x.iter().map(|a| a.name()).collect();
+            kv("arms", names.join(","));
+        }
+        if let Some(x) = &d.chunk {
+            kv("chunk", list(x));
+        }
+        if let Some(x) = d.repeat {
+            kv("repeat", x.to_string());
+        }
+        if let Some(x) = d.draft {
+            kv("draft", x.to_string());
+        }
+        if let Some(x) = d.window {
+            kv("window", x.to_string());
+        }
+        if let Some(x) = d.batch {
+            kv("batch", x.to_string());
+        }
+        if let Some(x) = d.prompt_len {
+            kv("prompt-len", x.to_string());
+        }
+        if let Some(x) = d.gen_len {
+            kv("gen-len", x.to_string());
+        }
+        if let (Some(_), Some(p)) = (&d.tape, tape) {
+            kv("tape", p.to_string());
+        }
+        if let Some(x) = d.jitter_us {
+            kv("jitter-us", x.to_string());
+        }
+        if let Some(x) = d.seed {
+            kv("seed", x.to_string());
+        }
+        f
+    }
+
+    /// The draw's simpler neighbours, most promising first: every flag but the structure
+    /// (stages, arms, chunks, batch) back to the default at once, then each dimension back
+    /// to the gate's default, then smaller (fewer stages, arms, chunks; smaller batch, window,
+    /// draft, prompt, gen, tape; no jitter; one process). A default is simpler than any set
+    /// value, and a smaller value than a larger one. Each is normalized, and differs.
+    pub fn simpler(&self, d: &Draw) -> Vec<Draw> {
+        let mut out: Vec<Draw> = Vec::new();
+        let smaller = |v: usize| -> Vec<Option<usize>> {
+            let mut c = vec![None];
+            for x in [1, v / 2, v.saturating_sub(1)] {
+                if x >= 1 && x < v && !c.contains(&Some(x)) {
+                    c.push(Some(x));
+                }
+            }
+            c
+        };
+        let mut push = |c: Draw| {
+            let c = self.normalized(c);
+            if c != *d && !out.contains(&c) {
+                out.push(c);
+            }
+        };
+        // Every flag but the structure (stages, arms, chunk ladder, batch) back to its
+        // default at once: one run where the failure needs none of them.
+        push(Draw {
+            stages: d.stages,
+            arms: d.arms.clone(),
+            chunk: d.chunk.clone(),
+            batch: d.batch,
+            ..Draw::default()
+        });
+        if let Some(w) = d.procs {
+            push(Draw {
+                procs: None,
+                transport: None,
+                ..d.clone()
+            });
+            for x in smaller(w).into_iter().flatten() {
+                push(Draw {
+                    procs: Some(x),
+                    ..d.clone()
+                });
+            }
+        }
+        if let Some(s) = d.stages {
+            for x in smaller(s) {
+                push(Draw {
+                    stages: x,
+                    ..d.clone()
+                });
+            }
+        }
+        for c in [
+            Draw {
+                transport: None,
+                ..d.clone()
+            },
+            Draw {
+                devices: None,
+                ..d.clone()
+            },
+            Draw {
+                splits: None,
+                ..d.clone()
+            },
+            Draw {
+                tape: None,
+                ..d.clone()
+            },
+            Draw {
+                jitter_us: None,
+                ..d.clone()
+            },
+        ] {
+            push(c);
+        }
+        if let Some(arms) = &d.arms {
+            for i in 0..arms.len() {
+                let mut a = arms.clone();
+                a.remove(i);
+                push(Draw {
+                    arms: Some(a),
+                    ..d.clone()
+                });
+            }
+            if arms.len() >= DEFAULT_ARMS.len() {
+                push(Draw {
+                    arms: None,
+                    ..d.clone()
+                });
+            }
+        }
+        if let Some(ladder) = &d.chunk {
+            push(Draw {
+                chunk: None,
+                ..d.clone()
+            });
+            for i in 0..ladder.len() {
+                if ladder.len() > 1 {
+                    let mut l = ladder.clone();
+                    l.remove(i);
+                    push(Draw {
+                        chunk: Some(l),
+                        ..d.clone()
+                    });
+                }
+                for x in smaller(ladder[i]).into_iter().flatten() {
+                    let mut l = ladder.clone();
+                    l[i] = x;
+                    l.dedup();
+                    push(Draw {
+                        chunk: Some(l),
+                        ..d.clone()
+                    });
+                }
+            }
+        }
+        type Field = fn(&mut Draw) -> &mut Option<usize>;
+        let fields: [Field; 6] = [
+            |d| &mut d.batch,
+            |d| &mut d.window,
+            |d| &mut d.draft,
+            |d| &mut d.repeat,
+            |d| &mut d.prompt_len,
+            |d| &mut d.gen_len,
+        ];
+        for field in fields {
+            let mut probe = d.clone();
+            if let Some(v) = *field(&mut probe) {
+                for x in smaller(v) {
+                    let mut c = d.clone();
+                    *field(&mut c) = x;
+                    push(c);
+                }
+            }
+        }
+        if let Some(t) = &d.tape {
+            for len in smaller(t.len).into_iter().flatten() {
+                push(Draw {
+                    tape: Some(TapeSpec { len, ..t.clone() }),
+                    ..d.clone()
+                });
+            }
+            if let Some(p) = t.prompt_len {
+                for x in smaller(p) {
+                    push(Draw {
+                        tape: Some(TapeSpec {
+                            prompt_len: x,
+                            ..t.clone()
+                        }),
+                        ..d.clone()
+                    });
+                }
+            }
+        }
+        if let Some(j) = d.jitter_us {
+            for x in [1, j / 2] {
+                if x >= 1 && x < j {
+                    push(Draw {
+                        jitter_us: Some(x),
+                        ..d.clone()
+                    });
+                }
+            }
+        }
+        push(Draw {
+            seed: None,
+            ..d.clone()
+        });
+        out
+    }
+
+    /// What a draw covers, for the report's coverage table: one key per edge it touches.
+    pub fn coverage(&self, d: &Draw) -> Vec<&'static str> {
+        let mut k = Vec::new();
+        let n = self.stages(d);
+        let arms = self.arms(d);
+        let (p, steps) = self.prompt_and_steps(d);
+        let mut on = |b: bool, key: &'static str| {
+            if b {
+                k.push(key);
+            }
+        };
+        on(n == 1, "stages 1");
+        on(n >= 2, "stages 2+");
+        on(n >= 8, "stages 8+");
+        on(n == self.max_stages() && n >= 2, "stages at the most");
+        on(
+            d.splits.as_ref().is_some_and(|s| s.first() == Some(&1)),
+            "splits one layer first",
+        );
+        on(
+            d.splits
+                .as_ref()
+                .is_some_and(|s| s.last() == Some(&(self.n_layers - 1))),
+            "splits last layer alone",
+        );
+        on(
+            d.devices
+                .as_ref()
+                .is_some_and(|v| v.iter().any(|&x| x != v[0])),
+            "several devices",
+        );
+        on(d.transport.as_deref() == Some("host"), "transport host");
+        on(d.procs.is_some(), "several processes");
+        for a in ArmKind::ALL {
+            if arms.contains(&a) {
+                k.push(match a {
+                    ArmKind::Eager => "arm eager",
+                    ArmKind::Pipelined => "arm pipelined",
+                    ArmKind::Batched => "arm batched",
+                    ArmKind::Prime => "arm prime",
+                    ArmKind::Verify => "arm verify",
+                });
+            }
+        }
+        let mut on = |b: bool, key: &'static str| {
+            if b {
+                k.push(key);
+            }
+        };
+        on(d.window == Some(1), "window 1");
+        on(d.window.is_some_and(|w| w > steps), "window past the tape");
+        on(d.batch == Some(1), "batch 1");
+        on(d.batch.is_some_and(|b| b >= 5), "batch 5+");
+        let ladder = d.chunk.clone().unwrap_or_default();
+        on(ladder.contains(&1), "chunk 1");
+        on(ladder.contains(&p), "chunk whole prompt");
+        on(
+            ladder.iter().any(|&c| c > 1 && c % 2 == 1 && c < p),
+            "chunk odd",
+        );
+        on(d.draft == Some(1), "draft 1");
+        on(d.draft.is_some_and(|x| x >= 6), "draft 6+");
+        on(p == 1, "prompt 1");
+        on(d.tape.is_some(), "tape");
+        on(
+            d.tape.as_ref().is_some_and(|t| t.prompt_len.is_some()),
+            "tape with its prompt_len",
+        );
+        on(d.jitter_us.is_some(), "jitter");
+        on(d.jitter_us.is_some_and(|j| j >= 200), "jitter high");
+        k
+    }
+}
