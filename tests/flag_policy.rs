@@ -408,3 +408,49 @@ fn battery_entries_go_through_the_same_policy() {
         assert!(t.contains(&format!("battery gate \"g\": {flag}")), "{t}");
     }
 }
+
+/// A fault of multi-row or rollback steps is refused where the tape and prompt leave no such
+/// step (found by `ppn-gate hunt`: `--fault no-rollback --arms verify` on a 1-token tape ran
+/// no round and PASSed, a blind spot), and still runs where one is left.
+#[test]
+fn faults_of_steps_the_tape_leaves_out_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("one.json");
+    std::fs::write(&one, r#"{"tokens": [5]}"#).unwrap();
+    let all_prompt = dir.path().join("all-prompt.json");
+    std::fs::write(&all_prompt, r#"{"tokens": [5, 9, 2, 7], "prompt_len": 4}"#).unwrap();
+    let open = dir.path().join("open.json");
+    std::fs::write(&open, r#"{"tokens": [5, 9, 2, 7], "prompt_len": 2}"#).unwrap();
+    let gate = |fault: &str, arms: &str, tape: &Path, extra: &[&str]| {
+        let t = tape.to_str().unwrap();
+        let mut a = vec![
+            "--backend",
+            "cpu",
+            "--stages",
+            "2",
+            "--arms",
+            arms,
+            "--fault",
+            fault,
+        ];
+        a.extend(["--tape", t]);
+        a.extend(extra);
+        run(&a)
+    };
+    for tape in [&one, &all_prompt] {
+        let o = gate("no-rollback", "verify", tape, &[]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("roll nothing back"), "{}", text(&o));
+        let o = gate("chunk-kv-order", "verify", tape, &[]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    }
+    // Prime with chunks of one row only: no multi-row step either.
+    let o = gate("chunk-kv-order", "prime", &open, &["--chunk", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("multi-row step"), "{}", text(&o));
+    // Where a round or a 2-row chunk is left, the fault runs and is caught.
+    let o = gate("no-rollback", "verify", &open, &["--draft", "1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let o = gate("chunk-kv-order", "prime", &open, &["--chunk", "2"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+}

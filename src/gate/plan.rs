@@ -268,6 +268,45 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
     })
 }
 
+/// What the tape and the prompt make of the multi-row arms, known from the flags: whether
+/// a prime chunk carries two or more rows (a 1-token prompt, or `--chunk 1`, primes one row
+/// a step), and whether verify runs any round (a tape whose prompt is every position runs
+/// none). A fault of those steps cannot open without them (found by `ppn-gate hunt`: a
+/// `no-rollback` verify gate on a 1-token tape PASSed). A tape or prompt the gate will
+/// refuse counts as both (the gate names the real error).
+struct StepShape {
+    prime_multi_row: bool,
+    verify_rounds: bool,
+}
+
+impl StepShape {
+    fn of(args: &GateOptions) -> StepShape {
+        let tape = match args.tape.as_deref().map(super::tape::read_tape) {
+            Some(Ok(t)) => Some(t),
+            Some(Err(_)) => return StepShape::OPEN,
+            None => None,
+        };
+        let Ok(prompt) = super::tape::gate_prompt_len(args, tape.as_ref()) else {
+            return StepShape::OPEN;
+        };
+        let steps = tape
+            .as_ref()
+            .map_or(prompt.saturating_add(args.gen_len()), |t| t.tokens.len());
+        let chunks = list_flag("--chunk", &args.chunk).ok().flatten();
+        StepShape {
+            prime_multi_row: crate::arms::prime_chunk_sizes(chunks.as_deref(), prompt)
+                .iter()
+                .any(|&c| c > 1),
+            verify_rounds: steps > prompt,
+        }
+    }
+
+    const OPEN: StepShape = StepShape {
+        prime_multi_row: true,
+        verify_rounds: true,
+    };
+}
+
 /// Why fault `f` cannot open in a gate of these flags (stages on `devices`, running `arms`
 /// on `be`), in the words of the gate's refusal after `--fault NAME: `; None where it can
 /// open. The one rule the gate refuses by and `hunt` draws by.
@@ -278,6 +317,7 @@ pub fn fault_closed(
     arms: &[ArmKind],
     f: Fault,
 ) -> Option<String> {
+    let shape = StepShape::of(args);
     let site = Site {
         devices,
         in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
@@ -286,10 +326,9 @@ pub fn fault_closed(
             1
         },
         uploads_weights: !be.shares_host_weights(),
-        multi_row: arms
-            .iter()
-            .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
-        rollback: arms.contains(&ArmKind::Verify),
+        multi_row: (arms.contains(&ArmKind::Prime) && shape.prime_multi_row)
+            || (arms.contains(&ArmKind::Verify) && shape.verify_rounds),
+        rollback: arms.contains(&ArmKind::Verify) && shape.verify_rounds,
         batched: arms.contains(&ArmKind::Batched),
         // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
         // kernels (decided when it loads), where the fault would plant nothing.

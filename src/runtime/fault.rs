@@ -15,9 +15,10 @@ pub struct Site<'a> {
     /// Whether the backend's engines upload weights (cuda) rather than reading the model's
     /// one host copy (cpu).
     pub uploads_weights: bool,
-    /// Whether an arm walks several positions of one sequence in one step (prime, verify).
+    /// Whether an arm walks several positions of one sequence in one step (prime with a
+    /// chunk of 2+ rows, verify with a round).
     pub multi_row: bool,
-    /// Whether an arm rolls caches back (verify).
+    /// Whether an arm rolls caches back (verify, with a round after the prompt).
     pub rollback: bool,
     /// Whether an arm launches several sequences' rows per step (batched).
     pub batched: bool,
@@ -151,8 +152,8 @@ impl Fault {
                 "the cuda backend (where it is a never-fails finding, see README)"
             }
             Fault::MisplacedCache => "the first and last stages on different devices",
-            Fault::ChunkKvOrder => "a prime or verify arm (multi-row steps of one sequence)",
-            Fault::NoRollback => "the verify arm",
+            Fault::ChunkKvOrder => "a prime arm with a chunk of 2+ rows, or a verify arm with positions after the prompt (multi-row steps of one sequence)",
+            Fault::NoRollback => "the verify arm, with positions after the prompt",
             Fault::MmaRowOrder => {
                 "--mma on (cuda), a batched, prime or verify arm, a model with matrices in a tensor-core format (Q4_K, Q8_0, Q4_0, Q4_1, Q5_0, Q6_K)"
             }
@@ -212,11 +213,11 @@ impl Fault {
                 "it births the last stage's KV cache on stage 0's device, and both are device {d0}: nothing to misplace (it needs the first and last stages on different devices)"
             )),
             Fault::ChunkKvOrder if !site.multi_row => Some(
-                "it breaks the order of a multi-row step of one sequence, and none of these arms walks one (prime and verify do)"
+                "it breaks the order of a multi-row step of one sequence, and none of these arms walks one (prime does with a chunk of 2+ rows, verify in its rounds after the prompt)"
                     .into(),
             ),
             Fault::NoRollback if !site.rollback => Some(
-                "it skips a verify round's cache rollback, and these arms roll nothing back (verify does)"
+                "it skips a verify round's cache rollback, and these arms roll nothing back (verify does, in its rounds after the prompt: a tape whose prompt is every position runs none)"
                     .into(),
             ),
             Fault::MmaRowOrder if !site.mma => Some(
