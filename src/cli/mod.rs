@@ -139,7 +139,7 @@ pub struct GateArgs {
     /// Boundary transport: auto, host (bounce every boundary through host), peer.
     #[arg(long, default_value = "auto")]
     pub transport: String,
-    /// Arms to run, comma-separated: eager, pipelined, batched, prime, verify.
+    /// Arms to run, comma-separated: eager, pipelined, batched, prime, verify, serve.
     #[arg(long, default_value = "eager,pipelined,batched")]
     pub arms: String,
     /// Prime arm: chunk sizes C[,C2..] (positions of the prompt per step; default 1, 8,
@@ -158,6 +158,18 @@ pub struct GateArgs {
     /// Sequences in the batched arm.
     #[arg(long, default_value_t = 3)]
     pub batch: usize,
+    /// Serve arm: requests in the seeded schedule (each a prompt of 1..=--prompt-len tokens
+    /// and 0..=--gen-len greedy ones, arriving over the run).
+    #[arg(long, default_value_t = 12)]
+    pub requests: usize,
+    /// Serve arm: the most rows one step carries; also the cache rows (sequences) the
+    /// requests share, at most --requests of them (a finished request's row is reused).
+    #[arg(long, default_value_t = 8)]
+    pub max_rows: usize,
+    /// Serve arm: the most prompt positions of one request one step prefills (at most
+    /// --max-rows).
+    #[arg(long, default_value_t = 4)]
+    pub prefill_chunk: usize,
     /// Prompt tokens per sequence (default 8): the seeded prompts' length, and with a
     /// --tape whose JSON has no `prompt_len`, the tape's prompt (the default at most the
     /// tape's length; a given one longer than the tape is refused). A tape with
@@ -301,6 +313,9 @@ impl GateArgs {
             draft,
             window,
             batch,
+            requests,
+            max_rows,
+            prefill_chunk,
             prompt_len,
             gen_len,
             seed,
@@ -340,6 +355,9 @@ impl GateArgs {
             draft,
             window,
             batch,
+            requests,
+            max_rows,
+            prefill_chunk,
             prompt_len,
             gen_len,
             seed,
@@ -574,6 +592,9 @@ mod tests {
             draft: 6,
             window: 5,
             batch: 2,
+            requests: 30,
+            max_rows: 5,
+            prefill_chunk: 3,
             prompt_len: Some(3),
             gen_len: 4,
             seed: u64::MAX,
@@ -625,7 +646,7 @@ mod tests {
             .iter()
             .filter(|l| l.starts_with("    ") && !l.starts_with("     ") && l.contains(": "))
             .collect();
-        assert_eq!(fields.len(), 37, "{o:?}");
+        assert_eq!(fields.len(), 40, "{o:?}");
         for f in fields {
             assert!(!d.contains(f), "field left at its default: {f}");
         }

@@ -22,6 +22,9 @@ pub struct GateOptions {
     pub draft: usize,
     pub window: usize,
     pub batch: usize,
+    pub requests: usize,
+    pub max_rows: usize,
+    pub prefill_chunk: usize,
     pub prompt_len: Option<usize>,
     pub gen_len: usize,
     pub seed: u64,
@@ -74,6 +77,9 @@ impl GateOptions {
             draft,
             window,
             batch,
+            requests,
+            max_rows,
+            prefill_chunk,
             prompt_len,
             gen_len,
             seed,
@@ -125,6 +131,9 @@ impl GateOptions {
         kv("draft", draft);
         kv("window", window);
         kv("batch", batch);
+        kv("requests", requests);
+        kv("max-rows", max_rows);
+        kv("prefill-chunk", prefill_chunk);
         if let Some(x) = prompt_len {
             kv("prompt-len", x);
         }

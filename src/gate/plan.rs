@@ -221,7 +221,7 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
     for a in args.arms.split(',') {
         let k = ArmKind::parse(a.trim()).ok_or_else(|| {
             anyhow!(
-                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched, prime, verify)",
+                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched, prime, verify, serve)",
                 args.arms,
                 a.trim()
             )
@@ -231,6 +231,9 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
         }
         arms.push(k);
     }
+    let serve = arms.contains(&ArmKind::Serve);
+    crate::arms::serve::check_flags(args.requests, args.max_rows, args.prefill_chunk, serve)
+        .map_err(anyhow::Error::msg)?;
     let site = Site {
         devices: &devices,
         in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
@@ -241,12 +244,14 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
         uploads_weights: !be.shares_host_weights(),
         multi_row: arms
             .iter()
-            .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify)),
+            .any(|&a| matches!(a, ArmKind::Prime | ArmKind::Verify))
+            || (serve && args.max_rows >= 2 && args.prefill_chunk >= 2),
         rollback: arms.contains(&ArmKind::Verify),
-        batched: arms.contains(&ArmKind::Batched),
+        batched: arms.contains(&ArmKind::Batched) || (serve && args.max_rows >= 2),
         // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
         // kernels (decided when it loads), where the fault would plant nothing.
         mma: matches!(&be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
+        reuse: serve && args.requests > args.max_rows,
     };
     let mut faults = Vec::new();
     for f in &args.faults {
@@ -410,6 +415,11 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         chunks: list_flag("--chunk", &args.chunk)?,
         repeat: args.repeat,
         draft: args.draft,
+        serve: crate::arms::serve::ServeSpec {
+            requests: args.requests,
+            max_rows: args.max_rows,
+            prefill_chunk: args.prefill_chunk,
+        },
         dist: None,
     };
     spec.validate().map_err(anyhow::Error::msg)?;
