@@ -560,9 +560,10 @@ mod tests {
                 );
             }
         }
-        // CPU: rx-no-wait and no-exit-publish share --stages 2; 9 placements for 10 faults
-        // (chunk-kv-order's prime and no-rollback's verify placements are their own).
-        assert_eq!(controls.len(), 9);
+        // CPU: rx-no-wait and no-exit-publish share --stages 2; 11 placements for 12 faults
+        // (chunk-kv-order's prime, no-rollback's verify and the two serve faults' placements
+        // are their own).
+        assert_eq!(controls.len(), 11);
         assert_eq!(
             plan(false, 1)
                 .iter()
