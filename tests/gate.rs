@@ -364,13 +364,13 @@ fn selftest_catches_every_fault_that_opens_on_the_cpu() {
     let o = run(&["selftest", "--runs", "1", "--out", out.to_str().unwrap()]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("selftest PASS: 10 fault(s) caught in every run, 0 missed; 9 clean control(s) passed every run, 0 failed; 0 error(s); 2 fault(s) cannot open here"), "{t}");
+    assert!(t.contains("selftest PASS: 12 fault(s) caught in every run, 0 missed; 11 clean control(s) passed every run, 0 failed; 0 error(s); 2 fault(s) cannot open here"), "{t}");
     let s = receipt(&out.join("selftest.json"));
     assert_eq!(s["schema"], "ppn-gate.selftest/1");
     assert_eq!(s["backend"], "cpu");
     assert_eq!(s["verdict"], "PASS");
     let rows = s["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 21);
+    assert_eq!(rows.len(), 25);
     for r in rows {
         let id = r["id"].as_str().unwrap();
         let want = match (id, r["fault"].is_null()) {
@@ -438,7 +438,7 @@ fn selftest_lists_misplaced_cache_as_unopenable_on_one_device() {
             )),
         "{t}"
     );
-    assert!(t.contains("9 fault(s) caught in every run"), "{t}");
+    assert!(t.contains("11 fault(s) caught in every run"), "{t}");
     assert!(t.contains("3 fault(s) cannot open here"), "{t}");
     assert!(!out.join("misplaced-cache").exists());
 }

@@ -203,7 +203,7 @@ impl GateSpec {
         // (verify: room for every rejected draft).
         let cache = Part {
             what: "KV cache",
-            bytes: prod(&[layers, 2, rows, ctx, kv, 4]),
+            bytes: prod(&[layers, 2, self.max_seqs(), ctx, kv, 4]),
             flags: format!("{pos}{draft}{batch}"),
         };
         // Logits: `window` output slots of max_rows x vocab, each with a readback twin, plus
@@ -247,6 +247,7 @@ impl GateSpec {
                 ArmKind::Prime => prod(&[self.prime_chunks().len(), self.repeat, steps]),
                 // A round per accepted prefix at worst one per position, with its drafts.
                 ArmKind::Verify => prod(&[steps, self.draft.saturating_add(2)]),
+                ArmKind::Serve => prod(&[self.serve.requests, steps]),
             };
             checked = checked.saturating_add(n);
         }
@@ -264,6 +265,19 @@ impl GateSpec {
             },
         };
         host.push(ref_logits);
+        if self.arms.contains(&ArmKind::Serve) {
+            // Every request's reference logits, at most prompt + generated positions each.
+            host.push(Part {
+                what: "serve reference logits",
+                bytes: prod(&[
+                    members,
+                    self.serve.requests,
+                    steps,
+                    vocab.saturating_mul(4).saturating_add(RECORD_BYTES),
+                ]),
+                flags: format!("{pos} x --requests {}", self.serve.requests),
+            });
+        }
         host.push(records);
         host.push(logits_rb);
         for p in [ref_cache, cache, logits_dev, scratch] {
@@ -309,6 +323,11 @@ mod tests {
             chunks: None,
             repeat: 3,
             draft: 4,
+            serve: crate::arms::serve::ServeSpec {
+                requests: 12,
+                max_rows: 8,
+                prefill_chunk: 4,
+            },
             dist: None,
             planted: false,
         }

@@ -28,6 +28,7 @@ use crate::receipt::{
 use crate::runtime::{DistPart, Fault, Pending, Placement, RtError, Runtime, RuntimeConfig, Walk};
 
 mod bounds;
+pub mod serve;
 pub use bounds::{human, Footprint, Part};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,15 +38,17 @@ pub enum ArmKind {
     Batched,
     Prime,
     Verify,
+    Serve,
 }
 
 impl ArmKind {
-    pub const ALL: [ArmKind; 5] = [
+    pub const ALL: [ArmKind; 6] = [
         ArmKind::Eager,
         ArmKind::Pipelined,
         ArmKind::Batched,
         ArmKind::Prime,
         ArmKind::Verify,
+        ArmKind::Serve,
     ];
 
     pub fn name(self) -> &'static str {
@@ -55,6 +58,7 @@ impl ArmKind {
             ArmKind::Batched => "batched",
             ArmKind::Prime => "prime",
             ArmKind::Verify => "verify",
+            ArmKind::Serve => "serve",
         }
     }
 
@@ -86,6 +90,8 @@ pub struct GateSpec {
     pub repeat: usize,
     /// Drafts per speculative round (the verify arm).
     pub draft: usize,
+    /// The serve arm's requests, rows per step and prefill chunk.
+    pub serve: serve::ServeSpec,
     /// A member of a multi-process gate: the stages this process runs and its links (None:
     /// every stage in this process).
     pub dist: Option<DistPart>,
@@ -163,6 +169,10 @@ impl GateSpec {
         if self.draft == 0 {
             return Err("--draft 0: a verify round needs at least one draft".into());
         }
+        let s = &self.serve;
+        if self.arms.contains(&ArmKind::Serve) {
+            serve::check_flags(s.requests, s.max_rows, s.prefill_chunk)?;
+        }
         Ok(())
     }
 
@@ -187,14 +197,37 @@ impl GateSpec {
         if self.arms.contains(&ArmKind::Verify) {
             m = m.max(self.prime_len()).max(self.draft.saturating_add(1));
         }
+        if self.arms.contains(&ArmKind::Serve) {
+            m = m.max(self.serve.max_rows);
+        }
         m
+    }
+
+    /// Sequences the runtime's caches hold: the batched rows, or the serve arm's cache rows.
+    fn max_seqs(&self) -> usize {
+        match self.arms.contains(&ArmKind::Serve) {
+            true => self.batch_rows().max(self.serve.cache_rows()),
+            false => self.batch_rows(),
+        }
+    }
+
+    /// The serve arm's schedule (None without the arm): prompts of 1..=prompt_len, generated
+    /// 0..=gen_len, from the seed.
+    pub fn serve_schedule(&self) -> Option<serve::Schedule> {
+        self.arms
+            .contains(&ArmKind::Serve)
+            .then(|| serve::schedule(&self.serve, self.seed, self.prompt_len, self.gen_len))
     }
 
     /// Cache slots per sequence: the tape, and with the verify arm room for a stage that
     /// kept every rejected draft (`--fault no-rollback` must FAIL on logits, not overflow).
     /// Saturates where the product overflows (`validate` refuses that first).
     fn ctx(&self) -> usize {
-        self.ctx_checked().unwrap_or(usize::MAX)
+        let c = self.ctx_checked().unwrap_or(usize::MAX);
+        match self.serve_schedule() {
+            Some(s) => c.max(s.ctx(serve::stale(&self.faults))),
+            None => c,
+        }
     }
 
     /// Steps every row runs: the tape's length, or prompt + generated.
@@ -264,6 +297,10 @@ impl GateSpec {
             ArmKind::Prime => steps
                 .saturating_mul(self.prime_chunks().len())
                 .saturating_mul(self.repeat),
+            // Every row of every serve step is one request's position, checked once.
+            ArmKind::Serve => self
+                .serve_schedule()
+                .map_or(0, |sc| sc.steps.iter().map(|st| st.rows.len()).sum()),
         }
     }
 }
@@ -479,6 +516,7 @@ impl<'a, 'w> Judge<'a, 'w> {
             first_divergence: self.first,
             steps: self.steps,
             rounds: Vec::new(),
+            serve: None,
             non_finite: self.non_finite,
         }
     }
@@ -538,6 +576,12 @@ pub fn run_gate<B: Backend>(
         };
         refs.push(run_reference(&ref_rt, r, prompt, steps, spec.topk, tick)?);
     }
+    // The serve arm's requests, each alone (row = request).
+    let sched = spec.serve_schedule();
+    let serve_refs = match &sched {
+        Some(sc) => serve::references(&ref_rt, &model, spec, sc)?,
+        None => Vec::new(),
+    };
     drop(ref_rt);
     let reference_ms = t0.elapsed().as_secs_f64() * 1e3;
 
@@ -550,7 +594,7 @@ pub fn run_gate<B: Backend>(
         RuntimeConfig {
             placement: spec.placement.clone(),
             max_rows: spec.max_rows(),
-            max_seqs: rows,
+            max_seqs: spec.max_seqs(),
             ctx: spec.ctx(),
             window: spec.window,
             faults: spec.faults.clone(),
@@ -594,6 +638,10 @@ pub fn run_gate<B: Backend>(
             ArmKind::Batched => pipelined(&rt, &refs, steps, spec.window, "batched", w)?,
             ArmKind::Prime => prime(&rt, &refs[0], spec, w)?,
             ArmKind::Verify => verify(&rt, &refs[0], spec, w)?,
+            ArmKind::Serve => {
+                let sc = sched.as_ref().expect("the serve arm's schedule");
+                serve::serve(&rt, &serve_refs, sc, spec.window, w)?
+            }
         };
         arm_ms.push(ta.elapsed().as_secs_f64() * 1e3);
         progress(&GateEvent::Arm(&arm));
@@ -763,6 +811,7 @@ fn prime_plan(spec: &GateSpec) -> Vec<PrimeStep> {
                 repeat: Some(r),
                 chunk: Some(c),
                 round: None,
+                serve_step: None,
             };
             for a in (0..p).step_by(c) {
                 plan.push(PrimeStep {
@@ -1221,6 +1270,11 @@ mod tests {
             chunks: None,
             repeat: 1,
             draft: 2,
+            serve: serve::ServeSpec {
+                requests: 3,
+                max_rows: 2,
+                prefill_chunk: 2,
+            },
             dist: None,
             planted: false,
         }

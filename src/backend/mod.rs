@@ -89,6 +89,9 @@ pub struct EngineSpec {
     /// `--fault mma-row-order` (the negative control of `--mma on`): the tensor-core matvec
     /// plants a row-count-dependent order. Ignored by engines without it.
     pub fault_mma_row_order: bool,
+    /// `--fault row-count-order`: the CPU engine's head matvec takes another reduction when
+    /// a step has more than one row. Ignored by engines without it (cuda).
+    pub fault_row_count_order: bool,
 }
 
 /// A boundary whose TX and RX stages live in different processes (a multi-process gate):

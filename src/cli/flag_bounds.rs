@@ -12,8 +12,11 @@ use crate::cli::{Cli, Cmd};
 use crate::gate::plan::{load_model, prepare_model};
 
 /// (flag, the flags that make it size something).
-const GATE_FLAGS: [(&str, &[&str]); 17] = [
+const GATE_FLAGS: [(&str, &[&str]); 20] = [
     ("--gen-len", &[]),
+    ("--requests", &["--arms", "serve"]),
+    ("--max-rows", &["--arms", "serve"]),
+    ("--prefill-chunk", &["--arms", "serve"]),
     ("--prompt-len", &[]),
     ("--batch", &["--arms", "batched"]),
     ("--draft", &["--arms", "verify"]),

@@ -160,7 +160,7 @@ pub struct GateArgs {
     /// has no boundary: refused).
     #[arg(long, value_name = "NAME")]
     pub transport: Option<String>,
-    /// Arms to run, comma-separated: eager, pipelined, batched, prime, verify (README: "which
+    /// Arms to run, comma-separated: eager, pipelined, batched, prime, verify, serve (README: "which
     /// flags each arm reads").
     #[arg(long, default_value = "eager,pipelined,batched")]
     pub arms: String,
@@ -183,6 +183,20 @@ pub struct GateArgs {
     /// Sequences in the batched arm (default 3; refused without the batched arm).
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub batch: Option<usize>,
+    /// Serve arm: requests in the seeded schedule (default 12; each a prompt of
+    /// 1..=--prompt-len tokens and 0..=--gen-len greedy ones, arriving over the run; refused
+    /// without the serve arm).
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub requests: Option<usize>,
+    /// Serve arm: the most rows one step carries (default 8); also the cache rows
+    /// (sequences) the requests share, at most --requests of them (a finished request's row
+    /// is reused). Refused without the serve arm.
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub max_rows: Option<usize>,
+    /// Serve arm: the most prompt positions of one request one step prefills (default 4, at
+    /// most --max-rows; refused without the serve arm).
+    #[arg(long, allow_negative_numbers = true, value_name = "N")]
+    pub prefill_chunk: Option<usize>,
     /// Prompt tokens per sequence (default 8): the seeded prompts' length, and with a
     /// --tape whose JSON has no `prompt_len`, the tape's prompt (the default at most the
     /// tape's length; a given one longer than the tape is refused). A tape with
@@ -338,6 +352,9 @@ impl GateArgs {
             draft,
             window,
             batch,
+            requests,
+            max_rows,
+            prefill_chunk,
             prompt_len,
             gen_len,
             seed,
@@ -378,6 +395,9 @@ impl GateArgs {
             draft,
             window,
             batch,
+            requests,
+            max_rows,
+            prefill_chunk,
             prompt_len,
             gen_len,
             seed,
@@ -651,6 +671,9 @@ mod tests {
             draft: Some(6),
             window: Some(5),
             batch: Some(2),
+            requests: Some(30),
+            max_rows: Some(5),
+            prefill_chunk: Some(3),
             prompt_len: Some(3),
             gen_len: Some(4),
             seed: u64::MAX,
@@ -703,7 +726,7 @@ mod tests {
             .iter()
             .filter(|l| l.starts_with("    ") && !l.starts_with("     ") && l.contains(": "))
             .collect();
-        assert_eq!(fields.len(), 38, "{o:?}");
+        assert_eq!(fields.len(), 41, "{o:?}");
         for f in fields {
             assert!(!d.contains(f), "field left at its default: {f}");
         }

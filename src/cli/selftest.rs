@@ -508,14 +508,18 @@ mod tests {
                             )
                             .unwrap_or_else(|e| panic!("{f} cuda={cuda} g={g}: {e}"));
                             let eager_only = a.arms == "eager";
+                            let serve = a.arms.contains("serve");
                             let site = Site {
                                 devices: &devices,
                                 in_flight: if eager_only { 1 } else { a.window() },
                                 uploads_weights: cuda,
-                                multi_row: a.arms.contains("prime") || a.arms.contains("verify"),
+                                multi_row: a.arms.contains("prime")
+                                    || a.arms.contains("verify")
+                                    || (serve && a.max_rows() >= 2 && a.prefill_chunk() >= 2),
                                 rollback: a.arms.contains("verify"),
-                                batched: a.arms.contains("batched"),
+                                batched: a.arms.contains("batched") || (serve && a.max_rows() >= 2),
                                 mma: a.mma.as_deref() == Some("on"),
+                                reuse: serve && a.requests() > a.max_rows(),
                             };
                             assert_eq!(f.cannot_open(&site), None, "{f} cuda={cuda} g={g}");
                         }
@@ -527,6 +531,7 @@ mod tests {
                             assert!(
                                 f == Fault::NoLoadBarrier
                                     || (f == Fault::MmaRowOrder && !cuda)
+                                    || (f == Fault::RowCountOrder && cuda)
                                     || (f == Fault::MisplacedCache && g == 1),
                                 "{f} cuda={cuda} g={g}: {why}"
                             );
@@ -573,9 +578,10 @@ mod tests {
                 );
             }
         }
-        // CPU: rx-no-wait and no-exit-publish share --stages 2; 9 placements for 10 faults
-        // (chunk-kv-order's prime and no-rollback's verify placements are their own).
-        assert_eq!(controls.len(), 9);
+        // CPU: rx-no-wait and no-exit-publish share --stages 2; 11 placements for 12 faults
+        // (chunk-kv-order's prime, no-rollback's verify and the two serve faults' placements
+        // are their own).
+        assert_eq!(controls.len(), 11);
         assert_eq!(
             plan(false, 1)
                 .iter()

@@ -38,6 +38,9 @@ pub struct GateOptions {
     pub draft: Option<usize>,
     pub window: Option<usize>,
     pub batch: Option<usize>,
+    pub requests: Option<usize>,
+    pub max_rows: Option<usize>,
+    pub prefill_chunk: Option<usize>,
     pub prompt_len: Option<usize>,
     pub gen_len: Option<usize>,
     pub seed: u64,
@@ -99,6 +102,24 @@ impl GateOptions {
         self.batch.unwrap_or(DEFAULT_BATCH)
     }
 
+    /// `--requests` (default `serve::DEFAULT_REQUESTS`).
+    pub fn requests(&self) -> usize {
+        self.requests
+            .unwrap_or(crate::arms::serve::DEFAULT_REQUESTS)
+    }
+
+    /// `--max-rows` (default `serve::DEFAULT_MAX_ROWS`).
+    pub fn max_rows(&self) -> usize {
+        self.max_rows
+            .unwrap_or(crate::arms::serve::DEFAULT_MAX_ROWS)
+    }
+
+    /// `--prefill-chunk` (default `serve::DEFAULT_PREFILL_CHUNK`).
+    pub fn prefill_chunk(&self) -> usize {
+        self.prefill_chunk
+            .unwrap_or(crate::arms::serve::DEFAULT_PREFILL_CHUNK)
+    }
+
     /// `--gen-len` (default `DEFAULT_GEN_LEN`).
     pub fn gen_len(&self) -> usize {
         self.gen_len.unwrap_or(DEFAULT_GEN_LEN)
@@ -143,6 +164,9 @@ impl GateOptions {
             draft,
             window,
             batch,
+            requests,
+            max_rows,
+            prefill_chunk,
             prompt_len,
             gen_len,
             seed,
@@ -204,6 +228,15 @@ impl GateOptions {
         }
         if let Some(x) = batch {
             kv("batch", x);
+        }
+        if let Some(x) = requests {
+            kv("requests", x);
+        }
+        if let Some(x) = max_rows {
+            kv("max-rows", x);
+        }
+        if let Some(x) = prefill_chunk {
+            kv("prefill-chunk", x);
         }
         if let Some(x) = prompt_len {
             kv("prompt-len", x);

@@ -237,7 +237,7 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
     for a in args.arms.split(',') {
         let k = ArmKind::parse(a.trim()).ok_or_else(|| {
             anyhow!(
-                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched, prime, verify)",
+                "--arms {:?}: unknown arm {:?} (eager, pipelined, batched, prime, verify, serve)",
                 args.arms,
                 a.trim()
             )
@@ -246,6 +246,10 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
             bail!("--arms {:?}: arm {:?} listed twice", args.arms, a.trim());
         }
         arms.push(k);
+    }
+    if arms.contains(&ArmKind::Serve) {
+        crate::arms::serve::check_flags(args.requests(), args.max_rows(), args.prefill_chunk())
+            .map_err(anyhow::Error::msg)?;
     }
     let mut faults = Vec::new();
     for f in &args.faults {
@@ -318,6 +322,7 @@ pub fn fault_closed(
     f: Fault,
 ) -> Option<String> {
     let shape = StepShape::of(args);
+    let serve = arms.contains(&ArmKind::Serve);
     let site = Site {
         devices,
         in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
@@ -327,12 +332,14 @@ pub fn fault_closed(
         },
         uploads_weights: !be.shares_host_weights(),
         multi_row: (arms.contains(&ArmKind::Prime) && shape.prime_multi_row)
-            || (arms.contains(&ArmKind::Verify) && shape.verify_rounds),
+            || (arms.contains(&ArmKind::Verify) && shape.verify_rounds)
+            || (serve && args.max_rows() >= 2 && args.prefill_chunk() >= 2),
         rollback: arms.contains(&ArmKind::Verify) && shape.verify_rounds,
-        batched: arms.contains(&ArmKind::Batched),
+        batched: arms.contains(&ArmKind::Batched) || (serve && args.max_rows() >= 2),
         // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
         // kernels (decided when it loads), where the fault would plant nothing.
         mma: matches!(be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
+        reuse: serve && args.requests() > args.max_rows(),
     };
     if let Some(why) = f.cannot_open(&site) {
         return Some(format!(
@@ -477,6 +484,11 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         chunks: list_flag("--chunk", &args.chunk)?,
         repeat: args.repeat(),
         draft: args.draft(),
+        serve: crate::arms::serve::ServeSpec {
+            requests: args.requests(),
+            max_rows: args.max_rows(),
+            prefill_chunk: args.prefill_chunk(),
+        },
         dist: None,
         planted: super::plant::planted(args)?,
     };

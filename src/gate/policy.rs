@@ -108,7 +108,14 @@ fn show<T: std::fmt::Display>(v: &Option<T>) -> Option<String> {
 }
 
 fn in_flight_arms(r: &Run) -> bool {
-    r.has(ArmKind::Pipelined) || r.has(ArmKind::Batched) || r.has(ArmKind::Prime)
+    r.has(ArmKind::Pipelined)
+        || r.has(ArmKind::Batched)
+        || r.has(ArmKind::Prime)
+        || r.has(ArmKind::Serve)
+}
+
+fn serve_arm(r: &Run) -> bool {
+    r.has(ArmKind::Serve) && r.reader != Reader::Bench
 }
 
 /// Every gate flag that some runs do not read. A rule per flag (or per value, for `--arms`);
@@ -142,7 +149,25 @@ pub const FLAG_RULES: &[FlagRule] = &[
         flag: "--window",
         given: |a| show(&a.window),
         reads: in_flight_arms,
-        why: "only the pipelined, batched and prime arms keep steps in flight (eager and verify read every step back before the next); add one of them to --arms, or leave --window out",
+        why: "only the pipelined, batched, prime and serve arms keep steps in flight (eager and verify read every step back before the next); add one of them to --arms, or leave --window out",
+    },
+    FlagRule {
+        flag: "--requests",
+        given: |a| show(&a.requests),
+        reads: serve_arm,
+        why: "only a gate's serve arm reads it (its requests); add serve to --arms, or leave --requests out",
+    },
+    FlagRule {
+        flag: "--max-rows",
+        given: |a| show(&a.max_rows),
+        reads: serve_arm,
+        why: "only a gate's serve arm reads it (the rows of a serve step); add serve to --arms, or leave --max-rows out",
+    },
+    FlagRule {
+        flag: "--prefill-chunk",
+        given: |a| show(&a.prefill_chunk),
+        reads: serve_arm,
+        why: "only a gate's serve arm reads it (prompt positions a request prefills per step); add serve to --arms, or leave --prefill-chunk out",
     },
     FlagRule {
         flag: "--transport",
@@ -220,6 +245,17 @@ pub const FLAG_RULES: &[FlagRule] = &[
         },
         reads: |r| r.reader != Reader::Bench,
         why: "bench has no verify path (it times eager, pipelined, batched and prime); leave verify out of bench's --arms",
+    },
+    FlagRule {
+        flag: "--arms serve",
+        given: |a| {
+            a.arms
+                .split(',')
+                .any(|x| x.trim() == "serve")
+                .then(|| a.arms.clone())
+        },
+        reads: |r| r.reader != Reader::Bench,
+        why: "bench has no serve path (it times eager, pipelined, batched and prime); leave serve out of bench's --arms",
     },
 ];
 

@@ -66,6 +66,9 @@ pub fn receipt_of(
             chunks: has(ArmKind::Prime).then(|| p.spec.prime_chunks()),
             repeat: has(ArmKind::Prime).then_some(p.spec.repeat),
             draft: has(ArmKind::Verify).then_some(p.spec.draft),
+            requests: has(ArmKind::Serve).then_some(p.spec.serve.requests),
+            max_rows: has(ArmKind::Serve).then_some(p.spec.serve.max_rows),
+            prefill_chunk: has(ArmKind::Serve).then_some(p.spec.serve.prefill_chunk),
         },
         reference: res.reference,
         batch_references: res.batch_references,
@@ -144,6 +147,15 @@ pub fn backend_info(p: &Prepared) -> BackendInfo {
     }
 }
 
+/// Where a divergence is, in the verdict line's words: a serve row by its request, position
+/// and serve step; any other by step (position), key and row.
+fn divergence_at(d: &crate::receipt::Divergence) -> String {
+    match d.key.serve_step {
+        Some(k) => format!("request {} position {} (serve step {k})", d.row, d.step),
+        None => format!("step {}{} row {}", d.step, d.key.describe(), d.row),
+    }
+}
+
 /// One verdict line per misplaced allocation (the gate then ran no arm), then one per arm.
 pub fn verdict_lines(r: &Receipt) -> Vec<String> {
     let placement = r
@@ -170,14 +182,22 @@ pub fn arm_line(a: &receipt::Arm) -> String {
     let lost = a.rounds.iter().find(|r| r.accepted != r.expected);
     // An arm that alone computed NaN/Inf says so (the reference is checked finite).
     let nf = (a.non_finite.as_ref()).map_or(String::new(), |x| format!("; {}", x.describe()));
+    // The serve arm: what else shared the divergent step.
+    let company = match (&a.serve, &a.first_divergence) {
+        (Some(s), Some(d)) => d
+            .key
+            .serve_step
+            .map_or(String::new(), |k| s.company(k, d.row)),
+        _ => String::new(),
+    };
     match (&a.first_divergence, lost) {
                 (None, None) => format!(
                     "{:<10} {}  {n}/{n} steps bit-identical{rounds}",
                     a.name, a.verdict
                 ),
                 (Some(d), _) => format!(
-                    "{:<10} {}  first divergence at step {}{} row {}: logit[{}] ref {:e} got {:e}; {}/{n} steps differ{nf}{rounds}",
-                    a.name, a.verdict, d.step, d.key.describe(), d.row, d.index, d.reference, d.got, a.mismatched_steps
+                    "{:<10} {}  first divergence at {}: logit[{}] ref {:e} got {:e}; {}/{n} steps differ{nf}{rounds}{company}",
+                    a.name, a.verdict, divergence_at(d), d.index, d.reference, d.got, a.mismatched_steps
                 ),
                 (None, Some(r)) => format!(
                     "{:<10} {}  round {} at position {} accepted {} drafts, the reference implies {}{rounds}",

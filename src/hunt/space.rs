@@ -741,6 +741,7 @@ impl Space {
                     ArmKind::Batched => "arm batched",
                     ArmKind::Prime => "arm prime",
                     ArmKind::Verify => "arm verify",
+                    ArmKind::Serve => "arm serve",
                 });
             }
         }

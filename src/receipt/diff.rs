@@ -219,11 +219,13 @@ const LIST_NAMED: usize = 8;
 
 /// The lists whose entries are steps or rounds: long, so a difference is named by its first
 /// differing entry (every differing field of it) and counted, not listed entry by entry.
-const STEP_LISTS: [&str; 4] = [
+const STEP_LISTS: [&str; 6] = [
     "reference.steps",
     "batch_references[].steps",
     "arms[].steps",
     "arms[].rounds",
+    "arms[].serve.requests",
+    "arms[].serve.schedule",
 ];
 
 /// A value as a field difference records it: whole where it is short, else a summary (a lone

@@ -117,9 +117,13 @@ pub const FIELDS: &[FieldRule] = &[
     rule("config.chunks", Det, "the gate's flags (the prime arm; absent without it)"),
     rule("config.repeat", Det, "the gate's flags (the prime arm; absent without it)"),
     rule("config.draft", Det, "the gate's flags (the verify arm; absent without it)"),
+    rule("config.requests", Det, "the gate's flags (the serve arm; absent without it)"),
+    rule("config.max_rows", Det, "the gate's flags (the serve arm; absent without it)"),
+    rule("config.prefill_chunk", Det, "the gate's flags (the serve arm; absent without it)"),
     rule("reference", Det, "the single-stage reference: tokens (another tape: not comparable), each step's token, logits hash and top-k"),
     rule("batch_references", Det, "the references of batched rows 1..B"),
     rule("arms", Det, "every arm, matched by name (a repeated name by its occurrence: arms[eager#2]): verdict, divergence record, steps, rounds"),
+    rule("arms[].serve", Det, "the serve arm's requests (arrival, cache row, lengths, reference tape hash) and schedule (per step: admitted requests, rows as [request, position]), drawn from the flags and seed (absent for other arms)"),
     rule("verdict", Det, "the gate's verdict"),
     rule("timings", Timing, "wall-clock times and module-cache counts of this run"),
 ];
@@ -314,6 +318,13 @@ pub struct ConfigInfo {
     /// The verify arm: drafts per round (absent without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<usize>,
+    /// The serve arm: requests, rows per step and prefill chunk (absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rows: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefill_chunk: Option<usize>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -386,6 +397,77 @@ pub struct Arm {
     /// the arm alone computed them (absent when none did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub non_finite: Option<NonFinite>,
+    /// The serve arm: its requests and schedule (absent for the other arms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeRecord>,
+}
+
+/// The serve arm's schedule as it ran: every request and every step's rows, so a FAIL names
+/// what else shared the divergent step. Deterministic: drawn from the flags and the seed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ServeRecord {
+    /// Cache rows (sequences) the requests share.
+    pub cache_rows: usize,
+    pub requests: Vec<ServeRequest>,
+    pub schedule: Vec<ServeStep>,
+}
+
+/// One request of the serve arm: when it arrived, was admitted and finished (serve steps),
+/// its cache row, lengths, and the blake3 of its reference tape (prompt then greedy tokens).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ServeRequest {
+    pub request: usize,
+    pub arrival: usize,
+    pub admitted: usize,
+    pub finished: usize,
+    pub slot: usize,
+    pub prompt_len: usize,
+    pub gen_len: usize,
+    pub tokens_blake3: String,
+}
+
+/// One step of the serve arm: the requests admitted (their cache rows reset) before it, and
+/// its rows in issue order, each `[request, position]`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ServeStep {
+    pub step: usize,
+    pub admitted: Vec<usize>,
+    pub rows: Vec<(usize, usize)>,
+}
+
+impl ServeRecord {
+    /// What else step `step` carried besides request `request`: `request q positions a..b`,
+    /// each request once (for the FAIL line).
+    pub fn company(&self, step: usize, request: usize) -> String {
+        let Some(st) = self.schedule.get(step) else {
+            return String::new();
+        };
+        let mut seen: Vec<(usize, usize, usize)> = Vec::new();
+        for &(q, p) in &st.rows {
+            match seen.iter_mut().find(|e| e.0 == q) {
+                Some(e) => e.2 = p,
+                None => seen.push((q, p, p)),
+            }
+        }
+        let others: Vec<String> = seen
+            .iter()
+            .filter(|e| e.0 != request)
+            .map(|&(q, a, b)| match a == b {
+                true => format!("request {q} position {a}"),
+                false => format!("request {q} positions {a}..={b}"),
+            })
+            .collect();
+        let mine = st.rows.iter().filter(|e| e.0 == request).count();
+        format!(
+            "; serve step {step} had {} rows: {mine} of request {request}{}",
+            st.rows.len(),
+            if others.is_empty() {
+                ", nothing else".to_string()
+            } else {
+                format!(", {}", others.join(", "))
+            }
+        )
+    }
 }
 
 /// An arm's non-finite logits: how many of its steps held any, and the first such step.
@@ -433,6 +515,9 @@ pub struct StepKey {
     pub chunk: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<usize>,
+    /// The serve arm's step (the position is the step's `step`, the request its `row`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve_step: Option<usize>,
 }
 
 impl StepKey {
@@ -447,6 +532,9 @@ impl StepKey {
         }
         if let Some(k) = self.round {
             v.push(format!("round {k}"));
+        }
+        if let Some(k) = self.serve_step {
+            v.push(format!("serve step {k}"));
         }
         if v.is_empty() {
             String::new()
@@ -551,6 +639,15 @@ impl ModuleStats {
             ms: self.ms - before.ms,
         }
     }
+}
+
+/// blake3 hex of a token tape as little-endian u32 (the serve arm's per-request record).
+pub fn hash_tokens(tokens: &[u32]) -> String {
+    let mut h = blake3::Hasher::new();
+    for t in tokens {
+        h.update(&t.to_le_bytes());
+    }
+    h.finalize().to_hex().to_string()
 }
 
 /// blake3 hex of a logits row as little-endian f32.
@@ -778,6 +875,7 @@ mod tests {
                 repeat: Some(2),
                 chunk: Some(8),
                 round: None,
+                serve_step: None,
             },
             index: 7,
             reference: 1.5,

@@ -75,6 +75,7 @@ impl<B: Backend> Runtime<B> {
                 head: s == n - 1,
                 max_rows: cfg.max_rows,
                 fault_mma_row_order: cfg.faults.contains(&Fault::MmaRowOrder),
+                fault_row_count_order: cfg.faults.contains(&Fault::RowCountOrder),
             };
             if s == 0 && cfg.faults.contains(&Fault::SharedScratch) {
                 // The fault's setup: stage 0's engine holds the whole model, and every

@@ -24,6 +24,9 @@ pub struct Site<'a> {
     pub batched: bool,
     /// Whether the engines run the tensor-core Q4_K matvec (`--mma on`, cuda).
     pub mma: bool,
+    /// Whether an arm hands a finished sequence's cache row to a later one (serve, with
+    /// more requests than cache rows).
+    pub reuse: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,6 +69,15 @@ pub enum Fault {
     /// hi and lo fragments when a launch has more than one row, so the mma chain adds lo
     /// before hi), as a batch-dependent kernel would.
     MmaRowOrder,
+    /// A finished request's cache row is handed to the next request without its length
+    /// reset: the new request continues after the previous one's keys (its positions and
+    /// attention window include them), as an engine that reuses a sequence id without
+    /// clearing it does.
+    StaleCache,
+    /// The CPU engine's output-head matvec takes another reduction (dequantize the weight
+    /// row, then one f32 dot) when a step has more than one row, as engines that switch
+    /// kernels by batch size do: a row's logits depend on how many rows share its step.
+    RowCountOrder,
 }
 
 /// The longest a fault's forced schedule holds a stream (`Backend::hold_until_next`): a
@@ -77,7 +89,7 @@ pub enum Fault {
 pub const FAULT_HOLD: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Fault {
-    pub const ALL: [Fault; 12] = [
+    pub const ALL: [Fault; 14] = [
         Fault::RxNoWait,
         Fault::NoWarGuard,
         Fault::SingleSlot,
@@ -90,6 +102,8 @@ impl Fault {
         Fault::ChunkKvOrder,
         Fault::NoRollback,
         Fault::MmaRowOrder,
+        Fault::StaleCache,
+        Fault::RowCountOrder,
     ];
 
     pub fn name(self) -> &'static str {
@@ -106,6 +120,8 @@ impl Fault {
             Fault::ChunkKvOrder => "chunk-kv-order",
             Fault::NoRollback => "no-rollback",
             Fault::MmaRowOrder => "mma-row-order",
+            Fault::StaleCache => "stale-cache",
+            Fault::RowCountOrder => "row-count-order",
         }
     }
 
@@ -132,6 +148,10 @@ impl Fault {
             Fault::MmaRowOrder => {
                 "a row's matvec order never depends on how many rows share its launch"
             }
+            Fault::StaleCache => "a reused cache row starts empty: its length reset per stage",
+            Fault::RowCountOrder => {
+                "a row's matvec order never depends on how many rows share its step (non-tensor-core path)"
+            }
         }
     }
 
@@ -156,6 +176,10 @@ impl Fault {
             Fault::NoRollback => "the verify arm, with positions after the prompt",
             Fault::MmaRowOrder => {
                 "--mma on (cuda), a batched, prime or verify arm, a model with matrices in a tensor-core format (Q4_K, Q8_0, Q4_0, Q4_1, Q5_0, Q6_K)"
+            }
+            Fault::StaleCache => "the serve arm with more --requests than cache rows (--max-rows)",
+            Fault::RowCountOrder => {
+                "the cpu backend, an arm with several rows per step (batched, prime, verify, serve with --max-rows 2+)"
             }
         }
     }
@@ -228,6 +252,19 @@ impl Fault {
                 "it changes the order of launches of several rows, and these arms launch one row at a time (batched, prime and verify launch several)"
                     .into(),
             ),
+            Fault::StaleCache if !site.reuse => Some(
+                "it skips the length reset of a reused cache row, and no arm here reuses one (serve does, with more --requests than cache rows)"
+                    .into(),
+            ),
+            // Planted in the CPU engine only: the CUDA FFMA kernels have no such plant yet.
+            Fault::RowCountOrder if site.uploads_weights => Some(
+                "it is planted in the cpu engine's head matvec; the cuda engines have no such plant"
+                    .into(),
+            ),
+            Fault::RowCountOrder if !(site.batched || site.multi_row) => Some(
+                "it changes the order of steps of several rows, and these arms step one row at a time (batched, prime, verify and serve with --max-rows 2+ step several)"
+                    .into(),
+            ),
             _ => None,
         }
     }
@@ -271,6 +308,7 @@ mod tests {
             rollback: false,
             batched,
             mma,
+            reuse: false,
         };
         let f = Fault::MmaRowOrder;
         assert_eq!(f.cannot_open(&site(true, true, false)), None);

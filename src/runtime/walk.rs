@@ -11,6 +11,17 @@ use crate::backend::trace::Piece;
 use crate::backend::{Backend, Engine};
 use crate::model::{KvOrder, RowAt};
 
+/// Which sequence each row of a step is (`Walk::issue_rows`).
+#[derive(Clone, Copy)]
+enum Place<'x> {
+    /// Row r is sequence r, one position each (decode, the batched arm).
+    Each,
+    /// Every row is this sequence, at consecutive positions (a prime chunk, a verify round).
+    Chunk(usize),
+    /// Row r continues sequence `seqs[r]` from its cache length (the serve arm).
+    Seqs(&'x [usize]),
+}
+
 /// An exclusive walk over the runtime (see `Runtime::walk`).
 pub struct Walk<'a, B: Backend> {
     pub(super) rt: &'a Runtime<B>,
@@ -21,7 +32,38 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// Enqueue one decode step: row r is sequence r, carrying `tokens[r]` at position
     /// `pos[r]`. Returns at once; the logits are read with `read_eager` or `read_deferred`.
     pub fn issue(&mut self, tokens: &[u32], pos: &[usize]) -> RResult<Pending> {
-        self.issue_rows(tokens, pos, None, false)
+        self.issue_rows(tokens, pos, Place::Each, false)
+    }
+
+    /// Enqueue one step of rows of several sequences (the serve arm's continuous batch):
+    /// row r continues sequence `seqs[r]` from that sequence's cache length on each stage, a
+    /// sequence's rows in the step at consecutive slots and positions in row order (a
+    /// prefill chunk), rows of different sequences in any order. Positions are the cache's
+    /// (slot = position: a sequence starts at 0 after `reset_seq`). A sequence with several
+    /// rows in the step makes the whole step store-first (every row's key/value stored
+    /// before any row's attention reads: the multi-row law across the mixed step). `label`
+    /// names the step in the trace (the arm's step number).
+    pub fn issue_seqs(&mut self, tokens: &[u32], seqs: &[usize], label: usize) -> RResult<Pending> {
+        self.issue_rows(tokens, &vec![label; tokens.len()], Place::Seqs(seqs), false)
+    }
+
+    /// A finished request's cache row handed to the next: sequence `seq`'s length reset to
+    /// 0 on every stage of this process. Host bookkeeping only, like `truncate`: the next
+    /// rows store at slots 0.. before they read them (each stage's stream orders those
+    /// stores after the previous request's reads on that stage), and a row reads only slots
+    /// below its own, so no zero-fill is needed (the cache-reuse law: a reused row starts
+    /// empty). `--fault stale-cache`: every stage keeps the previous request's length, so
+    /// the new request continues after the stale keys (positions and attention included).
+    pub fn reset_seq(&mut self, seq: usize) -> RResult<()> {
+        for s in self.rt.lo..self.rt.hi {
+            let l = self.st.lens[s].get_mut(seq).ok_or_else(|| {
+                RtError::Misuse(format!("reset_seq: sequence {seq} outside the cache"))
+            })?;
+            if !self.rt.has(Fault::StaleCache) {
+                *l = 0;
+            }
+        }
+        Ok(())
     }
 
     /// Enqueue one multi-row step of ONE sequence (a prime chunk, a verify round): row r
@@ -42,7 +84,7 @@ impl<'a, B: Backend> Walk<'a, B> {
     /// Sequence 0's rows at positions pos0.. (`issue_chunk`, `issue_chunk_last`).
     fn chunk(&mut self, tokens: &[u32], pos0: usize, last_only: bool) -> RResult<Pending> {
         let pos: Vec<usize> = (pos0..pos0 + tokens.len()).collect();
-        self.issue_rows(tokens, &pos, Some(0), last_only)
+        self.issue_rows(tokens, &pos, Place::Chunk(0), last_only)
     }
 
     /// Reset every stage's cache: lengths to 0 and, on each stage's stream (ordered after
@@ -90,14 +132,13 @@ impl<'a, B: Backend> Walk<'a, B> {
         Ok(())
     }
 
-    /// `chunk_seq`: None, row r is sequence r (one position each); Some(q), every row is
-    /// sequence q at consecutive positions. `last_only`: the head (and so the readback)
-    /// covers the last row only.
+    /// `place` says which sequence each row is (see `Place`). `last_only`: the head (and so
+    /// the readback) covers the last row only.
     fn issue_rows(
         &mut self,
         tokens: &[u32],
         pos: &[usize],
-        chunk_seq: Option<usize>,
+        place: Place<'_>,
         last_only: bool,
     ) -> RResult<Pending> {
         let rt = self.rt;
@@ -113,7 +154,22 @@ impl<'a, B: Backend> Walk<'a, B> {
                 rt.cfg.max_rows
             )));
         }
-        let seqs = chunk_seq.map_or(rows, |q| q + 1);
+        // Row r's sequence and its offset from that sequence's cache length; a row's slot on
+        // stage s is lens[s][seq] + offset.
+        let seq_at: Vec<(usize, usize)> = match place {
+            Place::Each => (0..rows).map(|r| (r, 0)).collect(),
+            Place::Chunk(q) => (0..rows).map(|r| (q, r)).collect(),
+            Place::Seqs(q) if q.len() != rows => {
+                return Err(RtError::Misuse(format!(
+                    "step {t}: {rows} rows with {} sequences",
+                    q.len()
+                )))
+            }
+            Place::Seqs(q) => (0..rows)
+                .map(|r| (q[r], q[..r].iter().filter(|&&x| x == q[r]).count()))
+                .collect(),
+        };
+        let seqs = seq_at.iter().map(|a| a.0 + 1).max().unwrap_or(0);
         if seqs > rt.cfg.max_seqs {
             return Err(RtError::Misuse(format!(
                 "step {t}: {seqs} sequences, the caches hold {}",
@@ -126,15 +182,16 @@ impl<'a, B: Backend> Walk<'a, B> {
                 rt.model.cfg.vocab
             )));
         }
-        if let Some(&bad) = pos.iter().find(|&&x| x >= rt.cfg.ctx) {
+        // (Rows continuing their sequences carry a trace label, not positions: their slots,
+        // checked below, are their positions.)
+        let given = !matches!(place, Place::Seqs(_));
+        if let Some(&bad) = pos.iter().find(|&&x| given && x >= rt.cfg.ctx) {
             return Err(RtError::Misuse(format!(
                 "step {t}: position {bad} beyond context {}",
                 rt.cfg.ctx
             )));
         }
-        // Row r's sequence and its offset from that sequence's cache length; a row's slot on
-        // stage s is lens[s][seq] + offset.
-        let seq_of = |r: usize| chunk_seq.map_or((r, 0), |q| (q, r));
+        let seq_of = |r: usize| seq_at[r];
         // This process's stages' slots, checked before anything is enqueued, so a full cache
         // is an error naming the stage, never a partial step.
         for s in rt.lo..rt.hi {
@@ -151,10 +208,15 @@ impl<'a, B: Backend> Walk<'a, B> {
         }
         // Multi-row steps of one sequence store every row's key/value before any row reads
         // the cache (`KvOrder::StoreFirst`); `--fault chunk-kv-order` fuses them.
-        let order = match chunk_seq {
-            None => KvOrder::Fused,
-            Some(_) if rt.has(Fault::ChunkKvOrder) => KvOrder::Racy,
-            Some(_) => KvOrder::StoreFirst,
+        let multi = match place {
+            Place::Each => false,
+            Place::Chunk(_) => true,
+            Place::Seqs(_) => seq_at.iter().any(|a| a.1 > 0),
+        };
+        let order = match multi {
+            false => KvOrder::Fused,
+            true if rt.has(Fault::ChunkKvOrder) => KvOrder::Racy,
+            true => KvOrder::StoreFirst,
         };
         let (lo, hi) = (rt.lo, rt.hi);
         let j = (t % self.st.outputs.len() as u64) as usize;
@@ -207,11 +269,13 @@ impl<'a, B: Backend> Walk<'a, B> {
             rows_at.clear();
             rows_at.extend((0..rows).map(|r| {
                 let (seq, k) = seq_of(r);
-                RowAt {
-                    pos: pos[r],
-                    seq,
-                    slot: self.st.lens[s][seq] + k,
-                }
+                let slot = self.st.lens[s][seq] + k;
+                // Rows that continue their sequence sit at the cache's positions.
+                let pos = match place {
+                    Place::Seqs(_) => slot,
+                    _ => pos[r],
+                };
+                RowAt { pos, seq, slot }
             }));
             for a in &rows_at {
                 let l = &mut self.st.lens[s][a.seq];

@@ -171,13 +171,40 @@ impl Engine<CpuBackend> for CpuEngine {
         let vocab = self.model.cfg.vocab;
         super::mem::check_range("head logits", logits, 0, rows * vocab)?;
         let (m, x, logits) = (self.model.clone(), self.x.clone(), logits.clone());
+        // `--fault row-count-order` plants only where the step has several rows.
+        let planted = self.spec.fault_row_count_order && rows > 1;
         s.enqueue("head", move || {
             let mut xs = vec![0f32; rows * m.cfg.n_embd];
             x.load(first * m.cfg.n_embd, &mut xs);
             let mut out = vec![0f32; rows * vocab];
-            forward::head(&m, &xs, &mut out);
+            if planted {
+                head_dequantized(&m, &xs, &mut out)?;
+            } else {
+                forward::head(&m, &xs, &mut out);
+            }
             logits.store(0, &out);
             Ok(())
         })
     }
+}
+
+/// `--fault row-count-order`: the head as a multi-row kernel of another family would
+/// compute it: each output row dequantized to f32, then one fixed-order f32 dot per row,
+/// instead of the quantized dot the one-row path (and the reference) takes. The same
+/// values up to rounding, in another reduction order: a row's logits then depend on how
+/// many rows share its step.
+fn head_dequantized(m: &Model, x: &[f32], logits: &mut [f32]) -> Result<(), String> {
+    let n = m.cfg.n_embd;
+    let vocab = m.cfg.vocab;
+    let mut xn = vec![0.0f32; x.len()];
+    crate::math::rms_norm(x, &m.out_norm, m.cfg.rms_eps, &mut xn);
+    let mut w = vec![0.0f32; n];
+    for f in 0..vocab {
+        crate::quant::dequantize(m.output.ty, m.output.row(f), &mut w)
+            .map_err(|e| format!("row-count-order head: output row {f}: {e}"))?;
+        for (r, xr) in xn.chunks_exact(n).enumerate() {
+            logits[r * vocab + f] = crate::math::dot_f32(&w, xr);
+        }
+    }
+    Ok(())
 }

@@ -168,6 +168,7 @@ impl CudaEngine {
         lw: &DevLayer,
         rows: usize,
         order: KvOrder,
+        one_seq: bool,
         cache: &CudaCache,
         table: &GpuBuf,
         smem: AttSmem,
@@ -197,9 +198,10 @@ impl CudaEngine {
                 .min(MAX_ATTN_POS),
         };
         for &kv_mode in modes {
-            if kv_mode == 2 && rows > 1 {
+            if kv_mode == 2 && rows > 1 && one_seq {
                 // The attend pass of one sequence's rows: several rows per block when its
-                // shared memory fits (attention_rows; every row the same bits).
+                // shared memory fits (attention_rows; every row the same bits). Rows of
+                // several sequences (serve) take the one-row kernel's attend pass.
                 if let Some(rt) = att_rows_tile(c.head_dim, max_pos, rows) {
                     self.attention_rows(s, &a, rows, rt, op)?;
                     continue;
@@ -396,7 +398,8 @@ impl CudaEngine {
         // engine's scratch (max_rows >= rows rows, check_call), bq is 0 or holds q_dim
         // values, qn 0 or hd; the table holds 2 * ctx * hd/2 values; rp is group 0 of the
         // engine's rowpos buffer, filled for every row < rows by set_rowpos (every pos <
-        // ctx, seq < cache.rows, slot < ctx: check_layer; one sequence: check_order);
+        // ctx, seq < cache.rows, slot < ctx: check_layer; one sequence: `attention` runs
+        // this kernel only where CudaEngine::one_seq holds);
         // K/V are the layer's [cache.rows, ctx, kv_dim] buffers; the dynamic shared memory
         // (<= 46 KiB, plus 1.2 KiB static: no opt-in needed) holds R * hd + T * (hd + 1) +
         // R * smax floats with smax >= every row's window (att_rows_tile of the launch's

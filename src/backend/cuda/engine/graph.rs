@@ -26,6 +26,9 @@ pub(super) struct GraphKey {
     layers: (usize, usize),
     rows: usize,
     order: KvOrder,
+    /// Whether the rows are one sequence (a store-first attend pass may then run
+    /// attention_rows; the serve arm's mixed steps may not).
+    one_seq: bool,
     cache: u64,
 }
 
@@ -54,12 +57,14 @@ impl CudaEngine {
     /// capture in thread-local mode: only this thread's calls are restricted while it runs,
     /// other streams and threads go on as they were). The capture enqueues nothing: the
     /// launches are recorded, not run, and counted only when a replay runs them.
+    #[allow(clippy::too_many_arguments)]
     fn capture(
         &self,
         s: &GpuStream,
         range: Range<usize>,
         rows: usize,
         order: KvOrder,
+        one_seq: bool,
         cache: &CudaCache,
         op: &str,
     ) -> BResult<Graph> {
@@ -77,7 +82,7 @@ impl CudaEngine {
         .map_err(|e| self.err(op, format!("cuStreamBeginCapture: {e}")))?;
         let walk = range
             .clone()
-            .try_for_each(|il| self.layer_ops(s, il, rows, order, cache, AttSmem::Cap));
+            .try_for_each(|il| self.layer_ops(s, il, rows, order, one_seq, cache, AttSmem::Cap));
         let mut graph: sys::CUgraph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above on the same stream (also after a failed
         // launch, so the stream leaves capture mode); `graph` is a valid out-pointer.
@@ -143,6 +148,7 @@ impl CudaEngine {
             layers: (range.start, range.end),
             rows,
             order,
+            one_seq: CudaEngine::one_seq(at),
             cache: cache.id,
         };
         let mut graphs = self
@@ -152,7 +158,7 @@ impl CudaEngine {
         let g = match graphs.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(self.capture(s, range.clone(), rows, order, cache, &op())?)
+                e.insert(self.capture(s, range.clone(), rows, order, key.one_seq, cache, &op())?)
             }
         };
         self.dx

@@ -413,33 +413,24 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// A store-first step's rows are one sequence (the runtime issues such steps only for
-    /// one sequence's chunk or verify round): its attend pass (attention_rows) reads that
-    /// sequence's cache for all of them.
-    fn check_order(&self, at: &[RowAt], order: KvOrder, op: &dyn Fn() -> String) -> BResult<()> {
-        if !matches!(order, KvOrder::StoreFirst) {
-            return Ok(());
-        }
-        match at.iter().find(|a| a.seq != at[0].seq) {
-            Some(a) => Err(self.err(
-                &op(),
-                format!(
-                    "a store-first step of sequences {} and {} (one sequence per such step)",
-                    at[0].seq, a.seq
-                ),
-            )),
-            None => Ok(()),
-        }
+    /// Whether a step's rows are all one sequence (a prime chunk, a verify round): only
+    /// then may a store-first attend pass run attention_rows, which reads one sequence's
+    /// cache for a block of rows. A store-first step of several sequences (the serve arm's
+    /// mixed steps) attends one row per block (`attention`, each row its own sequence).
+    fn one_seq(at: &[RowAt]) -> bool {
+        at.iter().all(|a| a.seq == at[0].seq)
     }
 
     /// The launches of layer `il` for `rows` rows (checked by `check_layer`, positions in
     /// `rowpos`): the same kernels and arguments whether they run now or are captured.
+    #[allow(clippy::too_many_arguments)]
     fn layer_ops(
         &self,
         s: &GpuStream,
         il: usize,
         rows: usize,
         order: KvOrder,
+        one_seq: bool,
         cache: &CudaCache,
         smem: AttSmem,
     ) -> BResult<()> {
@@ -476,7 +467,7 @@ impl CudaEngine {
         )?;
 
         // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per pass.
-        self.attention(s, il, lw, rows, order, cache, table, smem, &op)?;
+        self.attention(s, il, lw, rows, order, one_seq, cache, table, smem, &op)?;
 
         // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first.
         match &lw.post_attn_norm {
@@ -610,9 +601,9 @@ impl Engine<super::CudaBackend> for CudaEngine {
         let op = format!("layer {il}");
         self.check(s, at.len(), &op)?;
         self.check_layer(il, at, cache)?;
-        self.check_order(at, order, &|| op.clone())?;
         self.set_rowpos(s, at, &|| op.clone())?;
-        self.layer_ops(s, il, at.len(), order, cache, AttSmem::Rows(at))
+        let one = Self::one_seq(at);
+        self.layer_ops(s, il, at.len(), order, one, cache, AttSmem::Rows(at))
     }
 
     /// The stage's layer walk: the rows' positions into `rowpos` (one `rowpos_set` per
@@ -638,13 +629,13 @@ impl Engine<super::CudaBackend> for CudaEngine {
         for il in range.clone() {
             self.check_layer(il, at, cache)?;
         }
-        self.check_order(at, order, &walk_op)?;
         if !self.use_graphs {
             self.set_rowpos(s, at, &walk_op)?;
             for il in range {
                 // --jitter-us: one spin before each layer, as `layer` enqueues it.
                 s.jitter()?;
-                self.layer_ops(s, il, rows, order, cache, AttSmem::Rows(at))?;
+                let one = Self::one_seq(at);
+                self.layer_ops(s, il, rows, order, one, cache, AttSmem::Rows(at))?;
             }
             return Ok(());
         }
