@@ -24,6 +24,10 @@
 #             the prompt, verify starts after it; launch --procs 2 (ipc) PASS; a NaN
 #             rope.freq_base exits 2; a CPU and a CUDA receipt of one gate `diff` differs; a
 #             negative control (no-rollback) FAILs on an HF tape
+#   serve     the serve arm (continuous batching, every request bit-identical to itself
+#             alone): SmolLM2, Gemma-3 and a 4096-wide Q4_K_M file at N = 1, 2, 4 under --mma
+#             auto and on; with every other arm; 64-row steps; --trace passes trace-check's
+#             bars on the serve phase; `stale-cache` FAILs; a serve soak x SOAK_RUNS PASS
 #   trace     --trace changes no bit (`diff` same), the 8B shape's N=4 trace passes
 #             trace-check on pipelined and eager FAILs its overlap bar, a traced soak, the
 #             tracing cost in bench, the picture (scripts/trace-svg.py)
@@ -51,7 +55,7 @@ OUT=${2:?usage: scripts/gpu-validate.sh BIN OUT}
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BE=${BE:-cuda}
-SECTIONS=${SECTIONS:-battery selftest soak oracle mma verdicts trace cache nccl bench}
+SECTIONS=${SECTIONS:-battery selftest soak oracle mma verdicts serve trace cache nccl bench}
 MODELS=${MODELS:-models}
 WORK=${WORK:-/tmp/gpu-validate}
 rm -rf "$WORK"
@@ -381,6 +385,33 @@ EOF
     [ ${#TAPES[@]} -gt 2 ] && t=${TAPES[2]}
     expect "--fault no-rollback on ${t/:/ }, verify (must FAIL)" 1 --backend "$BE" -q --model "$W/${t%%:*}.gguf" \
         --tape "$W/${t%%:*}.${t#*:}.json" --stages 2 --arms verify --fault no-rollback
+fi
+
+if want serve; then
+    SV="--arms serve --requests 24 --max-rows 16 --prefill-chunk 8 --prompt-len 24 --gen-len 12"
+    synth "$WORK/m/l8b-q4km.gguf" --preset llama8b --layers 4 --quant q4_k_m --seed 5
+    L8B="$WORK/m/l8b-q4km.gguf"
+    cuda || L8B="$WORK/m/small.gguf"
+    for m in smol gemma l8b; do
+        case $m in smol) f=$SMOL ;; gemma) f=$GEMMA ;; l8b) f=$L8B ;; esac
+        for n in 1 2 4; do
+            for md in auto on; do
+                cuda || [ $md = auto ] || continue
+                gate "serve $m N=$n --mma $md" 0 $(mma $md) --model "$f" --stages $n $SV --seed $n
+            done
+        done
+    done
+    gate "serve smol N=2 with every arm" 0 --model "$SMOL" --stages 2 --arms eager,pipelined,batched,prime,verify,serve --requests 20 --max-rows 8
+    gate "serve l8b N=2 64-row steps, 60 requests" 0 --model "$L8B" --stages 2 --arms serve --requests 60 --max-rows 64 --prefill-chunk 32 --prompt-len 40 --gen-len 8
+    gate "serve smol N=3 --fault stale-cache FAILs" 1 --model "$SMOL" --stages 3 --arms serve --requests 20 --max-rows 4 --fault stale-cache
+    if cuda; then
+        gate "serve l8b --fault row-count-order refused on cuda" 2 --model "$L8B" --stages 2 --arms serve --fault row-count-order
+    else
+        gate "serve small --fault row-count-order FAILs" 1 --model "$SMOL" --stages 2 --arms serve --requests 12 --fault row-count-order
+    fi
+    gate "serve smol N=4 traced" 0 --model "$SMOL" --stages 4 --arms serve --requests 20 --trace "$WORK/r/serve-trace.json"
+    expect "trace-check --phase serve" 0 trace-check "$WORK/r/serve-trace.json" --phase serve
+    soakrow "soak x$SOAK_RUNS smol N=4 serve" "$SOAK_RUNS" --model "$SMOL" --stages 4 --arms serve --requests 16 --max-rows 8
 fi
 
 if want trace; then

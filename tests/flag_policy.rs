@@ -265,7 +265,7 @@ fn trace_check_refuses_phases_the_bars_do_not_apply_to() {
         let o = run(&["trace-check", "/nonexistent/t.json", "--phase", ph]);
         let t = text(&o);
         assert_eq!(o.status.code(), Some(2), "{ph}: {t}");
-        assert!(t.contains("eager, pipelined, batched"), "{ph}: {t}");
+        assert!(t.contains("eager, pipelined, batched, serve"), "{ph}: {t}");
         assert!(
             !t.contains("os error"),
             "{ph}: the file was read first: {t}"

@@ -127,8 +127,9 @@ pub enum Cmd {
     /// all hold, 1 one fails, 2 the file is not such a trace.
     TraceCheck {
         file: PathBuf,
-        /// The arm whose steps are checked: eager, pipelined or batched (the decode arms;
-        /// prime and verify walk positions again, the reference has one stage: refused).
+        /// The arm whose steps are checked: eager, pipelined, batched or serve (each step
+        /// walked once; prime and verify walk positions again, the reference has one stage:
+        /// refused).
         #[arg(long, default_value = "pipelined")]
         phase: String,
     },

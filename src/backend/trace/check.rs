@@ -31,7 +31,7 @@ struct Sl {
 }
 
 /// The phases the bars are checked on: the decode arms, one position per step.
-pub const PHASES: [&str; 3] = ["eager", "pipelined", "batched"];
+pub const PHASES: [&str; 4] = ["eager", "pipelined", "batched", "serve"];
 
 /// Why the bars cannot be checked on `phase` (None: one of `PHASES`).
 pub fn phase_problem(phase: &str) -> Option<String> {
@@ -330,7 +330,7 @@ mod tests {
     fn reference_and_unknown_phases_are_refused_listing_the_valid_ones() {
         for ph in ["reference", "runtime", "Pipelined", "", "eager,pipelined"] {
             let e = phase_problem(ph).unwrap_or_else(|| panic!("{ph:?} accepted"));
-            assert!(e.ends_with("eager, pipelined, batched"), "{e}");
+            assert!(e.ends_with("eager, pipelined, batched, serve"), "{e}");
             assert_eq!(check(&doc(4), ph).unwrap_err(), e);
         }
         for ph in PHASES {
