@@ -2446,7 +2446,7 @@ fn prime_and_verify_flags_and_faults_are_checked() {
         ),
         (
             &["--arms", "eager", "--fault", "chunk-kv-order"][..],
-            "prime and verify do",
+            "prime does with a chunk of 2+ rows",
         ),
     ] {
         let o = run(args);

@@ -396,12 +396,19 @@ impl GateRunner {
     fn heavy(&mut self) -> Result<(Arc<Model>, String)> {
         if self.heavy.is_none() {
             let t0 = Instant::now();
-            crate::term::eprint_line(format_args!("selftest: building the 2.5 GB synthetic model the write-after-read rows need on CUDA"));
+            // A bar on a terminal while it builds; the time only with -v: nothing but the
+            // table's rows between its rows (results on stdout, no notes among them).
+            let bar = crate::term::Bar::new(
+                "selftest: building the 2.5 GB synthetic model the write-after-read rows need",
+                1,
+                "models",
+            );
             self.heavy = Some(synth_model(&heavy_spec(), "the heavy synthetic model")?);
-            crate::term::eprint_line(format_args!(
-                "selftest: built in {:.1} s",
+            bar.finish();
+            diag!(
+                "selftest: the heavy synthetic model built in {:.1} s",
                 t0.elapsed().as_secs_f64()
-            ));
+            );
         }
         Ok(self.heavy.clone().expect("built above"))
     }
