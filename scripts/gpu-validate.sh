@@ -117,7 +117,7 @@ soakrow() {
     local n=$1 k=$2
     shift 2
     TMO=900 expect "$n" 0 soak --runs "$k" --backend "$BE" -q --out "$(rec "$n" | sed 's/\.json$//')" "$@"
-    grep -oE "[0-9]+/$k PASS" "$WORK/last.out" | head -1 | sed "s/^/  /" | tee -a "$SUM" >/dev/null
+    grep -oE "^[0-9]+/$k PASS" "$WORK/last.out" | head -1 | sed "s/^/  /" | tee -a "$SUM" >/dev/null
 }
 # synth FILE ARGS...: a synthetic model (kept across sections).
 synth() { local f=$1; shift; [ -f "$f" ] || "$BIN" synth "$@" -o "$f" >>"$LOG" 2>&1 || wrong "synth $(basename "$f")" "exit $?"; }
