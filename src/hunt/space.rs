@@ -18,7 +18,7 @@
 //!   prompt (20), 3, 5 or 7 (40), 2..=prompt+3 (20); repeat (prime): default (40), 1 (50),
 //!   2 (10); draft (verify): default (40), 1 (30), 6..=12 (30).
 //!   serve (weight 20: a slower arm) reads window too, and requests: default 12 (15), 1
-//!   (20), 2..=6 (50), 30..=60 (15); max-rows: default 8 (20), 1 (20), 2..=8 (40), 16..=64
+//!   (20), 2..=6 (55), 30..=60 (10: slow on the cpu); max-rows: default 8 (20), 1 (20), 2..=8 (40), 16..=64
 //!   (20); prefill-chunk: default 4 (20), 1 (25), = max-rows (25), an odd size (30); never
 //!   more than max-rows (the gate refuses it: a larger one is cut to max-rows).
 //! - prompt: default 8 (25), 1 (20), 2..=7 (25), 9..=24 (30); gen: 1 (15), 2..=6 (65),
@@ -456,7 +456,7 @@ impl Space {
             return;
         }
         if self.free(Dim::Requests) {
-            d.requests = match pick(rng, &[15, 20, 50, 15]) {
+            d.requests = match pick(rng, &[15, 20, 55, 10]) {
                 0 => None,
                 1 => Some(1),
                 2 => Some(rng.gen_range(2..=6)),
