@@ -156,6 +156,9 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
         base_prompt: args_prompt_len(&base)?,
         base_gen: base.gen_len(),
         base_min_stages,
+        base_requests: base.requests(),
+        base_max_rows: base.max_rows(),
+        base_prefill_chunk: base.prefill_chunk(),
     };
     drop((be, model));
     let out = a.out.clone().unwrap_or_else(|| {
@@ -249,6 +252,9 @@ mod tests {
             base_prompt: 8,
             base_gen: 16,
             base_min_stages: 1,
+            base_requests: crate::arms::serve::DEFAULT_REQUESTS,
+            base_max_rows: crate::arms::serve::DEFAULT_MAX_ROWS,
+            base_prefill_chunk: crate::arms::serve::DEFAULT_PREFILL_CHUNK,
         }
     }
 
@@ -428,6 +434,45 @@ mod tests {
             "arm serve",
         ] {
             assert!(coverage.contains(k), "never drawn: {k}");
+        }
+    }
+
+    /// A pinned `--max-rows` below the default prefill chunk cuts every drawn chunk to it,
+    /// and a pinned `--prefill-chunk` above the default rows raises every drawn max-rows:
+    /// each draw brings the serve arm and is accepted by the gate's checks.
+    #[test]
+    fn pinned_serve_rows_and_chunk_keep_every_draw_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, _) = load_model(None).unwrap();
+        let stop = || false;
+        for (flag, dim, rows, chunk) in [
+            (
+                "--max-rows=2",
+                Dim::MaxRows,
+                2,
+                crate::arms::serve::DEFAULT_PREFILL_CHUNK,
+            ),
+            (
+                "--prefill-chunk=13",
+                Dim::PrefillChunk,
+                crate::arms::serve::DEFAULT_MAX_ROWS,
+                13,
+            ),
+        ] {
+            let mut sp = space(&model, vec![dim], DEFAULT_ARMS.to_vec());
+            sp.base_max_rows = rows;
+            sp.base_prefill_chunk = chunk;
+            let mut h = hunt_in(dir.path(), sp, &stop);
+            h.base_flags.push(flag.into());
+            let mut rng = ChaCha8Rng::seed_from_u64(13);
+            for i in 0..300 {
+                let d = h.space.draw(&mut rng);
+                assert!(h.space.arms(&d).contains(&ArmKind::Serve), "{flag}: {d:?}");
+                let flags = h.flags_of(&d).unwrap();
+                let o = parse_gate(&flags).unwrap();
+                assert!(o.prefill_chunk() <= o.max_rows(), "{flags:?}");
+                check(&o).unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e:#}"));
+            }
         }
     }
 

@@ -36,7 +36,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::arms::{serve, ArmKind};
+use crate::arms::ArmKind;
 
 /// The gate's default arms (`--arms` left out).
 pub const DEFAULT_ARMS: [ArmKind; 3] = [ArmKind::Eager, ArmKind::Pipelined, ArmKind::Batched];
@@ -228,6 +228,11 @@ pub struct Space {
     /// A pinned `--transport` other than auto, or `--procs`: trials need 2+ stages
     /// (`procs`: at least that many).
     pub base_min_stages: usize,
+    /// The serve arm's `--requests`, `--max-rows` and `--prefill-chunk` as given (pinned,
+    /// or the default).
+    pub base_requests: usize,
+    pub base_max_rows: usize,
+    pub base_prefill_chunk: usize,
 }
 
 /// A weighted pick: the index of the entry `r` (0..sum) falls in.
@@ -472,7 +477,7 @@ impl Space {
             };
         }
         if self.free(Dim::PrefillChunk) {
-            let rows = d.max_rows.unwrap_or(serve::DEFAULT_MAX_ROWS);
+            let rows = d.max_rows.unwrap_or(self.base_max_rows);
             d.prefill_chunk = match pick(rng, &[20, 25, 25, 30]) {
                 0 => None,
                 1 => Some(1),
@@ -571,10 +576,16 @@ impl Space {
             d.max_rows = None;
             d.prefill_chunk = None;
         }
-        // A prefill chunk is at most --max-rows positions (the gate refuses a larger one).
-        let rows = d.max_rows.unwrap_or(serve::DEFAULT_MAX_ROWS);
-        if d.prefill_chunk.unwrap_or(serve::DEFAULT_PREFILL_CHUNK) > rows {
-            d.prefill_chunk = Some(rows);
+        // A prefill chunk is at most --max-rows positions (the gate refuses a larger one):
+        // the free one of the two gives way (a pinned chunk raises the rows).
+        let rows = d.max_rows.unwrap_or(self.base_max_rows);
+        let chunk = d.prefill_chunk.unwrap_or(self.base_prefill_chunk);
+        if chunk > rows && !unread(Dim::Requests) {
+            if self.free(Dim::PrefillChunk) {
+                d.prefill_chunk = Some(rows);
+            } else if self.free(Dim::MaxRows) {
+                d.max_rows = Some(chunk);
+            }
         }
         if !self.cuda {
             d.graphs = None;
@@ -928,10 +939,10 @@ impl Space {
         on(d.jitter_us.is_some_and(|j| j >= 200), "jitter high");
         if arms.contains(&ArmKind::Serve) {
             let (req, rows) = (
-                d.requests.unwrap_or(serve::DEFAULT_REQUESTS),
-                d.max_rows.unwrap_or(serve::DEFAULT_MAX_ROWS),
+                d.requests.unwrap_or(self.base_requests),
+                d.max_rows.unwrap_or(self.base_max_rows),
             );
-            let chunk = d.prefill_chunk.unwrap_or(serve::DEFAULT_PREFILL_CHUNK);
+            let chunk = d.prefill_chunk.unwrap_or(self.base_prefill_chunk);
             on(req == 1, "requests 1");
             on(req >= 30, "requests 30+");
             on(rows == 1, "max-rows 1");
