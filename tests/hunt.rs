@@ -140,6 +140,40 @@ fn with_no_rollback_every_opening_trial_is_caught_or_a_shrunk_blind_spot() {
     fault_hunt("no-rollback", "4", "14");
 }
 
+/// stale-cache opens only in the serve arm with more requests than cache rows (a corner the
+/// plain distribution meets rarely): the hunt's draw favours the fault's window, every
+/// trial where it opened is caught (no blind spot), and each of them ran serve reusing rows.
+#[test]
+fn with_stale_cache_the_hunt_draws_serve_and_catches_every_opening_trial() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("h");
+    let o = hunt(
+        &[
+            "--trials",
+            "14",
+            "--seed",
+            "11",
+            "--fault",
+            "stale-cache",
+            "--confirm",
+            "1",
+        ],
+        &out,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r = report(&out);
+    let opened = r["fault_opened"].as_u64().unwrap();
+    assert!(
+        opened >= 5,
+        "stale-cache opened in only {opened} trials: {r:#}"
+    );
+    assert_eq!(r["caught"].as_u64().unwrap(), opened, "{r:#}");
+    assert_eq!(r["findings_count"], 0, "{r:#}");
+    let cov = r["coverage"].as_object().unwrap();
+    let reuse = cov.get("serve reuses rows").and_then(Value::as_u64);
+    assert!(reuse.unwrap_or(0) >= opened, "{cov:?}");
+}
+
 #[test]
 fn self_check_finds_its_planted_corner_and_shrinks_it_exactly() {
     let d = tempfile::tempdir().unwrap();

@@ -156,6 +156,9 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
         base_prompt: args_prompt_len(&base)?,
         base_gen: base.gen_len(),
         base_min_stages,
+        base_requests: base.requests(),
+        base_max_rows: base.max_rows(),
+        base_prefill_chunk: base.prefill_chunk(),
     };
     drop((be, model));
     let out = a.out.clone().unwrap_or_else(|| {
@@ -249,6 +252,9 @@ mod tests {
             base_prompt: 8,
             base_gen: 16,
             base_min_stages: 1,
+            base_requests: crate::arms::serve::DEFAULT_REQUESTS,
+            base_max_rows: crate::arms::serve::DEFAULT_MAX_ROWS,
+            base_prefill_chunk: crate::arms::serve::DEFAULT_PREFILL_CHUNK,
         }
     }
 
@@ -344,8 +350,129 @@ mod tests {
             "prompt 1",
             "tape with its prompt_len",
             "jitter high",
+            "arm serve",
+            "requests 1",
+            "requests 30+",
+            "max-rows 1",
+            "max-rows 16+",
+            "serve reuses rows",
+            "prefill-chunk 1",
+            "prefill-chunk = max-rows",
+            "prefill-chunk odd",
         ] {
             assert!(coverage.contains(k), "never drawn: {k}");
+        }
+        for k in [
+            "graphs off",
+            "pdl off",
+            "mma on",
+            "mma off",
+            "chunk at mma rows",
+        ] {
+            assert!(
+                !coverage.contains(k),
+                "a cuda dimension drawn on the cpu: {k}"
+            );
+        }
+    }
+
+    /// The GPU dimensions are drawn in a cuda space only: on the cpu the gate refuses each
+    /// (so a cpu draw must never carry one), and every cuda draw's flags parse, pass the
+    /// flag policy and the serve arm's own check (what needs no GPU), and name valid
+    /// values. The `--mma auto` rule's rows (the prime arm's largest chunk as it runs) land
+    /// just below, at and above `MMA_AUTO_MIN_ROWS`, and every GPU edge is met.
+    #[test]
+    fn cuda_draws_carry_the_gpu_dimensions_and_pass_the_flag_policy() {
+        use crate::gate::plan::{mma_mode, on_off, prime_rows};
+        use crate::gate::policy::{check_flags, Reader};
+        use crate::hunt::space::MMA_ROWS;
+        for flag in ["--graphs=off", "--pdl=off", "--mma=on"] {
+            let o = parse_gate(&["--backend=cpu".into(), flag.into()]).unwrap();
+            let e = check(&o)
+                .err()
+                .map(|e| format!("{e:#}"))
+                .unwrap_or_default();
+            assert!(e.contains("cpu backend"), "{flag} on the cpu: {e:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (model, _) = load_model(None).unwrap();
+        let stop = || false;
+        let mut sp = space(&model, vec![], DEFAULT_ARMS.to_vec());
+        sp.cuda = true;
+        let mut h = hunt_in(dir.path(), sp, &stop);
+        h.base_flags = vec!["--backend=cuda".into()];
+        let mut rng = ChaCha8Rng::seed_from_u64(64);
+        let mut coverage = BTreeSet::new();
+        let mut rows = BTreeSet::new();
+        for i in 0..1500 {
+            let d = h.space.draw(&mut rng);
+            coverage.extend(h.space.coverage(&d));
+            let flags = h.flags_of(&d).unwrap();
+            let o = parse_gate(&flags).unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e:#}"));
+            check_flags(&o, Reader::Gate).unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e:#}"));
+            crate::arms::serve::check_flags(o.requests(), o.max_rows(), o.prefill_chunk())
+                .unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e}"));
+            on_off("--graphs", &o.graphs).unwrap();
+            on_off("--pdl", &o.pdl).unwrap();
+            mma_mode(&o.mma).unwrap();
+            rows.insert(prime_rows(&o).unwrap());
+        }
+        for r in [MMA_ROWS - 1, MMA_ROWS, MMA_ROWS + 1] {
+            assert!(
+                rows.contains(&r),
+                "--mma auto rows {r} never drawn: {rows:?}"
+            );
+        }
+        for k in [
+            "graphs off",
+            "pdl off",
+            "mma on",
+            "mma off",
+            "chunk below mma rows",
+            "chunk at mma rows",
+            "chunk above mma rows",
+            "arm serve",
+        ] {
+            assert!(coverage.contains(k), "never drawn: {k}");
+        }
+    }
+
+    /// A pinned `--max-rows` below the default prefill chunk cuts every drawn chunk to it,
+    /// and a pinned `--prefill-chunk` above the default rows raises every drawn max-rows:
+    /// each draw brings the serve arm and is accepted by the gate's checks.
+    #[test]
+    fn pinned_serve_rows_and_chunk_keep_every_draw_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, _) = load_model(None).unwrap();
+        let stop = || false;
+        for (flag, dim, rows, chunk) in [
+            (
+                "--max-rows=2",
+                Dim::MaxRows,
+                2,
+                crate::arms::serve::DEFAULT_PREFILL_CHUNK,
+            ),
+            (
+                "--prefill-chunk=13",
+                Dim::PrefillChunk,
+                crate::arms::serve::DEFAULT_MAX_ROWS,
+                13,
+            ),
+        ] {
+            let mut sp = space(&model, vec![dim], DEFAULT_ARMS.to_vec());
+            sp.base_max_rows = rows;
+            sp.base_prefill_chunk = chunk;
+            let mut h = hunt_in(dir.path(), sp, &stop);
+            h.base_flags.push(flag.into());
+            let mut rng = ChaCha8Rng::seed_from_u64(13);
+            for i in 0..300 {
+                let d = h.space.draw(&mut rng);
+                assert!(h.space.arms(&d).contains(&ArmKind::Serve), "{flag}: {d:?}");
+                let flags = h.flags_of(&d).unwrap();
+                let o = parse_gate(&flags).unwrap();
+                assert!(o.prefill_chunk() <= o.max_rows(), "{flags:?}");
+                check(&o).unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e:#}"));
+            }
         }
     }
 

@@ -36,6 +36,11 @@ use crate::runtime::Fault;
 use space::{Draw, Space};
 use trial::{run_child, Exit};
 
+/// With `--fault`: trials drawn plainly before the draw favours the fault's window, and
+/// the most redraws per trial (`Hunt::draw_trial`).
+const FAVOUR_AFTER: usize = 4;
+const REDRAWS: usize = 16;
+
 /// What a trial's outcome says against the rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -263,6 +268,40 @@ impl Hunt<'_> {
         Ok(done(verdict, fault_open, flags, run.secs))
     }
 
+    /// A trial's draw. With `--fault F`, once `FAVOUR_AFTER` trials have run and fewer than
+    /// a third of them opened F's window (a fault that needs a corner the distribution meets
+    /// rarely: stale-cache needs the serve arm with more requests than cache rows), the draw
+    /// is redrawn up to `REDRAWS` times until the gate's own rule (`fault_closed`) says F
+    /// opens there; the last draw is kept if none does. Without a fault, one draw.
+    fn draw_trial(&self, rng: &mut ChaCha8Rng, tally: &Tally) -> Result<Draw> {
+        let mut d = self.space.draw(rng);
+        let Some(f) = self.fault else {
+            return Ok(d);
+        };
+        if tally.trials < FAVOUR_AFTER || tally.fault_opened * 3 >= tally.trials {
+            return Ok(d);
+        }
+        for _ in 0..REDRAWS {
+            if self.opens(&d, f)? {
+                break;
+            }
+            d = self.space.draw(rng);
+        }
+        Ok(d)
+    }
+
+    /// Whether fault `f` opens at draw `d` by the gate's rule (a draw the gate refuses: no;
+    /// `evaluate` reports it).
+    fn opens(&self, d: &Draw, f: Fault) -> Result<bool> {
+        let Ok(opts) = (self.parse)(&self.flags_of(d)?) else {
+            return Ok(false);
+        };
+        Ok(match check(&opts) {
+            Ok(c) => fault_closed(&opts, &c.be, &c.devices, &c.arms, f).is_none(),
+            Err(_) => false,
+        })
+    }
+
     fn finished(&self, t0: Instant, tally: &Tally) -> bool {
         if let Some(n) = self.trials {
             if tally.trials >= n {
@@ -285,7 +324,7 @@ impl Hunt<'_> {
                 tally.interrupted = true;
                 break;
             }
-            let d = self.space.draw(&mut rng);
+            let d = self.draw_trial(&mut rng, &tally)?;
             let i = tally.trials;
             let e = self.evaluate(&d, &self.out.join("trials").join(format!("{i:04}")))?;
             if e.verdict == Verdict::Interrupted {

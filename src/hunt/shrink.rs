@@ -96,6 +96,9 @@ mod tests {
             base_prompt: 8,
             base_gen: 16,
             base_min_stages: 1,
+            base_requests: crate::arms::serve::DEFAULT_REQUESTS,
+            base_max_rows: crate::arms::serve::DEFAULT_MAX_ROWS,
+            base_prefill_chunk: crate::arms::serve::DEFAULT_PREFILL_CHUNK,
         }
     }
 

@@ -17,11 +17,20 @@
 //!   chunk (prime): default (20), else a ladder of 1..=3 sizes, each 1 (20), the whole
 //!   prompt (20), 3, 5 or 7 (40), 2..=prompt+3 (20); repeat (prime): default (40), 1 (50),
 //!   2 (10); draft (verify): default (40), 1 (30), 6..=12 (30).
+//!   serve (weight 20: a slower arm) reads window too, and requests: default 12 (15), 1
+//!   (20), 2..=6 (55), 30..=60 (10: slow on the cpu); max-rows: default 8 (20), 1 (20), 2..=8 (40), 16..=64
+//!   (20); prefill-chunk: default 4 (20), 1 (25), = max-rows (25), an odd size (30); never
+//!   more than max-rows (the gate refuses it: a larger one is cut to max-rows).
 //! - prompt: default 8 (25), 1 (20), 2..=7 (25), 9..=24 (30); gen: 1 (15), 2..=6 (65),
 //!   7..=12 (20) (short: trials stay cheap on the CPU).
 //! - tape (15): a tape of 2..=24 random tokens below the vocab, with its own prompt_len
 //!   (60) or without (then a drawn prompt at most its length).
 //! - jitter: 0 (70), 1..=50 µs (15), 200..=400 µs (15). Gate seed: drawn (70), default 0.
+//! - on the cuda backend only (the gate refuses them on the cpu): graphs and pdl each
+//!   default on (50), off (35), on (15); mma default auto (40), on (30), off (20), auto
+//!   (10); and with the prime arm (35), a chunk at the `--mma auto` rows threshold
+//!   (`MMA_AUTO_MIN_ROWS` - 1, itself or + 1: 63, 64, 65) added to the ladder, the prompt
+//!   grown past it (threshold + 1..=8) where the prompt is free and no tape is drawn.
 
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -50,10 +59,16 @@ pub enum Dim {
     GenLen,
     Tape,
     Jitter,
+    Requests,
+    MaxRows,
+    PrefillChunk,
+    Graphs,
+    Pdl,
+    Mma,
 }
 
 impl Dim {
-    pub const ALL: [Dim; 15] = [
+    pub const ALL: [Dim; 21] = [
         Dim::Stages,
         Dim::Splits,
         Dim::Devices,
@@ -69,6 +84,12 @@ impl Dim {
         Dim::GenLen,
         Dim::Tape,
         Dim::Jitter,
+        Dim::Requests,
+        Dim::MaxRows,
+        Dim::PrefillChunk,
+        Dim::Graphs,
+        Dim::Pdl,
+        Dim::Mma,
     ];
 
     /// The gate flag's argument id (its field in the cli's `GateArgs`).
@@ -89,6 +110,12 @@ impl Dim {
             Dim::GenLen => "gen_len",
             Dim::Tape => "tape",
             Dim::Jitter => "jitter_us",
+            Dim::Requests => "requests",
+            Dim::MaxRows => "max_rows",
+            Dim::PrefillChunk => "prefill_chunk",
+            Dim::Graphs => "graphs",
+            Dim::Pdl => "pdl",
+            Dim::Mma => "mma",
         }
     }
 }
@@ -102,6 +129,10 @@ pub const ARM_FLAGS: &[(ArmKind, &[Dim])] = &[
     (ArmKind::Batched, &[Dim::Window, Dim::Batch]),
     (ArmKind::Prime, &[Dim::Chunk, Dim::Repeat]),
     (ArmKind::Verify, &[Dim::Draft]),
+    (
+        ArmKind::Serve,
+        &[Dim::Window, Dim::Requests, Dim::MaxRows, Dim::PrefillChunk],
+    ),
 ];
 
 /// Each arm's chance in percent of being in a trial that draws its arms.
@@ -111,7 +142,11 @@ pub const ARM_WEIGHTS: &[(ArmKind, u32)] = &[
     (ArmKind::Batched, 55),
     (ArmKind::Prime, 50),
     (ArmKind::Verify, 45),
+    (ArmKind::Serve, 20),
 ];
+
+/// The `--mma auto` rows threshold (the prime arm's largest chunk) the cuda draws straddle.
+pub const MMA_ROWS: usize = crate::backend::cuda::MMA_AUTO_MIN_ROWS;
 
 /// A tape the hunt writes into its directory for a trial.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -159,6 +194,14 @@ pub struct Draw {
     pub tape: Option<TapeSpec>,
     pub jitter_us: Option<u64>,
     pub seed: Option<u64>,
+    pub requests: Option<usize>,
+    pub max_rows: Option<usize>,
+    pub prefill_chunk: Option<usize>,
+    /// `on`/`off` (cuda spaces only).
+    pub graphs: Option<&'static str>,
+    pub pdl: Option<&'static str>,
+    /// `auto`/`on`/`off` (cuda spaces only).
+    pub mma: Option<&'static str>,
 }
 
 /// The arms by their `--arms` names.
@@ -185,6 +228,11 @@ pub struct Space {
     /// A pinned `--transport` other than auto, or `--procs`: trials need 2+ stages
     /// (`procs`: at least that many).
     pub base_min_stages: usize,
+    /// The serve arm's `--requests`, `--max-rows` and `--prefill-chunk` as given (pinned,
+    /// or the default).
+    pub base_requests: usize,
+    pub base_max_rows: usize,
+    pub base_prefill_chunk: usize,
 }
 
 /// A weighted pick: the index of the entry `r` (0..sum) falls in.
@@ -365,6 +413,10 @@ impl Space {
                 _ => Some(rng.gen_range(200..=400)),
             };
         }
+        self.draw_serve(rng, &mut d);
+        if self.cuda {
+            self.draw_cuda(rng, &mut d, p);
+        }
         if pct(rng, 70) {
             d.seed = Some(rng.gen_range(1..1 << 20));
         }
@@ -401,6 +453,70 @@ impl Space {
             }
         }
         self.normalized(d)
+    }
+
+    /// The serve arm's dimensions (module doc), each drawn only where it is free.
+    fn draw_serve(&self, rng: &mut ChaCha8Rng, d: &mut Draw) {
+        if !self.read(d, Dim::Requests) {
+            return;
+        }
+        if self.free(Dim::Requests) {
+            d.requests = match pick(rng, &[15, 20, 55, 10]) {
+                0 => None,
+                1 => Some(1),
+                2 => Some(rng.gen_range(2..=6)),
+                _ => Some(rng.gen_range(30..=60)),
+            };
+        }
+        if self.free(Dim::MaxRows) {
+            d.max_rows = match pick(rng, &[20, 20, 40, 20]) {
+                0 => None,
+                1 => Some(1),
+                2 => Some(rng.gen_range(2..=8)),
+                _ => Some(rng.gen_range(16..=64)),
+            };
+        }
+        if self.free(Dim::PrefillChunk) {
+            let rows = d.max_rows.unwrap_or(self.base_max_rows);
+            d.prefill_chunk = match pick(rng, &[20, 25, 25, 30]) {
+                0 => None,
+                1 => Some(1),
+                2 => Some(rows),
+                // An odd size at most max-rows (1 where max-rows is 1 or 2).
+                _ => {
+                    let o = rng.gen_range(1..=rows) | 1;
+                    Some(if o > rows { o - 2 } else { o })
+                }
+            };
+        }
+    }
+
+    /// The GPU dimensions (module doc): cuda spaces only. `p`: the drawn prompt.
+    fn draw_cuda(&self, rng: &mut ChaCha8Rng, d: &mut Draw, p: usize) {
+        let on_off = |rng: &mut ChaCha8Rng| match pick(rng, &[50, 35, 15]) {
+            0 => None,
+            1 => Some("off"),
+            _ => Some("on"),
+        };
+        if self.free(Dim::Graphs) {
+            d.graphs = on_off(rng);
+        }
+        if self.free(Dim::Pdl) {
+            d.pdl = on_off(rng);
+        }
+        if self.free(Dim::Mma) {
+            d.mma = [None, Some("on"), Some("off"), Some("auto")][pick(rng, &[40, 30, 20, 10])];
+        }
+        if self.free(Dim::Chunk) && self.read(d, Dim::Chunk) && pct(rng, 35) {
+            let c = MMA_ROWS - 1 + rng.gen_range(0..3);
+            let ladder = d.chunk.get_or_insert_with(Vec::new);
+            if !ladder.contains(&c) {
+                ladder.push(c);
+            }
+            if self.free(Dim::PromptLen) && d.tape.is_none() && p <= c {
+                d.prompt_len = Some(c + rng.gen_range(1..=8));
+            }
+        }
     }
 
     /// The draw with every flag the gate would refuse as meaningless dropped: a flag whose
@@ -454,6 +570,27 @@ impl Space {
         }
         if unread(Dim::Draft) {
             d.draft = None;
+        }
+        if unread(Dim::Requests) {
+            d.requests = None;
+            d.max_rows = None;
+            d.prefill_chunk = None;
+        }
+        // A prefill chunk is at most --max-rows positions (the gate refuses a larger one):
+        // the free one of the two gives way (a pinned chunk raises the rows).
+        let rows = d.max_rows.unwrap_or(self.base_max_rows);
+        let chunk = d.prefill_chunk.unwrap_or(self.base_prefill_chunk);
+        if chunk > rows && !unread(Dim::Requests) {
+            if self.free(Dim::PrefillChunk) {
+                d.prefill_chunk = Some(rows);
+            } else if self.free(Dim::MaxRows) {
+                d.max_rows = Some(chunk);
+            }
+        }
+        if !self.cuda {
+            d.graphs = None;
+            d.pdl = None;
+            d.mma = None;
         }
         if let Some(t) = &mut d.tape {
             t.len = t.len.max(1);
@@ -521,6 +658,20 @@ impl Space {
         }
         if let Some(x) = d.jitter_us {
             kv("jitter-us", x.to_string());
+        }
+        if let Some(x) = d.requests {
+            kv("requests", x.to_string());
+        }
+        if let Some(x) = d.max_rows {
+            kv("max-rows", x.to_string());
+        }
+        if let Some(x) = d.prefill_chunk {
+            kv("prefill-chunk", x.to_string());
+        }
+        for (k, x) in [("graphs", d.graphs), ("pdl", d.pdl), ("mma", d.mma)] {
+            if let Some(x) = x {
+                kv(k, x.to_string());
+            }
         }
         if let Some(x) = d.seed {
             kv("seed", x.to_string());
@@ -601,6 +752,18 @@ impl Space {
                 jitter_us: None,
                 ..d.clone()
             },
+            Draw {
+                graphs: None,
+                ..d.clone()
+            },
+            Draw {
+                pdl: None,
+                ..d.clone()
+            },
+            Draw {
+                mma: None,
+                ..d.clone()
+            },
         ] {
             push(c);
         }
@@ -646,13 +809,16 @@ impl Space {
             }
         }
         type Field = fn(&mut Draw) -> &mut Option<usize>;
-        let fields: [Field; 6] = [
+        let fields: [Field; 9] = [
             |d| &mut d.batch,
             |d| &mut d.window,
             |d| &mut d.draft,
             |d| &mut d.repeat,
             |d| &mut d.prompt_len,
             |d| &mut d.gen_len,
+            |d| &mut d.requests,
+            |d| &mut d.max_rows,
+            |d| &mut d.prefill_chunk,
         ];
         for field in fields {
             let mut probe = d.clone();
@@ -771,6 +937,28 @@ impl Space {
         );
         on(d.jitter_us.is_some(), "jitter");
         on(d.jitter_us.is_some_and(|j| j >= 200), "jitter high");
+        if arms.contains(&ArmKind::Serve) {
+            let (req, rows) = (
+                d.requests.unwrap_or(self.base_requests),
+                d.max_rows.unwrap_or(self.base_max_rows),
+            );
+            let chunk = d.prefill_chunk.unwrap_or(self.base_prefill_chunk);
+            on(req == 1, "requests 1");
+            on(req >= 30, "requests 30+");
+            on(rows == 1, "max-rows 1");
+            on(rows >= 16, "max-rows 16+");
+            on(req > rows, "serve reuses rows");
+            on(chunk == 1, "prefill-chunk 1");
+            on(chunk == rows && rows > 1, "prefill-chunk = max-rows");
+            on(chunk > 1 && chunk % 2 == 1, "prefill-chunk odd");
+        }
+        on(d.graphs == Some("off"), "graphs off");
+        on(d.pdl == Some("off"), "pdl off");
+        on(d.mma == Some("on"), "mma on");
+        on(d.mma == Some("off"), "mma off");
+        on(ladder.contains(&(MMA_ROWS - 1)), "chunk below mma rows");
+        on(ladder.contains(&MMA_ROWS), "chunk at mma rows");
+        on(ladder.contains(&(MMA_ROWS + 1)), "chunk above mma rows");
         k
     }
 }
