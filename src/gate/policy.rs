@@ -114,6 +114,14 @@ fn in_flight_arms(r: &Run) -> bool {
         || r.has(ArmKind::Serve)
 }
 
+/// `--arms` as given when it names `arm` (the `--arms ARM` rules' value).
+fn names_arm(a: &GateOptions, arm: &str) -> Option<String> {
+    a.arms
+        .split(',')
+        .any(|x| x.trim() == arm)
+        .then(|| a.arms.clone())
+}
+
 fn serve_arm(r: &Run) -> bool {
     r.has(ArmKind::Serve) && r.reader != Reader::Bench
 }
@@ -237,23 +245,13 @@ pub const FLAG_RULES: &[FlagRule] = &[
     },
     FlagRule {
         flag: "--arms verify",
-        given: |a| {
-            a.arms
-                .split(',')
-                .any(|x| x.trim() == "verify")
-                .then(|| a.arms.clone())
-        },
+        given: |a| names_arm(a, "verify"),
         reads: |r| r.reader != Reader::Bench,
         why: "bench has no verify path (it times eager, pipelined, batched and prime); leave verify out of bench's --arms",
     },
     FlagRule {
         flag: "--arms serve",
-        given: |a| {
-            a.arms
-                .split(',')
-                .any(|x| x.trim() == "serve")
-                .then(|| a.arms.clone())
-        },
+        given: |a| names_arm(a, "serve"),
         reads: |r| r.reader != Reader::Bench,
         why: "bench has no serve path (it times eager, pipelined, batched and prime); leave serve out of bench's --arms",
     },

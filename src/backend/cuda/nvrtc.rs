@@ -549,7 +549,8 @@ impl DevCtx {
         }
         /// One built module's kernels, and where they go.
         enum Built {
-            Mv(usize, usize, CudaFunction),
+            /// (slot, kind, variant, kernel).
+            Mv(usize, usize, usize, CudaFunction),
             Mma(usize, CudaFunction),
             Att(usize, CudaFunction),
         }
@@ -567,7 +568,7 @@ impl DevCtx {
             for part in 0..Self::mv_parts(k) {
                 names.push(format!("{k}/r{t}/{part}"));
                 jobs.push(Box::new(move || {
-                    Ok(Built::Mv(i, part, self.build_mv(k, t, part)?))
+                    Ok(Built::Mv(i, k, part, self.build_mv(k, t, part)?))
                 }));
             }
         }
@@ -596,12 +597,7 @@ impl DevCtx {
             });
             // A slot is set once: the lock above keeps a second builder out.
             match r {
-                Ok(Built::Mv(i, part, f)) => {
-                    let (_, k, _) = todo_mv
-                        .iter()
-                        .find(|&&(j, _, _)| j == i)
-                        .copied()
-                        .unwrap_or_default();
+                Ok(Built::Mv(i, k, part, f)) => {
                     let v = parts
                         .entry(i)
                         .or_insert_with(|| vec![None; Self::mv_parts(k)]);
