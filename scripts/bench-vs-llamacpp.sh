@@ -9,7 +9,7 @@
 #   OUT      where the results go: vs-llamacpp.json, summary.txt, log.txt, raw.tar.gz
 #
 # What it does, in this order so that it fits one 10-minute call:
-#  1. starts building llama-bench and llama-batched-bench in the background (CUDA, sm_90,
+#  1. starts building llama-bench, llama-batched-bench and llama-parallel in the background (CUDA, sm_90,
 #     the cmake recipe of shared/anchors/README.md; niced, two cores left to the benches);
 #  2. meanwhile, per row (cheapest first): synthesizes the model into $WORK (real models come
 #     from $MODELS) and runs `ppn-gate bench --batch 8 --steps $STEPS` on it (eager and
@@ -18,8 +18,23 @@
 #  3. waits for the build, then runs on the same files `llama-bench -ngl 99 -p 0 -n 128 -r 5`
 #     (eager, tg128) and `llama-batched-bench -ngl 99 -c 4096 -npp 16 -ntg 64 -npl 1,8` (S_TG
 #     at B=8), each through its machine-readable output (-o json, --output-format jsonl);
+#     and, on the SERVE_ROWS, `llama-parallel -np 8 -ns 64 -pps -n 64 --ignore-eos`
+#     (continuous batching of 64 requests over 8 slots) beside `ppn-gate bench --arms serve`
+#     (below: how the two workloads differ);
 #  4. writes vs-llamacpp.json (schema ppn-gate.bench-compare/1) to OUT and to
-#     receipts/bench-vs-llamacpp/vs-llamacpp.json, and prints the table last.
+#     $RECEIPTS/vs-llamacpp.json, and prints the table last.
+#
+# The serve rows (issue 29) compare continuous batching, and the workloads differ in ways
+# the JSON's method says: ppn-gate's 64 requests draw prompts of 1..=32 seeded tokens and
+# 0..=128 generated ones (means ~16.5 and 64), at most 8 rows a step (8 cache rows, prompt
+# chunks of at most 8 positions), every row's logits read back (what the gate compares), no
+# sampling (the tokens are fixed); llama-parallel's 64 requests are its built-in questions
+# (~15-25 tokens each) after a shared system prompt of ~300 tokens already in the cache
+# (-pps), each prompt prefilled whole in one batch beside the other slots' decode rows, up to
+# 64 generated tokens (--ignore-eos; its "User:" reverse prompt may end one early), only the
+# sampled rows' logits, with its default sampler. Both figures are generated tokens per
+# second of the whole run (and requests per second); neither is steady-state B=8 decode,
+# which the batched8 rows measure.
 #
 # Environment (all optional):
 #   ROWS     the rows to run, space or comma separated, in the order given (default: all, in
@@ -42,6 +57,9 @@
 #            gemma3-270m-q4_k_m;
 #            empty: none): `ppn-gate bench --arms prime --chunk 512 --prompt-len 512`, one
 #            stage, beside `llama-bench -p 512 -n 0` (pp512) on the same file (issue 13)
+#   SERVE_ROWS rows that also get a serve row (default: smollm2-q4_1 llama8b-l8-q4_k; empty:
+#            none): `ppn-gate bench --arms serve` beside llama-parallel on the same file
+#   RECEIPTS directory the JSON is copied to (default receipts/bench-vs-llamacpp; empty: none)
 #   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
 #            row names on small synthetic shapes (the real models as they are), short runs;
 #            writes OUT only, never receipts/bench-vs-llamacpp (that file holds GPU figures only)
@@ -112,7 +130,7 @@ else
             cd "$1/lc/llama.cpp" &&
             cmake -B build $2 -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
                 -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON -DCMAKE_BUILD_TYPE=Release &&
-            nice -n 19 cmake --build build -j"$3" --target llama-bench llama-batched-bench
+            nice -n 19 cmake --build build -j"$3" --target llama-bench llama-batched-bench llama-parallel
     ' "$TGZ" "$WORK" "$CMAKE_FLAGS" "$JOBS" >"$WORK/raw/llama-build.log" 2>&1 &
     BUILD_PID=$!
     trap 'kill -- -"$BUILD_PID" 2>/dev/null' EXIT
@@ -193,6 +211,21 @@ for row in $PREFILL_ROWS; do
         log "$row: ppn-gate prefill bench failed (exit $?, see log.txt)"
 done
 
+SERVE_ROWS=${SERVE_ROWS-smollm2-q4_1 llama8b-l8-q4_k}
+SV_FLAGS="--requests 64 --max-rows 8 --prefill-chunk 8 --prompt-len 32 --gen-len 128"
+LP_FLAGS="-np 8 -ns 64 -pps -n 64 --ignore-eos -c 32768 --seed 1"
+[ "$DRY" = 1 ] && SV_FLAGS="--requests 16 --max-rows 4 --prefill-chunk 4 --prompt-len 16 --gen-len 32" &&
+    LP_FLAGS="-np 4 -ns 16 -pps -n 16 --ignore-eos -c 4096 --seed 1"
+for row in $SERVE_ROWS; do
+    f=${FILE[$row]:-}
+    [ -n "$f" ] || continue
+    log "ppn-gate bench $row serve"
+    # shellcheck disable=SC2086
+    within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms serve $SV_FLAGS \
+        --steps 16 ${PPN_FLAGS:-} --receipt "$WORK/raw/$row.serve.json" >>"$LOG" 2>&1 ||
+        log "$row: ppn-gate serve bench failed (exit $?, see log.txt)"
+done
+
 # ---- 3. llama.cpp on the same files ---------------------------------------------------
 if [ -n "$BUILD_PID" ]; then
     log "waiting for the llama.cpp build"
@@ -232,6 +265,12 @@ for row in $ROWS; do
     within 10 "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
         --output-format jsonl >"$WORK/raw/$row.bb.txt" 2>"$WORK/raw/$row.bb.err" ||
         log "$row: llama-batched-bench failed (raw/$row.bb.err)"
+    if [ -f "$WORK/raw/$row.serve.json" ]; then
+        log "llama-parallel $row"
+        # shellcheck disable=SC2086
+        within 10 "$LB/llama-parallel" -m "$f" -ngl "$NGL" $LP_FLAGS \
+            >"$WORK/raw/$row.par.txt" 2>&1 || log "$row: llama-parallel failed (raw/$row.par.txt)"
+    fi
     if [ -f "$WORK/raw/$row.pp.json" ]; then
         log "llama-bench $row pp$PP_N"
         within 10 "$LB/llama-bench" -m "$f" -ngl "$NGL" -p "$PP_N" -n 0 -r "$TG_R" -o json \
@@ -249,6 +288,7 @@ fi
 DEST="$OUT/vs-llamacpp.json"
 ROWS="$ROWS" RAW="$WORK/raw" DEST="$DEST" MACHINE="$MACHINE" DRY="$DRY" TG_N="$TG_N" \
     TG_R="$TG_R" NGL="$NGL" BB_NTG="$BB_NTG" STEPS="$STEPS" COMMIT="${COMMIT:-}" PP_N="$PP_N" \
+    SV_FLAGS="$SV_FLAGS" LP_FLAGS="$LP_FLAGS" \
     python3 - <<'PY' | tee "$OUT/summary.txt"
 import json, os, datetime
 
@@ -259,7 +299,8 @@ tg_n, bb_ntg, ngl = int(os.environ["TG_N"]), int(os.environ["BB_NTG"]), os.envir
 
 def read(path):
     try:
-        with open(path) as f:
+        # errors="replace": llama-parallel's log echoes a synthetic model's random bytes.
+        with open(path, errors="replace") as f:
             return f.read()
     except OSError:
         return None
@@ -293,6 +334,19 @@ def batched_bench_tg(text, pl):
         if d.get("pl") == pl and d.get("tg") == bb_ntg:
             return float(d["speed_tg"])
     return None
+
+
+def parallel_totals(text):
+    """(requests, prompt tokens, generated tokens, gen tok/s) from llama-parallel's summary:
+    "n_sequences = N" and "Total gen tokens: G, speed: S t/s"."""
+    import re
+    t = text or ""
+    ns = re.findall(r"n_sequences = (\d+)", t)
+    pr = re.search(r"Total prompt tokens:\s*(\d+), speed:\s*([\d.]+)", t)
+    gen = re.search(r"Total gen tokens:\s*(\d+), speed:\s*([\d.]+)", t)
+    if not (ns and gen):
+        return None
+    return int(ns[-1]), int(pr.group(1)) if pr else None, int(gen.group(1)), float(gen.group(2))
 
 
 rows, skipped, commit = [], [], os.environ.get("COMMIT") or None
@@ -353,6 +407,31 @@ for name in rows_wanted:
             "ppn_every_logits_tok_s": every,
             "ppn_kernels": pp.get("backend", {}).get("mma"),
         })
+    sv_text = read(f"{raw}/{name}.serve.json")
+    if sv_text:
+        sv = json.loads(sv_text)["serve"]
+        lp = parallel_totals(read(f"{raw}/{name}.par.txt"))
+        lp_req_s = None
+        if lp and lp[3] > 0:
+            # Its wall time is generated tokens / their rate (both over the whole run).
+            lp_req_s = lp[0] / (lp[2] / lp[3])
+        rows.append({
+            "model": name,
+            "weight_bytes": wb,
+            "path": "serve",
+            "ppn_tok_s": sv["generated_tok_s"],
+            "llamacpp_tok_s": lp[3] if lp else None,
+            "ratio": (sv["generated_tok_s"] / lp[3]) if lp and lp[3] else None,
+            "floor_tok_s": None,
+            "ppn_req_s": sv["requests_per_s"],
+            "llamacpp_req_s": lp_req_s,
+            "ppn_serve": sv,
+            "llamacpp_parallel": {"requests": lp[0], "prompt_tokens": lp[1],
+                                  "generated_tokens": lp[2], "gen_tok_s": lp[3]} if lp else None,
+            "ppn_kernels": json.loads(sv_text).get("backend", {}).get("mma"),
+        })
+        if not lp:
+            skipped.append({"model": name, "reason": "llama-parallel: no summary (raw/" + name + ".par.txt)"})
     pipe_text = read(f"{raw}/{name}.pipe2.json")
     if pipe_text:
         p2 = json.loads(pipe_text)
@@ -389,6 +468,13 @@ out = {
                        f" --prompt-len {pp_n} (last_one_stage_tok_s: the last position's logits,"
                        " as pp512; ppn_every_logits_tok_s: one_stage_tok_s, every position's)",
         "llamacpp_prefill": f"llama-bench -m FILE -ngl {ngl} -p {pp_n} -n 0 -o json (avg_ts)",
+        "ppn_serve": f"ppn-gate bench --model FILE --stages 1 --arms serve {os.environ['SV_FLAGS']}"
+                     " (generated tokens and requests per second of the schedule's walk, every"
+                     " row's logits read back, no sampling)",
+        "llamacpp_serve": f"llama-parallel -m FILE -ngl {ngl} {os.environ['LP_FLAGS']} (Total gen"
+                          " tokens speed; requests = n_sequences over gen tokens / speed): its"
+                          " built-in questions after a cached ~300-token system prompt, whole"
+                          " prompts per batch, its default sampler",
         "floor": "device bandwidth measured by ppn-gate bench in the same run / weight_bytes",
     },
     "rows": rows,
@@ -406,13 +492,18 @@ for r in rows:
     print(f"{r['model']:<22} {r['path']:<15} {fmt(wb and wb / 1e6, 0):>9} {fmt(r['ppn_tok_s']):>10}"
           f" {fmt(r['llamacpp_tok_s']):>10} {fmt(ratio, 2):>6} {fmt(r['floor_tok_s'], 0):>8}{tag}"
           f"  {(r.get('ppn_kernels') or '').split(' (')[0]}")
+    if r["path"] == "serve":
+        rr = (r["ppn_req_s"] / r["llamacpp_req_s"]) if r.get("llamacpp_req_s") else None
+        print(f"{'':<22} {'serve req/s':<15} {'':>9} {fmt(r['ppn_req_s'], 2):>10}"
+              f" {fmt(r.get('llamacpp_req_s'), 2):>10} {fmt(rr, 2):>6}")
 for s in skipped:
     print(f"skipped {s['model']}: {s['reason']}")
 print(f"commit {commit}; {out['machine']}; {out['date']}")
 PY
-if [ "$DRY" != 1 ] && [ -s "$DEST" ]; then
-    mkdir -p receipts/bench-vs-llamacpp
-    cp "$DEST" receipts/bench-vs-llamacpp/vs-llamacpp.json
+RECEIPTS=${RECEIPTS-receipts/bench-vs-llamacpp}
+if [ "$DRY" != 1 ] && [ -s "$DEST" ] && [ -n "$RECEIPTS" ]; then
+    mkdir -p "$RECEIPTS"
+    cp "$DEST" "$RECEIPTS/vs-llamacpp.json"
 fi
 tar czf "$OUT/raw.tar.gz" -C "$WORK" raw 2>/dev/null
 log "done in $(($(date +%s) - T0)) s"

@@ -27,7 +27,10 @@
 #   serve     the serve arm (continuous batching, every request bit-identical to itself
 #             alone): SmolLM2, Gemma-3 and a 4096-wide Q4_K_M file at N = 1, 2, 4 under --mma
 #             auto and on; with every other arm; 64-row steps; --trace passes trace-check's
-#             bars on the serve phase; `stale-cache` FAILs; a serve soak x SOAK_RUNS PASS
+#             bars on the serve phase, every serve slice naming its requests; `stale-cache`
+#             and `row-count-order` (--mma off: both FFMA kernel families) FAIL every run of
+#             a soak, their controls PASS, auto refuses row-count-order; a serve soak x
+#             SOAK_RUNS PASS; bench's serve row
 #   trace     --trace changes no bit (`diff` same), the 8B shape's N=4 trace passes
 #             trace-check on pipelined and eager FAILs its overlap bar, a traced soak, the
 #             tracing cost in bench, the picture (scripts/trace-svg.py)
@@ -45,6 +48,7 @@
 #                  of seeded prompts) and the gguf wheel: verdicts' fresh HF tapes. Without
 #                  it, verdicts runs on the committed synthetic qwen tapes only.
 #   RUNS=N         runs per selftest row (default 5); SOAK_RUNS=N soak runs (default 20).
+#   SERVE_MODELS="smol gemma l8b"  the models of serve's N x --mma table (default all).
 #   BE=cpu         rehearses the flow on the CPU backend (no GPU; no --mma; the CUDA-only
 #                  sections and rows report "skipped"; small shapes, fewer runs).
 # OUT gets summary.txt (the table, printed last), log.txt and receipts.tar.gz. Exit 0 when
@@ -111,6 +115,18 @@ same() {
     rc=$?
     echo "=== diff $a $b $*"$'\n'"$o" >>"$LOG"
     [ $rc = 0 ] && ok "$n" "same" || wrong "$n" "diff exit $rc: $(echo "$o" | head -2 | tail -1 | cut -c1-60)"
+}
+# failsoak NAME RUNS ARGS...: a soak of a fault's gate; every run must FAIL (exit 1, RUNS
+# FAIL runs in its summary).
+failsoak() {
+    local n=$1 k=$2
+    shift 2
+    local d
+    d=$(rec "$n" | sed 's/\.json$//')
+    TMO=900 expect "$n" 1 soak --runs "$k" --backend "$BE" -q --out "$d" "$@"
+    local f
+    f=$(python3 -c "import json,sys; print(sum(1 for r in json.load(open(sys.argv[1]))['runs'] if r['verdict'] == 'FAIL'))" "$d/summary.json" 2>/dev/null)
+    if [ "$f" = "$k" ]; then ok "  $n: every run" "$f/$k FAIL"; else wrong "  $n: every run" "${f:-?}/$k FAIL"; fi
 }
 # soakrow NAME RUNS ARGS...: a soak; every run must PASS.
 soakrow() {
@@ -392,7 +408,8 @@ if want serve; then
     synth "$WORK/m/l8b-q4km.gguf" --preset llama8b --layers 4 --quant q4_k_m --seed 5
     L8B="$WORK/m/l8b-q4km.gguf"
     cuda || L8B="$WORK/m/small.gguf"
-    for m in smol gemma l8b; do
+    # SERVE_MODELS: the models of the N x --mma table (default all three).
+    for m in ${SERVE_MODELS:-smol gemma l8b}; do
         case $m in smol) f=$SMOL ;; gemma) f=$GEMMA ;; l8b) f=$L8B ;; esac
         for n in 1 2 4; do
             for md in auto on; do
@@ -404,14 +421,28 @@ if want serve; then
     gate "serve smol N=2 with every arm" 0 --model "$SMOL" --stages 2 --arms eager,pipelined,batched,prime,verify,serve --requests 20 --max-rows 8
     gate "serve l8b N=2 64-row steps, 60 requests" 0 --model "$L8B" --stages 2 --arms serve --requests 60 --max-rows 64 --prefill-chunk 32 --prompt-len 40 --gen-len 8
     gate "serve smol N=3 --fault stale-cache FAILs" 1 --model "$SMOL" --stages 3 --arms serve --requests 20 --max-rows 4 --fault stale-cache
+    # row-count-order: on CUDA planted in both FFMA families (mvq.cu for the repacked block
+    # formats: SmolLM2's Q4_1, the Q4_K_M mix; matvec.cu for F16), so --mma off; the clean
+    # control with the same flags PASSes; under --mma auto it is refused (exit 2).
+    synth "$WORK/m/f16.gguf" --layers 4 --embd 256 --heads 4 --kv-heads 2 --ff 512 --vocab 2048 --quant f16 --seed 6
+    RC="--stages 2 --arms serve --requests 16 --max-rows 6 --prefill-chunk 3"
+    for m in smol l8b f16; do
+        case $m in smol) f=$SMOL ;; l8b) f=$L8B ;; f16) f=$WORK/m/f16.gguf ;; esac
+        gate "serve $m $(mma off) control for row-count-order" 0 $(mma off) --model "$f" $RC
+        gate "serve $m $(mma off) --fault row-count-order FAILs" 1 $(mma off) --model "$f" $RC --fault row-count-order
+    done
     if cuda; then
-        gate "serve l8b --fault row-count-order refused on cuda" 2 --model "$L8B" --stages 2 --arms serve --fault row-count-order
-    else
-        gate "serve small --fault row-count-order FAILs" 1 --model "$SMOL" --stages 2 --arms serve --requests 12 --fault row-count-order
+        gate "serve l8b --mma auto --fault row-count-order refused" 2 --model "$L8B" $RC --fault row-count-order
+        failsoak "soak x$SOAK_RUNS l8b --mma off --fault row-count-order" "$SOAK_RUNS" --mma off --model "$L8B" $RC --fault row-count-order
     fi
+    failsoak "soak x$SOAK_RUNS smol --fault stale-cache" "$SOAK_RUNS" --model "$SMOL" --stages 3 --arms serve --requests 20 --max-rows 4 --prefill-chunk 2 --fault stale-cache
     gate "serve smol N=4 traced" 0 --model "$SMOL" --stages 4 --arms serve --requests 20 --trace "$WORK/r/serve-trace.json"
-    expect "trace-check --phase serve" 0 trace-check "$WORK/r/serve-trace.json" --phase serve
+    expect "trace-check --phase serve (slices name their requests)" 0 trace-check "$WORK/r/serve-trace.json" --phase serve
+    grep -m1 "serve work slices" "$WORK/last.out" | cut -c1-110 | sed "s/^/  /" | tee -a "$SUM" >/dev/null
     soakrow "soak x$SOAK_RUNS smol N=4 serve" "$SOAK_RUNS" --model "$SMOL" --stages 4 --arms serve --requests 16 --max-rows 8
+    # bench's serve row (the figures beside llama-parallel: scripts/bench-vs-llamacpp.sh).
+    expect "bench --arms serve smol" 0 bench --backend "$BE" --model "$SMOL" --arms serve --requests 64 --max-rows 8 --prefill-chunk 8 --prompt-len 32 --gen-len 128 --steps 16
+    grep -m1 "serve     (" "$WORK/last.out" | sed "s/^ */  /" | tee -a "$SUM" >/dev/null
 fi
 
 if want trace; then

@@ -102,6 +102,110 @@ fn bench_receipt_holds_the_figures_it_printed() {
     assert!(!r["tool"]["git_commit"].as_str().unwrap().is_empty());
 }
 
+/// `bench --arms serve` times the serve arm's schedule: the receipt's counts are the
+/// schedule's (every position of every request once: rows = prompt + generated, requests as
+/// given, the cache rows shared), its rates are those counts over the one wall time, and the
+/// printed line carries them; the same flags give the same schedule (counts) again, another
+/// seed another; serve flags without the serve arm are refused naming the flag.
+#[test]
+fn bench_serve_times_the_serve_schedule_and_says_what_it_counted() {
+    let d = tempfile::tempdir().expect("temp dir");
+    let bench = |seed: &str, name: &str| {
+        let path = d.path().join(name);
+        let o = run(&[
+            "bench",
+            "--backend",
+            "cpu",
+            "--stages",
+            "3",
+            "--arms",
+            "serve",
+            "--requests",
+            "30",
+            "--max-rows",
+            "6",
+            "--prefill-chunk",
+            "3",
+            "--prompt-len",
+            "9",
+            "--gen-len",
+            "11",
+            "--steps",
+            "16",
+            "--seed",
+            seed,
+            "--receipt",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        (r, text(&o))
+    };
+    let (r, out) = bench("5", "a.json");
+    let s = &r["serve"];
+    let n = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("{k}: {s}")) as f64;
+    assert_eq!(n("requests"), 30.0);
+    assert_eq!(
+        (n("max_rows"), n("prefill_chunk"), n("cache_rows")),
+        (6.0, 3.0, 6.0)
+    );
+    assert_eq!(n("rows"), n("prompt_tokens") + n("generated_tokens"), "{s}");
+    // At most 6 rows a step, and at least one: the steps bound the rows.
+    assert!(
+        n("steps") * 6.0 >= n("rows") && n("rows") >= n("steps"),
+        "{s}"
+    );
+    assert!(
+        n("prompt_tokens") >= 30.0 && n("prompt_tokens") <= 270.0,
+        "{s}"
+    );
+    let wall = s["wall_s"].as_f64().unwrap();
+    for (k, count) in [
+        ("requests_per_s", "requests"),
+        ("generated_tok_s", "generated_tokens"),
+        ("rows_per_s", "rows"),
+    ] {
+        let v = s[k].as_f64().unwrap();
+        assert!((v - n(count) / wall).abs() <= 1e-9 * v.max(1.0), "{k}: {s}");
+    }
+    assert!(
+        out.contains(&format!(
+            "serve     (R=30, M=6, C=3)  {:>9.1} req/s, {:.1} generated tok/s",
+            s["requests_per_s"].as_f64().unwrap(),
+            s["generated_tok_s"].as_f64().unwrap()
+        )),
+        "{out}"
+    );
+    let (again, _) = bench("5", "b.json");
+    let (other, _) = bench("6", "c.json");
+    for k in ["steps", "rows", "prompt_tokens", "generated_tokens"] {
+        assert_eq!(again["serve"][k], s[k], "{k}");
+    }
+    assert!(
+        ["steps", "rows", "generated_tokens"]
+            .iter()
+            .any(|k| other["serve"][*k] != s[*k]),
+        "seed 6 drew seed 5's schedule: {}",
+        other["serve"]
+    );
+    // Without the serve arm its flags are refused, and bench without serve has no row.
+    let o = run(&[
+        "bench",
+        "--backend",
+        "cpu",
+        "--steps",
+        "4",
+        "--requests",
+        "3",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--requests 3: has no effect"),
+        "{}",
+        text(&o)
+    );
+}
+
 #[test]
 fn synth_preset_and_q4_k_m_write_the_named_shape_and_mix() {
     let d = tempfile::tempdir().expect("temp dir");

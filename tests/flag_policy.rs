@@ -133,6 +133,11 @@ fn a_flag_the_run_does_not_read_is_refused_naming_it() {
         );
         assert!(!t.contains("PASS"), "{args:?} ran: {t}");
         assert!(!d.path().join(format!("r{i}.json")).exists(), "{args:?}");
+        // A refused soak writes nothing: no --out directory (nor a summary in it).
+        assert!(
+            !d.path().join(format!("s{i}")).exists(),
+            "{args:?} left its --out"
+        );
     }
 }
 
@@ -225,6 +230,28 @@ fn a_one_stage_gate_says_no_boundary_was_exercised() {
             err.contains("no boundary was exercised"),
             note,
             "{flags:?}: {err}"
+        );
+    }
+    // soak says it once (not per run), and not for two stages.
+    for (stages, note) in [("1", 1), ("2", 0)] {
+        let out = d.path().join(format!("soak{stages}"));
+        let o = run(&[
+            "soak",
+            "--runs",
+            "2",
+            "--backend",
+            "cpu",
+            "--stages",
+            stages,
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.matches("no boundary was exercised").count(),
+            note,
+            "{err}"
         );
     }
 }

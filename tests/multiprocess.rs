@@ -742,3 +742,39 @@ fn prime_and_verify_settings_reach_every_member() {
         .iter()
         .all(|r| r["drafted"].as_array().unwrap().len() <= 2));
 }
+
+/// `launch -v` hands the `-v` to every member (each says when its arm starts, on the
+/// inherited stderr); without it no member prints a diagnostic.
+#[test]
+fn launch_passes_verbose_to_every_member() {
+    let d = tempfile::tempdir().unwrap();
+    for (v, want) in [(true, 2), (false, 0)] {
+        let r = d.path().join(format!("v{v}.json"));
+        let mut args = vec![
+            "launch",
+            "--procs",
+            "2",
+            "--backend",
+            "cpu",
+            "--stages",
+            "2",
+            "--transport",
+            "ipc",
+            "--arms",
+            "eager",
+            "--receipt",
+            r.to_str().unwrap(),
+        ];
+        if v {
+            args.insert(1, "-v");
+        }
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.matches("arm eager: start").count(),
+            want,
+            "-v {v}: {err}"
+        );
+    }
+}

@@ -229,8 +229,8 @@ pub(super) fn references<B: Backend>(
 }
 
 /// The serve arm over `sched` (its references `refs`, row = request): `window` steps in
-/// flight; before a step, each request it admits gets its cache row reset on every stage
-/// (`Walk::reset_seq`); each row's logits judged against its request's reference position.
+/// flight (`walk_schedule`); each row's logits judged against its request's reference
+/// position.
 pub(super) fn serve<B: Backend>(
     rt: &Runtime<B>,
     refs: &[RefRun],
@@ -239,8 +239,47 @@ pub(super) fn serve<B: Backend>(
     watch: &mut dyn FnMut(&GateEvent),
 ) -> Result<Arm, GateError> {
     let vocab = rt.model().cfg.vocab;
-    let mut walk = rt.walk().map_err(rt_err(|| "serve arm".to_string()))?;
     let mut judge = Judge::new("serve", refs).watched(watch);
+    walk_schedule(
+        rt,
+        sched,
+        window,
+        |q, pos| refs[q].reference.tokens[pos],
+        |i, l| {
+            let key = StepKey {
+                serve_step: Some(i),
+                ..StepKey::default()
+            };
+            for (r, &(q, pos)) in sched.steps[i].rows.iter().enumerate() {
+                judge.check_key(pos, q, key, &l[r * vocab..(r + 1) * vocab]);
+            }
+        },
+    )?;
+    let mut arm = judge.finish();
+    let mut requests = sched.requests.clone();
+    for (r, rf) in requests.iter_mut().zip(refs) {
+        r.tokens_blake3 = receipt::hash_tokens(&rf.reference.tokens);
+    }
+    arm.serve = Some(ServeRecord {
+        cache_rows: sched.cache_rows,
+        requests,
+        schedule: sched.steps.clone(),
+    });
+    Ok(arm)
+}
+
+/// One walk of `sched` through `rt` with `window` steps in flight, the arm's and bench's
+/// alike: before a step, each request it admits gets its cache row reset on every stage
+/// (`Walk::reset_seq`); row (q, pos) carries `token(q, pos)`; `logits(i, l)` gets step i's
+/// rows' logits (row-major, the step's row order) where this process holds the last stage.
+pub fn walk_schedule<B: Backend>(
+    rt: &Runtime<B>,
+    sched: &Schedule,
+    window: usize,
+    token: impl Fn(usize, usize) -> u32,
+    mut logits: impl FnMut(usize, &[f32]),
+) -> Result<(), GateError> {
+    let mut walk = rt.walk().map_err(rt_err(|| "serve arm".to_string()))?;
     let mut inflight: VecDeque<(usize, Pending)> = VecDeque::with_capacity(window);
     let (mut toks, mut seqs) = (Vec::new(), Vec::new());
     let ctx = |i: usize| move || format!("serve arm step {i}");
@@ -250,13 +289,7 @@ pub(super) fn serve<B: Backend>(
         let l = walk.read_deferred(p).map_err(rt_err(ctx(i)))?;
         // A member without the last stage reads no logits: the member with them judges.
         if rt.has_output() {
-            let key = StepKey {
-                serve_step: Some(i),
-                ..StepKey::default()
-            };
-            for (r, &(q, pos)) in sched.steps[i].rows.iter().enumerate() {
-                judge.check_key(pos, q, key, &l[r * vocab..(r + 1) * vocab]);
-            }
+            logits(i, l);
         }
         Ok(())
     };
@@ -272,27 +305,54 @@ pub(super) fn serve<B: Backend>(
         toks.clear();
         seqs.clear();
         for &(q, pos) in &st.rows {
-            toks.push(refs[q].reference.tokens[pos]);
+            toks.push(token(q, pos));
             seqs.push(sched.requests[q].slot);
         }
+        walk.name_step(i, &|| step_label(st));
         let p = walk.issue_seqs(&toks, &seqs, i).map_err(rt_err(ctx(i)))?;
         inflight.push_back((i, p));
     }
     while let Some(f) = inflight.pop_front() {
         drain(&mut walk, f)?;
     }
-    drop(drain);
-    let mut arm = judge.finish();
-    let mut requests = sched.requests.clone();
-    for (r, rf) in requests.iter_mut().zip(refs) {
-        r.tokens_blake3 = receipt::hash_tokens(&rf.reference.tokens);
+    Ok(())
+}
+
+/// Tokens for a timed walk of `sched` (bench): request q's seeded prompt, as the arm's,
+/// then seeded tokens where the arm feeds its reference's greedy ones (a value changes no
+/// timing; bench computes no reference).
+pub fn bench_tokens(model: &Model, seed: u64, sched: &Schedule) -> Vec<Vec<u32>> {
+    sched
+        .requests
+        .iter()
+        .map(|r| seeded_prompt(model, seed ^ SALT, r.request, r.prompt_len + r.gen_len))
+        .collect()
+}
+
+/// A step's name in a trace: each request it carries, in the order of its first row, with
+/// its positions (`r3:12 r7:0-3`: request 3's position 12, request 7's 0 to 3).
+pub fn step_label(st: &ServeStep) -> String {
+    let mut spans: Vec<(usize, usize, usize)> = Vec::new();
+    for &(q, pos) in &st.rows {
+        match spans.iter_mut().find(|s| s.0 == q) {
+            Some(s) => {
+                s.1 = s.1.min(pos);
+                s.2 = s.2.max(pos);
+            }
+            None => spans.push((q, pos, pos)),
+        }
     }
-    arm.serve = Some(ServeRecord {
-        cache_rows: sched.cache_rows,
-        requests,
-        schedule: sched.steps.clone(),
-    });
-    Ok(arm)
+    spans
+        .iter()
+        .map(|&(q, a, b)| {
+            if a == b {
+                format!("r{q}:{a}")
+            } else {
+                format!("r{q}:{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether `--fault stale-cache` is among `faults` (the schedule's cache sizing).
@@ -373,6 +433,18 @@ mod tests {
         };
         assert_eq!(schedule(&s, 5, 8, 8), schedule(&s, 5, 8, 8));
         assert_ne!(schedule(&s, 5, 8, 8), schedule(&s, 6, 8, 8));
+    }
+
+    /// A step's trace name lists each request once, in the order of its first row, with
+    /// the span of its positions.
+    #[test]
+    fn a_step_label_names_each_request_and_its_positions() {
+        let st = ServeStep {
+            step: 4,
+            admitted: vec![7],
+            rows: vec![(7, 0), (3, 12), (7, 1), (7, 2), (9, 5), (7, 3)],
+        };
+        assert_eq!(step_label(&st), "r7:0-3 r3:12 r9:5");
     }
 
     #[test]

@@ -290,6 +290,11 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// Tracing: ops enqueued from now on belong to phase `name` (the reference, an arm).
     fn trace_phase(&self, _name: &str) {}
 
+    /// Tracing: step `step` of the current phase is named `label()` in the trace (the serve
+    /// arm: the requests and positions the step carries). Called for its name only when a
+    /// trace is kept; no op changes.
+    fn trace_label(&self, _step: u64, _label: &dyn Fn() -> String) {}
+
     /// The most rows one step of this run will carry in any engine (said before the first
     /// engine is built): a backend that compiles kernels per row count builds them all with
     /// the first engine, in one round (a cold start's wait). What each step computes does

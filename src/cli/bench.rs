@@ -135,6 +135,11 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &Prepared, steps: usize) -> Result<BenchR
     } else {
         Vec::new()
     };
+    let serve = if want(crate::arms::ArmKind::Serve) {
+        Some(bench_serve(&be, p)?)
+    } else {
+        None
+    };
     let tps = |t: f64, r: usize| (steps * r) as f64 / t;
     // The tracing cost and each path's busy overlap: one more walk of each path, on a fresh
     // runtime whose streams are traced (the timed walks above stay untraced). Each walk's
@@ -218,6 +223,66 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &Prepared, steps: usize) -> Result<BenchR
         traced_tok_s: traced.map(|t| t.1),
         modules: None,
         prefill,
+        serve,
+    })
+}
+
+/// `bench --arms serve`: the serve arm's schedule (its flags and seed) walked on the
+/// placement with `--window` steps in flight, every row's logits read back, as the arm
+/// walks it but with no reference and no judging: requests, generated tokens and rows per
+/// second of the better of two timed walks after a warm-up one (which also captures each
+/// step shape's CUDA graphs).
+fn bench_serve<B: Backend>(be: &Arc<B>, p: &Prepared) -> Result<crate::receipt::bench::ServeRate> {
+    let (m, spec) = (&p.model, &p.spec);
+    let sched = spec
+        .serve_schedule()
+        .ok_or_else(|| anyhow!("bench: the serve path without the serve arm"))?;
+    let tokens = crate::arms::serve::bench_tokens(m, spec.seed, &sched);
+    be.expect_rows(spec.serve.max_rows);
+    let rt = Runtime::build(
+        be.clone(),
+        m.clone(),
+        RuntimeConfig {
+            placement: spec.placement.clone(),
+            max_rows: spec.serve.max_rows,
+            max_seqs: sched.cache_rows,
+            ctx: sched.ctx(false),
+            window: spec.window,
+            faults: vec![],
+            dist: None,
+        },
+    )?;
+    let walk = || -> Result<f64> {
+        let t0 = Instant::now();
+        crate::arms::serve::walk_schedule(
+            &rt,
+            &sched,
+            spec.window,
+            |q, pos| tokens[q][pos],
+            |_, _| {},
+        )?;
+        Ok(t0.elapsed().as_secs_f64())
+    };
+    walk()?;
+    let wall = walk()?.min(walk()?);
+    let rows: usize = sched.steps.iter().map(|s| s.rows.len()).sum();
+    let prompt: usize = sched.requests.iter().map(|r| r.prompt_len).sum();
+    let generated: usize = sched.requests.iter().map(|r| r.gen_len).sum();
+    Ok(crate::receipt::bench::ServeRate {
+        requests: sched.requests.len(),
+        max_rows: spec.serve.max_rows,
+        prefill_chunk: spec.serve.prefill_chunk,
+        cache_rows: sched.cache_rows,
+        max_prompt: spec.prompt_len,
+        max_gen: spec.gen_len,
+        steps: sched.steps.len(),
+        rows,
+        prompt_tokens: prompt,
+        generated_tokens: generated,
+        wall_s: wall,
+        requests_per_s: sched.requests.len() as f64 / wall,
+        generated_tok_s: generated as f64 / wall,
+        rows_per_s: rows as f64 / wall,
     })
 }
 
@@ -416,6 +481,22 @@ fn print_bench(r: &BenchReceipt) {
             f.last_one_stage_tok_s,
             f.last_staged_tok_s,
             c.stages
+        );
+    }
+    if let Some(s) = &r.serve {
+        let n = noise(s.steps);
+        outln!(
+            "  serve     (R={}, M={}, C={})  {:>9.1} req/s, {:.1} generated tok/s, {:.1} rows/s ({} steps, {} prompt + {} generated positions, window {}){n}",
+            s.requests,
+            s.max_rows,
+            s.prefill_chunk,
+            s.requests_per_s,
+            s.generated_tok_s,
+            s.rows_per_s,
+            s.steps,
+            s.prompt_tokens,
+            s.generated_tokens,
+            c.window
         );
     }
     if c.steps < NOISE_STEPS {

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use crate::gate::member::member;
-use crate::gate::plan::prepare;
+use crate::gate::plan::{prepare, Prepared};
 use crate::gate::report::{default_receipt_path, emit_after, transport_names};
 use crate::gate::run::run_prepared;
 use crate::gate::watch::Watch;
@@ -40,10 +40,7 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     if args.rank.is_some() {
         return member(&p);
     }
-    // A PASS of one stage proves no boundary: said even under -q (stderr), never hidden.
-    if p.spec.placement.n_stages() == 1 {
-        eprintln!("ppn-gate: note: one stage: no boundary was exercised (every arm ran the reference's placement; --stages 2 or more gates a boundary)");
-    }
+    one_stage_note(&p);
     // Each arm's verdict is printed as the arm ends; the receipt's lines follow at the end.
     let mut w = Watch::new(args.quiet, true);
     let r = run_prepared(&p, &mut |e| w.event(e))?;
@@ -461,5 +458,13 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--chunk"));
+    }
+}
+
+/// A PASS of one stage proves no boundary: said even under -q (stderr), never hidden (the
+/// gate and soak alike).
+pub(super) fn one_stage_note(p: &Prepared) {
+    if p.spec.placement.n_stages() == 1 {
+        eprintln!("ppn-gate: note: one stage: no boundary was exercised (every arm ran the reference's placement; --stages 2 or more gates a boundary)");
     }
 }

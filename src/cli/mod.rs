@@ -92,8 +92,10 @@ pub enum Cmd {
     /// every gate ran and passed, 1 a FAIL, 2 an error, 3 no FAIL but a gate skipped, 130
     /// stopped by SIGINT, SIGTERM or SIGHUP (after the gate in progress) with no FAIL.
     Battery(BatteryArgs),
-    /// Decode tokens/s of the reference, eager, pipelined and batched paths (--arms picks
-    /// which of pipelined and batched run; eager, the base of every ratio, always does).
+    /// Decode tokens/s of the reference, eager, pipelined and batched paths, prefill of the
+    /// prime arm's chunks, and the serve arm's schedule in requests and generated tokens
+    /// per second (--arms picks which of pipelined, batched, prime and serve run; eager, the
+    /// base of every ratio, always does).
     Bench(BenchArgs),
     /// Run a multi-process gate: W member processes on this host, children of this one
     /// (`--rank r --world W --rendezvous DIR` each); prints the verdicts of the ONE receipt
@@ -194,8 +196,9 @@ pub struct GateArgs {
     /// is reused). Refused without the serve arm.
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub max_rows: Option<usize>,
-    /// Serve arm: the most prompt positions of one request one step prefills (default 4, at
-    /// most --max-rows; refused without the serve arm).
+    /// Serve arm: the most prompt positions of one request one step prefills (default 4, or
+    /// --max-rows when that is less; a given one above --max-rows is refused, as it is
+    /// without the serve arm).
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub prefill_chunk: Option<usize>,
     /// Prompt tokens per sequence (default 8): the seeded prompts' length, and with a

@@ -238,8 +238,7 @@ fn every_rule_refuses_its_flag_and_the_defaults_pass() {
             "--arms verify" => ("--arms verify", Reader::Bench),
             "--requests" => ("--requests 5 --arms eager", Reader::Gate),
             "--max-rows" => ("--max-rows 5 --arms batched", Reader::Gate),
-            "--prefill-chunk" => ("--prefill-chunk 2 --arms serve", Reader::Bench),
-            "--arms serve" => ("--arms serve", Reader::Bench),
+            "--prefill-chunk" => ("--prefill-chunk 2 --arms prime", Reader::Bench),
             other => panic!("rule {other} has no case here: add one"),
         }
     };

@@ -526,6 +526,7 @@ mod tests {
                                 rollback: a.arms.contains("verify"),
                                 batched: a.arms.contains("batched") || (serve && a.max_rows() >= 2),
                                 mma: a.mma.as_deref() == Some("on"),
+                                ffma: !cuda || a.mma.as_deref() == Some("off"),
                                 reuse: serve && a.requests() > a.max_rows(),
                             };
                             assert_eq!(f.cannot_open(&site), None, "{f} cuda={cuda} g={g}");
@@ -538,7 +539,6 @@ mod tests {
                             assert!(
                                 f == Fault::NoLoadBarrier
                                     || (f == Fault::MmaRowOrder && !cuda)
-                                    || (f == Fault::RowCountOrder && cuda)
                                     || (f == Fault::MisplacedCache && g == 1),
                                 "{f} cuda={cuda} g={g}: {why}"
                             );

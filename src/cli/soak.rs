@@ -57,6 +57,8 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     if a.trace_failing && a.gate.trace.is_none() {
         bail!("--trace-failing: needs --trace FILE (where the failing runs' traces go)");
     }
+    // A flag no run reads is refused before anything is written (no --out left behind).
+    crate::gate::policy::check_flags(&a.gate.options(), crate::gate::policy::Reader::Gate)?;
     // Every output is checked before any work (the model load included): the directory, its
     // lock, the names written there, --junit and --trace.
     let dir = a.out.clone().unwrap_or_else(|| {
@@ -114,6 +116,7 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
 fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
     let mut report = junit::Suite::new("soak");
     let p = prepare(&a.gate.options())?;
+    super::gate::one_stage_note(&p);
     // On a terminal from run 1's start; dropped (so cleared) on every return, an error's
     // included, and cleared by the interrupt handler before it prints.
     let bar = Bar::unless(a.gate.quiet, "soak", a.runs, "runs");

@@ -68,6 +68,8 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
             .arg("--receipt")
             .arg(&receipt)
             .arg("--quiet")
+            // `-v` reaches every member: their diagnostics go to the inherited stderr.
+            .args((0..crate::term::verbose()).map(|_| "-v"))
             // The launcher prints the verdicts from the receipt; members' errors go to stderr.
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());

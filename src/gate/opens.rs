@@ -83,15 +83,16 @@ pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
         // there (`mma_closed`).
         (Fault::MmaRowOrder, true) => opens("--mma on --stages 2 --arms batched --batch 8", false),
         // The serve arm with more requests than cache rows (reuse) on both backends; the
-        // row-count plant is in the CPU engine's head only.
+        // row-count plant on the FFMA matvec of either (CUDA: --mma off, where every matrix
+        // takes it).
         (Fault::StaleCache, _) => opens(
             "--stages 2 --arms serve --requests 16 --max-rows 4 --prefill-chunk 2",
             false,
         ),
         (Fault::RowCountOrder, false) => opens("--stages 2 --arms serve --requests 8", false),
-        (Fault::RowCountOrder, true) => Recipe::Closed(
-            "it is planted in the cpu engine's head matvec; the cuda engines have no such plant".into(),
-        ),
+        (Fault::RowCountOrder, true) => {
+            opens("--mma off --stages 2 --arms serve --requests 8", false)
+        }
         (Fault::NoLoadBarrier, true) => Recipe::Closed(
             "a finding, not a control: it never fails on CUDA (40/40 runs PASS on the H200; pageable uploads return only once the driver has staged the bytes), see README".into(),
         ),

@@ -114,10 +114,12 @@ impl GateOptions {
             .unwrap_or(crate::arms::serve::DEFAULT_MAX_ROWS)
     }
 
-    /// `--prefill-chunk` (default `serve::DEFAULT_PREFILL_CHUNK`).
+    /// `--prefill-chunk` (default `serve::DEFAULT_PREFILL_CHUNK`, at most `--max-rows`: a
+    /// default never makes a flag the user gave an error; a given chunk above `--max-rows`
+    /// is refused).
     pub fn prefill_chunk(&self) -> usize {
         self.prefill_chunk
-            .unwrap_or(crate::arms::serve::DEFAULT_PREFILL_CHUNK)
+            .unwrap_or(crate::arms::serve::DEFAULT_PREFILL_CHUNK.min(self.max_rows()))
     }
 
     /// `--gen-len` (default `DEFAULT_GEN_LEN`).

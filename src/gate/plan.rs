@@ -339,6 +339,7 @@ pub fn fault_closed(
         // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
         // kernels (decided when it loads), where the fault would plant nothing.
         mma: matches!(be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
+        ffma: !matches!(be, AnyBackend::Cuda(b) if b.mma() != MmaMode::Off),
         reuse: serve && args.requests() > args.max_rows(),
     };
     if let Some(why) = f.cannot_open(&site) {

@@ -123,7 +123,7 @@ fn names_arm(a: &GateOptions, arm: &str) -> Option<String> {
 }
 
 fn serve_arm(r: &Run) -> bool {
-    r.has(ArmKind::Serve) && r.reader != Reader::Bench
+    r.has(ArmKind::Serve)
 }
 
 /// Every gate flag that some runs do not read. A rule per flag (or per value, for `--arms`);
@@ -163,19 +163,19 @@ pub const FLAG_RULES: &[FlagRule] = &[
         flag: "--requests",
         given: |a| show(&a.requests),
         reads: serve_arm,
-        why: "only a gate's serve arm reads it (its requests); add serve to --arms, or leave --requests out",
+        why: "only the serve arm reads it (its requests); add serve to --arms, or leave --requests out",
     },
     FlagRule {
         flag: "--max-rows",
         given: |a| show(&a.max_rows),
         reads: serve_arm,
-        why: "only a gate's serve arm reads it (the rows of a serve step); add serve to --arms, or leave --max-rows out",
+        why: "only the serve arm reads it (the rows of a serve step); add serve to --arms, or leave --max-rows out",
     },
     FlagRule {
         flag: "--prefill-chunk",
         given: |a| show(&a.prefill_chunk),
         reads: serve_arm,
-        why: "only a gate's serve arm reads it (prompt positions a request prefills per step); add serve to --arms, or leave --prefill-chunk out",
+        why: "only the serve arm reads it (prompt positions a request prefills per step); add serve to --arms, or leave --prefill-chunk out",
     },
     FlagRule {
         flag: "--transport",
@@ -222,14 +222,14 @@ pub const FLAG_RULES: &[FlagRule] = &[
     FlagRule {
         flag: "--gen-len",
         given: |a| show(&a.gen_len),
-        reads: |r| r.reader != Reader::Bench,
-        why: "bench decodes --steps tokens, not a prompt and generated ones",
+        reads: |r| r.reader != Reader::Bench || r.has(ArmKind::Serve),
+        why: "bench reads it only for its serve arm's requests (its decode walks take --steps tokens)",
     },
     FlagRule {
         flag: "--prompt-len",
         given: |a| show(&a.prompt_len),
-        reads: |r| r.reader != Reader::Bench || r.has(ArmKind::Prime),
-        why: "bench reads it only for its prime arm's prompt (its decode walks take --steps tokens)",
+        reads: |r| r.reader != Reader::Bench || r.has(ArmKind::Prime) || r.has(ArmKind::Serve),
+        why: "bench reads it only for its prime arm's prompt and its serve arm's requests (its decode walks take --steps tokens)",
     },
     FlagRule {
         flag: "--tape",
@@ -247,13 +247,7 @@ pub const FLAG_RULES: &[FlagRule] = &[
         flag: "--arms verify",
         given: |a| names_arm(a, "verify"),
         reads: |r| r.reader != Reader::Bench,
-        why: "bench has no verify path (it times eager, pipelined, batched and prime); leave verify out of bench's --arms",
-    },
-    FlagRule {
-        flag: "--arms serve",
-        given: |a| names_arm(a, "serve"),
-        reads: |r| r.reader != Reader::Bench,
-        why: "bench has no serve path (it times eager, pipelined, batched and prime); leave serve out of bench's --arms",
+        why: "bench has no verify path (it times eager, pipelined, batched, prime and serve); leave verify out of bench's --arms",
     },
 ];
 

@@ -45,6 +45,36 @@ pub struct BenchReceipt {
     /// `--arms prime`: prefill throughput of the prime arm's walk per chunk size.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefill: Vec<PrefillRate>,
+    /// `--arms serve`: the serve arm's schedule walked on the placement, timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serve: Option<ServeRate>,
+}
+
+/// One timed walk of the serve arm's seeded schedule (`--requests`, `--max-rows`,
+/// `--prefill-chunk`, prompts of 1..=`--prompt-len`, 0..=`--gen-len` generated) on the
+/// placement with `--window` steps in flight, every row's logits read back as the arm reads
+/// them: the better of two walks after a warm-up one.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ServeRate {
+    pub requests: usize,
+    pub max_rows: usize,
+    pub prefill_chunk: usize,
+    /// The cache rows (sequences) the requests share.
+    pub cache_rows: usize,
+    pub max_prompt: usize,
+    pub max_gen: usize,
+    /// Steps of the schedule, and rows over all of them (every position of every request).
+    pub steps: usize,
+    pub rows: usize,
+    /// Prompt positions (prefilled rows) and generated ones (decode rows fed a generated
+    /// token) over all requests: `rows = prompt_tokens + generated_tokens`.
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+    pub wall_s: f64,
+    pub requests_per_s: f64,
+    pub generated_tok_s: f64,
+    /// Every row, prompt and generated: rows / wall_s.
+    pub rows_per_s: f64,
 }
 
 /// Prompt tokens per second of one prime (a reset cache, the prompt as chunks of `chunk`

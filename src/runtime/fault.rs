@@ -24,6 +24,9 @@ pub struct Site<'a> {
     pub batched: bool,
     /// Whether the engines run the tensor-core Q4_K matvec (`--mma on`, cuda).
     pub mma: bool,
+    /// Whether every matvec runs on the FFMA (non-tensor-core) kernels whatever the model:
+    /// the cpu backend, or cuda with `--mma off` (auto decides per model when it loads).
+    pub ffma: bool,
     /// Whether an arm hands a finished sequence's cache row to a later one (serve, with
     /// more requests than cache rows).
     pub reuse: bool,
@@ -74,9 +77,11 @@ pub enum Fault {
     /// attention window include them), as an engine that reuses a sequence id without
     /// clearing it does.
     StaleCache,
-    /// The CPU engine's output-head matvec takes another reduction (dequantize the weight
-    /// row, then one f32 dot) when a step has more than one row, as engines that switch
-    /// kernels by batch size do: a row's logits depend on how many rows share its step.
+    /// A step of more than one row takes another reduction order in the non-tensor-core
+    /// matvec, as engines that switch kernels by batch size do: a row's result depends on
+    /// how many rows share its step. The CPU engine's output head dequantizes the weight
+    /// row and takes one f32 dot; the CUDA FFMA kernels (matvec.cu and mvq.cu, every
+    /// matvec) add each dot's warp partials pairwise first (plant_pair).
     RowCountOrder,
 }
 
@@ -179,7 +184,7 @@ impl Fault {
             }
             Fault::StaleCache => "the serve arm with more --requests than cache rows (--max-rows)",
             Fault::RowCountOrder => {
-                "the cpu backend, an arm with several rows per step (batched, prime, verify, serve with --max-rows 2+)"
+                "the non-tensor-core matvec (the cpu backend, or cuda with --mma off), an arm with several rows per step (batched, prime, verify, serve with --max-rows 2+)"
             }
         }
     }
@@ -256,9 +261,11 @@ impl Fault {
                 "it skips the length reset of a reused cache row, and no arm here reuses one (serve does, with more --requests than cache rows)"
                     .into(),
             ),
-            // Planted in the CPU engine only: the CUDA FFMA kernels have no such plant yet.
-            Fault::RowCountOrder if site.uploads_weights => Some(
-                "it is planted in the cpu engine's head matvec; the cuda engines have no such plant"
+            // Planted in the FFMA kernels: under --mma on or auto a model's matrices may take
+            // the tensor-core kernels (mma-row-order plants there), where it would plant
+            // nothing and the control could not fail.
+            Fault::RowCountOrder if !site.ffma => Some(
+                "it is planted in the non-tensor-core (FFMA) matvec, and under --mma on or auto the model's matrices may take the tensor-core kernels instead (give --mma off; mma-row-order is their control)"
                     .into(),
             ),
             Fault::RowCountOrder if !(site.batched || site.multi_row) => Some(
@@ -308,6 +315,7 @@ mod tests {
             rollback: false,
             batched,
             mma,
+            ffma: !mma,
             reuse: false,
         };
         let f = Fault::MmaRowOrder;
@@ -322,5 +330,34 @@ mod tests {
             .unwrap()
             .contains("one row at a time"));
         assert_eq!(Fault::parse("mma-row-order").unwrap(), f);
+    }
+
+    /// row-count-order opens on either backend where every matvec is an FFMA one (the cpu
+    /// backend, cuda --mma off) and a step has several rows; under --mma on or auto it is
+    /// refused naming --mma off, and one row a step names why.
+    #[test]
+    fn row_count_order_opens_only_on_the_ffma_path_with_several_rows() {
+        let site = |cuda: bool, ffma: bool, batched: bool| Site {
+            devices: &[0, 0],
+            in_flight: 3,
+            uploads_weights: cuda,
+            multi_row: false,
+            rollback: false,
+            batched,
+            mma: false,
+            ffma,
+            reuse: false,
+        };
+        let f = Fault::RowCountOrder;
+        assert_eq!(f.cannot_open(&site(false, true, true)), None);
+        assert_eq!(f.cannot_open(&site(true, true, true)), None);
+        assert!(f
+            .cannot_open(&site(true, false, true))
+            .unwrap()
+            .contains("give --mma off"));
+        assert!(f
+            .cannot_open(&site(true, true, false))
+            .unwrap()
+            .contains("one row at a time"));
     }
 }

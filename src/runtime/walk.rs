@@ -47,6 +47,13 @@ impl<'a, B: Backend> Walk<'a, B> {
         self.issue_rows(tokens, &vec![label; tokens.len()], Place::Seqs(seqs), false)
     }
 
+    /// Tracing: step `label` (the number given to `issue_seqs`) is named `text()` in the
+    /// trace when one is kept (the serve arm: the requests and positions it carries).
+    /// Names only: nothing is enqueued.
+    pub fn name_step(&self, label: usize, text: &dyn Fn() -> String) {
+        self.rt.be.trace_label(label as u64, text);
+    }
+
     /// A finished request's cache row handed to the next: sequence `seq`'s length reset to
     /// 0 on every stage of this process. Host bookkeeping only, like `truncate`: the next
     /// rows store at slots 0.. before they read them (each stage's stream orders those

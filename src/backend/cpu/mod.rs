@@ -185,6 +185,12 @@ impl Backend for CpuBackend {
         }
     }
 
+    fn trace_label(&self, step: u64, label: &dyn Fn() -> String) {
+        if let Some(t) = self.tracer() {
+            t.label_step(step, label());
+        }
+    }
+
     fn trace_begin(&self, s: &CpuStream, piece: Piece) {
         s.set_piece(Some(piece));
     }

@@ -182,6 +182,12 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn trace_label(&self, step: u64, label: &dyn Fn() -> String) {
+        if let Some(t) = self.current_trace() {
+            t.tracer.label_step(step, label());
+        }
+    }
+
     fn trace_begin(&self, s: &GpuStream, piece: Piece) {
         if let Some(t) = &s.trace {
             t.begin(s, piece);

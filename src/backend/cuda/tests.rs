@@ -112,8 +112,9 @@ fn every_ggml_type_has_a_format_id_that_the_matvec_dispatch_handles() {
 #[test]
 fn mv_args_parameter_has_the_layout_of_the_cuda_struct() {
     // struct MvMat { ptr w; u64 row_bytes; ptr y; int n_out; int fmt; } = 32 bytes;
-    // struct MvArgs { MvMat m[3]; ptr x; ptr norm; int x 5; float eps; } = 96 + 16 + 24.
-    assert_eq!(mv_args_bytes(), 3 * 32 + 16 + 24);
+    // struct MvArgs { MvMat m[3]; ptr x; ptr norm; int x 5; float eps; int plant; } = 96 +
+    // 16 + 28, padded to the pointers' 8-byte alignment.
+    assert_eq!(mv_args_bytes(), 3 * 32 + 16 + 32);
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //!    record) for every step of the phase;
 //! 2. the slices of one stream never overlap (a stream runs one thing at a time);
 //! 3. the overlap is visible: for some stage s and step k, stage s starts step k+1's work
-//!    before stage s+1 has finished step k's.
+//!    before stage s+1 has finished step k's;
+//! 4. (serve) every work slice of a step names the requests and positions it carried (its
+//!    `requests` arg), so a slow or failing step can be read as "these requests".
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,6 +28,7 @@ struct Sl {
     name: String,
     phase: Option<String>,
     step: Option<u64>,
+    requests: Option<String>,
     ts: f64,
     end: f64,
 }
@@ -89,6 +92,10 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
                     name: e["name"].as_str().unwrap_or("").to_string(),
                     phase: e["args"]["phase"].as_str().map(str::to_string),
                     step: e["args"]["step"].as_u64(),
+                    requests: e["args"]["requests"]
+                        .as_str()
+                        .filter(|r| !r.is_empty())
+                        .map(str::to_string),
                     ts,
                     end: ts + dur,
                 });
@@ -228,6 +235,45 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
                  s start step k+1 before stage s+1 finished step k"
         ),
     );
+
+    // 4. The serve arm's steps carry different requests each: every work slice of a stage
+    //    stream names them.
+    if phase == "serve" {
+        let mut unnamed: Vec<String> = Vec::new();
+        let mut named = 0usize;
+        for (s, &tid) in &stages {
+            for sl in slices.get(&tid).into_iter().flatten() {
+                if sl.phase.as_deref() != Some(phase) || is_idle(&sl.name) || sl.step.is_none() {
+                    continue;
+                }
+                match &sl.requests {
+                    Some(_) => named += 1,
+                    None => unnamed.push(format!("stage {s} step {}", sl.step.unwrap_or(0))),
+                }
+            }
+        }
+        let example = slices
+            .values()
+            .flatten()
+            .find(|s| s.phase.as_deref() == Some(phase) && s.requests.is_some())
+            .map(|s| {
+                format!(
+                    " (step {}: {})",
+                    s.step.unwrap_or(0),
+                    s.requests.as_deref().unwrap_or("")
+                )
+            })
+            .unwrap_or_default();
+        bar(
+            unnamed.is_empty(),
+            format!("every one of {named} serve work slices names its step's requests{example}"),
+            format!(
+                "{} serve work slices name no requests, first: {}",
+                unnamed.len(),
+                unnamed.first().map_or("", |c| c.as_str())
+            ),
+        );
+    }
     Ok(Report {
         pass: lines.iter().all(|l| l.starts_with("PASS")),
         lines,
@@ -309,6 +355,46 @@ mod tests {
             "{:?}",
             r.lines
         );
+    }
+
+    /// The serve bar: a serve trace whose slices name their requests passes it; one
+    /// slice without them fails it, naming the stage and step; other phases have no such
+    /// bar.
+    #[test]
+    fn serve_slices_must_name_their_requests() {
+        let serve = |unnamed: Option<(u64, u64)>| {
+            let mut d = doc(3);
+            for e in d["traceEvents"].as_array_mut().unwrap() {
+                if e["ph"] == "X" {
+                    e["args"]["phase"] = "serve".into();
+                    let (s, k) = (
+                        e["tid"].as_u64().unwrap(),
+                        e["args"]["step"].as_u64().unwrap(),
+                    );
+                    if unnamed != Some((s, k)) {
+                        e["args"]["requests"] = format!("r{k}:0-3 r9:{k}").into();
+                    }
+                }
+            }
+            check(&d, "serve").unwrap()
+        };
+        let r = serve(None);
+        assert!(r.pass, "{:?}", r.lines);
+        assert!(
+            r.lines[3].contains("every one of 6 serve work slices")
+                && r.lines[3].contains("r0:0-3 r9:0"),
+            "{:?}",
+            r.lines
+        );
+        let r = serve(Some((1, 2)));
+        assert!(!r.pass, "{:?}", r.lines);
+        assert!(
+            r.lines[3]
+                .starts_with("FAIL  1 serve work slices name no requests, first: stage 1 step 2"),
+            "{:?}",
+            r.lines
+        );
+        assert_eq!(check(&doc(3), "pipelined").unwrap().lines.len(), 3);
     }
 
     #[test]

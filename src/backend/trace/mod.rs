@@ -86,6 +86,9 @@ struct Data {
     tracks: Vec<String>,
     slices: Vec<Slice>,
     flows: Vec<Flow>,
+    /// What a (phase, step) carried, as the arm named it (`Tracer::label_step`; the serve
+    /// arm: each request's positions), written into every slice of that step.
+    labels: std::collections::HashMap<(usize, u64), String>,
 }
 
 /// The ops that are not work: a stream blocked on an event, publishing one (a counter
@@ -151,6 +154,14 @@ impl Tracer {
         let name = format!("{}/{label}", d.phases[self.phase()]);
         d.tracks.push(name);
         d.tracks.len() - 1
+    }
+
+    /// Step `step` of the current phase carried `label` (the serve arm: `r3:12 r7:0-3`,
+    /// request 3's position 12 and request 7's positions 0..=3): every slice of that step
+    /// gets it as its `requests` arg. A name only: no op or time changes.
+    pub fn label_step(&self, step: u64, label: String) {
+        let ph = self.phase();
+        self.data().labels.insert((ph, step), label);
     }
 
     pub fn push_slice(&self, s: Slice) {
@@ -220,13 +231,16 @@ impl Tracer {
             }));
         }
         for s in &d.slices {
+            let mut args = serde_json::json!({
+                "phase": d.phases[s.phase], "step": s.step,
+                "piece": s.piece.map(Piece::name), "slot": s.piece.and_then(Piece::slot),
+            });
+            if let Some(l) = s.step.and_then(|k| d.labels.get(&(s.phase, k))) {
+                args["requests"] = serde_json::Value::String(l.clone());
+            }
             ev.push(serde_json::json!({
                 "ph": "X", "name": s.name, "cat": d.phases[s.phase], "pid": 1, "tid": s.track,
-                "ts": s.start_us, "dur": s.end_us - s.start_us,
-                "args": {
-                    "phase": d.phases[s.phase], "step": s.step,
-                    "piece": s.piece.map(Piece::name), "slot": s.piece.and_then(Piece::slot),
-                },
+                "ts": s.start_us, "dur": s.end_us - s.start_us, "args": args,
             }));
         }
         for (id, f) in d.flows.iter().enumerate() {

@@ -193,6 +193,9 @@ pub(super) struct MvArgs {
     pub(super) mode: i32,
     pub(super) act: i32,
     pub(super) eps: f32,
+    /// `--fault row-count-order` on a launch of a step with 2+ rows (kernels/matvec.cu
+    /// plant_pair); 0 in every clean run.
+    pub(super) plant: i32,
 }
 
 /// Bytes of the MvArgs kernel parameter (the CUDA struct must have the same size).
@@ -392,7 +395,10 @@ impl CudaEngine {
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
         let n_in = mats[0].0.cols;
-        let (a, features) = self.mv_args(mats, x, norm, mode, op)?;
+        let (mut a, features) = self.mv_args(mats, x, norm, mode, op)?;
+        // --fault row-count-order: the planted order on every launch of a step of 2+ rows
+        // (a row's result then depends on how many rows share its step).
+        a.plant = i32::from(self.spec.fault_row_count_order && rows > 1);
         let kind = mv_kind(mats.iter().map(|(w, _)| w.kind()));
         // Two dots per pass: gate and up of one feature when they share a format, or two
         // adjacent features of a lone matrix whose features each get one warp (the head).

@@ -186,7 +186,21 @@ struct MvArgs {
     int mode;
     int act;
     float eps;
+    // --fault row-count-order (engine/matvec.rs sets it only under that fault, and only on
+    // launches of a step with 2+ rows): each dot's warp partials reduced in another order
+    // (plant_pair). 0 in every clean run.
+    int plant;
 };
+
+// --fault row-count-order, the planted batch-dependent order: lane pairs (2i, 2i + 1) add
+// first and the odd lanes then carry 0, so the tree32 that follows adds the 32 partials
+// as ((a0 + a1) + (a16 + a17)) + ... instead of tree32's ((a0 + a16) + (a8 + a24)) + ...: the
+// same values, another order, as a kernel picked by batch size computes them. The zeros
+// add exactly, so every lane still ends with one bit pattern. All 32 lanes must call it.
+__device__ __forceinline__ float plant_pair(float v, int lane) {
+    const float t = __shfl_xor_sync(0xffffffffu, v, 1);
+    return (lane & 1) ? 0.0f : v + t;
+}
 
 #define MV_WARPS 8  // blockDim.x / 32 of every fused matvec launch (the host uses 256)
 
@@ -515,6 +529,13 @@ __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, 
         }
         // Uniform over the warp (mi is per warp), so the shuffles are full-warp.
         bool two = a.mode == 2 || fps == 2;
+        if (a.plant) {  // uniform: a launch parameter (--fault row-count-order only)
+#pragma unroll
+            for (int r = 0; r < RT; r++) {
+                s0[r] = plant_pair(s0[r], lane);
+                s1[r] = plant_pair(s1[r], lane);
+            }
+        }
 #pragma unroll
         for (int r = 0; r < RT; r++) {
             s0[r] = tree32(s0[r]);

@@ -431,6 +431,12 @@ __device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int grou
         // and in mode 2 the up row's output j + nf * RT.
         float sv = 0.0f, tv = 0.0f;
         constexpr int M = NW * RT;
+        if (a.plant) {  // uniform: --fault row-count-order only (kernels/matvec.cu plant_pair)
+#pragma unroll
+            for (int i = 0; i < NW; i++)
+#pragma unroll
+                for (int b = 0; b < RT; b++) acc[i][b] = plant_pair(acc[i][b], lane);
+        }
         if constexpr ((M & (M - 1)) == 0 && M >= 2) {
             // tree32's sums, M per lane, reduced by transposing halves (tree32_split,
             // in place: acc[o / RT][o % RT] is output o).
