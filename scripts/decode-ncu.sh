@@ -8,7 +8,7 @@
 # (--mma auto), each with Speed Of Light, memory, occupancy, warp state and launch sections.
 # What it proves: whether each kernel is bound by DRAM, by its SM pipes, or by neither
 # (latency: too few bytes in flight). ncu locks the clocks at base (1.3-1.5 GHz): read its
-# percentages, not its durations.
+# percentages, not its durations. Then each kernel's stall reasons (ncu-stalls-*.txt).
 set -u
 B=${1:?usage: OUT=DIR scripts/decode-ncu.sh BIN}
 OUT=${OUT:?OUT: where the results go}
@@ -25,3 +25,18 @@ $NCU $S -k regex:"mma_decode|mma_prep|attention" --launch-skip 40 --launch-count
   $B --backend cuda --model /tmp/p/l4q4k.gguf --mma auto --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q \
   > "$OUT"/ncu-mma.txt 2>&1; echo "mma exit $?"
 grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Theoretical Occ|Block Limit Reg" "$OUT"/ncu-ffma.txt | head -80
+
+# Stall reasons (issued-instruction latency by reason) of four launches each: the FFMA matvec
+# and the tensor-core decode, with DRAM bytes and duration beside them.
+M="--metrics gpu__time_duration.sum,dram__bytes_read.sum"
+for r in long_scoreboard barrier short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle \
+    not_selected selected dispatch_stall no_instruction tex_throttle membar drain imc_miss \
+    branch_resolving sleeping; do
+  M="$M,smsp__average_warp_latency_issue_stalled_$r"
+done
+$NCU $M -k regex:"mvq_w2" --launch-skip 10 --launch-count 4 \
+  $B --backend cuda --model /tmp/p/l4q4k.gguf --mma off --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q \
+  > "$OUT"/ncu-stalls-ffma.txt 2>&1; echo "ffma stalls exit $?"
+$NCU $M -k regex:"mma_decode_f" --launch-skip 10 --launch-count 4 \
+  $B --backend cuda --model /tmp/p/l4q4k.gguf --mma auto --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q \
+  > "$OUT"/ncu-stalls-mma.txt 2>&1; echo "mma stalls exit $?"
