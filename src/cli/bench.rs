@@ -83,19 +83,7 @@ fn bench_on<B: Backend>(be: Arc<B>, p: &Prepared, steps: usize) -> Result<BenchR
     let single = Placement::single(m.cfg.n_layers, spec.placement.devices[0]);
     let mk = |pl: Placement, rows: usize| {
         let t0 = Instant::now();
-        let rt = Runtime::build(
-            be.clone(),
-            m.clone(),
-            RuntimeConfig {
-                placement: pl,
-                max_rows: rows,
-                max_seqs: rows,
-                ctx,
-                window: spec.window,
-                faults: vec![],
-                dist: None,
-            },
-        )?;
+        let rt = fault_free(&be, p, pl, rows, rows, ctx)?;
         Ok::<_, anyhow::Error>((rt, t0.elapsed().as_secs_f64() * 1e3))
     };
     let time_eager_split = |rt: &Runtime<B>| walk_eager(rt, &tokens);
@@ -239,18 +227,13 @@ fn bench_serve<B: Backend>(be: &Arc<B>, p: &Prepared) -> Result<crate::receipt::
         .ok_or_else(|| anyhow!("bench: the serve path without the serve arm"))?;
     let tokens = crate::arms::serve::bench_tokens(m, spec.seed, &sched);
     be.expect_rows(spec.serve.max_rows);
-    let rt = Runtime::build(
-        be.clone(),
-        m.clone(),
-        RuntimeConfig {
-            placement: spec.placement.clone(),
-            max_rows: spec.serve.max_rows,
-            max_seqs: sched.cache_rows,
-            ctx: sched.ctx(false),
-            window: spec.window,
-            faults: vec![],
-            dist: None,
-        },
+    let rt = fault_free(
+        be,
+        p,
+        spec.placement.clone(),
+        spec.serve.max_rows,
+        sched.cache_rows,
+        sched.ctx(false),
     )?;
     let walk = || -> Result<f64> {
         let t0 = Instant::now();
@@ -286,6 +269,31 @@ fn bench_serve<B: Backend>(be: &Arc<B>, p: &Prepared) -> Result<crate::receipt::
     })
 }
 
+/// The fault-free runtime bench times: `placement`, steps of up to `max_rows` rows over
+/// `max_seqs` sequences of `ctx` slots, `--window` in flight, one process.
+fn fault_free<B: Backend>(
+    be: &Arc<B>,
+    p: &Prepared,
+    placement: Placement,
+    max_rows: usize,
+    max_seqs: usize,
+    ctx: usize,
+) -> Result<Runtime<B>> {
+    Ok(Runtime::build(
+        be.clone(),
+        p.model.clone(),
+        RuntimeConfig {
+            placement,
+            max_rows,
+            max_seqs,
+            ctx,
+            window: p.spec.window,
+            faults: vec![],
+            dist: None,
+        },
+    )?)
+}
+
 /// `bench --arms prime`: prefill tok/s of a prime of the `--prompt-len` seeded prompt at
 /// every chunk size, on one stage (the placement's first device) and on the placement.
 /// Each figure is the better of two timed primes after a warm-up one.
@@ -311,19 +319,7 @@ fn bench_prefill<B: Backend>(
         })
         .collect();
     for (k, pl) in [single, spec.placement.clone()].into_iter().enumerate() {
-        let rt = Runtime::build(
-            be.clone(),
-            m.clone(),
-            RuntimeConfig {
-                placement: pl,
-                max_rows: max_c,
-                max_seqs: 1,
-                ctx: n,
-                window: spec.window,
-                faults: vec![],
-                dist: None,
-            },
-        )?;
+        let rt = fault_free(be, p, pl, max_c, 1, n)?;
         for r in rates.iter_mut() {
             for last in [false, true] {
                 let walk = || walk_prime(&rt, &tokens, r.chunk, spec.window, last);

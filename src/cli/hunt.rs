@@ -240,22 +240,8 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     fn space(model: &crate::model::Model, pinned: Vec<Dim>, base_arms: Vec<ArmKind>) -> Space {
-        Space {
-            n_layers: model.cfg.n_layers,
-            vocab: model.cfg.vocab,
-            context: model.cfg.context_length,
-            devices: 8,
-            cuda: false,
-            pinned,
-            base_arms,
-            base_stages: 1,
-            base_prompt: 8,
-            base_gen: 16,
-            base_min_stages: 1,
-            base_requests: crate::arms::serve::DEFAULT_REQUESTS,
-            base_max_rows: crate::arms::serve::DEFAULT_MAX_ROWS,
-            base_prefill_chunk: crate::arms::serve::DEFAULT_PREFILL_CHUNK,
-        }
+        let c = &model.cfg;
+        Space::defaults_for_tests((c.n_layers, c.vocab, c.context_length), pinned, base_arms)
     }
 
     fn hunt_in<'a>(out: &Path, space: Space, stop: &'a dyn Fn() -> bool) -> Hunt<'a> {

@@ -84,22 +84,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     fn space(pinned: Vec<Dim>) -> Space {
-        Space {
-            n_layers: 8,
-            vocab: 2048,
-            context: 4096,
-            devices: 8,
-            cuda: false,
-            pinned,
-            base_arms: DEFAULT_ARMS.to_vec(),
-            base_stages: 1,
-            base_prompt: 8,
-            base_gen: 16,
-            base_min_stages: 1,
-            base_requests: crate::arms::serve::DEFAULT_REQUESTS,
-            base_max_rows: crate::arms::serve::DEFAULT_MAX_ROWS,
-            base_prefill_chunk: crate::arms::serve::DEFAULT_PREFILL_CHUNK,
-        }
+        Space::defaults_for_tests((8, 2048, 4096), pinned, DEFAULT_ARMS.to_vec())
     }
 
     /// A corner the shrinker is not told: stages 3, the batched arm with batch >= 5 and

@@ -253,6 +253,32 @@ fn pct(rng: &mut ChaCha8Rng, p: u32) -> bool {
 }
 
 impl Space {
+    /// A CPU space of 8 devices with every base the flags leave at their defaults (one
+    /// stage, prompt 8, 16 generated, the serve defaults): the tests' space.
+    #[cfg(test)]
+    pub fn defaults_for_tests(
+        (n_layers, vocab, context): (usize, usize, usize),
+        pinned: Vec<Dim>,
+        base_arms: Vec<ArmKind>,
+    ) -> Space {
+        Space {
+            n_layers,
+            vocab,
+            context,
+            devices: 8,
+            cuda: false,
+            pinned,
+            base_arms,
+            base_stages: 1,
+            base_prompt: 8,
+            base_gen: 16,
+            base_min_stages: 1,
+            base_requests: crate::arms::serve::DEFAULT_REQUESTS,
+            base_max_rows: crate::arms::serve::DEFAULT_MAX_ROWS,
+            base_prefill_chunk: crate::arms::serve::DEFAULT_PREFILL_CHUNK,
+        }
+    }
+
     fn free(&self, d: Dim) -> bool {
         !self.pinned.contains(&d)
     }
