@@ -37,9 +37,12 @@
 # which the batched8 rows measure.
 #
 # Environment (all optional):
-#   ROWS     the rows to run, space or comma separated, in the order given (default: all, in
-#            this order): smollm2-q4_1 gemma3-270m-q4_k_m llama8b-l8-q4_k llama8b-l8-q4_k_m
-#            llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m
+#   ROWS     the rows to run, space or comma separated, in the order given (default: all of
+#            these, in this order): smollm2-q4_1 gemma3-270m-q4_k_m llama8b-l8-q4_k
+#            llama8b-l8-q4_k_m llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m;
+#            also known, never by default: llama70b-l21-q4_k (the 70B shape 21 layers deep,
+#            10.4 GB of Q4_K: ~2 minutes to synthesize, so it gets a call of its own, e.g.
+#            ROWS=llama70b-l21-q4_k PREFILL_ROWS= SERVE_ROWS= RECEIPTS=receipts/bench-vs-llamacpp/deep70b)
 #   MODELS   directory of the real models (default models/); a row whose file is missing is
 #            skipped, and the JSON says why
 #   PIPE2    1: run the two-GPU pipelined row, 0: don't, auto (default): when 2+ GPUs answer
@@ -72,6 +75,7 @@ MODELS=${MODELS:-models}
 WORK=${WORK:-/tmp/bench-vs-llamacpp}
 DRY=${DRY_RUN:-0}
 ALL_ROWS="smollm2-q4_1 gemma3-270m-q4_k_m llama8b-l8-q4_k llama8b-l8-q4_k_m llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m"
+KNOWN_ROWS="$ALL_ROWS llama70b-l21-q4_k"
 ROWS=${ROWS:-$ALL_ROWS}
 ROWS=${ROWS//,/ }
 CORES=$(nproc)
@@ -96,7 +100,7 @@ within() {
 }
 
 for r in $ROWS; do
-    [[ " $ALL_ROWS " == *" $r "* ]] || { echo "ROWS: unknown row '$r' (known: $ALL_ROWS)" >&2; exit 2; }
+    [[ " $KNOWN_ROWS " == *" $r "* ]] || { echo "ROWS: unknown row '$r' (known: $KNOWN_ROWS)" >&2; exit 2; }
 done
 [ -x "$BIN" ] || { echo "BIN $BIN: not an executable" >&2; exit 2; }
 [ -n "${LLAMA_BIN:-}" ] || [ -f "$TGZ" ] || { echo "TARBALL $TGZ: no such file" >&2; exit 2; }
@@ -149,6 +153,7 @@ synth_flags() {
     llama8b-l8-q4_k_m) preset=llama8b layers=8 quant=q4_k_m ;;
     llama8b-l8-q8_0) preset=llama8b layers=8 quant=q8_0 ;;
     llama70b-l2-q4_k) preset=llama70b layers=2 quant=q4_k ;;
+    llama70b-l21-q4_k) preset=llama70b layers=21 quant=q4_k ;;
     llama8b-l32-q4_k_m) preset=llama8b layers=32 quant=q4_k_m ;;
     esac
     if [ "$DRY" = 1 ]; then
