@@ -838,7 +838,7 @@ fn mma_format_table_matches_the_host_layouts() {
 
 /// The fused decode rule (engine/mma.rs mma_fused_smem): decode-sized launches whose rows x
 /// super-blocks of prepared activations fit the shared memory budget and the block's warps
-/// in MMA_FUSE_ROUNDS rounds run as one kernel;
+/// in mma_fuse_rounds rounds (4 for 16 warps, 2 for 8) run as one kernel;
 /// the bytes are what the kernel lays out (kernels/mma.cu mma_decode_body, FUSE).
 #[test]
 fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
@@ -860,13 +860,16 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
         Some(61 * MMA_FUSE_UNIT)
     );
     assert_eq!(mma_fused_smem(1, 62 * 256, 16, cap), None);
-    // The rounds: 8 warps take up to 32 (row, super-block) items, 16 warps 64.
+    // The rounds: 8 warps take up to 16 (row, super-block) items (2 rounds: the 8B shape's
+    // 4096, not the 70B shape's 8192), 16 warps 64 (4 rounds).
     assert_eq!(mma_fused_smem(1, 4096, 8, cap), Some(16 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(1, 17 * 256, 8, cap), None);
+    assert_eq!(mma_fused_smem(1, 32 * 256, 8, cap), None);
     assert_eq!(
-        mma_fused_smem(1, 32 * 256, 8, cap),
+        mma_fused_smem(1, 32 * 256, 16, cap),
         Some(32 * MMA_FUSE_UNIT)
     );
-    assert_eq!(mma_fused_smem(1, 33 * 256, 8, cap), None);
+    assert_eq!(mma_fused_smem(1, 65 * 256, 16, cap), None);
     assert_eq!(mma_fused_smem(1, 14336, 8, cap), None);
     // More than one row (B = 8, measured slower fused): never, even where it would fit.
     assert_eq!(mma_fused_smem(8, 1536, 16, cap), None);

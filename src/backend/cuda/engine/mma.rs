@@ -61,11 +61,22 @@ pub(in crate::backend::cuda) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
 
 /// Rounds of (row, super-block) preparation a fused decode block's warps may take: every
 /// block prepares all the launch's rows itself (no scratch to share), one item per warp a
-/// round, each round about one L2 round trip plus the split; past ~4 rounds (~1 us) that
-/// redundant work would cost about what the mma_prep launch it replaces does (~1.8 us a
-/// dependent launch, measured as the eager gap). An estimate, not a measurement:
-/// `ppn-gate bench --mma on` (eager and B = 8) is where to tune it and MMA_FUSE_SMEM_MAX.
-pub(super) const MMA_FUSE_ROUNDS: usize = 4;
+/// round, each round about one L2 round trip plus the split, against the mma_prep launch
+/// (and its dependent launch gap) it replaces. The 16-warp kernel runs the narrow launches
+/// (under two blocks per SM: each block's prep runs beside the others) and takes up to 4
+/// rounds; the 8-warp kernel runs the wide ones, where the prep is repeated in many more
+/// blocks than there are SMs, and takes up to 2. Measured on one H200 (2026-12-01, same bits;
+/// receipts/decode-profile-cuda/fuse-rounds/): a cap of 2 for both, against 4 for both, gave
+/// the 8192-wide 70B slice's eager +3 % (1518 -> 1562 tok/s, its 8-warp q|k|v and gate|up at
+/// 4 rounds now unfused) but the 8B shape's -2 % (1317 -> 1281: its 16-warp down-proj, 56
+/// super-blocks in 4 rounds, is faster fused).
+pub(super) fn mma_fuse_rounds(warps: usize) -> usize {
+    if warps >= 16 {
+        4
+    } else {
+        2
+    }
+}
 
 /// Rows of the launches the fused decode takes: one (eager). Measured on one H200 with
 /// `--mma on` (against the unfused build, same bits: receipts/mma-fused-decode): eager +16 % on the
@@ -78,7 +89,7 @@ pub(super) const MMA_FUSE_MAX_ROWS: usize = 1;
 /// `rows` rows of `n_in` inputs on the decode kernel of `warps` warps (mma_decode_kernel)
 /// runs as ONE kernel that prepares its rows itself (decode sized, rows <= MMA_DECODE_MAX;
 /// its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take at most
-/// MMA_FUSE_ROUNDS rounds of the block's warps), None for mma_prep then the decode kernel
+/// mma_fuse_rounds(warps) rounds of the block's warps), None for mma_prep then the decode kernel
 /// or GEMM. A function of the launch's shape alone (never of timing); both paths write the
 /// same bytes of XF/XE/XS (kernels/mma.cu mma_prep_sb), so the choice changes no bit.
 pub(in crate::backend::cuda) fn mma_fused_smem(
@@ -90,7 +101,7 @@ pub(in crate::backend::cuda) fn mma_fused_smem(
     let items = rows.checked_mul(n_in.div_ceil(256))?;
     let bytes = items.checked_mul(MMA_FUSE_UNIT)?;
     let rounds = items.div_ceil(warps.max(1));
-    (rows == MMA_FUSE_MAX_ROWS && bytes <= cap && rounds <= MMA_FUSE_ROUNDS).then_some(bytes)
+    (rows == MMA_FUSE_MAX_ROWS && bytes <= cap && rounds <= mma_fuse_rounds(warps)).then_some(bytes)
 }
 
 /// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block) of format `ty`:
