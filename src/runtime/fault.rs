@@ -303,20 +303,33 @@ impl std::fmt::Display for Fault {
 mod tests {
     use super::{Fault, Site};
 
+    /// A cuda site of two stages on device 0, three steps in flight, one row a step, every
+    /// matvec on the FFMA kernels: each test sets what its fault reads.
+    fn base() -> Site<'static> {
+        Site {
+            devices: &[0, 0],
+            in_flight: 3,
+            uploads_weights: true,
+            multi_row: false,
+            rollback: false,
+            batched: false,
+            mma: false,
+            ffma: true,
+            reuse: false,
+        }
+    }
+
     /// mma-row-order opens only where the tensor-core matvec runs (`--mma on`) and an arm
     /// launches several rows; everywhere else the gate refuses it, saying why.
     #[test]
     fn mma_row_order_opens_only_with_mma_and_multi_row_launches() {
         let site = |mma: bool, batched: bool, multi_row: bool| Site {
             devices: &[0],
-            in_flight: 3,
-            uploads_weights: true,
             multi_row,
-            rollback: false,
             batched,
             mma,
             ffma: !mma,
-            reuse: false,
+            ..base()
         };
         let f = Fault::MmaRowOrder;
         assert_eq!(f.cannot_open(&site(true, true, false)), None);
@@ -338,15 +351,10 @@ mod tests {
     #[test]
     fn row_count_order_opens_only_on_the_ffma_path_with_several_rows() {
         let site = |cuda: bool, ffma: bool, batched: bool| Site {
-            devices: &[0, 0],
-            in_flight: 3,
             uploads_weights: cuda,
-            multi_row: false,
-            rollback: false,
             batched,
-            mma: false,
             ffma,
-            reuse: false,
+            ..base()
         };
         let f = Fault::RowCountOrder;
         assert_eq!(f.cannot_open(&site(false, true, true)), None);
