@@ -735,7 +735,7 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         let set = format!("MMA_KERNEL_SET({tag}, {suf})");
         assert!(mma.contains(&set), "{set}");
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
-            let (slot, warps) = super::engine::mma_decode_kernel(*ty, n_mt, 132);
+            let (slot, warps) = super::engine::mma_decode_kernel(*ty, n_mt, 16, 132);
             let k = super::mma::mma_kernel(*ty, slot).unwrap();
             assert_eq!(k, 1 + 5 * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
@@ -754,14 +754,24 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // Q6_K decodes on 8 warps at every size (its 16-warp kernel spills); Q4_K on 16 when
     // the launch is small.
     use crate::quant::GgmlType::{Q4K, Q6K};
-    assert_eq!(super::engine::mma_decode_kernel(Q6K, 2, 132).1, 8);
-    assert_eq!(super::engine::mma_decode_kernel(Q4K, 2, 132).1, 16);
+    assert_eq!(super::engine::mma_decode_kernel(Q6K, 2, 16, 132).1, 8);
+    assert_eq!(super::engine::mma_decode_kernel(Q4K, 2, 16, 132).1, 16);
+    // One wave of 16-warp blocks (<= SMs), or two short ones (< 2 x SMs, one round of 16
+    // super-blocks); a second wave of longer blocks goes to 8 warps (three blocks an SM).
+    let warps = |n_mt, n_sb| super::engine::mma_decode_kernel(Q4K, n_mt, n_sb, 132).1;
+    assert_eq!(warps(264, 112), 16, "132 blocks: one wave");
+    assert_eq!(warps(266, 112), 8, "133 blocks of 7 rounds: two waves");
+    assert_eq!(warps(384, 16), 16, "8B q|k|v: 192 blocks of one round");
+    assert_eq!(warps(512, 32), 8, "70B o: 256 blocks of two rounds");
+    assert_eq!(warps(526, 16), 16, "263 blocks, one round");
+    assert_eq!(warps(528, 16), 8, "264 blocks: 2 x SMs");
     assert_eq!(super::mma::mma_kernel(crate::quant::GgmlType::Q5K, 0), None);
     // Read after write: every mma kernel reads activations and scratch only after its
     // pdl_wait (weights are read-only; the bodies wait first, then call the per-super-block
     // functions that read XF/XE/XS). Negative control below.
     for (body, reader) in [
         ("mma_decode_body", "mma_dec_sb<F, MT>("),
+        ("mma_decode_body", "mma_q4k_sb<MT>("),
         // the fused decode's prep reads a.x (the previous kernel's output)
         ("mma_decode_body", "mma_prep_block("),
         ("mma_gemm_body", "XF +"),
@@ -773,6 +783,25 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
             "{body}"
         );
     }
+    // The one load before pdl_wait that is not a prefetch (the unfused Q4_K decode's first
+    // round, mma_decode_body) reads weights only: mma_q4k_load takes the tile bases and
+    // nothing of XF/XE/XS or a.x. Negative control: a load of X is caught.
+    let load = &mma[mma.find("void mma_q4k_load(").expect("mma_q4k_load")..];
+    let load = &load[..load.find("\n}\n").expect("its end")];
+    let reads_x = |b: &str| {
+        ["XF", "XE", "XS", "a.x", "xf"]
+            .iter()
+            .any(|x| b.contains(x))
+    };
+    assert!(!reads_x(load), "mma_q4k_load reads only weights");
+    assert!(reads_x(&load.replacen(
+        "w.dd[mi] = ",
+        "w.dd[mi] = XF[0].x + ",
+        1
+    )));
+    let body = &mma[mma.find("void mma_decode_body(").unwrap()..];
+    let wait = body.find("pdl_wait();").unwrap();
+    assert!(body[..wait].contains("mma_q4k_load<MT>(base, warp, lane, w0)"));
     let gemm = &mma[mma.find("void mma_gemm_body(").unwrap()..];
     assert!(gemm.find("pdl_wait();").unwrap() < gemm.find("mma_gemm_sb<F, GMT, GNT>(").unwrap());
     let prep = &mma[mma.find(" mma_prep(MvArgs a").expect("mma_prep")..];

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::LaunchConfig;
 
 use super::weights::DevWeight;
-use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
+use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
     mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
 };
@@ -104,19 +104,27 @@ pub(in crate::backend::cuda) fn mma_fused_smem(
     (rows == MMA_FUSE_MAX_ROWS && bytes <= cap && rounds <= mma_fuse_rounds(warps)).then_some(bytes)
 }
 
-/// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block) of format `ty`:
-/// 16 warps (super-blocks in flight) when fewer than two blocks per SM would run, else 8;
-/// Q6_K always 8 (its 16-warp kernel spills ~50 bytes a thread under the 128-register cap
-/// of a 512-thread block; the 8-warp one spills none: scripts/nvrtc-check.py builds both).
+/// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block) of `n_sb`
+/// super-blocks, format `ty`: 16 warps (super-blocks in flight) when its blocks run in one
+/// wave (at most one a block per SM: a 512-thread block of 80-128 registers holds an SM),
+/// or in two short ones (under two per SM, and one round: n_sb <= 16); else 8 (three blocks an
+/// SM at 80 registers, so one wave up to 3 x SMs). Q6_K always 8 (its 16-warp kernel spills
+/// ~50 bytes a thread under the 128-register cap of a 512-thread block; the 8-warp one spills
+/// none: scripts/nvrtc-check.py builds both). Measured on one H200 (2026-12-01, same bits,
+/// receipts/decode-profile-cuda/preload/): the 8192-wide 70B slice's o and down (256 blocks,
+/// 32 and 112 super-blocks) on 8 warps instead of two waves of 16, eager +4 %, B = 8 +6 %;
+/// the 8B shape's q|k|v (192 blocks, 16 super-blocks) on 8 warps -3 % eager, so it stays on 16.
 /// A function of the launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so
 /// the bits are the same either way (the tensor-core prototype, removed
 /// with research/ in f78de77, measured every decode variant equal).
 pub(in crate::backend::cuda) fn mma_decode_kernel(
     ty: GgmlType,
     n_mt: usize,
+    n_sb: usize,
     sms: usize,
 ) -> (usize, u32) {
-    if ty != GgmlType::Q6K && n_mt.div_ceil(2) < 2 * sms {
+    let blocks = n_mt.div_ceil(2);
+    if ty != GgmlType::Q6K && (blocks <= sms || (blocks < 2 * sms && n_sb <= 16)) {
         (MMA_DECODE_K16, 16)
     } else {
         (MMA_DECODE_K8, 8)
@@ -210,7 +218,16 @@ impl CudaEngine {
             to_i32(n_sb, "mma super-blocks")?,
             to_i32(rows, "rows")?,
         );
-        let (k, warps) = mma_decode_kernel(ty, n_mt, self.dx.sms);
+        let (k, warps) = mma_decode_kernel(ty, n_mt, n_sb, self.dx.sms);
+        // PPN_CUDA_PROF's kinds, per op as the FFMA matvec's (engine/matvec.rs), so that a
+        // profile says which matrix of a layer is far from the bandwidth.
+        let (fused_kind, dec_kind) = match (mode, mats.len(), norm.is_some()) {
+            (MODE_GATE_UP, _, _) => ("mma decode fused gate|up", "mma decode gate|up"),
+            (MODE_ADD, _, _) => ("mma decode fused +residual", "mma decode +residual"),
+            (_, 2.., _) => ("mma decode fused q|k|v", "mma decode q|k|v"),
+            (_, _, true) => ("mma decode fused head", "mma decode head"),
+            _ => ("mma decode fused store", "mma decode store"),
+        };
         // The decode kernels' grid, fused or not: 2 m-tiles a block.
         let dec = |smem: u32| -> BResult<LaunchConfig> {
             Ok(LaunchConfig {
@@ -231,7 +248,7 @@ impl CudaEngine {
             // rows * n_sb * MMA_FUSE_UNIT bytes, what mma_prep_block lays out, and at most
             // mma_fuse_cap, which prepare_mma opted the kernel in to.
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
-            self.prof_end(s, "mma decode fused", e0);
+            self.prof_end(s, fused_kind, e0);
             return Ok(());
         }
         // The GEMM reads whole n-tiles of 8 columns (the padding prepared as zeros); the
@@ -262,7 +279,7 @@ impl CudaEngine {
         .map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "mma prep", e0);
         let (f, cfg, kind) = if decode {
-            (self.dx.mma_func(kernel(k)?)?, dec(0)?, "mma decode")
+            (self.dx.mma_func(kernel(k)?)?, dec(0)?, dec_kind)
         } else {
             // g2x2w4x4: a block covers 4 x 2 m-tiles and wn x 2 n-tiles of 8 columns (wn = 4,
             // or fewer on a narrow launch).

@@ -517,24 +517,35 @@ __device__ __forceinline__ void mma_prep_block(const MvArgs& a, int n_sb, int nb
 // contract of ld.global.nc does not allow; only the weights take it.)
 
 // The value of super-block sb (Q4_K: v_sb; 32-element formats: u_sb) for the C fragments of
-// MT m-tiles x the decode's one n-tile (columns < nb; zeros past them), one warp.
-template <int F, int MT>
-__device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, int n_sb,
-                                           int nblk, const uint4* XF, const float* XE,
-                                           const float* XS, int nb, int lane, float (&v)[MT][4]) {
+// One warp's Q4_K weights of a super-block of MT m-tiles, as mma_q4k_load reads them: the
+// decode's load half, so that the first round's can leave before pdl_wait (mma_decode_body).
+template <int MT>
+struct MmaQ4kW {
+    uint4 nib[MT][4], sc[MT], mn[MT];
+    uint2 dd[MT];
+};
+template <int MT>
+__device__ __forceinline__ void mma_q4k_load(const u8* const (&base)[MT], int sb, int lane,
+                                             MmaQ4kW<MT>& w) {
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+        const u8* blk = base[mi] + (size_t)sb * MMA_BLK;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w.nib[mi][i] = mma_ld16(blk + i * 512 + lane * 16);
+        w.sc[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32);
+        w.mn[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32 + 16);
+        w.dd[mi] = mma_ld8(blk + MMA_DD_OFF + g * 8);
+    }
+}
+
+// The compute half: the super-block's v of THE ORDER from weights already in registers.
+template <int MT>
+__device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_sb,
+                                           const uint4* XF, const float* XE, const float* XS,
+                                           int nb, int lane, float (&v)[MT][4]) {
     const int g = lane >> 2, t = lane & 3;
-    if constexpr (F == MF_Q4K) {
-        uint4 nib[MT][4], sc[MT], mn[MT];
-        uint2 dd[MT];
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi) {
-            const u8* blk = base[mi] + (size_t)sb * MMA_BLK;
-#pragma unroll
-            for (int i = 0; i < 4; ++i) nib[mi][i] = mma_ld16(blk + i * 512 + lane * 16);
-            sc[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32);
-            mn[mi] = mma_ld16(blk + MMA_SC_OFF + g * 32 + 16);
-            dd[mi] = mma_ld8(blk + MMA_DD_OFF + g * 8);
-        }
+    {
         float S[MT][4];
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi)
@@ -547,10 +558,10 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
             const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi) {
-                const MmaKc k = mma_kconsts(mma_byte_at(sc[mi].x, sc[mi].y, ks >> 1),
-                                            mma_byte_at(sc[mi].z, sc[mi].w, ks >> 1));
+                const MmaKc k = mma_kconsts(mma_byte_at(w.sc[mi].x, w.sc[mi].y, ks >> 1),
+                                            mma_byte_at(w.sc[mi].z, w.sc[mi].w, ks >> 1));
                 u32 w4[4];
-                mma_afrag(mma_comp4(nib[mi][ks >> 2], ks & 3), k, w4);
+                mma_afrag(mma_comp4(w.nib[mi][ks >> 2], ks & 3), k, w4);
                 mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
                 mma16816(S[mi], w4, xb.z, xb.w);
             }
@@ -559,7 +570,21 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
         mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
         mma_load_xs(XS, XE, 2 * t + 1, nb, n_sb, sb, xc, ec);
 #pragma unroll
-        for (int mi = 0; mi < MT; ++mi) mma_frag_values(S[mi], dd[mi], mn[mi], xa, xc, ea, ec, v[mi]);
+        for (int mi = 0; mi < MT; ++mi)
+            mma_frag_values(S[mi], w.dd[mi], w.mn[mi], xa, xc, ea, ec, v[mi]);
+    }
+}
+
+// MT m-tiles x the decode's one n-tile (columns < nb; zeros past them), one warp.
+template <int F, int MT>
+__device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, int n_sb,
+                                           int nblk, const uint4* XF, const float* XE,
+                                           const float* XS, int nb, int lane, float (&v)[MT][4]) {
+    const int g = lane >> 2, t = lane & 3;
+    if constexpr (F == MF_Q4K) {
+        MmaQ4kW<MT> w;
+        mma_q4k_load<MT>(base, sb, lane, w);
+        mma_q4k_sb<MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
     } else {
         typedef MmaF<F> T;
         // Every weight load of the super-block issued up front (as Q4_K's).
@@ -651,10 +676,24 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         // the last such lane the block's last byte (a Q4_K block spans up to 20 lines; a
         // Q8_0 block's last lines beyond 32 lanes are left to the loads).
         constexpr int BLK = MmaF<F>::BLK;
-        if (warp < n_sb && lane * 128 < BLK + 127) {
+        if (!(F == MF_Q4K && !FUSE) && warp < n_sb && lane * 128 < BLK + 127) {
             const u8* p = base[mi] + (size_t)warp * BLK + min(lane * 128, BLK - 1);
             asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
         }
+    }
+    // Q4_K, unfused (mma_prep ran before): the first round's weights are loaded into
+    // registers here, not only asked of L2, so their DRAM trip overlaps the previous
+    // kernel's tail and pdl_wait. Safe before pdl_wait: no kernel writes weights (each matrix
+    // is uploaded, in its stream's order, before the first launch that reads it, which waits
+    // for the upload: programmatic launch overlaps a kernel with the previous KERNEL only),
+    // so these loads read the same bytes after the wait as before it: the same bits. Not in
+    // the fused kernels: held across the prep they cost a block an SM (116 registers), and
+    // one-row eager on the 8B shape measured 3 % slower (receipts/decode-profile-cuda/
+    // preload/); unfused, B = 8 measured 8 % faster.
+    constexpr bool PRE = F == MF_Q4K && !FUSE;
+    MmaQ4kW<MT> w0;
+    if constexpr (PRE) {
+        if (warp < n_sb) mma_q4k_load<MT>(base, warp, lane, w0);
     }
     pdl_wait();
     if constexpr (FUSE) {
@@ -674,7 +713,12 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         const int sb = r * KP + warp;
         if (sb < n_sb) {
             float v[MT][4];
-            mma_dec_sb<F, MT>(base, sb, n_sb, nblk, XF, XE, XS, nb, lane, v);
+            if constexpr (PRE) {
+                if (r > 0) mma_q4k_load<MT>(base, sb, lane, w0);  // round 0's: before pdl_wait
+                mma_q4k_sb<MT>(w0, sb, n_sb, XF, XE, XS, nb, lane, v);
+            } else {
+                mma_dec_sb<F, MT>(base, sb, n_sb, nblk, XF, XE, XS, nb, lane, v);
+            }
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi)
                 *(float4*)&red[warp][mi * 128 + lane * 4] =
