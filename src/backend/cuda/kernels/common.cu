@@ -31,7 +31,9 @@ struct RowPos {
 // so the next kernel of its stream may launch while it runs, and pdl_wait() before it reads
 // or writes anything but read-only weights: griddepcontrol.wait returns once the previous
 // grid of the stream has completed and its memory operations are visible. Before the wait a
-// kernel may only issue L2 prefetch hints (no value and no ordering depend on them). Without
+// kernel may only issue L2 prefetch hints (no value and no ordering depend on them) and read
+// weights, which no kernel writes (the unfused Q4_K decode's first round, kernels/mma.cu
+// mma_decode_body: each matrix is uploaded before the first launch that reads it). Without
 // the attribute both are no-ops in effect (the kernel starts after its predecessor ends).
 __device__ __forceinline__ void pdl_trigger() {
 #if __CUDA_ARCH__ >= 900

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A/B of engine builds on the GPU machine, in one call (issue 30's steps 2 to 6 were run so):
+#
+#   OUT=DIR scripts/decode-ab.sh O=BIN_OLD N=BIN_NEW [M=BIN ...]
+#
+# What it proves, for each build after the first against the first:
+#  1. the same bits: `ppn-gate diff` of receipts of every arm and serve at N = 2 (a prime
+#     chunk of 64 for the GEMM, B = 8), on each file of SAME (default: the 8192-wide 70B slice
+#     and the 8B l8 Q4_K slice under --mma auto, a 4-layer Q4_K_M file under --mma on);
+#     a line per pair in $OUT/same.txt, `same: ...` or what differs;
+#  2. the speeds: `bench --arms batched --batch 8 --steps 128` (eager and B=8 aggregate
+#     tok/s) on each file of SPEED (default: the 70B slice, the 8B l8 slice, the full-depth
+#     8B Q4_K_M file), the builds alternating (O, N, ..., O, N, ...) ROUNDS times (default 2)
+#     so that drift shows; $OUT/speed.txt;
+#  3. with PROF=1: PPN_CUDA_PROF's per-op microseconds of the first and last builds on the
+#     SPEED files (events around each launch, graphs off); $OUT/prof.txt.
+# Environment: SAME ("name:mma ..."), SPEED ("name ..."), ROUNDS, PROF. Names are
+# l70 (synth llama70b 2 layers q4_k), l8q4k (llama8b 8 q4_k), l32 (llama8b 32 q4_k_m),
+# l4m (llama8b 4 q4_k_m), l2q8 (llama8b 2 q8_0), all synthesized here into /tmp/ab.
+set -u
+OUT=${OUT:?OUT: where the results go}
+[ $# -ge 2 ] || { echo "usage: OUT=DIR $0 NAME=BIN NAME=BIN [...]" >&2; exit 2; }
+names=() ; declare -A bin
+for a in "$@"; do
+  n=${a%%=*} b=${a#*=}
+  [ -x "$b" ] || { echo "decode-ab: $n: $b is not an executable" >&2; exit 2; }
+  names+=("$n"); bin[$n]=$b
+done
+SAME=${SAME:-"l70:auto l8q4k:auto l4m:on"}
+SPEED=${SPEED:-"l70 l8q4k l32"}
+ROUNDS=${ROUNDS:-2}
+B0=${bin[${names[0]}]}
+mkdir -p /tmp/ab "$OUT"
+declare -A spec=([l70]="llama70b 2 q4_k" [l8q4k]="llama8b 8 q4_k" [l32]="llama8b 32 q4_k_m"
+  [l4m]="llama8b 4 q4_k_m" [l2q8]="llama8b 2 q8_0")
+need=$(for x in $SAME $SPEED; do echo "${x%%:*}"; done | sort -u)
+for m in $need; do
+  [ -n "${spec[$m]:-}" ] || { echo "decode-ab: unknown file $m (known: ${!spec[*]})" >&2; exit 2; }
+  set -- ${spec[$m]}
+  [ -f /tmp/ab/$m.gguf ] || $B0 synth --preset $1 --layers $2 --quant $3 -o /tmp/ab/$m.gguf > /dev/null &
+done
+wait
+: > "$OUT/same.txt"
+for x in $SAME; do
+  m=${x%%:*} mm=${x#*:}
+  F="--backend cuda --model /tmp/ab/$m.gguf --mma $mm --stages 2 --arms eager,pipelined,batched,prime,verify,serve --requests 12 --batch 8 --chunk 64 --prompt-len 70 --gen-len 8 -q"
+  $B0 $F --receipt /tmp/ab/r0.json > /tmp/ab/r0.txt 2>&1; a=$?
+  for n in "${names[@]:1}"; do
+    ${bin[$n]} $F --receipt /tmp/ab/r1.json > /tmp/ab/r1.txt 2>&1; c=$?
+    echo "$m --mma $mm: exit ${names[0]} $a $n $c; $($B0 diff /tmp/ab/r0.json /tmp/ab/r1.json 2>&1 | head -1)" >> "$OUT/same.txt"
+  done
+done
+cat "$OUT/same.txt"
+for m in $SPEED; do
+  for r in $(seq "$ROUNDS"); do
+    for n in "${names[@]}"; do
+      ${bin[$n]} bench --backend cuda --model /tmp/ab/$m.gguf --arms batched --batch 8 --steps 128 2>&1 \
+        | grep -E "eager +\(|batched +\(|floor" | sed "s/^/$m $n: /"
+    done
+  done
+done | tee "$OUT/speed.txt" | grep -v floor
+if [ "${PROF:-0}" = 1 ]; then
+  for n in "${names[0]}" "${names[-1]}"; do
+    for m in $SPEED; do
+      echo "=== $n $m: PPN_CUDA_PROF=1 bench --steps 64"
+      PPN_CUDA_PROF=1 ${bin[$n]} bench --backend cuda --model /tmp/ab/$m.gguf --arms pipelined --steps 64 2>&1 \
+        | grep -E "cuda prof stage|eager  " | awk '!seen[$0]++' | head -12
+    done
+  done > "$OUT/prof.txt"
+fi
