@@ -430,6 +430,25 @@ mod tests {
         assert_eq!(e.to_string(), "--mma \"yes\": expected on, off or auto");
     }
 
+    /// What `--mma auto` reads off the flags besides the prime chunk: the batched arm's
+    /// `--batch` (its default when not given), 0 without a batched arm.
+    #[test]
+    fn batch_rows_is_the_batched_arms_batch() {
+        use crate::gate::plan::batch_rows;
+        let rows = |flags: &str| {
+            let cli =
+                Cli::try_parse_from(std::iter::once("ppn-gate").chain(flags.split(' '))).unwrap();
+            batch_rows(&cli.gate.options())
+        };
+        assert_eq!(rows("--arms eager,batched --batch 8"), 8);
+        assert_eq!(rows("--arms batched --batch 3"), 3);
+        assert_eq!(rows("--arms eager,pipelined"), 0);
+        assert_eq!(
+            rows("--arms eager,batched"),
+            crate::gate::options::DEFAULT_BATCH
+        );
+    }
+
     /// What `--mma auto` reads off the flags: the prime arm's largest chunk as it runs
     /// (default: the whole prompt; every chunk at most --prompt-len), 0 without a prime arm.
     #[test]

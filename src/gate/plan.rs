@@ -78,6 +78,21 @@ pub fn prime_rows(args: &GateOptions) -> Result<usize> {
     Ok(sizes.into_iter().max().unwrap_or(0))
 }
 
+/// The rows a step of the run's batched arm decodes (`--batch`; 0: no batched arm), what
+/// `--mma auto` reads besides the width and the prime chunk. From the flags alone, as
+/// `prime_rows`.
+pub fn batch_rows(args: &GateOptions) -> usize {
+    let batched = args
+        .arms
+        .split(',')
+        .any(|a| ArmKind::parse(a.trim()) == Some(ArmKind::Batched));
+    if batched {
+        args.batch()
+    } else {
+        0
+    }
+}
+
 pub fn open_backend(args: &GateOptions) -> Result<AnyBackend> {
     Ok(open_backend_why(args)?.0)
 }
@@ -90,6 +105,7 @@ pub fn open_backend_why(args: &GateOptions) -> Result<(AnyBackend, Option<String
     let graphs = on_off("--graphs", &args.graphs)?;
     let mma = mma_mode(&args.mma)?;
     let mma_rows = prime_rows(args)?;
+    let mma_batch = batch_rows(args);
     let cpu = || -> Result<AnyBackend> {
         if args.cpu_devices == 0 {
             bail!("--cpu-devices 0: need at least one CPU device");
@@ -146,6 +162,7 @@ pub fn open_backend_why(args: &GateOptions) -> Result<(AnyBackend, Option<String
                 .with_graphs(graphs)
                 .with_mma(mma)
                 .with_mma_rows(mma_rows)
+                .with_mma_batch(mma_batch)
                 .with_module_cache(cache),
         )))
     };

@@ -392,7 +392,9 @@ impl Backend for CudaBackend {
         s: &GpuStream,
     ) -> BResult<CudaEngine> {
         let dx = self.device(dev)?;
-        let mma = self.mma.select(model.cfg.n_embd, self.mma_rows);
+        let mma = self
+            .mma
+            .select_batch(model.cfg.n_embd, self.mma_rows, self.mma_batch);
         let prepare_rows = spec
             .max_rows
             .max(self.rows_hint.load(std::sync::atomic::Ordering::Relaxed));

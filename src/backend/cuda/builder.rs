@@ -13,7 +13,7 @@ use cudarc::driver::{result, sys};
 use super::device::open_device;
 use super::modcache::ModuleCache;
 use super::nvrtc::Modules;
-use super::{mma_note, op_err, tracing, DevCtx, MmaMode};
+use super::{mma_note_batch, op_err, tracing, DevCtx, MmaMode};
 use crate::backend::{BResult, BackendError};
 
 pub struct CudaBackend {
@@ -30,6 +30,8 @@ pub struct CudaBackend {
     /// The run's largest prime chunk (0: no prime arm), what `--mma auto` looks at besides
     /// the model's width (`MmaMode::select`).
     pub(super) mma_rows: usize,
+    /// `with_mma_batch`: the batched arm's rows a step, for `--mma auto`.
+    pub(super) mma_batch: usize,
     /// `Backend::expect_rows`: every engine prepares the matvec row tiles up to it (the
     /// run's largest step), so the first engine of a cold start builds them all at once.
     pub(super) rows_hint: AtomicUsize,
@@ -85,6 +87,7 @@ impl CudaBackend {
             graphs: true,
             mma: MmaMode::Auto,
             mma_rows: 0,
+            mma_batch: 0,
             rows_hint: AtomicUsize::new(0),
             next_stream: AtomicU64::new(0),
             modules: Arc::new(Modules::new(None)),
@@ -152,6 +155,13 @@ impl CudaBackend {
         self
     }
 
+    /// The rows a step of the run's batched arm decodes (0: no batched arm), for `--mma
+    /// auto` (`MmaMode::select_batch`). Set as `with_mma_rows`.
+    pub fn with_mma_batch(mut self, batch_rows: usize) -> CudaBackend {
+        self.mma_batch = batch_rows;
+        self
+    }
+
     /// The `--mma` setting as given (auto unresolved).
     pub fn mma(&self) -> MmaMode {
         self.mma
@@ -162,14 +172,14 @@ impl CudaBackend {
     /// turned on is named off).
     pub fn mma_note(&self, model: &crate::model::Model) -> String {
         let n_embd = model.cfg.n_embd;
-        let sel = self.mma.select(n_embd, self.mma_rows);
+        let sel = self.mma.select_batch(n_embd, self.mma_rows, self.mma_batch);
         let q4k_taken = model
             .layers
             .iter()
             .flat_map(|l| l.matrices())
             .chain([&model.output])
             .any(|w| w.ty == crate::quant::GgmlType::Q4K && sel.takes(w.ty, w.rows, w.cols));
-        mma_note(self.mma, n_embd, self.mma_rows, q4k_taken)
+        mma_note_batch(self.mma, n_embd, self.mma_rows, self.mma_batch, q4k_taken)
     }
 
     /// Whether engines replay graphs, and where they cannot although asked, why (receipts

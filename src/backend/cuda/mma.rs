@@ -30,6 +30,15 @@ pub const MMA_AUTO_MIN_EMBD: usize = 4096;
 /// shape 36.1k -> 56.5k tok/s, on the Gemma-3 shape (Q5_0) 46.4k -> 97.0k, at the eager cost
 /// above. 64: a chunk that size already spends most of its time in the matvec GEMMs.
 pub const MMA_AUTO_MIN_ROWS: usize = 64;
+/// `--mma auto` turns the tensor-core path on for every format it takes on models at least
+/// `MMA_AUTO_MIN_EMBD` wide when the run's batched arm decodes at least this many rows a step
+/// (`--batch`). Measured on one H200 (2026-12-01, commit 130b0d2,
+/// receipts/decode-profile-cuda/mma-batch/): `--mma on` against auto's FFMA on the 8B shape's
+/// Q8_0 slice B=8 4006 -> 7593 tok/s (+90 %; llama.cpp 3492 the day before), eager 1218 ->
+/// 1163 (-4.5 %); on the full-depth Q4_K_M file (its Q6_K matrices) B=8 1854 -> 2313 (+25 %),
+/// eager 319 -> 313 (-2 %). The narrow models keep FFMA: their eager on the tensor cores
+/// is 15-25 % slower (above), a cost the batched rows do not repay measured.
+pub const MMA_AUTO_MIN_BATCH: usize = 8;
 
 /// `--mma`: which matrices take the tensor-core kernels (see `CudaBackend::with_mma`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +46,8 @@ pub enum MmaMode {
     Off,
     On,
     /// Q4_K for models at least `MMA_AUTO_MIN_EMBD` wide; every format the path takes when
-    /// the run primes chunks of at least `MMA_AUTO_MIN_ROWS` rows.
+    /// the run primes chunks of at least `MMA_AUTO_MIN_ROWS` rows, or on such wide models
+    /// when its batched arm decodes at least `MMA_AUTO_MIN_BATCH` rows.
     Auto,
 }
 
@@ -47,6 +57,12 @@ impl MmaMode {
     /// model and the run's flags alone, so every engine of a gate (reference, arms, stages,
     /// processes) takes the same kernels.
     pub fn select(self, n_embd: usize, prime_rows: usize) -> MmaSel {
+        self.select_batch(n_embd, prime_rows, 0)
+    }
+
+    /// `select`, for a run whose batched arm decodes `batch_rows` rows a step (0: no batched
+    /// arm): from the run's flags too, so the same for every engine of the gate.
+    pub fn select_batch(self, n_embd: usize, prime_rows: usize, batch_rows: usize) -> MmaSel {
         match self {
             MmaMode::Off => MmaSel::default(),
             MmaMode::On => MmaSel {
@@ -55,9 +71,11 @@ impl MmaMode {
             },
             MmaMode::Auto => {
                 let chunks = prime_rows >= MMA_AUTO_MIN_ROWS;
+                let wide = n_embd >= MMA_AUTO_MIN_EMBD;
+                let batch = wide && batch_rows >= MMA_AUTO_MIN_BATCH;
                 MmaSel {
-                    q4k: chunks || n_embd >= MMA_AUTO_MIN_EMBD,
-                    b32: chunks,
+                    q4k: chunks || wide,
+                    b32: chunks || batch,
                 }
             }
         }
@@ -91,13 +109,28 @@ impl MmaSel {
 /// that choice (auto's width rule turns on Q4_K only: a model without a Q4_K matrix that
 /// takes it, a Q8_0 file, runs no tensor-core kernel, and the note says so).
 pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize, q4k_taken: bool) -> String {
-    let sel = mode.select(n_embd, prime_rows);
+    mma_note_batch(mode, n_embd, prime_rows, 0, q4k_taken)
+}
+
+/// `mma_note` of a run whose batched arm decodes `batch_rows` rows a step (`select_batch`).
+pub fn mma_note_batch(
+    mode: MmaMode,
+    n_embd: usize,
+    prime_rows: usize,
+    batch_rows: usize,
+    q4k_taken: bool,
+) -> String {
+    let sel = mode.select_batch(n_embd, prime_rows, batch_rows);
     match mode {
         MmaMode::On => "on".into(),
         MmaMode::Off => "off".into(),
-        // Auto: what `select` chose (b32 only by the prime rule), with the numbers it read.
-        MmaMode::Auto if sel.b32 => format!(
+        // Auto: what `select` chose (b32 by the prime or the batch rule), with the numbers
+        // it read.
+        MmaMode::Auto if sel.b32 && prime_rows >= MMA_AUTO_MIN_ROWS => format!(
             "auto: on, every format it takes (prime chunks of {prime_rows} rows >= {MMA_AUTO_MIN_ROWS})"
+        ),
+        MmaMode::Auto if sel.b32 => format!(
+            "auto: on, every format it takes (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} and batched rows {batch_rows} >= {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto if sel.q4k && q4k_taken => {
             format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")

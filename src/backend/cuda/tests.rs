@@ -918,6 +918,39 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     assert_eq!(mma_fused_smem(usize::MAX, usize::MAX, 16, cap), None);
 }
 
+/// `--mma auto`'s batch rule: on models MMA_AUTO_MIN_EMBD wide and wider, a batched arm of
+/// MMA_AUTO_MIN_BATCH rows or more turns on every format the path takes (Q8_0, Q6_K...);
+/// one row fewer, or a narrower model (SmolLM2's 576), keeps them on FFMA; the note says
+/// which rule chose, with the numbers. Negative control: the rule's edges both ways.
+#[test]
+fn mma_auto_takes_every_format_for_wide_batched_runs() {
+    use super::{mma_note_batch, MmaMode, MMA_AUTO_MIN_BATCH as B, MMA_AUTO_MIN_EMBD as W};
+    use GgmlType::*;
+    for ty in [Q8_0, Q6K, Q4_0] {
+        assert!(
+            MmaMode::Auto.select_batch(W, 0, B).takes(ty, 32, W),
+            "{}",
+            ty.name()
+        );
+        assert!(!MmaMode::Auto.select_batch(W, 0, B - 1).takes(ty, 32, W));
+        assert!(!MmaMode::Auto
+            .select_batch(W - 256, 0, B)
+            .takes(ty, 32, W - 256));
+        assert!(!MmaMode::Auto.select_batch(576, 0, 64).takes(ty, 32, 576));
+        assert!(!MmaMode::Off.select_batch(W, 0, B).takes(ty, 32, W));
+    }
+    assert_eq!(
+        MmaMode::Auto.select_batch(W, 0, 0),
+        MmaMode::Auto.select(W, 0)
+    );
+    let note = mma_note_batch(MmaMode::Auto, W, 0, B, true);
+    assert!(note.contains(&format!("batched rows {B} >= {B}")), "{note}");
+    let note = mma_note_batch(MmaMode::Auto, W, 0, B - 1, true);
+    assert!(note.starts_with("auto: on, Q4_K"), "{note}");
+    let note = mma_note_batch(MmaMode::Auto, W, 512, B, true);
+    assert!(note.contains("prime chunks of 512"), "{note}");
+}
+
 /// `--mma auto`: Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else, in runs that prime no
 /// chunk of MMA_AUTO_MIN_ROWS rows; in runs that do, every format the path takes, at any
 /// width. On: every format; off: none. Only whole m-tiles of whole blocks of 32 take the
