@@ -40,6 +40,15 @@
 #             gate's logits hashes, its faults FAIL; with one: nccl-check's one-rank send/recv
 #   bench     bench on the real models (N = 1, 2, 4; B=8), prefill at C = 64, 128, 512 and,
 #             with LLAMA_BIN, scripts/bench-vs-llamacpp.sh beside llama.cpp (BENCH.md)
+#   multi     four and eight GPUs (issue 31; skipped with fewer than four): `--stages N
+#             --devices 0,..,N-1` (N = 4, and 8 where 8 GPUs answer) on SmolLM2, Gemma-3 and a
+#             4096-wide Q4_K_M synth of 8+ GB, every arm PASS under the default transport and
+#             under --transport host, the receipt showing each boundary's transport (peer by
+#             default on CUDA) and each stage's scratch, cache and weights on its own device;
+#             x20 soaks of N = 4 and 8 pipelined and x100 of N = 4 (SOAK100=0: not); launch
+#             --procs N --transport nccl with the one-process hashes, its x20 soak, rx-no-wait
+#             FAILs; bench pipelined against eager at N = 4 and 8 on the full-depth 8B shape.
+#             BE=cpu rehearses it on the CPU backend's eight devices (ipc for nccl)
 #
 # Usage, from the repository root:  scripts/gpu-validate.sh BIN OUT
 #   SECTIONS="battery selftest ..." picks sections (default all, run in the order above).
@@ -59,7 +68,7 @@ OUT=${2:?usage: scripts/gpu-validate.sh BIN OUT}
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BE=${BE:-cuda}
-SECTIONS=${SECTIONS:-battery selftest soak oracle mma verdicts serve trace cache nccl bench}
+SECTIONS=${SECTIONS:-battery selftest soak oracle mma verdicts serve trace cache nccl bench multi}
 MODELS=${MODELS:-models}
 WORK=${WORK:-/tmp/gpu-validate}
 rm -rf "$WORK"
@@ -147,6 +156,32 @@ devs() {
     echo "$l"
 }
 have_real() { [ -f "$SMOL" ] && [ -f "$GEMMA" ]; }
+# same_hashes A B: two receipts of one gate (processes against one process) hold the same
+# reference and the same logits hashes at every step of every arm.
+same_hashes() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+h = lambda r: [[s["logits_blake3"] for s in x["steps"]] for x in r["arms"]]
+sys.exit(0 if h(a) == h(b) and a["reference"] == b["reference"] else 1)
+EOF
+}
+# placed RECEIPT TRANSPORT: every boundary of the receipt's placement has TRANSPORT and every
+# stage's scratch, cache and (CUDA) weights live on the stage's device; prints what is not.
+placed() {
+    python3 - "$1" "$2" "$BE" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1])); want = sys.argv[2]; be = sys.argv[3]
+p = r["placement"]; bad = []
+if any(t != want for t in p["transports"]): bad.append("transports %s, want %s" % (p["transports"], want))
+for st in p["resident"]:
+    for k in ["scratch", "cache"] + (["weights"] if be == "cuda" else []):
+        bad += ["stage %d %s on %s" % (st["stage"], k, m["device"]) for m in st[k] if m["device"] != st["placed"]]
+bad += p["misplaced"]
+print("; ".join(bad))
+sys.exit(1 if bad else 0)
+EOF
+}
 # The CPU rehearsal runs the real-model rows on a small llama instead (the real files take
 # minutes per gate on two cores).
 if ! cuda; then
@@ -511,12 +546,7 @@ if want nccl; then
             t=${spec%%:*} f=${spec#*:}
             expect "launch --procs 2 nccl $t" 0 launch --procs 2 --model "$f" "${NC[@]}" --receipt "$WORK/r/nccl-$t.json"
             "$BIN" --backend cuda -q --model "$f" --stages 2 --devices 0,1 --receipt "$WORK/r/nccl-$t-1proc.json" >>"$LOG" 2>&1
-            if python3 - "$WORK/r/nccl-$t.json" "$WORK/r/nccl-$t-1proc.json" <<'EOF'; then ok "  $t: the one-process gate's hashes"; else wrong "  $t: the one-process gate's hashes"; fi
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-h = lambda r: [[s["logits_blake3"] for s in x["steps"]] for x in r["arms"]]
-sys.exit(0 if h(a) == h(b) and a["reference"] == b["reference"] else 1)
-EOF
+            if same_hashes "$WORK/r/nccl-$t.json" "$WORK/r/nccl-$t-1proc.json"; then ok "  $t: the one-process gate's hashes"; else wrong "  $t: the one-process gate's hashes"; fi
             soakrow "soak x$SOAK_RUNS --procs 2 nccl $t pipelined" "$SOAK_RUNS" --procs 2 --model "$f" --stages 2 --devices 0,1 --transport nccl --nccl-lib "$NCCL_DIR" --arms pipelined
             for fs in "rx-no-wait:eager,pipelined:--jitter-us 200" "no-exit-publish:eager:" "no-war-guard:pipelined:--splits 1 --window 4 --jitter-us 200" "single-slot:pipelined:--splits 1 --window 4 --jitter-us 200"; do
                 IFS=: read -r fault arms extra <<<"$fs"
@@ -547,6 +577,51 @@ if want bench; then
         fi
     else
         skip "bench-vs-llamacpp.sh" "no LLAMA_BIN"
+    fi
+fi
+
+if want multi; then
+    # The CPU backend has eight devices by default: the rehearsal runs every row.
+    MG=$(cuda && echo "$NGPU" || echo 8)
+    NS=$(for n in 4 8; do [ "$MG" -ge $n ] && echo $n; done)
+    if [ -z "$NS" ]; then
+        skip "multi" "$MG GPU(s): four or more needed"
+    else
+        big="$WORK/m/multi-q4km.gguf"
+        if cuda; then
+            synth "$big" --preset llama8b --layers 60 --quant q4_k_m
+            synth "$WORK/m/l32.gguf" --preset llama8b --layers 32 --quant q4_k_m
+            L32="$WORK/m/l32.gguf" PEER=peer
+            NC=(--transport nccl --nccl-lib "${NCCL_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}")
+        else
+            synth "$big" --arch llama --layers 8 --embd 256 --heads 4 --kv-heads 2 --ff 512 --vocab 2048 --quant q4_k_m
+            L32=$big PEER=host NC=(--transport ipc)
+        fi
+        ARMS=(--arms eager,pipelined,batched,prime,verify,serve --batch 8 --requests 16 --prompt-len 16 --gen-len 16)
+        for n in $NS; do
+            D=(--stages "$n" --devices "$(seq -s, 0 $((n - 1)))")
+            # (the CPU rehearsal's SMOL and GEMMA are one file: once)
+            for f in $(printf '%s\n' "$SMOL" "$GEMMA" "$big" | awk '!seen[$0]++'); do
+                for tr in default host; do
+                    t=() want=$PEER
+                    [ $tr = host ] && t=(--transport host) want=host
+                    name="multi N=$n $(basename "$f") transport $tr"
+                    gate "$name" 0 --model "$f" "${D[@]}" "${t[@]}" "${ARMS[@]}"
+                    if o=$(placed "$(rec "$name")" "$want"); then ok "  each boundary $want, each stage's memory on its device"; else wrong "  placement" "$o"; fi
+                done
+            done
+            soakrow "multi soak x20 N=$n pipelined" 20 --model "$SMOL" "${D[@]}" --arms pipelined --gen-len 32
+            name="multi launch --procs $n ${NC[1]}"
+            A=(--model "$SMOL" "${D[@]}" --arms eager,pipelined,batched --batch 8 --gen-len 16)
+            expect "$name" 0 launch --procs "$n" --backend "$BE" -q "${NC[@]}" "${A[@]}" --receipt "$(rec "$name")"
+            "$BIN" --backend "$BE" -q "${A[@]}" --receipt "$WORK/r/multi-1proc-$n.json" >>"$LOG" 2>&1
+            if same_hashes "$(rec "$name")" "$WORK/r/multi-1proc-$n.json"; then ok "  the one-process gate's hashes"; else wrong "  the one-process gate's hashes"; fi
+            soakrow "multi soak x20 --procs $n ${NC[1]}" 20 --procs "$n" "${NC[@]}" --model "$SMOL" "${D[@]}" --arms pipelined --gen-len 16
+            expect "  multi --procs $n fault rx-no-wait (must FAIL)" 1 launch --procs "$n" --backend "$BE" -q "${NC[@]}" --model "$SMOL" "${D[@]}" --arms pipelined --gen-len 16 --fault rx-no-wait
+            expect "multi bench N=$n pipelined" 0 bench --backend "$BE" --model "$L32" "${D[@]}" --arms pipelined --steps 64
+            grep -E 'pipelined +\(' "$WORK/last.out" | sed 's/^ */  /' | tee -a "$SUM" >/dev/null
+        done
+        [ "${SOAK100:-1}" = 1 ] && soakrow "multi soak x100 N=4 pipelined" 100 --model "$SMOL" --stages 4 --devices 0,1,2,3 --arms pipelined --gen-len 32
     fi
 fi
 

@@ -33,7 +33,7 @@ use crate::term::Bar;
 /// Whether `--mma on` puts any of the model's matrices on the tensor cores (mma-row-order's
 /// plant needs one: a launch over no such matrix plants nothing and would read as a miss).
 fn has_mma_matrix(m: &Model) -> bool {
-    let on = MmaMode::On.select(m.cfg.n_embd, 0);
+    let on = MmaMode::On.select(m.cfg.n_embd, 0, 0);
     m.layers
         .iter()
         .any(|l| l.matrices().iter().any(|w| on.takes(w.ty, w.rows, w.cols)))

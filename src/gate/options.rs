@@ -72,6 +72,13 @@ pub struct GateOptions {
 }
 
 impl GateOptions {
+    /// Whether `--arms` names `kind` (an unknown name is `check_on`'s to refuse).
+    pub fn runs_arm(&self, kind: crate::arms::ArmKind) -> bool {
+        self.arms
+            .split(',')
+            .any(|a| crate::arms::ArmKind::parse(a.trim()) == Some(kind))
+    }
+
     /// The number of members of a multi-process gate (None: one process).
     pub fn world(&self) -> Option<usize> {
         self.procs.or(self.world)

@@ -66,11 +66,7 @@ pub fn mma_mode(v: &Option<String>) -> Result<MmaMode> {
 /// tape file alone, so every process and engine of a run agrees. A bad `--arms` is named
 /// later by `check_on`.
 pub fn prime_rows(args: &GateOptions) -> Result<usize> {
-    let primes = args
-        .arms
-        .split(',')
-        .any(|a| ArmKind::parse(a.trim()) == Some(ArmKind::Prime));
-    if !primes {
+    if !args.runs_arm(ArmKind::Prime) {
         return Ok(0);
     }
     let chunks = list_flag("--chunk", &args.chunk)?;
@@ -82,11 +78,7 @@ pub fn prime_rows(args: &GateOptions) -> Result<usize> {
 /// `--mma auto` reads besides the width and the prime chunk. From the flags alone, as
 /// `prime_rows`.
 pub fn batch_rows(args: &GateOptions) -> usize {
-    let batched = args
-        .arms
-        .split(',')
-        .any(|a| ArmKind::parse(a.trim()) == Some(ArmKind::Batched));
-    if batched {
+    if args.runs_arm(ArmKind::Batched) {
         args.batch()
     } else {
         0

@@ -394,7 +394,7 @@ impl Backend for CudaBackend {
         let dx = self.device(dev)?;
         let mma = self
             .mma
-            .select_batch(model.cfg.n_embd, self.mma_rows, self.mma_batch);
+            .select(model.cfg.n_embd, self.mma_rows, self.mma_batch);
         let prepare_rows = spec
             .max_rows
             .max(self.rows_hint.load(std::sync::atomic::Ordering::Relaxed));

@@ -13,7 +13,7 @@ use cudarc::driver::{result, sys};
 use super::device::open_device;
 use super::modcache::ModuleCache;
 use super::nvrtc::Modules;
-use super::{mma_note_batch, op_err, tracing, DevCtx, MmaMode};
+use super::{mma_note, op_err, tracing, DevCtx, MmaMode};
 use crate::backend::{BResult, BackendError};
 
 pub struct CudaBackend {
@@ -156,7 +156,7 @@ impl CudaBackend {
     }
 
     /// The rows a step of the run's batched arm decodes (0: no batched arm), for `--mma
-    /// auto` (`MmaMode::select_batch`). Set as `with_mma_rows`.
+    /// auto` (`MmaMode::select`). Set as `with_mma_rows`.
     pub fn with_mma_batch(mut self, batch_rows: usize) -> CudaBackend {
         self.mma_batch = batch_rows;
         self
@@ -172,14 +172,14 @@ impl CudaBackend {
     /// turned on is named off).
     pub fn mma_note(&self, model: &crate::model::Model) -> String {
         let n_embd = model.cfg.n_embd;
-        let sel = self.mma.select_batch(n_embd, self.mma_rows, self.mma_batch);
+        let sel = self.mma.select(n_embd, self.mma_rows, self.mma_batch);
         let q4k_taken = model
             .layers
             .iter()
             .flat_map(|l| l.matrices())
             .chain([&model.output])
             .any(|w| w.ty == crate::quant::GgmlType::Q4K && sel.takes(w.ty, w.rows, w.cols));
-        mma_note_batch(self.mma, n_embd, self.mma_rows, self.mma_batch, q4k_taken)
+        mma_note(self.mma, n_embd, self.mma_rows, self.mma_batch, q4k_taken)
     }
 
     /// Whether engines replay graphs, and where they cannot although asked, why (receipts

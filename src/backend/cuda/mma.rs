@@ -56,13 +56,9 @@ impl MmaMode {
     /// run whose largest prime chunk is `prime_rows` (0: no prime arm). A function of the
     /// model and the run's flags alone, so every engine of a gate (reference, arms, stages,
     /// processes) takes the same kernels.
-    pub fn select(self, n_embd: usize, prime_rows: usize) -> MmaSel {
-        self.select_batch(n_embd, prime_rows, 0)
-    }
-
-    /// `select`, for a run whose batched arm decodes `batch_rows` rows a step (0: no batched
-    /// arm): from the run's flags too, so the same for every engine of the gate.
-    pub fn select_batch(self, n_embd: usize, prime_rows: usize, batch_rows: usize) -> MmaSel {
+    /// `batch_rows`: the rows a step of the run's batched arm decodes (0: no batched arm),
+    /// from the run's flags too.
+    pub fn select(self, n_embd: usize, prime_rows: usize, batch_rows: usize) -> MmaSel {
         match self {
             MmaMode::Off => MmaSel::default(),
             MmaMode::On => MmaSel {
@@ -108,19 +104,15 @@ impl MmaSel {
 /// chose and why. `q4k_taken`: whether any matrix of the model takes the Q4_K path under
 /// that choice (auto's width rule turns on Q4_K only: a model without a Q4_K matrix that
 /// takes it, a Q8_0 file, runs no tensor-core kernel, and the note says so).
-pub fn mma_note(mode: MmaMode, n_embd: usize, prime_rows: usize, q4k_taken: bool) -> String {
-    mma_note_batch(mode, n_embd, prime_rows, 0, q4k_taken)
-}
-
-/// `mma_note` of a run whose batched arm decodes `batch_rows` rows a step (`select_batch`).
-pub fn mma_note_batch(
+/// `batch_rows` as `MmaMode::select`'s.
+pub fn mma_note(
     mode: MmaMode,
     n_embd: usize,
     prime_rows: usize,
     batch_rows: usize,
     q4k_taken: bool,
 ) -> String {
-    let sel = mode.select_batch(n_embd, prime_rows, batch_rows);
+    let sel = mode.select(n_embd, prime_rows, batch_rows);
     match mode {
         MmaMode::On => "on".into(),
         MmaMode::Off => "off".into(),

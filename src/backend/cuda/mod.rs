@@ -42,8 +42,8 @@ pub use engine::{CudaCache, CudaEngine};
 pub(crate) use mem::{alloc_zeroed_on, upload_raw, upload_slice, zero_fill};
 pub use mem::{GpuBuf, PinnedF32};
 pub use mma::{
-    mma_format_types, mma_note, mma_note_batch, MmaMode, MmaSel, MMA_AUTO_MIN_BATCH,
-    MMA_AUTO_MIN_EMBD, MMA_AUTO_MIN_ROWS,
+    mma_format_types, mma_note, MmaMode, MmaSel, MMA_AUTO_MIN_BATCH, MMA_AUTO_MIN_EMBD,
+    MMA_AUTO_MIN_ROWS,
 };
 pub(crate) use nvrtc::{MVQ_BASE, MV_GENERIC, MV_MAX_TILE};
 pub use stream::{GpuEvent, GpuStream};

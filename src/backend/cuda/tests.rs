@@ -924,30 +924,24 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
 /// which rule chose, with the numbers. Negative control: the rule's edges both ways.
 #[test]
 fn mma_auto_takes_every_format_for_wide_batched_runs() {
-    use super::{mma_note_batch, MmaMode, MMA_AUTO_MIN_BATCH as B, MMA_AUTO_MIN_EMBD as W};
+    use super::{mma_note, MmaMode, MMA_AUTO_MIN_BATCH as B, MMA_AUTO_MIN_EMBD as W};
     use GgmlType::*;
     for ty in [Q8_0, Q6K, Q4_0] {
         assert!(
-            MmaMode::Auto.select_batch(W, 0, B).takes(ty, 32, W),
+            MmaMode::Auto.select(W, 0, B).takes(ty, 32, W),
             "{}",
             ty.name()
         );
-        assert!(!MmaMode::Auto.select_batch(W, 0, B - 1).takes(ty, 32, W));
-        assert!(!MmaMode::Auto
-            .select_batch(W - 256, 0, B)
-            .takes(ty, 32, W - 256));
-        assert!(!MmaMode::Auto.select_batch(576, 0, 64).takes(ty, 32, 576));
-        assert!(!MmaMode::Off.select_batch(W, 0, B).takes(ty, 32, W));
+        assert!(!MmaMode::Auto.select(W, 0, B - 1).takes(ty, 32, W));
+        assert!(!MmaMode::Auto.select(W - 256, 0, B).takes(ty, 32, W - 256));
+        assert!(!MmaMode::Auto.select(576, 0, 64).takes(ty, 32, 576));
+        assert!(!MmaMode::Off.select(W, 0, B).takes(ty, 32, W));
     }
-    assert_eq!(
-        MmaMode::Auto.select_batch(W, 0, 0),
-        MmaMode::Auto.select(W, 0)
-    );
-    let note = mma_note_batch(MmaMode::Auto, W, 0, B, true);
+    let note = mma_note(MmaMode::Auto, W, 0, B, true);
     assert!(note.contains(&format!("batched rows {B} >= {B}")), "{note}");
-    let note = mma_note_batch(MmaMode::Auto, W, 0, B - 1, true);
+    let note = mma_note(MmaMode::Auto, W, 0, B - 1, true);
     assert!(note.starts_with("auto: on, Q4_K"), "{note}");
-    let note = mma_note_batch(MmaMode::Auto, W, 512, B, true);
+    let note = mma_note(MmaMode::Auto, W, 512, B, true);
     assert!(note.contains("prime chunks of 512"), "{note}");
 }
 
@@ -959,30 +953,32 @@ fn mma_auto_takes_every_format_for_wide_batched_runs() {
 fn mma_auto_selects_by_width_and_prime_chunk() {
     use super::{mma_note, MmaMode, MmaSel, MMA_AUTO_MIN_EMBD as W, MMA_AUTO_MIN_ROWS as R};
     use GgmlType::*;
-    let auto = MmaMode::Auto.select(W, 0);
+    let auto = MmaMode::Auto.select(W, 0, 0);
     assert!(auto.takes(Q4K, 32, W));
-    assert!(!MmaMode::Auto.select(W - 1, R - 1).takes(Q4K, 32, W - 256));
-    assert!(MmaMode::Auto.select(576, R).takes(Q4K, 32, 1536));
+    assert!(!MmaMode::Auto
+        .select(W - 1, R - 1, 0)
+        .takes(Q4K, 32, W - 256));
+    assert!(MmaMode::Auto.select(576, R, 0).takes(Q4K, 32, 1536));
     for ty in [Q8_0, Q4_0, Q4_1, Q5_0] {
         assert!(!auto.takes(ty, 32, W), "auto took {}", ty.name());
-        assert!(!MmaMode::Auto.select(576, R - 1).takes(ty, 32, 576));
+        assert!(!MmaMode::Auto.select(576, R - 1, 0).takes(ty, 32, 576));
         assert!(
-            MmaMode::Auto.select(576, R).takes(ty, 32, 576),
+            MmaMode::Auto.select(576, R, 0).takes(ty, 32, 576),
             "{}",
             ty.name()
         );
         assert!(
-            MmaMode::On.select(576, 0).takes(ty, 32, 576),
+            MmaMode::On.select(576, 0, 0).takes(ty, 32, 576),
             "{}",
             ty.name()
         );
         assert!(
-            MmaMode::On.select(640, 0).takes(ty, 1024, 640),
+            MmaMode::On.select(640, 0, 0).takes(ty, 1024, 640),
             "{}",
             ty.name()
         );
         assert!(
-            !MmaMode::On.select(576, 0).takes(ty, 40, 576),
+            !MmaMode::On.select(576, 0, 0).takes(ty, 40, 576),
             "{}: 40 rows",
             ty.name()
         );
@@ -990,29 +986,29 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
     // Q6_K: whole super-blocks only, with the 32-element formats (on; auto's prime rule);
     // Gemma-3's 640 is 2.5 of them: FFMA.
     assert!(!auto.takes(Q6K, 32, W), "auto took q6_k");
-    assert!(MmaMode::On.select(W, 0).takes(Q6K, 32, W));
-    assert!(MmaMode::Auto.select(640, R).takes(Q6K, 4096, 2048));
-    assert!(MmaMode::On.select(W, 0).takes(Q6K, W, 14336));
-    assert!(!MmaMode::On.select(640, 0).takes(Q6K, 1024, 640));
-    assert!(!MmaMode::On.select(W, 0).takes(Q5K, 32, W));
-    assert!(!MmaMode::On.select(576, 0).takes(Q4K, 32, 576));
-    assert_eq!(MmaMode::Off.select(2 * W, 512), MmaSel::default());
-    assert_eq!(MmaMode::Auto.select(576, 0), MmaSel::default());
+    assert!(MmaMode::On.select(W, 0, 0).takes(Q6K, 32, W));
+    assert!(MmaMode::Auto.select(640, R, 0).takes(Q6K, 4096, 2048));
+    assert!(MmaMode::On.select(W, 0, 0).takes(Q6K, W, 14336));
+    assert!(!MmaMode::On.select(640, 0, 0).takes(Q6K, 1024, 640));
+    assert!(!MmaMode::On.select(W, 0, 0).takes(Q5K, 32, W));
+    assert!(!MmaMode::On.select(576, 0, 0).takes(Q4K, 32, 576));
+    assert_eq!(MmaMode::Off.select(2 * W, 512, 0), MmaSel::default());
+    assert_eq!(MmaMode::Auto.select(576, 0, 0), MmaSel::default());
     assert_eq!(
-        mma_note(MmaMode::Auto, 576, 512, false),
+        mma_note(MmaMode::Auto, 576, 512, 0, false),
         format!("auto: on, every format it takes (prime chunks of 512 rows >= {R})")
     );
     assert_eq!(
-        mma_note(MmaMode::Auto, W, 0, true),
+        mma_note(MmaMode::Auto, W, 0, 0, true),
         format!("auto: on, Q4_K (n_embd {W} >= {W})")
     );
     // A wide model without a Q4_K matrix (a Q8_0 file): auto runs no tensor-core kernel.
     assert_eq!(
-        mma_note(MmaMode::Auto, W, 0, false),
+        mma_note(MmaMode::Auto, W, 0, 0, false),
         format!("auto: off (n_embd {W} >= {W} turns on Q4_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R})")
     );
-    assert!(mma_note(MmaMode::Auto, 576, 16, false).starts_with("auto: off (n_embd 576 <"));
-    assert_eq!(mma_note(MmaMode::On, 576, 0, true), "on");
+    assert!(mma_note(MmaMode::Auto, 576, 16, 0, false).starts_with("auto: off (n_embd 576 <"));
+    assert_eq!(mma_note(MmaMode::On, 576, 0, 0, true), "on");
 }
 
 /// The GEMM's block width along n: the prototype's 4 warps unless the grid would leave SMs

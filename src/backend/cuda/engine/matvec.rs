@@ -16,6 +16,15 @@ use crate::backend::BResult;
 use crate::model::Activation;
 use crate::quant::{repack, GgmlType};
 
+/// PPN_CUDA_PROF's names of the FFMA matvec launches, by CudaEngine::prof_op.
+const MV_PROF: [&str; 5] = [
+    "mv norm+gate|up+act",
+    "mv +residual",
+    "mv norm+q|k|v",
+    "mv norm+head",
+    "mv store",
+];
+
 /// Warps per block of the fused matvec (`MV_WARPS` in kernels/matvec.cu).
 const MV_WARPS: usize = 8;
 
@@ -413,13 +422,7 @@ impl CudaEngine {
         let wpf_i = wpf as i32;
         let feat_i = to_i32(features, "matvec features")?;
         let pair_i = pair as i32;
-        let prof_kind = match (mode, mats.len(), norm.is_some()) {
-            (MODE_GATE_UP, _, _) => "mv norm+gate|up+act",
-            (MODE_ADD, _, _) => "mv +residual",
-            (_, 3, _) => "mv norm+q|k|v",
-            (_, _, true) => "mv norm+head",
-            _ => "mv store",
-        };
+        let prof_kind = MV_PROF[Self::prof_op(mode, mats.len(), norm.is_some())];
         if mats[0].0.packed {
             return self.mvq_launch(s, mats, &a, kind, norm, (rows, features), prof_kind, op);
         }

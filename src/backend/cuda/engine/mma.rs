@@ -10,7 +10,7 @@ use std::sync::Arc;
 use cudarc::driver::LaunchConfig;
 
 use super::weights::DevWeight;
-use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP};
+use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
     mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
 };
@@ -144,6 +144,17 @@ pub(in crate::backend::cuda) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: 
         .unwrap_or(1)
 }
 
+/// PPN_CUDA_PROF's names of the mma decode launches (fused, unfused), by
+/// CudaEngine::prof_op, so that a profile says which matrix of a layer is far from the
+/// bandwidth.
+const MMA_PROF: [(&str, &str); 5] = [
+    ("mma decode fused gate|up", "mma decode gate|up"),
+    ("mma decode fused +residual", "mma decode +residual"),
+    ("mma decode fused q|k|v", "mma decode q|k|v"),
+    ("mma decode fused head", "mma decode head"),
+    ("mma decode fused store", "mma decode store"),
+];
+
 /// Rows of a launch the decode kernel takes (one n-tile of 8 columns); more go to the GEMM.
 /// Timing only: both kernels compute THE ORDER (the GPU script's chunk gates check it).
 pub(in crate::backend::cuda) const MMA_DECODE_MAX: usize = 8;
@@ -219,15 +230,7 @@ impl CudaEngine {
             to_i32(rows, "rows")?,
         );
         let (k, warps) = mma_decode_kernel(ty, n_mt, n_sb, self.dx.sms);
-        // PPN_CUDA_PROF's kinds, per op as the FFMA matvec's (engine/matvec.rs), so that a
-        // profile says which matrix of a layer is far from the bandwidth.
-        let (fused_kind, dec_kind) = match (mode, mats.len(), norm.is_some()) {
-            (MODE_GATE_UP, _, _) => ("mma decode fused gate|up", "mma decode gate|up"),
-            (MODE_ADD, _, _) => ("mma decode fused +residual", "mma decode +residual"),
-            (_, 2.., _) => ("mma decode fused q|k|v", "mma decode q|k|v"),
-            (_, _, true) => ("mma decode fused head", "mma decode head"),
-            _ => ("mma decode fused store", "mma decode store"),
-        };
+        let (fused_kind, dec_kind) = MMA_PROF[Self::prof_op(mode, mats.len(), norm.is_some())];
         // The decode kernels' grid, fused or not: 2 m-tiles a block.
         let dec = |smem: u32| -> BResult<LaunchConfig> {
             Ok(LaunchConfig {

@@ -308,6 +308,21 @@ impl CudaEngine {
         Some(ev)
     }
 
+    /// Profiling only: the op of a matvec launch as PPN_CUDA_PROF files it, from what the
+    /// launch knows (its mode, matrices and norm), one rule for the FFMA and the tensor-core
+    /// families: an index into their label tables (matvec.rs MV_PROF, mma.rs MMA_PROF):
+    /// 0 gate|up, 1 +residual, 2 q|k|v (or a part of it of two matrices), 3 a normed lone
+    /// matrix (the head; also a Q4_K_M file's Q6_K v, launched apart), 4 any other store.
+    fn prof_op(mode: i32, n_mats: usize, norm: bool) -> usize {
+        match (mode, n_mats, norm) {
+            (MODE_GATE_UP, _, _) => 0,
+            (MODE_ADD, _, _) => 1,
+            (_, 2.., _) => 2,
+            (_, _, true) => 3,
+            _ => 4,
+        }
+    }
+
     /// Profiling only: the matching event after the launch, filed under `kind`.
     fn prof_end(&self, s: &GpuStream, kind: &'static str, e0: Option<CudaEvent>) {
         let (Some(p), Some(e0)) = (&self.prof, e0) else {

@@ -545,34 +545,32 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
                                            const uint4* XF, const float* XE, const float* XS,
                                            int nb, int lane, float (&v)[MT][4]) {
     const int g = lane >> 2, t = lane & 3;
-    {
-        float S[MT][4];
+    float S[MT][4];
 #pragma unroll
-        for (int mi = 0; mi < MT; ++mi)
+    for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
-            for (int c = 0; c < 4; ++c) S[mi][c] = 0.0f;
-        const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
+        for (int c = 0; c < 4; ++c) S[mi][c] = 0.0f;
+    const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
 #pragma unroll
-        for (int ks = 0; ks < 16; ++ks) {
-            // Columns past nb are zeros: they change nothing in the real columns.
-            const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
+    for (int ks = 0; ks < 16; ++ks) {
+        // Columns past nb are zeros: they change nothing in the real columns.
+        const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-            for (int mi = 0; mi < MT; ++mi) {
-                const MmaKc k = mma_kconsts(mma_byte_at(w.sc[mi].x, w.sc[mi].y, ks >> 1),
-                                            mma_byte_at(w.sc[mi].z, w.sc[mi].w, ks >> 1));
-                u32 w4[4];
-                mma_afrag(mma_comp4(w.nib[mi][ks >> 2], ks & 3), k, w4);
-                mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
-                mma16816(S[mi], w4, xb.z, xb.w);
-            }
+        for (int mi = 0; mi < MT; ++mi) {
+            const MmaKc k = mma_kconsts(mma_byte_at(w.sc[mi].x, w.sc[mi].y, ks >> 1),
+                                        mma_byte_at(w.sc[mi].z, w.sc[mi].w, ks >> 1));
+            u32 w4[4];
+            mma_afrag(mma_comp4(w.nib[mi][ks >> 2], ks & 3), k, w4);
+            mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
+            mma16816(S[mi], w4, xb.z, xb.w);
         }
-        float xa[8], xc[8], ea, ec;
-        mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
-        mma_load_xs(XS, XE, 2 * t + 1, nb, n_sb, sb, xc, ec);
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi)
-            mma_frag_values(S[mi], w.dd[mi], w.mn[mi], xa, xc, ea, ec, v[mi]);
     }
+    float xa[8], xc[8], ea, ec;
+    mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
+    mma_load_xs(XS, XE, 2 * t + 1, nb, n_sb, sb, xc, ec);
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+        mma_frag_values(S[mi], w.dd[mi], w.mn[mi], xa, xc, ea, ec, v[mi]);
 }
 
 // MT m-tiles x the decode's one n-tile (columns < nb; zeros past them), one warp.
