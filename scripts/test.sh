@@ -3,7 +3,9 @@
 # fetches the two real models when they are missing (scripts/fetch-models.sh is idempotent
 # and checks their sha256 either way), then runs every unit and integration test,
 # release-optimised (the tests run real 30-layer models and soak loops), compiles every
-# CUDA kernel module with NVRTC (scripts/nvrtc-check.py; no GPU needed), then the CPU gate
+# CUDA kernel module with NVRTC (scripts/nvrtc-check.py; no GPU needed), runs the tensor-core
+# kernels on the CPU in the kernel emulator (scripts/kernel-emu.sh: every kernel the host may
+# pick gives the one-row decode's bits, the planted row-order fault caught), then the CPU gate
 # battery (some of its models written by scripts/synth-models.sh) diffed against the
 # committed golden receipts. Everything else a test reads is in the repository (tests/data/).
 set -euo pipefail
@@ -16,5 +18,6 @@ BIN="$(cargo metadata --format-version 1 --no-deps --locked |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/release/ppn-gate"
 cargo test --release --locked
 python3 scripts/nvrtc-check.py
+scripts/kernel-emu.sh
 scripts/synth-models.sh "$BIN" target/synth
 "$BIN" battery gates/cpu.json --out receipts/runs/battery-cpu --golden receipts/golden

@@ -51,9 +51,13 @@ __device__ __forceinline__ void pdl_wait() {
 // at an even byte offset (all block sizes are even and allocations are 256-byte aligned).
 __device__ __forceinline__ float f16_at(const u8* b) {
     unsigned short h = *(const unsigned short*)b;
+#if defined(PPN_EMU)  // the kernel emulator (tests/kernel-emu): no PTX on the CPU
+    return emu_h2f(h);
+#else
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
+#endif
 }
 
 __device__ __forceinline__ float bf16_at(const u8* b) {

@@ -210,8 +210,12 @@ __device__ __forceinline__ float plant_pair(float v, int lane) {
 __device__ __forceinline__ void prefetch_l2(const u8* p, u64 n, int slot, int slots) {
     u64 a = (u64)p & ~(u64)127;
     u64 end = (u64)p + n;
+#if !defined(PPN_EMU)  // a hint only: the kernel emulator (tests/kernel-emu) skips it
     for (u64 at = a + (u64)slot * 128; at < end; at += (u64)slots * 128)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+#else
+    (void)a, (void)end;
+#endif
 }
 
 // K chunks c0, c0 + wpf, ... (all inside the row) of NP dots over a full tile of RT rows of
@@ -418,7 +422,11 @@ __device__ __forceinline__ void mv_prefetch(const MvArgs& a, int features, int f
 template <int RT, int FMT>
 __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, int stage_x,
                                         int pair) {
+#if defined(PPN_EMU)  // the kernel emulator's dynamic shared memory (tests/kernel-emu/emu.h)
+    float* xs = (float*)emu_dyn_smem;
+#else
     extern __shared__ float xs[];
+#endif
     __shared__ float inv[RT];
     __shared__ float pa[MV_WARPS][RT];
     __shared__ float pb[MV_WARPS][RT];

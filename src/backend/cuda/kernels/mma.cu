@@ -96,19 +96,29 @@
 
 // Weights are read once per launch: no L1 allocation (keeps x in L1). Read-only for the
 // engine's life (uploaded at build), so the non-coherent path is valid.
+// PPN_EMU: the kernel emulator (tests/kernel-emu/emu.h), which runs this file on the CPU;
+// each PTX helper has its emulated form there (plain loads, GCC's _Float16, a modelled mma).
 __device__ __forceinline__ uint4 mma_ld16(const u8* p) {
+#if defined(PPN_EMU)
+    return *(const uint4*)p;
+#else
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
     return v;
+#endif
 }
 __device__ __forceinline__ uint2 mma_ld8(const u8* p) {
+#if defined(PPN_EMU)
+    return *(const uint2*)p;
+#else
     uint2 v;
     asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
                  : "=r"(v.x), "=r"(v.y)
                  : "l"(p));
     return v;
+#endif
 }
 
 __device__ __forceinline__ u32 mma_comp4(const uint4& v, int i) {
@@ -120,33 +130,54 @@ __device__ __forceinline__ u32 mma_byte_at(u32 lo, u32 hi, int s) {  // byte s (
 
 // f32 -> f16 pair {f, f} (round to nearest; every value used here is exact in f16).
 __device__ __forceinline__ u32 mma_h2dup(float f) {
+#if defined(PPN_EMU)
+    const u32 h = emu_f2h(f);
+    return h | (h << 16);
+#else
     u32 r;
     asm("{.reg .b16 h; cvt.rn.f16.f32 h, %1; mov.b32 %0, {h, h};}" : "=r"(r) : "f"(f));
     return r;
+#endif
 }
 __device__ __forceinline__ float mma_h2f(u32 bits16) {
-    float f;
     unsigned short s = (unsigned short)(bits16 & 0xFFFFu);
+#if defined(PPN_EMU)
+    return emu_h2f(s);
+#else
+    float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
     return f;
+#endif
 }
 __device__ __forceinline__ unsigned short mma_f2h(float f) {
+#if defined(PPN_EMU)
+    return emu_f2h(f);
+#else
     unsigned short h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
+#endif
 }
 __device__ __forceinline__ u32 mma_hfma2(u32 a, u32 b, u32 c) {
+#if defined(PPN_EMU)
+    return emu_hfma2(a, b, c);
+#else
     u32 d;
     asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
+#endif
 }
 
 // D = A * B + D, f16 inputs, f32 accumulate; each D element is its own row-by-column dot.
 __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if defined(PPN_EMU)
+    emu_mma16816(d, a, b0, b1);
+#else
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Per (m-tile, sub-block) constants of lane row g (low-nibble path) and g+8 (high-nibble path).
@@ -676,7 +707,9 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         constexpr int BLK = MmaF<F>::BLK;
         if (!(F == MF_Q4K && !FUSE) && warp < n_sb && lane * 128 < BLK + 127) {
             const u8* p = base[mi] + (size_t)warp * BLK + min(lane * 128, BLK - 1);
+#if !defined(PPN_EMU)  // a hint only: the emulator skips it
             asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
         }
     }
     // Q4_K, unfused (mma_prep ran before): the first round's weights are loaded into
@@ -697,7 +730,11 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
     if constexpr (FUSE) {
         // After pdl_wait: a.x is the previous kernel's output. XF first (uint4 reads), then
         // XS (float4 reads: 16-byte aligned, as XF's size is), then XE.
+#if defined(PPN_EMU)  // the emulator's dynamic shared memory (tests/kernel-emu/emu.h)
+        uint4* mma_xsm = (uint4*)emu_dyn_smem;
+#else
         extern __shared__ __align__(16) uint4 mma_xsm[];
+#endif
         u32* xf = (u32*)mma_xsm;
         float* xs = (float*)(xf + (size_t)nb * n_sb * 256);
         float* xe = xs + (size_t)nb * n_sb * 8;

@@ -1,0 +1,317 @@
+// The CUDA execution model on the CPU, for the kernel emulator (scripts/kernel-emu.sh):
+// what the engine's kernel sources (src/backend/cuda/kernels/*.cu, compiled with -DPPN_EMU
+// and this header forced in first) need to run as plain C++ on a machine without a GPU.
+//
+// What it models: a block's threads are fibers that run the kernel function by turns, switched at
+// every barrier; __syncthreads is a barrier of the block's live threads; a warp's shuffles and mma.sync are
+// collectives of its 32 threads through a per-warp exchange area and a barrier; __shared__
+// storage is a function-local static (the emulator runs one block at a time, so a static is
+// the block's one copy); dynamic shared memory is one global array. f16 is GCC's _Float16
+// (IEEE binary16, round to nearest even).
+//
+// What it does NOT model, and so what it cannot prove: the tensor cores' own summation order
+// inside one mma (emu_mma16816 is a fixed, deterministic function of one output's row of A,
+// column of B and C input, the property THE ORDER of kernels/mma.cu rests on, not the
+// hardware's rounding), timing, memory ordering between blocks, caches, and the
+// non-coherent and prefetch paths (plain loads here). So two kernels that agree bit for bit
+// here feed every output the same mma inputs in the same sequence and the same f32
+// epilogue: their indexing, tiling and THE ORDER agree. Whether the hardware agrees is the
+// GPU's to show (scripts/gpu-validate.sh); the emulator finds the indexing bugs first.
+#pragma once
+
+#include <atomic>
+#include <csetjmp>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <ucontext.h>
+#include <vector>
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__ __restrict
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+struct dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned x, y;
+};
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) float2 {
+    float x, y;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
+
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+
+template <class To, class From>
+inline To emu_bits(From v) {
+    static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the size");
+    To r;
+    std::memcpy(&r, &v, sizeof r);
+    return r;
+}
+inline int __float_as_int(float f) { return emu_bits<int>(f); }
+inline unsigned __float_as_uint(float f) { return emu_bits<unsigned>(f); }
+inline float __int_as_float(int i) { return emu_bits<float>(i); }
+inline float __uint_as_float(unsigned i) { return emu_bits<float>(i); }
+// IEEE single operations, each rounded once (the harness is built with -ffp-contract=off).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+template <class T>
+inline T __ldg(const T* p) {
+    return *p;
+}
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const uint64_t v = (uint64_t)x | ((uint64_t)y << 32);
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 255u) << (8 * i);
+    return r;
+}
+
+// ---- f16 (the asm helpers' emulated forms: kernels/*.cu `#if defined(PPN_EMU)` branches)
+inline unsigned short emu_f2h(float f) {  // cvt.rn.f16.f32
+    _Float16 h = (_Float16)f;
+    unsigned short s;
+    std::memcpy(&s, &h, 2);
+    return s;
+}
+inline float emu_h2f(unsigned short s) {  // cvt.f32.f16 (exact)
+    _Float16 h;
+    std::memcpy(&h, &s, 2);
+    return (float)h;
+}
+// fma.rn.f16x2: each half a * b + c rounded once to f16 (the product of two f16s is exact
+// in double; the sum is exact for the integer-valued operands the kernels use it on).
+inline unsigned emu_hfma2(unsigned a, unsigned b, unsigned c) {
+    unsigned r = 0;
+    for (int i = 0; i < 2; ++i) {
+        const int sh = 16 * i;
+        const double v = (double)emu_h2f((unsigned short)(a >> sh)) * (double)emu_h2f((unsigned short)(b >> sh)) +
+                         (double)emu_h2f((unsigned short)(c >> sh));
+        r |= (unsigned)emu_f2h((float)v) << sh;  // (float) exact here: |v| integers < 2^24
+    }
+    return r;
+}
+
+// ---- threads, warps, blocks: a block's threads are fibers of one OS thread, each on its own
+// stack, switched cooperatively at every barrier (_setjmp / _longjmp after a first entry by
+// makecontext: no signal-mask system call per switch). A barrier's waiters poll: a fiber that
+// arrives early yields until the barrier's generation moves.
+struct EmuBar {
+    int expected = 0, count = 0, gen = 0;
+};
+struct EmuWarp {
+    EmuBar bar;
+    alignas(16) unsigned slot[32][12];
+};
+struct EmuFiber {
+    std::jmp_buf env;
+    ucontext_t start;
+    char* stack = nullptr;
+    bool done = false;
+};
+struct EmuBlock {
+    explicit EmuBlock(int threads) : n(threads), fibers(threads) {
+        bar.expected = threads;
+        for (int w = 0; w < (threads + 31) / 32; ++w) {
+            warps.emplace_back(std::make_unique<EmuWarp>());
+            warps.back()->bar.expected = threads - 32 * w < 32 ? threads - 32 * w : 32;
+        }
+    }
+    int n;
+    EmuBar bar;
+    std::vector<std::unique_ptr<EmuWarp>> warps;
+    std::vector<EmuFiber> fibers;
+    std::jmp_buf sched;
+    int cur = 0;
+};
+inline dim3 threadIdx, blockIdx, blockDim, gridDim;
+inline EmuBlock* emu_block = nullptr;
+
+inline int emu_lane() { return (int)(threadIdx.x & 31); }
+inline EmuWarp& emu_warp() { return *emu_block->warps[threadIdx.x >> 5]; }
+
+// Back to the scheduler; returns when the scheduler resumes this fiber.
+inline void emu_yield() {
+    EmuBlock* b = emu_block;
+    if (!_setjmp(b->fibers[b->cur].env)) _longjmp(b->sched, 1);
+}
+inline void emu_arrive_and_wait(EmuBar& bar) {
+    const int g = bar.gen;
+    if (++bar.count == bar.expected) {
+        bar.count = 0;
+        ++bar.gen;
+        return;
+    }
+    while (bar.gen == g) emu_yield();
+}
+inline void emu_arrive_and_drop(EmuBar& bar) {  // an exited thread leaves the barrier
+    if (--bar.expected > 0 && bar.count == bar.expected) {
+        bar.count = 0;
+        ++bar.gen;
+    }
+}
+
+inline void __syncthreads() { emu_arrive_and_wait(emu_block->bar); }
+
+template <class T>
+inline T emu_shfl(T v, int src_of_lane_fn_kind, int arg) {
+    static_assert(sizeof(T) == 4, "32-bit shuffles only");
+    EmuWarp& w = emu_warp();
+    const int l = emu_lane();
+    std::memcpy(&w.slot[l][0], &v, 4);
+    emu_arrive_and_wait(w.bar);
+    int src = l;
+    if (src_of_lane_fn_kind == 0) src = l ^ arg;                        // xor
+    else if (src_of_lane_fn_kind == 1) src = l + arg < 32 ? l + arg : l;  // down
+    else src = arg;                                                     // idx
+    T r;
+    std::memcpy(&r, &w.slot[src][0], 4);
+    emu_arrive_and_wait(w.bar);
+    return r;
+}
+template <class T>
+inline T __shfl_xor_sync(unsigned, T v, int m) {
+    return emu_shfl(v, 0, m);
+}
+template <class T>
+inline T __shfl_down_sync(unsigned, T v, int d) {
+    return emu_shfl(v, 1, d);
+}
+template <class T>
+inline T __shfl_sync(unsigned, T v, int s) {
+    return emu_shfl(v, 2, s & 31);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, D = A B + C, with PTX's fragment
+// layout (lane = 4 g + t): a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9],
+// a3 = A[g+8][2t+8, 2t+9] (low half the smaller k); b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g];
+// c0..c3 = C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]. Each output is a fixed function of
+// its own A row, B column and C: the 16 exact products summed in k order in double, then C,
+// rounded once to f32. Not the hardware's rounding (see the head), but, as the hardware's,
+// independent of every other row, column and lane.
+inline void emu_mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    EmuWarp& w = emu_warp();
+    const int l = emu_lane();
+    unsigned* s = w.slot[l];
+    for (int i = 0; i < 4; ++i) s[i] = a[i];
+    s[4] = b0;
+    s[5] = b1;
+    for (int i = 0; i < 4; ++i) std::memcpy(&s[6 + i], &d[i], 4);
+    emu_arrive_and_wait(w.bar);
+    auto A = [&](int r, int k) {  // A[r][k]
+        const int g = r & 7, hi = r >> 3, t = (k & 7) >> 1, reg = (k >= 8 ? 2 : 0) + hi;
+        return emu_h2f((unsigned short)(w.slot[4 * g + t][reg] >> (16 * (k & 1))));
+    };
+    auto B = [&](int k, int c) {  // B[k][c]
+        const int t = (k & 7) >> 1, reg = k >= 8 ? 5 : 4;
+        return emu_h2f((unsigned short)(w.slot[4 * c + t][reg] >> (16 * (k & 1))));
+    };
+    auto C = [&](int r, int c) {  // C[r][c]
+        const int g = r & 7, t = c >> 1, reg = 6 + 2 * (r >> 3) + (c & 1);
+        float f;
+        std::memcpy(&f, &w.slot[4 * g + t][reg], 4);
+        return f;
+    };
+    float out[4];
+    const int g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; ++i) {
+        const int r = g + (i >= 2 ? 8 : 0), c = 2 * t + (i & 1);
+        double acc = 0.0;
+        for (int k = 0; k < 16; ++k) acc += (double)A(r, k) * (double)B(k, c);
+        out[i] = (float)(acc + (double)C(r, c));
+    }
+    emu_arrive_and_wait(w.bar);
+    for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+// Dynamic shared memory (extern __shared__ in the kernels' PPN_EMU branches): one array, as
+// the emulator runs one block at a time; 228 KiB, an H200 SM's most.
+alignas(16) inline unsigned char emu_dyn_smem[233472];
+inline size_t emu_dyn_smem_bytes = 0;
+
+// One stack per thread of a block, kept from launch to launch.
+inline std::vector<std::unique_ptr<char[]>> emu_stacks;
+
+// The fiber's entry (makecontext): runs the kernel, leaves its barriers, returns to the
+// scheduler for good.
+inline std::function<void()>* emu_entry = nullptr;
+inline void emu_fiber_main() {
+    EmuBlock* b = emu_block;
+    const int i = b->cur;
+    (*emu_entry)();
+    emu_arrive_and_drop(b->warps[i >> 5]->bar);
+    emu_arrive_and_drop(b->bar);
+    b->fibers[i].done = true;
+    _longjmp(b->sched, 1);
+}
+
+// Runs kernel k over grid x block, one block at a time, each block's threads as fibers.
+template <class... P, class... A>
+void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    if (smem > sizeof(emu_dyn_smem)) {
+        std::fprintf(stderr, "emu: %zu bytes of dynamic shared memory\n", smem);
+        std::exit(2);
+    }
+    constexpr size_t STACK = 256 * 1024;
+    gridDim = grid;
+    blockDim = block;
+    emu_dyn_smem_bytes = smem;
+    const int n = (int)(block.x * block.y * block.z);
+    while ((int)emu_stacks.size() < n) emu_stacks.emplace_back(new char[STACK]);
+    std::function<void()> entry = [&] { k(args...); };
+    emu_entry = &entry;
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                std::memset(emu_dyn_smem, 0xA5, smem);  // garbage, as a GPU's
+                EmuBlock blk(n);
+                emu_block = &blk;
+                blockIdx = dim3{bx, by, bz};
+                std::vector<bool> started(n, false);
+                for (int left = n; left > 0;) {
+                    for (int i = 0; i < n; ++i) {
+                        EmuFiber& f = blk.fibers[i];
+                        if (f.done) continue;
+                        blk.cur = i;
+                        threadIdx = dim3{(unsigned)i, 0, 0};
+                        if (!_setjmp(blk.sched)) {
+                            if (!started[i]) {
+                                started[i] = true;
+                                f.stack = emu_stacks[i].get();
+                                getcontext(&f.start);
+                                f.start.uc_stack.ss_sp = f.stack;
+                                f.start.uc_stack.ss_size = STACK;
+                                f.start.uc_link = nullptr;
+                                makecontext(&f.start, emu_fiber_main, 0);
+                                setcontext(&f.start);
+                            }
+                            _longjmp(f.env, 1);
+                        }
+                        if (f.done) --left;
+                    }
+                }
+            }
+    emu_block = nullptr;
+}

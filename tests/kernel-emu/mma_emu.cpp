@@ -1,0 +1,312 @@
+// The tensor-core kernels of kernels/mma.cu run on the CPU (emu.h), checked against each
+// other: every kernel the engine may pick for a launch (mma_prep then the decode kernels of 8
+// and 16 warps, the fused decode kernels, the GEMM at every warps-along-n the host may pick)
+// must give each output the bits of the one-row decode of that output's column alone, for
+// every format, mode (store, += residual, act(gate) * up over interleaved m-tiles), norm or
+// none, q|k|v launches of three matrices, row counts from 1 to past two GEMM n-blocks, widths
+// with a partial last super-block (the 32-element formats) and ragged last tiles. Then two
+// checks that the comparison can fail and that the emulated mma means what the kernels
+// assume: the planted `--fault mma-row-order` (hi and lo swapped on launches of 2+ rows) must
+// change GEMM bits, and the Q4_K decode's outputs must equal a double-precision matvec of the
+// dequantized weights (read back from the documented repacked layout) to 1e-3 relative.
+//
+// Usage: mma_emu [--quick]   (exit 0: every check held; 1: a check failed, named on stderr)
+#define MMA_Q4K
+#include "../../src/backend/cuda/kernels/common.cu"
+#include "../../src/backend/cuda/kernels/ffn.cu"
+#include "../../src/backend/cuda/kernels/matvec.cu"
+#include "../../src/backend/cuda/kernels/mma.cu"
+
+#include <string>
+
+namespace {
+
+uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+uint64_t rnd() {  // splitmix64
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+float frand() { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+
+using KDec = void (*)(MvArgs, const uint4*, const float*, const float*, int, int, int);
+using KFus = void (*)(MvArgs, int, int, int, int);
+
+struct Fmt {
+    const char* name;
+    int f, blk, unit;
+    KDec k8, k16, gemm;
+    KFus f8, f16;
+};
+const Fmt FMTS[] = {
+    {"q4_k", MF_Q4K, MMA_BLK, 256, mma_decode_k8, mma_decode_k16, mma_gemm, mma_decode_f8, mma_decode_f16},
+    {"q8_0", MF_Q8_0, 4352, 32, mma_decode_k8_q8_0, mma_decode_k16_q8_0, mma_gemm_q8_0, mma_decode_f8_q8_0,
+     mma_decode_f16_q8_0},
+    {"q4_0", MF_Q4_0, 2304, 32, mma_decode_k8_q4_0, mma_decode_k16_q4_0, mma_gemm_q4_0, mma_decode_f8_q4_0,
+     mma_decode_f16_q4_0},
+    {"q4_1", MF_Q4_1, 2560, 32, mma_decode_k8_q4_1, mma_decode_k16_q4_1, mma_gemm_q4_1, mma_decode_f8_q4_1,
+     mma_decode_f16_q4_1},
+    {"q5_0", MF_Q5_0, 2816, 32, mma_decode_k8_q5_0, mma_decode_k16_q5_0, mma_gemm_q5_0, mma_decode_f8_q5_0,
+     mma_decode_f16_q5_0},
+    {"q6_k", MF_Q6_K, 3360, 256, mma_decode_k8_q6_k, mma_decode_k16_q6_k, mma_gemm_q6_k, mma_decode_f8_q6_k,
+     mma_decode_f16_q6_k},
+};
+
+// A finite f16 of magnitude 2^-12 .. 2^-5 (a weight scale), either sign.
+unsigned short rand_scale() {
+    const float m = std::ldexp(1.0f + 0.5f * (frand() + 1.0f), -12 + (int)(rnd() % 8));
+    return emu_f2h(rnd() & 1 ? -m : m);
+}
+void put16(std::vector<u8>& b, size_t at, unsigned short v) { std::memcpy(&b[at], &v, 2); }
+
+// One matrix in format fm's repacked layout (kernels/mma.cu head): random quants, scale
+// bytes in their ranges, every f16 field a finite scale.
+std::vector<u8> make_weights(const Fmt& fm, int n_out, int n_sb) {
+    const size_t nblk = (size_t)(n_out / 16) * n_sb;
+    std::vector<u8> w(nblk * fm.blk);
+    for (auto& b : w) b = (u8)rnd();
+    for (size_t i = 0; i < nblk; ++i) {
+        const size_t o = i * fm.blk;
+        if (fm.f == MF_Q4K) {
+            for (int j = 0; j < 256; ++j) w[o + MMA_SC_OFF + j] &= 63;  // 6-bit scales and mins
+            for (int j = 0; j < 32; ++j) put16(w, o + MMA_DD_OFF + 2 * j, rand_scale());
+        } else if (fm.f == MF_Q6_K) {
+            for (int j = 0; j < 16; ++j) put16(w, o + 3328 + 2 * j, rand_scale());
+        } else {
+            const int nd = fm.f == MF_Q4_1 ? 4 : 2, doff = fm.blk - 8 * 16 * nd;
+            for (int j = 0; j < 8 * 8 * nd; ++j) put16(w, o + doff + 2 * j, rand_scale());
+        }
+    }
+    return w;
+}
+
+struct Case {
+    const Fmt* fm;
+    int mode;          // 0 store, 1 += residual, 2 act(gate) * up
+    int act;           // mode 2: 0 silu, 1 gelu
+    bool norm;
+    int n_in;
+    std::vector<int> n_out;  // per matrix (mode 2: gate and up, equal)
+    int rows;
+};
+
+struct Launch {
+    const Case& c;
+    std::vector<std::vector<u8>> w;
+    std::vector<float> x, g, y0;  // inputs [rows][n_in], norm weights, initial y (mode 1)
+    int n_sb, n_mt;
+};
+
+// y = the launch over rows [r0, r0 + rows) of x, by `kind`: 0 decode k8, 1 decode k16,
+// 2 fused f8, 3 fused f16, 4 + wn GEMM with wn warps along n (1, 2, 4).
+std::vector<float> run(const Launch& L, int kind, int r0, int rows, int plant) {
+    const Case& c = L.c;
+    const int nm = (int)c.n_out.size();
+    std::vector<std::vector<float>> ys(nm);
+    MvArgs a{};
+    for (int m = 0; m < nm; ++m) {
+        ys[m].assign((size_t)rows * c.n_out[m], 0.0f);
+        if (c.mode == 1 && m == 0)
+            std::memcpy(ys[0].data(), L.y0.data() + (size_t)r0 * c.n_out[0], ys[0].size() * 4);
+        a.m[m].w = L.w[m].data();
+        a.m[m].row_bytes = 0;
+        a.m[m].y = ys[m].data();
+        a.m[m].n_out = c.n_out[m];
+        a.m[m].fmt = 0;
+    }
+    a.x = L.x.data() + (size_t)r0 * c.n_in;
+    a.norm = c.norm ? L.g.data() : nullptr;
+    a.n_mat = nm;
+    a.n_in = c.n_in;
+    a.rows = rows;
+    a.mode = c.mode;
+    a.act = c.act;
+    a.eps = 1e-5f;
+    a.plant = 0;
+    const int n_sb = L.n_sb, n_mt = L.n_mt;
+    if (kind == 2 || kind == 3) {
+        const int warps = kind == 2 ? 8 : 16;
+        const size_t smem = (size_t)rows * n_sb * 4 * (256 + 8 + 1);  // engine/mma.rs MMA_FUSE_UNIT
+        emu_launch(kind == 2 ? L.c.fm->f8 : L.c.fm->f16, dim3{(unsigned)((n_mt + 1) / 2), 1, 1},
+                   dim3{(unsigned)(32 * warps), 1, 1}, smem, a, n_mt, n_sb, rows, plant);
+    } else {
+        const bool gemm = kind >= 4;
+        const int cols = gemm ? (rows + 7) / 8 * 8 : rows;
+        std::vector<u32> XF((size_t)cols * n_sb * 256);
+        std::vector<float> XE((size_t)cols * n_sb), XS((size_t)cols * n_sb * 8);
+        emu_launch(mma_prep, dim3{(unsigned)cols, (unsigned)((n_sb + 7) / 8), 1}, dim3{256, 1, 1}, 0, a,
+                   XF.data(), XE.data(), XS.data(), plant);
+        const uint4* xf = (const uint4*)XF.data();
+        if (!gemm) {
+            emu_launch(kind == 0 ? c.fm->k8 : c.fm->k16, dim3{(unsigned)((n_mt + 1) / 2), 1, 1},
+                       dim3{(unsigned)(kind == 0 ? 256 : 512), 1, 1}, 0, a, xf, (const float*)XE.data(),
+                       (const float*)XS.data(), n_mt, n_sb, rows);
+        } else {
+            const int wn = kind - 4;
+            emu_launch(c.fm->gemm, dim3{(unsigned)((n_mt + 7) / 8), (unsigned)((rows + 16 * wn - 1) / (16 * wn)), 1},
+                       dim3{(unsigned)(128 * wn), 1, 1}, 0, a, xf, (const float*)XE.data(),
+                       (const float*)XS.data(), n_mt, n_sb, rows);
+        }
+    }
+    std::vector<float> out;
+    for (int m = 0; m < (c.mode == 2 ? 1 : nm); ++m) out.insert(out.end(), ys[m].begin(), ys[m].end());
+    return out;
+}
+
+Launch make_launch(const Case& c) {
+    Launch L{c, {}, {}, {}, {}, (c.n_in + 255) / 256, 0};
+    for (int n : c.n_out) L.w.push_back(make_weights(*c.fm, n, L.n_sb));
+    L.n_mt = 0;
+    for (int n : c.n_out) L.n_mt += n / 16;
+    L.x.resize((size_t)c.rows * c.n_in);
+    for (int r = 0; r < c.rows; ++r)
+        for (int i = 0; i < c.n_in; ++i) {
+            // Magnitudes that vary per super-block (each takes its own 2^E), some zeros, a
+            // row of zeros (E clamped) when there are several rows.
+            const int sb = i / 256;
+            float v = std::ldexp(frand(), ((r * 7 + sb * 3) % 9) - 4);
+            if (rnd() % 17 == 0) v = 0.0f;
+            if (c.rows > 2 && r == 1) v = 0.0f;
+            L.x[(size_t)r * c.n_in + i] = v;
+        }
+    L.g.resize(c.n_in);
+    for (auto& v : L.g) v = 1.0f + 0.5f * frand();
+    L.y0.resize((size_t)c.rows * c.n_out[0]);
+    for (auto& v : L.y0) v = frand();
+    return L;
+}
+
+int failures = 0;
+void fail(const std::string& what) {
+    std::fprintf(stderr, "mma_emu: FAIL %s\n", what.c_str());
+    ++failures;
+}
+
+std::string name(const Case& c) {
+    std::string s = std::string(c.fm->name) + " mode " + std::to_string(c.mode) + (c.norm ? " norm" : "") +
+                    " n_in " + std::to_string(c.n_in) + " n_out";
+    for (int n : c.n_out) s += " " + std::to_string(n);
+    return s + " rows " + std::to_string(c.rows);
+}
+
+// The output rows of run() for rows [r0, r0 + rows): per matrix [rows][n_out].
+float out_at(const Case& c, const std::vector<float>& y, int rows, int r, int j) {
+    size_t base = 0;
+    int m = 0;
+    while (c.mode != 2 && j >= c.n_out[m]) {
+        base += (size_t)rows * c.n_out[m];
+        j -= c.n_out[m];
+        ++m;
+    }
+    return y[base + (size_t)r * c.n_out[m] + j];
+}
+
+// Every kernel the host may pick for this launch against the one-row decode, bit for bit.
+void check_case(const Case& c, bool quick) {
+    const Launch L = make_launch(c);
+    const int outs = c.mode == 2 ? c.n_out[0] : [&] { int s = 0; for (int n : c.n_out) s += n; return s; }();
+    std::vector<std::vector<float>> ref(c.rows);
+    for (int r = 0; r < c.rows; ++r) ref[r] = run(L, 0, r, 1, 0);
+    auto compare = [&](const std::vector<float>& y, int kind, const char* what) {
+        for (int r = 0; r < c.rows; ++r)
+            for (int j = 0; j < outs; ++j) {
+                const float a = out_at(c, y, c.rows, r, j), b = out_at(c, ref[r], 1, 0, j);
+                if (__float_as_uint(a) != __float_as_uint(b)) {
+                    char buf[160];
+                    std::snprintf(buf, sizeof buf, ": %s (kind %d) row %d out %d: %.9g, one-row decode %.9g", what,
+                                  kind, r, j, a, b);
+                    fail(name(c) + buf);
+                    return;
+                }
+            }
+    };
+    if (c.rows <= 8) {
+        compare(run(L, 0, 0, c.rows, 0), 0, "decode k8");
+        compare(run(L, 1, 0, c.rows, 0), 1, "decode k16");
+        if (c.rows == 1) {
+            compare(run(L, 2, 0, 1, 0), 2, "fused f8");
+            compare(run(L, 3, 0, 1, 0), 3, "fused f16");
+        }
+    }
+    for (int wn : {1, 2, 4}) {
+        if (quick && wn == 2) continue;
+        compare(run(L, 4 + wn, 0, c.rows, 0), 4 + wn, "gemm");
+    }
+    std::printf("mma_emu: ok  %s\n", name(c).c_str());
+}
+
+// The planted row-order fault must change the GEMM's bits (the comparison can fail).
+void check_plant() {
+    Case c{&FMTS[0], 0, 0, true, 512, {32}, 12};
+    const Launch L = make_launch(c);
+    const std::vector<float> clean = run(L, 8, 0, c.rows, 0), planted = run(L, 8, 0, c.rows, 1);
+    size_t diff = 0;
+    for (size_t i = 0; i < clean.size(); ++i) diff += __float_as_uint(clean[i]) != __float_as_uint(planted[i]);
+    if (diff * 2 < clean.size())
+        fail("the planted mma-row-order fault changed " + std::to_string(diff) + " of " +
+             std::to_string(clean.size()) + " GEMM outputs (at least half expected)");
+    else
+        std::printf("mma_emu: ok  plant mma-row-order changes %zu of %zu GEMM outputs\n", diff, clean.size());
+}
+
+// The Q4_K decode against a double-precision matvec of the weights read back from the
+// repacked layout (kernels/mma.cu head): the emulated mma's fragments mean what the kernels
+// assume, and THE ORDER computes the matvec.
+void check_semantics() {
+    Case c{&FMTS[0], 0, 0, false, 768, {48}, 3};
+    const Launch L = make_launch(c);
+    const int n_sb = L.n_sb;
+    const std::vector<u8>& w = L.w[0];
+    double worst = 0.0;
+    for (int r = 0; r < c.rows; ++r) {
+        const std::vector<float> y = run(L, 1, r, 1, 0);
+        for (int o = 0; o < c.n_out[0]; ++o) {
+            const int mt = o / 16, row = o % 16, g = row % 8, h = row / 8;
+            double acc = 0.0, mag = 0.0;
+            for (int sb = 0; sb < n_sb; ++sb) {
+                const u8* b = &w[((size_t)mt * n_sb + sb) * MMA_BLK];
+                const double d = emu_h2f((unsigned short)(b[MMA_DD_OFF + g * 8 + h * 4] | (b[MMA_DD_OFF + g * 8 + h * 4 + 1] << 8)));
+                const double dm = emu_h2f((unsigned short)(b[MMA_DD_OFF + g * 8 + h * 4 + 2] | (b[MMA_DD_OFF + g * 8 + h * 4 + 3] << 8)));
+                for (int k = 0; k < 256; ++k) {
+                    const int ks = k / 16, half = (k % 16) / 8, t = (k % 8) / 2, pos = k % 2;
+                    const int lane = 4 * g + t, nib = h + 2 * half + 4 * pos;
+                    u32 word;
+                    std::memcpy(&word, b + 4 * ((ks / 4) * 128 + lane * 4 + ks % 4), 4);
+                    const int q = (word >> (4 * nib)) & 15, s = k / 32;
+                    const int sc = b[MMA_SC_OFF + g * 32 + h * 8 + s], mn = b[MMA_SC_OFF + g * 32 + 16 + h * 8 + s];
+                    const double wv = d * sc * q - dm * mn;
+                    const double xv = L.x[(size_t)r * c.n_in + sb * 256 + k];
+                    acc += wv * xv;
+                    mag += std::fabs(wv * xv);
+                }
+            }
+            const double err = std::fabs((double)y[o] - acc) / (mag > 0 ? mag : 1.0);
+            if (err > worst) worst = err;
+        }
+    }
+    if (worst > 1e-3) fail("Q4_K decode against the dequantized matvec: relative error " + std::to_string(worst));
+    else std::printf("mma_emu: ok  Q4_K decode = dequantized matvec (worst relative error %.2e)\n", worst);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
+    check_semantics();
+    check_plant();
+    for (const Fmt& fm : FMTS) {
+        const int wide = fm.unit == 32 ? 544 : 512;  // the 32-element formats: a partial super-block
+        check_case({&fm, 0, 0, true, wide, {32, 16, 16}, 1}, quick);       // q|k|v, eager
+        check_case({&fm, 1, 0, false, wide, {48}, 5}, quick);              // += residual, B = 5
+        check_case({&fm, 2, fm.f == MF_Q8_0, true, wide, {32, 32}, 8}, quick);  // gate|up, B = 8
+        check_case({&fm, 0, 0, true, wide, {80}, 21}, quick);              // GEMM, ragged tiles
+        if (!quick || fm.f == MF_Q4K) check_case({&fm, 2, 0, false, 256, {48, 48}, 37}, quick);
+    }
+    if (failures) {
+        std::fprintf(stderr, "mma_emu: %d check(s) failed\n", failures);
+        return 1;
+    }
+    std::printf("mma_emu: every check held\n");
+    return 0;
+}
