@@ -1,20 +1,32 @@
 #!/usr/bin/env bash
-# The kernel emulator: runs the engine's tensor-core kernels (src/backend/cuda/kernels/mma.cu,
-# with common.cu, ffn.cu, matvec.cu) on the CPU, without a GPU, and proves that every kernel
-# the host may pick for a launch (mma_prep then the 8- and 16-warp decode, the fused decode,
-# the GEMM at each warps-along-n) gives every output the bits of the one-row decode of its
-# column alone, for all six formats, the three modes, q|k|v launches, partial super-blocks
-# and ragged tiles; that the planted --fault mma-row-order changes the GEMM's bits (the check
-# can fail); and that the Q4_K decode equals a double-precision matvec of the weights read
-# back from the repacked layout (the emulated mma means what the kernels assume).
-# What it cannot prove (tests/kernel-emu/emu.h says why): the tensor cores' own rounding,
-# timing and memory ordering; the GPU scripts (scripts/gpu-validate.sh) show those.
+# The kernel emulator: runs the engine's CUDA kernels on the CPU, without a GPU
+# (tests/kernel-emu/emu.h: a block's threads as fibers, warp collectives and mma.sync with
+# PTX's fragment layout, f16 as _Float16), and proves two things.
+#  - mma_emu, for the tensor-core kernels (kernels/mma.cu). Every kernel the host may pick for
+#    a launch gives every output the bits of the one-row decode of its column alone. The
+#    picks are mma_prep then the 8- and 16-warp decode, the fused decode, and the GEMM at each
+#    warps-along-n. The cases span all six formats, the three modes, q|k|v launches,
+#    partial super-blocks and ragged tiles. The planted --fault mma-row-order changes the
+#    GEMM's bits, so the check can fail. The Q4_K decode equals a double-precision matvec of
+#    the weights read back from the repacked layout, so the emulated mma means what the
+#    kernels assume.
+#  - att_emu, for attention (kernels/attention.cu). Over the rows of one sequence, the store
+#    pass then the attend pass of `attention`, `attention_early` and `attention_rows`
+#    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head
+#    widths 48 to 256, GQA, windows, biases, head norms and both RoPE styles. The racy
+#    one-launch fused pass FAILs once the grid's blocks run backwards.
+# What it cannot prove (emu.h says why): the hardware's own rounding inside an mma, timing,
+# and memory ordering on a GPU. The GPU scripts (scripts/gpu-validate.sh) show those.
 # Usage: scripts/kernel-emu.sh [--quick]   (needs g++ 12+; exit 0 when every check held)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${KERNEL_EMU_BIN:-target/kernel-emu/mma_emu}"
-mkdir -p "$(dirname "$out")"
+dir="${KERNEL_EMU_DIR:-target/kernel-emu}"
+mkdir -p "$dir"
 # -ffp-contract=off: every f32 + and * rounds once, as the engine's NVRTC options (--fmad=false).
-${CXX:-g++} -std=c++20 -O2 -ffp-contract=off -DPPN_EMU -include tests/kernel-emu/emu.h \
-    -Wno-unknown-pragmas -o "$out" tests/kernel-emu/mma_emu.cpp
-"$out" "$@"
+build() {
+    ${CXX:-g++} -std=c++20 -O2 -ffp-contract=off -DPPN_EMU -include tests/kernel-emu/emu.h \
+        -Wno-unknown-pragmas -o "$dir/$1" "tests/kernel-emu/$1.cpp"
+}
+build mma_emu & build att_emu & wait
+"$dir/att_emu"
+"$dir/mma_emu" "$@"

@@ -5,9 +5,9 @@
 // What it models: a block's threads are fibers that run the kernel function by turns, switched at
 // every barrier; __syncthreads is a barrier of the block's live threads; a warp's shuffles and mma.sync are
 // collectives of its 32 threads through a per-warp exchange area and a barrier; __shared__
-// storage is a function-local static (the emulator runs one block at a time, so a static is
-// the block's one copy); dynamic shared memory is one global array. f16 is GCC's _Float16
-// (IEEE binary16, round to nearest even).
+// storage is a function-local static (the emulator runs one block at a time, in grid order
+// or, with emu_reverse_blocks, backwards, so a static is the block's one copy); dynamic shared
+// memory is one global array. f16 is GCC's _Float16 (IEEE binary16, round to nearest even).
 //
 // What it does NOT model, and so what it cannot prove: the tensor cores' own summation order
 // inside one mma (emu_mma16816 is a fixed, deterministic function of one output's row of A,
@@ -174,6 +174,7 @@ inline void emu_arrive_and_drop(EmuBar& bar) {  // an exited thread leaves the b
 }
 
 inline void __syncthreads() { emu_arrive_and_wait(emu_block->bar); }
+inline void __syncwarp(unsigned = 0xFFFFFFFFu) { emu_arrive_and_wait(emu_warp().bar); }
 
 template <class T>
 inline T emu_shfl(T v, int src_of_lane_fn_kind, int arg) {
@@ -267,6 +268,11 @@ inline void emu_fiber_main() {
     _longjmp(b->sched, 1);
 }
 
+// The order the emulator runs a grid's blocks in: CUDA promises none, so a kernel that
+// needs another block of its own launch to have run first is a race; emu_reverse_blocks runs
+// the grid backwards to show one (the harnesses' negative controls set it).
+inline bool emu_reverse_blocks = false;
+
 // Runs kernel k over grid x block, one block at a time, each block's threads as fibers.
 template <class... P, class... A>
 void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
@@ -282,36 +288,36 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
     while ((int)emu_stacks.size() < n) emu_stacks.emplace_back(new char[STACK]);
     std::function<void()> entry = [&] { k(args...); };
     emu_entry = &entry;
-    for (unsigned bz = 0; bz < grid.z; ++bz)
-        for (unsigned by = 0; by < grid.y; ++by)
-            for (unsigned bx = 0; bx < grid.x; ++bx) {
-                std::memset(emu_dyn_smem, 0xA5, smem);  // garbage, as a GPU's
-                EmuBlock blk(n);
-                emu_block = &blk;
-                blockIdx = dim3{bx, by, bz};
-                std::vector<bool> started(n, false);
-                for (int left = n; left > 0;) {
-                    for (int i = 0; i < n; ++i) {
-                        EmuFiber& f = blk.fibers[i];
-                        if (f.done) continue;
-                        blk.cur = i;
-                        threadIdx = dim3{(unsigned)i, 0, 0};
-                        if (!_setjmp(blk.sched)) {
-                            if (!started[i]) {
-                                started[i] = true;
-                                f.stack = emu_stacks[i].get();
-                                getcontext(&f.start);
-                                f.start.uc_stack.ss_sp = f.stack;
-                                f.start.uc_stack.ss_size = STACK;
-                                f.start.uc_link = nullptr;
-                                makecontext(&f.start, emu_fiber_main, 0);
-                                setcontext(&f.start);
-                            }
-                            _longjmp(f.env, 1);
-                        }
-                        if (f.done) --left;
+    const unsigned nblocks = grid.x * grid.y * grid.z;
+    for (unsigned ib = 0; ib < nblocks; ++ib) {
+        const unsigned b = emu_reverse_blocks ? nblocks - 1 - ib : ib;
+        std::memset(emu_dyn_smem, 0xA5, smem);  // garbage, as a GPU's
+        EmuBlock blk(n);
+        emu_block = &blk;
+        blockIdx = dim3{b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y)};
+        std::vector<bool> started(n, false);
+        for (int left = n; left > 0;) {
+            for (int i = 0; i < n; ++i) {
+                EmuFiber& f = blk.fibers[i];
+                if (f.done) continue;
+                blk.cur = i;
+                threadIdx = dim3{(unsigned)i, 0, 0};
+                if (!_setjmp(blk.sched)) {
+                    if (!started[i]) {
+                        started[i] = true;
+                        f.stack = emu_stacks[i].get();
+                        getcontext(&f.start);
+                        f.start.uc_stack.ss_sp = f.stack;
+                        f.start.uc_stack.ss_size = STACK;
+                        f.start.uc_link = nullptr;
+                        makecontext(&f.start, emu_fiber_main, 0);
+                        setcontext(&f.start);
                     }
+                    _longjmp(f.env, 1);
                 }
+                if (f.done) --left;
             }
+        }
+    }
     emu_block = nullptr;
 }

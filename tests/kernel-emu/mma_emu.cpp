@@ -19,16 +19,14 @@
 
 #include <string>
 
+#include "harness.h"
+
 namespace {
 
-uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-uint64_t rnd() {  // splitmix64
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-float frand() { return (float)((double)(rnd() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; }
+using emu_harness::frand;
+using emu_harness::rnd;
+using emu_harness::failures;
+
 
 using KDec = void (*)(MvArgs, const uint4*, const float*, const float*, int, int, int);
 using KFus = void (*)(MvArgs, int, int, int, int);
@@ -177,11 +175,7 @@ Launch make_launch(const Case& c) {
     return L;
 }
 
-int failures = 0;
-void fail(const std::string& what) {
-    std::fprintf(stderr, "mma_emu: FAIL %s\n", what.c_str());
-    ++failures;
-}
+void fail(const std::string& what) { emu_harness::fail("mma_emu", what); }
 
 std::string name(const Case& c) {
     std::string s = std::string(c.fm->name) + " mode " + std::to_string(c.mode) + (c.norm ? " norm" : "") +
