@@ -27,6 +27,12 @@ build() {
     ${CXX:-g++} -std=c++20 -O2 -ffp-contract=off -DPPN_EMU -include tests/kernel-emu/emu.h \
         -Wno-unknown-pragmas -o "$dir/$1" "tests/kernel-emu/$1.cpp"
 }
-build mma_emu & build att_emu & wait
+# Both at once; each build's status checked (a failed build must not leave an old binary
+# to run).
+rm -f "$dir/mma_emu" "$dir/att_emu"
+build mma_emu & m=$!
+build att_emu & a=$!
+wait "$m" || { echo "kernel-emu: building mma_emu failed" >&2; exit 1; }
+wait "$a" || { echo "kernel-emu: building att_emu failed" >&2; exit 1; }
 "$dir/att_emu"
 "$dir/mma_emu" "$@"
