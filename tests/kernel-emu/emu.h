@@ -19,7 +19,6 @@
 // GPU's to show (scripts/gpu-validate.sh); the emulator finds the indexing bugs first.
 #pragma once
 
-#include <atomic>
 #include <csetjmp>
 #include <cmath>
 #include <cstdint>
@@ -52,13 +51,8 @@ struct alignas(8) uint2 {
 struct alignas(16) float4 {
     float x, y, z, w;
 };
-struct alignas(8) float2 {
-    float x, y;
-};
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
-inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
-inline float2 make_float2(float x, float y) { return {x, y}; }
 
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
@@ -128,18 +122,16 @@ struct EmuWarp {
 struct EmuFiber {
     std::jmp_buf env;
     ucontext_t start;
-    char* stack = nullptr;
-    bool done = false;
+    bool started = false, done = false;
 };
 struct EmuBlock {
-    explicit EmuBlock(int threads) : n(threads), fibers(threads) {
+    explicit EmuBlock(int threads) : fibers(threads) {
         bar.expected = threads;
         for (int w = 0; w < (threads + 31) / 32; ++w) {
             warps.emplace_back(std::make_unique<EmuWarp>());
             warps.back()->bar.expected = threads - 32 * w < 32 ? threads - 32 * w : 32;
         }
     }
-    int n;
     EmuBar bar;
     std::vector<std::unique_ptr<EmuWarp>> warps;
     std::vector<EmuFiber> fibers;
@@ -176,17 +168,13 @@ inline void emu_arrive_and_drop(EmuBar& bar) {  // an exited thread leaves the b
 inline void __syncthreads() { emu_arrive_and_wait(emu_block->bar); }
 inline void __syncwarp(unsigned = 0xFFFFFFFFu) { emu_arrive_and_wait(emu_warp().bar); }
 
+// Every lane of the warp publishes v, then reads lane src's.
 template <class T>
-inline T emu_shfl(T v, int src_of_lane_fn_kind, int arg) {
+inline T emu_shfl(T v, int src) {
     static_assert(sizeof(T) == 4, "32-bit shuffles only");
     EmuWarp& w = emu_warp();
-    const int l = emu_lane();
-    std::memcpy(&w.slot[l][0], &v, 4);
+    std::memcpy(&w.slot[emu_lane()][0], &v, 4);
     emu_arrive_and_wait(w.bar);
-    int src = l;
-    if (src_of_lane_fn_kind == 0) src = l ^ arg;                        // xor
-    else if (src_of_lane_fn_kind == 1) src = l + arg < 32 ? l + arg : l;  // down
-    else src = arg;                                                     // idx
     T r;
     std::memcpy(&r, &w.slot[src][0], 4);
     emu_arrive_and_wait(w.bar);
@@ -194,15 +182,11 @@ inline T emu_shfl(T v, int src_of_lane_fn_kind, int arg) {
 }
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int m) {
-    return emu_shfl(v, 0, m);
+    return emu_shfl(v, emu_lane() ^ m);
 }
 template <class T>
-inline T __shfl_down_sync(unsigned, T v, int d) {
-    return emu_shfl(v, 1, d);
-}
-template <class T>
-inline T __shfl_sync(unsigned, T v, int s) {
-    return emu_shfl(v, 2, s & 31);
+inline T __shfl_down_sync(unsigned, T v, int d) {  // a lane past 31 keeps its own value
+    return emu_shfl(v, emu_lane() + d < 32 ? emu_lane() + d : emu_lane());
 }
 
 // mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, D = A B + C, with PTX's fragment
@@ -250,7 +234,6 @@ inline void emu_mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, uns
 // Dynamic shared memory (extern __shared__ in the kernels' PPN_EMU branches): one array, as
 // the emulator runs one block at a time; 228 KiB, an H200 SM's most.
 alignas(16) inline unsigned char emu_dyn_smem[233472];
-inline size_t emu_dyn_smem_bytes = 0;
 
 // One stack per thread of a block, kept from launch to launch.
 inline std::vector<std::unique_ptr<char[]>> emu_stacks;
@@ -283,7 +266,6 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
     constexpr size_t STACK = 256 * 1024;
     gridDim = grid;
     blockDim = block;
-    emu_dyn_smem_bytes = smem;
     const int n = (int)(block.x * block.y * block.z);
     while ((int)emu_stacks.size() < n) emu_stacks.emplace_back(new char[STACK]);
     std::function<void()> entry = [&] { k(args...); };
@@ -295,7 +277,6 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
         EmuBlock blk(n);
         emu_block = &blk;
         blockIdx = dim3{b % grid.x, (b / grid.x) % grid.y, b / (grid.x * grid.y)};
-        std::vector<bool> started(n, false);
         for (int left = n; left > 0;) {
             for (int i = 0; i < n; ++i) {
                 EmuFiber& f = blk.fibers[i];
@@ -303,11 +284,10 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
                 blk.cur = i;
                 threadIdx = dim3{(unsigned)i, 0, 0};
                 if (!_setjmp(blk.sched)) {
-                    if (!started[i]) {
-                        started[i] = true;
-                        f.stack = emu_stacks[i].get();
+                    if (!f.started) {
+                        f.started = true;
                         getcontext(&f.start);
-                        f.start.uc_stack.ss_sp = f.stack;
+                        f.start.uc_stack.ss_sp = emu_stacks[i].get();
                         f.start.uc_stack.ss_size = STACK;
                         f.start.uc_link = nullptr;
                         makecontext(&f.start, emu_fiber_main, 0);

@@ -379,11 +379,7 @@ __device__ __forceinline__ void att_fused(
 // holds one copy of these arrays.
 template <bool EARLY>
 __device__ __forceinline__ void att_entry(ATT_PARAMS) {
-#if defined(PPN_EMU)  // the kernel emulator's dynamic shared memory (tests/kernel-emu/emu.h)
-    float* sc = (float*)emu_dyn_smem;
-#else
-    extern __shared__ float sc[];
-#endif
+    DYN_SHARED(float, sc);
     __shared__ float qs[ATT_MAX_HD], ks[ATT_MAX_HD], vs[ATT_MAX_HD];
     // red: [0], [1] the q/k head norms' 1 / rms, [2] 1 / sum, [4 + w] warp w's score maximum.
     __shared__ float red[12];
@@ -473,11 +469,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
     const float* q, const float* bq, const float* qn, float eps, const float* table, int style,
     const float* K, const float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
     float scale, int window, const RowPos* rp, int rows, int R, int T, int smax) {
-#if defined(PPN_EMU)
-    float* atr = (float*)emu_dyn_smem;
-#else
-    extern __shared__ float atr[];
-#endif
+    DYN_SHARED(float, atr);
     __shared__ int s_from[ATR_MAX_R], s_slot[ATR_MAX_R], s_pos[ATR_MAX_R];
     __shared__ float s_inv[ATR_MAX_R];
     pdl_trigger();

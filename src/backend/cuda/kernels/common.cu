@@ -46,6 +46,15 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// A kernel's dynamic shared memory, `name` an array of T: the launch's extern array, or in
+// the kernel emulator (tests/kernel-emu/emu.h, PPN_EMU) its one buffer, which runs one block
+// at a time.
+#if defined(PPN_EMU)
+#define DYN_SHARED(T, name) T* name = (T*)emu_dyn_smem
+#else
+#define DYN_SHARED(T, name) extern __shared__ __align__(16) T name[]
+#endif
+
 // The f16 at b[0..2] (little endian), widened exactly (cvt.f32.f16: every f16, subnormals
 // included, is an f32; one instruction). One 16-bit load: every f16 of the GGUF layouts sits
 // at an even byte offset (all block sizes are even and allocations are 256-byte aligned).

@@ -422,11 +422,7 @@ __device__ __forceinline__ void mv_prefetch(const MvArgs& a, int features, int f
 template <int RT, int FMT>
 __device__ __forceinline__ void mv_body(const MvArgs& a, int wpf, int features, int stage_x,
                                         int pair) {
-#if defined(PPN_EMU)  // the kernel emulator's dynamic shared memory (tests/kernel-emu/emu.h)
-    float* xs = (float*)emu_dyn_smem;
-#else
-    extern __shared__ float xs[];
-#endif
+    DYN_SHARED(float, xs);
     __shared__ float inv[RT];
     __shared__ float pa[MV_WARPS][RT];
     __shared__ float pb[MV_WARPS][RT];

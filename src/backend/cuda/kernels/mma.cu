@@ -730,11 +730,7 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
     if constexpr (FUSE) {
         // After pdl_wait: a.x is the previous kernel's output. XF first (uint4 reads), then
         // XS (float4 reads: 16-byte aligned, as XF's size is), then XE.
-#if defined(PPN_EMU)  // the emulator's dynamic shared memory (tests/kernel-emu/emu.h)
-        uint4* mma_xsm = (uint4*)emu_dyn_smem;
-#else
-        extern __shared__ __align__(16) uint4 mma_xsm[];
-#endif
+        DYN_SHARED(uint4, mma_xsm);
         u32* xf = (u32*)mma_xsm;
         float* xs = (float*)(xf + (size_t)nb * n_sb * 256);
         float* xe = xs + (size_t)nb * n_sb * 8;
