@@ -13,8 +13,12 @@
 #     8B Q4_K_M file), the builds alternating (O, N, ..., O, N, ...) ROUNDS times (default 2)
 #     so that drift shows; $OUT/speed.txt;
 #  3. with PROF=1: PPN_CUDA_PROF's per-op microseconds of the first and last builds on the
-#     SPEED files (events around each launch, graphs off); $OUT/prof.txt.
-# Environment: SAME ("name:mma ..."), SPEED ("name ..."), ROUNDS, PROF. Names are
+#     SPEED files (events around each launch, graphs off); $OUT/prof.txt;
+#  4. with PREFILL ("name ..."): the prime arm's bits at chunks of 512 and 37 rows (several
+#     GEMM n-blocks and a ragged last tile) against the first build's, in same.txt, then
+#     `bench --arms prime --chunk 512 --prompt-len 512` (prefill512 tok/s, last position's
+#     logits), the builds alternating ROUNDS times, in $OUT/prefill.txt.
+# Environment: SAME ("name:mma ..."), SPEED ("name ..."), ROUNDS, PROF, PREFILL. Names are
 # l70 (synth llama70b 2 layers q4_k), l8q4k (llama8b 8 q4_k), l32 (llama8b 32 q4_k_m),
 # l4m (llama8b 4 q4_k_m), l2q8 (llama8b 2 q8_0), all synthesized here into /tmp/ab.
 set -u
@@ -33,7 +37,8 @@ B0=${bin[${names[0]}]}
 mkdir -p /tmp/ab "$OUT"
 declare -A spec=([l70]="llama70b 2 q4_k" [l8q4k]="llama8b 8 q4_k" [l32]="llama8b 32 q4_k_m"
   [l4m]="llama8b 4 q4_k_m" [l2q8]="llama8b 2 q8_0")
-need=$(for x in $SAME $SPEED; do echo "${x%%:*}"; done | sort -u)
+PREFILL=${PREFILL:-}
+need=$(for x in $SAME $SPEED $PREFILL; do echo "${x%%:*}"; done | sort -u)
 for m in $need; do
   [ -n "${spec[$m]:-}" ] || { echo "decode-ab: unknown file $m (known: ${!spec[*]})" >&2; exit 2; }
   set -- ${spec[$m]}
@@ -50,7 +55,25 @@ for x in $SAME; do
     echo "$m --mma $mm: exit ${names[0]} $a $n $c; $($B0 diff /tmp/ab/r0.json /tmp/ab/r1.json 2>&1 | head -1)" >> "$OUT/same.txt"
   done
 done
+for m in $PREFILL; do
+  for ch in 512 37; do
+    F="--backend cuda --model /tmp/ab/$m.gguf --stages 2 --arms prime --chunk $ch --prompt-len 520 -q"
+    $B0 $F --receipt /tmp/ab/p0.json > /tmp/ab/p0.txt 2>&1; a=$?
+    for n in "${names[@]:1}"; do
+      ${bin[$n]} $F --receipt /tmp/ab/p1.json > /tmp/ab/p1.txt 2>&1; c=$?
+      echo "$m prime --chunk $ch: exit ${names[0]} $a $n $c; $($B0 diff /tmp/ab/p0.json /tmp/ab/p1.json 2>&1 | head -1)" >> "$OUT/same.txt"
+    done
+  done
+done
 cat "$OUT/same.txt"
+for m in $PREFILL; do
+  for r in $(seq "$ROUNDS"); do
+    for n in "${names[@]}"; do
+      ${bin[$n]} bench --backend cuda --model /tmp/ab/$m.gguf --arms prime --chunk 512 --prompt-len 512 2>&1 \
+        | grep -E "prefill +\(" | sed "s/^/$m $n: /"
+    done
+  done
+done | tee "$OUT/prefill.txt"
 for m in $SPEED; do
   for r in $(seq "$ROUNDS"); do
     for n in "${names[@]}"; do
