@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Nsight Compute on the prefill GEMM (issue 30), in one call on the GPU machine:
+#
+#   OUT=DIR scripts/prefill-ncu.sh NAME=BIN [NAME=BIN ...]
+#
+# Synthesizes the 8B shape's 8-layer Q4_K slice with the first build, then for each build
+# profiles four launches of mma_gemm (one layer's q|k|v, o, gate|up and down) in a
+# `bench --arms prime --chunk 512 --prompt-len 512` run: Speed Of Light, memory, compute,
+# occupancy, warp state and launch sections, plus L2/DRAM bytes, instructions and HMMA counts
+# ($OUT/ncu-NAME.txt, and a summary on stdout). What it proves: what bounds the GEMM (DRAM,
+# L2, L1, the issue slots or latency), and how a candidate build moves it. ncu locks the clocks
+# at base (1.3-1.5 GHz): read its percentages and counts, not its durations
+# (receipts/prefill-cuda/gemm-steps/ncu-gemm.txt is one such summary).
+set -u
+OUT=${OUT:?OUT: where the results go}
+[ $# -ge 1 ] || { echo "usage: OUT=DIR $0 NAME=BIN [...]" >&2; exit 2; }
+for nb in "$@"; do
+  [ -x "${nb#*=}" ] || { echo "prefill-ncu: ${nb%%=*}: ${nb#*=} is not an executable" >&2; exit 2; }
+done
+mkdir -p /tmp/prefill-ncu "$OUT"
+B0=${1#*=}
+M=/tmp/prefill-ncu/l8q4k.gguf
+[ -f $M ] || $B0 synth --preset llama8b --layers 8 --quant q4_k -o $M > /dev/null || exit 1
+NCU=${NCU:-/usr/local/cuda/bin/ncu}
+S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section ComputeWorkloadAnalysis"
+X="--metrics lts__t_bytes.sum,dram__bytes_read.sum,l1tex__t_bytes.sum,smsp__inst_executed.sum,sm__inst_executed_pipe_tensor_op_hmma.sum"
+for nb in "$@"; do
+  n=${nb%%=*} b=${nb#*=}
+  timeout 200 $NCU $S $X -k regex:"mma_gemm" --launch-skip 8 --launch-count 4 \
+    $b bench --backend cuda --model $M --graphs off --arms prime --chunk 512 --prompt-len 512 \
+    > "$OUT"/ncu-$n.txt 2>&1; echo "$n exit $?"
+  grep -E "^  mma_gemm|Duration|L1/TEX Cache Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Executed Ipc Active|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Dynamic Shared|lts__t_bytes|dram__bytes_read|hmma|smsp__inst_executed.sum" \
+    "$OUT"/ncu-$n.txt | sed "s/^/$n /"
+done
