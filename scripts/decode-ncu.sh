@@ -28,12 +28,8 @@ grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occu
 
 # Stall reasons (issued-instruction latency by reason) of four launches each: the FFMA matvec
 # and the tensor-core decode, with DRAM bytes and duration beside them.
-M="--metrics gpu__time_duration.sum,dram__bytes_read.sum"
-for r in long_scoreboard barrier short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle \
-    not_selected selected dispatch_stall no_instruction tex_throttle membar drain imc_miss \
-    branch_resolving sleeping; do
-  M="$M,smsp__average_warp_latency_issue_stalled_$r"
-done
+. "$(dirname "$0")"/ncu-stalls.sh
+M=$(ncu_stall_metrics gpu__time_duration.sum,dram__bytes_read.sum)
 $NCU $M -k regex:"mvq_w2" --launch-skip 10 --launch-count 4 \
   $B --backend cuda --model /tmp/p/l4q4k.gguf --mma off --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q \
   > "$OUT"/ncu-stalls-ffma.txt 2>&1; echo "ffma stalls exit $?"

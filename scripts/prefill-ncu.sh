@@ -11,6 +11,11 @@
 # L2, L1, the issue slots or latency), and how a candidate build moves it. ncu locks the clocks
 # at base (1.3-1.5 GHz): read its percentages and counts, not its durations
 # (receipts/prefill-cuda/gemm-steps/ncu-gemm.txt is one such summary).
+# DETAIL=1: also, for the first build's gate|up launch (the third of the four), the
+# breakdowns behind the L1 and compute percentages (--print-details all, the memory tables:
+# requests, wavefronts and sectors by access kind) into $OUT/ncu-detail.txt, and the warp
+# stall reasons (issued-instruction latency by reason, as scripts/decode-ncu.sh) into
+# $OUT/ncu-stalls.txt.
 set -u
 OUT=${OUT:?OUT: where the results go}
 [ $# -ge 1 ] || { echo "usage: OUT=DIR $0 NAME=BIN [...]" >&2; exit 2; }
@@ -32,3 +37,15 @@ for nb in "$@"; do
   grep -E "^  mma_gemm|Duration|L1/TEX Cache Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Executed Ipc Active|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Dynamic Shared|lts__t_bytes|dram__bytes_read|hmma|smsp__inst_executed.sum" \
     "$OUT"/ncu-$n.txt | sed "s/^/$n /"
 done
+[ "${DETAIL:-0}" = 1 ] || exit 0
+timeout 200 $NCU --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis \
+  --print-details all -k regex:"mma_gemm" --launch-skip 10 --launch-count 1 \
+  $B0 bench --backend cuda --model $M --graphs off --arms prime --chunk 512 --prompt-len 512 \
+  > "$OUT"/ncu-detail.txt 2>&1; echo "detail exit $?"
+. "$(dirname "$0")"/ncu-stalls.sh
+T=$(ncu_stall_metrics gpu__time_duration.sum)
+timeout 200 $NCU $T -k regex:"mma_gemm" --launch-skip 10 --launch-count 1 \
+  $B0 bench --backend cuda --model $M --graphs off --arms prime --chunk 512 --prompt-len 512 \
+  > "$OUT"/ncu-stalls.txt 2>&1; echo "stalls exit $?"
+grep -E "stalled|duration" "$OUT"/ncu-stalls.txt
+grep -E "l1tex|lsu|Wavefronts|Shared|Global Load|Local|Bank" "$OUT"/ncu-detail.txt | head -60
