@@ -15,6 +15,12 @@
 #    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head
 #    widths 48 to 256, GQA, windows, biases, head norms and both RoPE styles. The racy
 #    one-launch fused pass FAILs once the grid's blocks run backwards.
+#  - mvq_emu, for the vectorized FFMA matvec (kernels/mvq.cu, the one-row decode of every
+#    model the tensor cores do not take). A row's outputs are the same bits at every row
+#    tile (1, 3, 8 rows), rows per warp (1, 2, 4), staged or laid out by stage_rows, and over
+#    a full grid or one block. The cases span all eight vectorized formats, widths on both
+#    sides of the one-trip prologue's 4096, gate|up and norms. The planted --fault
+#    row-count-order changes bits, so the check can fail.
 # What it cannot prove (emu.h says why): the hardware's own rounding inside an mma, timing,
 # and memory ordering on a GPU. The GPU scripts (scripts/gpu-validate.sh) show those.
 # Usage: scripts/kernel-emu.sh [--quick]   (needs g++ 12+; exit 0 when every check held)
@@ -29,10 +35,18 @@ build() {
 }
 # Both at once; each build's status checked (a failed build must not leave an old binary
 # to run).
-rm -f "$dir/mma_emu" "$dir/att_emu"
+rm -f "$dir/mma_emu" "$dir/att_emu" "$dir/mvq_emu"
 build mma_emu & m=$!
 build att_emu & a=$!
+build mvq_emu & q=$!
 wait "$m" || { echo "kernel-emu: building mma_emu failed" >&2; exit 1; }
 wait "$a" || { echo "kernel-emu: building att_emu failed" >&2; exit 1; }
+wait "$q" || { echo "kernel-emu: building mvq_emu failed" >&2; exit 1; }
 "$dir/att_emu"
-"$dir/mma_emu" "$@"
+# mvq_emu beside mma_emu (two cores); its lines after mma_emu's.
+"$dir/mvq_emu" > "$dir/mvq_emu.log" 2>&1 & v=$!
+r=0 rv=0
+"$dir/mma_emu" "$@" || r=$?
+wait "$v" || rv=$?
+cat "$dir/mvq_emu.log"
+[ "$r" -eq 0 ] && [ "$rv" -eq 0 ] || { echo "kernel-emu: a check failed (mma_emu exit $r, mvq_emu exit $rv)" >&2; exit 1; }

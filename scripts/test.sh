@@ -3,9 +3,10 @@
 # fetches the two real models when they are missing (scripts/fetch-models.sh is idempotent
 # and checks their sha256 either way), then runs every unit and integration test,
 # release-optimised (the tests run real 30-layer models and soak loops), compiles every
-# CUDA kernel module with NVRTC (scripts/nvrtc-check.py; no GPU needed), runs the tensor-core
-# and attention kernels on the CPU in the kernel emulator (scripts/kernel-emu.sh: every kernel
-# the host may pick gives the one-row path's bits, the planted faults caught), then the CPU gate
+# CUDA kernel module with NVRTC (scripts/nvrtc-check.py; no GPU needed), runs the tensor-core,
+# attention and vectorized matvec kernels on the CPU in the kernel emulator
+# (scripts/kernel-emu.sh: every kernel the host may pick gives the one-row path's bits, the
+# planted faults caught), then the CPU gate
 # battery (some of its models written by scripts/synth-models.sh) diffed against the
 # committed golden receipts. Everything else a test reads is in the repository (tests/data/).
 set -euo pipefail

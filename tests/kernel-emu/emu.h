@@ -108,6 +108,18 @@ inline unsigned emu_hfma2(unsigned a, unsigned b, unsigned c) {
     return r;
 }
 
+// sub.rn.f16x2: each half a - b rounded once to f16 (the difference of two f16s is exact in
+// float, so one rounding to f16 is the instruction's; mvq.cu's use is exact besides).
+inline unsigned emu_hsub2(unsigned a, unsigned b) {
+    unsigned r = 0;
+    for (int i = 0; i < 2; ++i) {
+        const int sh = 16 * i;
+        const float v = emu_h2f((unsigned short)(a >> sh)) - emu_h2f((unsigned short)(b >> sh));
+        r |= (unsigned)emu_f2h(v) << sh;
+    }
+    return r;
+}
+
 // ---- threads, warps, blocks: a block's threads are fibers of one OS thread, each on its own
 // stack, switched cooperatively at every barrier (_setjmp / _longjmp after a first entry by
 // makecontext: no signal-mask system call per switch). A barrier's waiters poll: a fiber that
@@ -183,6 +195,10 @@ inline T emu_shfl(T v, int src) {
 template <class T>
 inline T __shfl_xor_sync(unsigned, T v, int m) {
     return emu_shfl(v, emu_lane() ^ m);
+}
+template <class T>
+inline T __shfl_sync(unsigned, T v, int src) {  // lane src % 32's value, as the hardware's
+    return emu_shfl(v, src & 31);
 }
 template <class T>
 inline T __shfl_down_sync(unsigned, T v, int d) {  // a lane past 31 keeps its own value

@@ -40,10 +40,14 @@ __device__ __forceinline__ uint2 ldw8(const u8* p) { return __ldg((const uint2*)
 
 // The f16 in the low 16 bits of h, widened exactly.
 __device__ __forceinline__ float h2f(u32 h) {
-    float f;
     unsigned short s = (unsigned short)(h & 0xFFFFu);
+#if defined(PPN_EMU)  // the kernel emulator (tests/kernel-emu): no PTX on the CPU
+    return emu_h2f(s);
+#else
+    float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(s));
     return f;
+#endif
 }
 
 __device__ __forceinline__ u32 comp(const uint4& v, int g) {
@@ -67,13 +71,25 @@ __device__ __forceinline__ void unpack4(u32 w, float& q0, float& q1, float& q2, 
     u32 odd = __byte_perm(w, 0u, 0x4341);
     if (BIAS) {
         const u32 b = (u32)BIAS * 0x00010001u;  // BIAS * 2^-24 in both f16 halves
+#if defined(PPN_EMU)
+        even = emu_hsub2(even, b);
+        odd = emu_hsub2(odd, b);
+#else
         asm("sub.rn.f16x2 %0, %0, %1;" : "+r"(even) : "r"(b));
         asm("sub.rn.f16x2 %0, %0, %1;" : "+r"(odd) : "r"(b));
+#endif
     }
+#if defined(PPN_EMU)
+    q0 = emu_h2f((unsigned short)even);
+    q2 = emu_h2f((unsigned short)(even >> 16));
+    q1 = emu_h2f((unsigned short)odd);
+    q3 = emu_h2f((unsigned short)(odd >> 16));
+#else
     asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}"
         : "=f"(q0), "=f"(q2) : "r"(even));
     asm("{.reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h;}"
         : "=f"(q1), "=f"(q3) : "r"(odd));
+#endif
 }
 #define MVQ_UNSCALE 16777216.0f  // 2^24: what unpack4's values are scaled by
 
@@ -684,7 +700,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
 
 template <int FMT, int RT, int NW>
 __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stage_x) {
-    extern __shared__ float4 mvq_smem4[];
+    DYN_SHARED(float4, mvq_smem4);
     __shared__ float red[8 * RT];  // sumsq256's warp sums (8 per row: mvq_stage_fast)
     pdl_trigger();
     if (stage_x) mvq_run<FMT, RT, NW, true>(a, features, (float*)mvq_smem4, red);

@@ -1,0 +1,214 @@
+// The vectorized FFMA matvec of kernels/mvq.cu (every eager and pipelined decode of a model
+// the tensor cores do not take) runs on the CPU (emu.h), checked for what the file's head
+// promises: a row's dot is fixed by n_in alone, never by the row tile RT, the rows per warp
+// NW, the grid, or whether the tile is staged in shared memory or laid out by stage_rows. For
+// every vectorized format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), widths below and
+// past the 4096 of the one-trip prologue, a single matrix and gate|up, norm or none: each
+// (RT, NW, staging, grid) the host may launch must give every output of its rows the bits of
+// RT = 1, NW = 1, staged, one warp per group. The planted `--fault row-count-order` must
+// change bits (the comparison can fail).
+//
+// The weights are random bytes (each below 0x3C, so every f16 the formats read is finite):
+// the check is the kernel against itself, so the values need no meaning.
+//
+// Usage: mvq_emu   (exit 0: every check held; 1: a check failed, named on stderr)
+#define MVQ_FMT FMT_Q4K  // the module's kernels (mvq_w1/2/4); the harness calls mvq_body
+#define MV_RT 1
+#include "../../src/backend/cuda/kernels/common.cu"
+#include "../../src/backend/cuda/kernels/ffn.cu"
+#include "../../src/backend/cuda/kernels/matvec.cu"
+#include "../../src/backend/cuda/kernels/norm.cu"
+#include "../../src/backend/cuda/kernels/mvq.cu"
+
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "harness.h"
+
+namespace {
+
+using emu_harness::failures;
+using emu_harness::frand;
+using emu_harness::rnd;
+
+using K = void (*)(MvArgs, int, int);
+template <int F, int RT, int NW>
+void kq(MvArgs a, int features, int stage_x) {
+    mvq_body<F, RT, NW>(a, features, stage_x);
+}
+
+// The row tiles checked (rows of a tile the host may launch: 1..8) and, for each, the three
+// rows-per-warp kernels.
+constexpr int RTS[] = {1, 3, 8};
+template <int F, int RT>
+constexpr std::array<K, 3> per_rt() {
+    return {kq<F, RT, 1>, kq<F, RT, 2>, kq<F, RT, 4>};
+}
+template <int F>
+constexpr std::array<std::array<K, 3>, 3> kernels() {
+    return {per_rt<F, 1>(), per_rt<F, 3>(), per_rt<F, 8>()};
+}
+
+struct Fmt {
+    const char* name;
+    int block_len, q, s;  // elements a block; bytes of block plane and scale plane a block
+    bool offs;            // runs with an offset (repack::has_offsets): run sums in smem
+    std::array<std::array<K, 3>, 3> k;
+};
+// crate::quant::repack::planes and row_bytes.
+const Fmt FMTS[] = {
+    {"q4_0", 32, 16, 2, false, kernels<FMT_Q4_0>()},  {"q4_1", 32, 16, 4, true, kernels<FMT_Q4_1>()},
+    {"q5_0", 32, 16, 8, false, kernels<FMT_Q5_0>()},  {"q5_1", 32, 16, 8, true, kernels<FMT_Q5_1>()},
+    {"q8_0", 32, 32, 2, false, kernels<FMT_Q8_0>()},  {"q4_k", 256, 144, 4, true, kernels<FMT_Q4K>()},
+    {"q5_k", 256, 176, 4, true, kernels<FMT_Q5K>()},  {"q6_k", 256, 208, 2, false, kernels<FMT_Q6K>()},
+};
+
+size_t row_bytes(const Fmt& f, int n) {
+    const size_t blocks = (size_t)n / f.block_len;
+    return blocks * f.q + (blocks * f.s + 15) / 16 * 16;
+}
+
+struct Case {
+    const Fmt* fm;
+    int n, n_out, rows, mode;  // mode 0: y = W x; 2: y = act(G x) * (U x)
+    bool norm;
+};
+
+std::string name(const Case& c) {
+    return std::string(c.fm->name) + " n_in " + std::to_string(c.n) + " n_out " + std::to_string(c.n_out) +
+           " rows " + std::to_string(c.rows) + (c.mode == 2 ? " gate|up" : "") + (c.norm ? " norm" : "");
+}
+
+struct Inputs {
+    std::vector<std::vector<uint8_t>> w;  // one per matrix
+    std::vector<float> x, g, xn;          // rows x n; norm weights; stage_rows' layout of x
+};
+
+Inputs make_inputs(const Case& c) {
+    Inputs in;
+    const int nm = c.mode == 2 ? 2 : 1;
+    for (int m = 0; m < nm; ++m) {
+        std::vector<uint8_t> w(row_bytes(*c.fm, c.n) * c.n_out);
+        for (auto& b : w) b = (uint8_t)(rnd() % 0x3C);
+        in.w.push_back(std::move(w));
+    }
+    in.x.resize((size_t)c.rows * c.n);
+    for (auto& v : in.x) v = frand();
+    in.g.resize(c.n);
+    for (auto& v : in.g) v = 0.5f + frand();
+    in.xn.resize(in.x.size());
+    emu_launch(stage_rows, dim3{(unsigned)c.rows, 1, 1}, dim3{256, 1, 1}, 0, (const float*)in.x.data(),
+               (const float*)in.g.data(), in.xn.data(), c.rows, c.n, 1e-5f, (int)c.norm);
+    return in;
+}
+
+// Every row's outputs (gate|up: the act(gate) * up products) from launches of tile `rt`
+// (index ri into RTS), rows-per-warp kernel nwi, staged or laid out, with `blocks` blocks per
+// tile (0: one warp per group), over the first rows / rt * rt rows.
+std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool staged, int blocks, int plant) {
+    const int rt = RTS[ri], nw = 1 << nwi, tiles = c.rows / rt;
+    const int nm = c.mode == 2 ? 2 : 1;
+    std::vector<std::vector<float>> ys(nm, std::vector<float>((size_t)c.rows * c.n_out, 0.0f));
+    MvArgs a{};
+    for (int m = 0; m < nm; ++m) {
+        a.m[m].w = in.w[m].data();
+        a.m[m].row_bytes = row_bytes(*c.fm, c.n);
+        a.m[m].y = ys[m].data();
+        a.m[m].n_out = c.n_out;
+        a.m[m].fmt = 0;
+    }
+    a.n_mat = nm;
+    a.n_in = c.n;
+    a.rows = tiles * rt;
+    a.mode = c.mode;
+    a.act = 0;
+    a.eps = 1e-5f;
+    a.plant = plant;
+    // Staged: x and the norm weights (the kernel normalizes); laid out: stage_rows' rows.
+    a.x = staged ? in.x.data() : in.xn.data();
+    a.norm = staged && c.norm ? in.g.data() : nullptr;
+    const int features = c.n_out;
+    const int per_group = c.mode == 2 ? nw / 2 : nw;
+    if (per_group == 0) return {};
+    const int all = ((features + per_group - 1) / per_group + MV_WARPS - 1) / MV_WARPS;
+    const int nb = blocks ? blocks : all;
+    const size_t smem = 4 * ((staged ? (size_t)rt * c.n : 0) + (c.fm->offs ? (size_t)rt * c.n / 16 : 0) + rt);
+    emu_launch(c.fm->k[ri][nwi], dim3{(unsigned)nb, (unsigned)tiles, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a,
+               features, (int)staged);
+    std::vector<float> out = ys[0];
+    out.resize((size_t)tiles * rt * c.n_out);
+    return out;
+}
+
+// The first n_out * rows_ref outputs of got against ref, bit for bit.
+bool same(const std::vector<float>& ref, const std::vector<float>& got, std::string* where) {
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::memcmp(&ref[i], &got[i], 4) != 0) {
+            *where = "output " + std::to_string(i) + ": " + std::to_string(got[i]) + ", reference " +
+                     std::to_string(ref[i]);
+            return false;
+        }
+    return true;
+}
+
+}  // namespace
+
+int main() {
+    // Widths: 512 (the one-trip prologue, a partial round of 32 units) and 4608 (past 4096:
+    // the general prologue; 144 units, rounds of 32 with a ragged last one); K-quants need
+    // multiples of 256. n_out 14: groups of 1, 2, 4 rows (gate|up: 1, 2 features), the last
+    // group of 4 rows ragged.
+    // Per format: 512 wide, one matrix with a norm and gate|up without; 4608 wide, gate|up
+    // with a norm (the general prologue's normalization; the wide cases cost the most).
+    std::vector<Case> cases;
+    for (const Fmt& f : FMTS) {
+        cases.push_back({&f, 512, 14, 8, 0, true});
+        cases.push_back({&f, 512, 14, 8, 2, false});
+        cases.push_back({&f, 4608, 14, 8, 2, true});
+    }
+    int checked = 0;
+    for (const Case& c : cases) {
+        const Inputs in = make_inputs(c);
+        const std::vector<float> ref = run(c, in, 0, c.mode == 2 ? 1 : 0, true, 0, 0);
+        bool ok = true;
+        // Per (RT, NW): staged over a full grid, laid out over a full grid, staged in one block
+        // (every warp walking several groups).
+        const int variants[3][2] = {{1, 0}, {0, 0}, {1, 1}};
+        for (int ri = 0; ri < 3 && ok; ++ri)
+            for (int nwi = 0; nwi < 3 && ok; ++nwi)
+                for (const auto& v : variants) {
+                    const int staged = v[0], blocks = v[1];
+                    const std::vector<float> got = run(c, in, ri, nwi, staged, blocks, 0);
+                    if (got.empty()) continue;  // gate|up needs two rows a warp
+                    std::string where;
+                    ++checked;
+                    if (!same(ref, got, &where)) {
+                        emu_harness::fail("mvq_emu", name(c) + ": RT " + std::to_string(RTS[ri]) + " NW " +
+                                                         std::to_string(1 << nwi) +
+                                                         (staged ? " staged" : " laid out") +
+                                                         (blocks ? " one block" : "") + ", " + where);
+                        ok = false;
+                        break;
+                    }
+                }
+        if (ok) std::printf("mvq_emu: ok  %s\n", name(c).c_str());
+    }
+    // The negative control: --fault row-count-order's planted order must change bits.
+    {
+        const Case c{&FMTS[5], 512, 14, 8, 0, false};
+        const Inputs in = make_inputs(c);
+        const std::vector<float> ref = run(c, in, 0, 0, true, 0, 0), got = run(c, in, 2, 1, true, 0, 1);
+        int differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&ref[i], &got[i], 4) != 0;
+        if (differ == 0) emu_harness::fail("mvq_emu", "the planted row-count-order changed no output");
+        else std::printf("mvq_emu: ok  the planted row-count-order changes %d of %zu outputs\n", differ, got.size());
+    }
+    if (failures) {
+        std::fprintf(stderr, "mvq_emu: %d check(s) failed\n", failures);
+        return 1;
+    }
+    std::printf("mvq_emu: every check held (%d launches against their reference)\n", checked);
+    return 0;
+}
