@@ -29,8 +29,9 @@ cd "$(dirname "$0")/.."
 dir="${KERNEL_EMU_DIR:-target/kernel-emu}"
 mkdir -p "$dir"
 # -ffp-contract=off: every f32 + and * rounds once, as the engine's NVRTC options (--fmad=false).
+# -O1: as fast to run as -O2 here and a third quicker to build (CI time).
 build() {
-    ${CXX:-g++} -std=c++20 -O2 -ffp-contract=off -DPPN_EMU -include tests/kernel-emu/emu.h \
+    ${CXX:-g++} -std=c++20 -O1 -ffp-contract=off -DPPN_EMU -include tests/kernel-emu/emu.h \
         -Wno-unknown-pragmas -o "$dir/$1" "tests/kernel-emu/$1.cpp"
 }
 # Both at once; each build's status checked (a failed build must not leave an old binary
