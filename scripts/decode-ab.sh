@@ -45,42 +45,41 @@ for m in $need; do
   [ -f /tmp/ab/$m.gguf ] || $B0 synth --preset $1 --layers $2 --quant $3 -o /tmp/ab/$m.gguf > /dev/null &
 done
 wait
+# One line of same.txt: the first build's receipt of the gate `$2` against every other
+# build's, labelled `$1`.
+same_bits() {
+  local n a c
+  $B0 $2 --receipt /tmp/ab/r0.json > /tmp/ab/r0.txt 2>&1; a=$?
+  for n in "${names[@]:1}"; do
+    ${bin[$n]} $2 --receipt /tmp/ab/r1.json > /tmp/ab/r1.txt 2>&1; c=$?
+    echo "$1: exit ${names[0]} $a $n $c; $($B0 diff /tmp/ab/r0.json /tmp/ab/r1.json 2>&1 | head -1)" >> "$OUT/same.txt"
+  done
+}
+# `bench $2` on file $1, the builds alternating ROUNDS times; the lines matching $3.
+alternate() {
+  local r n
+  for r in $(seq "$ROUNDS"); do
+    for n in "${names[@]}"; do
+      ${bin[$n]} bench --backend cuda --model /tmp/ab/$1.gguf $2 2>&1 | grep -E "$3" | sed "s/^/$1 $n: /"
+    done
+  done
+}
 : > "$OUT/same.txt"
 for x in $SAME; do
   m=${x%%:*} mm=${x#*:}
-  F="--backend cuda --model /tmp/ab/$m.gguf --mma $mm --stages 2 --arms eager,pipelined,batched,prime,verify,serve --requests 12 --batch 8 --chunk 64 --prompt-len 70 --gen-len 8 -q"
-  $B0 $F --receipt /tmp/ab/r0.json > /tmp/ab/r0.txt 2>&1; a=$?
-  for n in "${names[@]:1}"; do
-    ${bin[$n]} $F --receipt /tmp/ab/r1.json > /tmp/ab/r1.txt 2>&1; c=$?
-    echo "$m --mma $mm: exit ${names[0]} $a $n $c; $($B0 diff /tmp/ab/r0.json /tmp/ab/r1.json 2>&1 | head -1)" >> "$OUT/same.txt"
-  done
+  same_bits "$m --mma $mm" "--backend cuda --model /tmp/ab/$m.gguf --mma $mm --stages 2 --arms eager,pipelined,batched,prime,verify,serve --requests 12 --batch 8 --chunk 64 --prompt-len 70 --gen-len 8 -q"
 done
 for m in $PREFILL; do
   for ch in 512 37; do
-    F="--backend cuda --model /tmp/ab/$m.gguf --stages 2 --arms prime --chunk $ch --prompt-len 520 -q"
-    $B0 $F --receipt /tmp/ab/p0.json > /tmp/ab/p0.txt 2>&1; a=$?
-    for n in "${names[@]:1}"; do
-      ${bin[$n]} $F --receipt /tmp/ab/p1.json > /tmp/ab/p1.txt 2>&1; c=$?
-      echo "$m prime --chunk $ch: exit ${names[0]} $a $n $c; $($B0 diff /tmp/ab/p0.json /tmp/ab/p1.json 2>&1 | head -1)" >> "$OUT/same.txt"
-    done
+    same_bits "$m prime --chunk $ch" "--backend cuda --model /tmp/ab/$m.gguf --stages 2 --arms prime --chunk $ch --prompt-len 520 -q"
   done
 done
 cat "$OUT/same.txt"
 for m in $PREFILL; do
-  for r in $(seq "$ROUNDS"); do
-    for n in "${names[@]}"; do
-      ${bin[$n]} bench --backend cuda --model /tmp/ab/$m.gguf --arms prime --chunk 512 --prompt-len 512 2>&1 \
-        | grep -E "prefill +\(" | sed "s/^/$m $n: /"
-    done
-  done
+  alternate $m "--arms prime --chunk 512 --prompt-len 512" "prefill +\("
 done | tee "$OUT/prefill.txt"
 for m in $SPEED; do
-  for r in $(seq "$ROUNDS"); do
-    for n in "${names[@]}"; do
-      ${bin[$n]} bench --backend cuda --model /tmp/ab/$m.gguf --arms batched --batch 8 --steps 128 2>&1 \
-        | grep -E "eager +\(|batched +\(|floor" | sed "s/^/$m $n: /"
-    done
-  done
+  alternate $m "--arms batched --batch 8 --steps 128" "eager +\(|batched +\(|floor"
 done | tee "$OUT/speed.txt" | grep -v floor
 if [ "${PROF:-0}" = 1 ]; then
   for n in "${names[0]}" "${names[-1]}"; do

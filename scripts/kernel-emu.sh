@@ -34,15 +34,12 @@ build() {
     ${CXX:-g++} -std=c++20 -O1 -ffp-contract=off -DPPN_EMU -include tests/kernel-emu/emu.h \
         -Wno-unknown-pragmas -o "$dir/$1" "tests/kernel-emu/$1.cpp"
 }
-# Both at once; each build's status checked (a failed build must not leave an old binary
+# All at once; each build's status checked (a failed build must not leave an old binary
 # to run).
-rm -f "$dir/mma_emu" "$dir/att_emu" "$dir/mvq_emu"
-build mma_emu & m=$!
-build att_emu & a=$!
-build mvq_emu & q=$!
-wait "$m" || { echo "kernel-emu: building mma_emu failed" >&2; exit 1; }
-wait "$a" || { echo "kernel-emu: building att_emu failed" >&2; exit 1; }
-wait "$q" || { echo "kernel-emu: building mvq_emu failed" >&2; exit 1; }
+H=(mma_emu att_emu mvq_emu)
+declare -A pid
+for h in "${H[@]}"; do rm -f "$dir/$h"; build "$h" & pid[$h]=$!; done
+for h in "${H[@]}"; do wait "${pid[$h]}" || { echo "kernel-emu: building $h failed" >&2; exit 1; }; done
 "$dir/att_emu"
 # mvq_emu beside mma_emu (two cores); its lines after mma_emu's.
 "$dir/mvq_emu" > "$dir/mvq_emu.log" 2>&1 & v=$!

@@ -29,10 +29,11 @@ M=/tmp/prefill-ncu/l8q4k.gguf
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
 S="--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section ComputeWorkloadAnalysis"
 X="--metrics lts__t_bytes.sum,dram__bytes_read.sum,l1tex__t_bytes.sum,smsp__inst_executed.sum,sm__inst_executed_pipe_tensor_op_hmma.sum"
+RUN="bench --backend cuda --model $M --graphs off --arms prime --chunk 512 --prompt-len 512"  # a 512-row chunk
 for nb in "$@"; do
   n=${nb%%=*} b=${nb#*=}
   timeout 200 $NCU $S $X -k regex:"mma_gemm" --launch-skip 8 --launch-count 4 \
-    $b bench --backend cuda --model $M --graphs off --arms prime --chunk 512 --prompt-len 512 \
+    $b $RUN \
     > "$OUT"/ncu-$n.txt 2>&1; echo "$n exit $?"
   grep -E "^  mma_gemm|Duration|L1/TEX Cache Throughput|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Executed Ipc Active|Warp Cycles Per Issued|Registers Per|Achieved Occupancy|Dynamic Shared|lts__t_bytes|dram__bytes_read|hmma|smsp__inst_executed.sum" \
     "$OUT"/ncu-$n.txt | sed "s/^/$n /"
@@ -40,12 +41,12 @@ done
 [ "${DETAIL:-0}" = 1 ] || exit 0
 timeout 200 $NCU --section SpeedOfLight --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis \
   --print-details all -k regex:"mma_gemm" --launch-skip 10 --launch-count 1 \
-  $B0 bench --backend cuda --model $M --graphs off --arms prime --chunk 512 --prompt-len 512 \
+  $B0 $RUN \
   > "$OUT"/ncu-detail.txt 2>&1; echo "detail exit $?"
 . "$(dirname "$0")"/ncu-stalls.sh
 T=$(ncu_stall_metrics gpu__time_duration.sum)
 timeout 200 $NCU $T -k regex:"mma_gemm" --launch-skip 10 --launch-count 1 \
-  $B0 bench --backend cuda --model $M --graphs off --arms prime --chunk 512 --prompt-len 512 \
+  $B0 $RUN \
   > "$OUT"/ncu-stalls.txt 2>&1; echo "stalls exit $?"
 grep -E "stalled|duration" "$OUT"/ncu-stalls.txt
 grep -E "l1tex|lsu|Wavefronts|Shared|Global Load|Local|Bank" "$OUT"/ncu-detail.txt | head -60

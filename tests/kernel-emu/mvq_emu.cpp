@@ -117,7 +117,6 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
         a.m[m].row_bytes = row_bytes(*c.fm, c.n);
         a.m[m].y = ys[m].data();
         a.m[m].n_out = c.n_out;
-        a.m[m].fmt = 0;
     }
     a.n_mat = nm;
     a.n_in = c.n;
@@ -132,6 +131,7 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     const int features = c.n_out;
     const int per_group = c.mode == 2 ? nw / 2 : nw;
     if (per_group == 0) return {};
+    // engine/matvec.rs mvq_launch's grid (uncapped) and mvq_smem.
     const int all = ((features + per_group - 1) / per_group + MV_WARPS - 1) / MV_WARPS;
     const int nb = blocks ? blocks : all;
     const size_t smem = 4 * ((staged ? (size_t)rt * c.n : 0) + (c.fm->offs ? (size_t)rt * c.n / 16 : 0) + rt);
@@ -142,7 +142,7 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     return out;
 }
 
-// The first n_out * rows_ref outputs of got against ref, bit for bit.
+// got against the first got.size() outputs of ref, bit for bit.
 bool same(const std::vector<float>& ref, const std::vector<float>& got, std::string* where) {
     for (size_t i = 0; i < got.size(); ++i)
         if (std::memcmp(&ref[i], &got[i], 4) != 0) {
@@ -156,12 +156,11 @@ bool same(const std::vector<float>& ref, const std::vector<float>& got, std::str
 }  // namespace
 
 int main() {
-    // Widths: 512 (the one-trip prologue, a partial round of 32 units) and 4608 (past 4096:
-    // the general prologue; 144 units, rounds of 32 with a ragged last one); K-quants need
-    // multiples of 256. n_out 14: groups of 1, 2, 4 rows (gate|up: 1, 2 features), the last
-    // group of 4 rows ragged.
-    // Per format: 512 wide, one matrix with a norm and gate|up without; 4608 wide, gate|up
-    // with a norm (the general prologue's normalization; the wide cases cost the most).
+    // Per format: 512 wide (the one-trip prologue, a partial round of 32 units), one matrix
+    // with a norm and gate|up without; 4608 wide (past 4096: the general prologue, 144 units
+    // in rounds of 32 with a ragged last one), gate|up with a norm; the wide cases cost the
+    // most. K-quants need multiples of 256. n_out 14: groups of 1, 2, 4 rows (gate|up: 1, 2
+    // features), the last group of 4 rows ragged.
     std::vector<Case> cases;
     for (const Fmt& f : FMTS) {
         cases.push_back({&f, 512, 14, 8, 0, true});
