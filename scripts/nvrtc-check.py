@@ -23,8 +23,7 @@ import ctypes, glob, os, subprocess, sys, site
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 K = os.path.join(ROOT, "src/backend/cuda/kernels")
-SOURCES = ["common.cu", "ffn.cu", "matvec.cu", "mvq.cu", "mma.cu", "norm.cu", "attention.cu", "sched.cu", "walk.cu"]
-WALK_SOURCES = ["common.cu", "ffn.cu", "matvec.cu", "mvq.cu", "attention.cu", "walk.cu"]
+SOURCES = ["common.cu", "ffn.cu", "matvec.cu", "mvq.cu", "mma.cu", "norm.cu", "attention.cu", "sched.cu"]
 MV_SOURCES = ["common.cu", "ffn.cu", "matvec.cu"]
 FORMATS = 13          # GgmlType::ALL
 VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0..Q8_0, Q4K..Q6K)
@@ -150,14 +149,6 @@ def main():
                             f"#define MMA_Q4K\n#define MMA_SET {fset}\n#define MMA_SLOT {slot}\n" + mma_src))
     if all_:
         modules.append(("mma q4k", "#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])))
-    # The layer walk (src/backend/cuda/nvrtc.rs walk_module_head), one module per (vectorized
-    # format, head width class): every head width class for the 32-element and K formats.
-    walk_src = "".join(src(n) for n in WALK_SOURCES)
-    for fmt in VECTORIZED:
-        for hd in ATT_WIDTHS if all_ else (64, 0):
-            modules.append((f"walk {fmt} hd {hd}",
-                            f"#define PPN_WALK\n#define MVQ_FMT {fmt}\n#define MV_RT 1\n#define MVQ_NW 0\n"
-                            f"#define MVQ_W_GENERIC\n#define ATT_KERNEL -1\n#define ATT_HD {hd}\n" + walk_src))
     only = os.environ.get("ONLY")
     modules = [(w, t) for w, t in modules if not only or only in w]
     # NVRTC releases the GIL inside ctypes calls: one module per core at a time.

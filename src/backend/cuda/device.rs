@@ -18,7 +18,7 @@ use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
 use super::mma::MMA_KERNELS;
 use super::nvrtc::{
     build_image, load_image, whole_source, Image, Modules, Target, ATT_SLOTS, KERNELS, MAIN_HEAD,
-    MV_KINDS, MV_MAX_TILE, WALK_SLOTS,
+    MV_KINDS, MV_MAX_TILE,
 };
 use super::{drv, mem, op_err, GpuStream};
 use crate::backend::BResult;
@@ -66,9 +66,6 @@ pub struct DevCtx {
     /// The attention kernels by slot (`nvrtc::att_slot`, a module each), compiled by
     /// `prepare_modules` on first need.
     pub(super) att: Vec<OnceLock<CudaFunction>>,
-    /// The layer-walk kernels by slot (`nvrtc::walk_slot`, a module each), compiled by
-    /// `prepare_modules` for an engine that walks.
-    pub(super) walk: Vec<OnceLock<CudaFunction>>,
 }
 
 /// The main module, loaded, with its kernels by name.
@@ -139,60 +136,13 @@ impl DevCtx {
         params: &mut [*mut std::ffi::c_void],
         pdl: bool,
     ) -> Result<(), String> {
-        // SAFETY: the caller's contract is this function's (see # Safety of `launch`).
-        unsafe { self.launch_ex(s, f, cfg, params, pdl, 0) }
-    }
-
-    /// `launch` (programmatic dependent launch as the device's setting says) of a kernel in
-    /// thread-block clusters of `cluster` blocks along x (the layer walk, kernels/walk.cu:
-    /// its blocks synchronize by cluster barriers, so all of a cluster's blocks are resident
-    /// together, which a cluster launch guarantees).
-    ///
-    /// # Safety
-    /// As `launch`; `cfg.grid_dim.0` is a multiple of `cluster`, and `f` accepts clusters of
-    /// that size (opted in to non-portable sizes above 8).
-    pub(crate) unsafe fn launch_cluster(
-        &self,
-        s: &GpuStream,
-        f: &CudaFunction,
-        cfg: &cudarc::driver::LaunchConfig,
-        params: &mut [*mut std::ffi::c_void],
-        cluster: u32,
-    ) -> Result<(), String> {
-        // SAFETY: the caller's contract is this function's (see # Safety).
-        unsafe { self.launch_ex(s, f, cfg, params, self.pdl, cluster) }
-    }
-
-    /// The launch attributes of a kernel launch: programmatic stream serialization when
-    /// `pdl`, a cluster dimension when `cluster > 0`; (attributes, how many are set).
-    fn launch_attrs(pdl: bool, cluster: u32) -> ([sys::CUlaunchAttribute; 2], u32) {
+        self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
         // SAFETY: CUlaunchAttribute is a plain C struct (an id and a union of integers and
         // arrays); all-zero bytes are a valid value of it.
-        let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
-        let mut n = 0usize;
-        if pdl {
-            attrs[n].id =
-                sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-            attrs[n].value.programmaticStreamSerializationAllowed = 1;
-            n += 1;
-        }
-        if cluster > 0 {
-            attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attrs[n].value.clusterDim.x = cluster;
-            attrs[n].value.clusterDim.y = 1;
-            attrs[n].value.clusterDim.z = 1;
-            n += 1;
-        }
-        (attrs, n as u32)
-    }
-
-    fn launch_config(
-        s: Option<&GpuStream>,
-        cfg: &cudarc::driver::LaunchConfig,
-        attrs: &mut [sys::CUlaunchAttribute; 2],
-        n: u32,
-    ) -> sys::CUlaunchConfig {
-        sys::CUlaunchConfig {
+        let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let lc = sys::CUlaunchConfig {
             gridDimX: cfg.grid_dim.0,
             gridDimY: cfg.grid_dim.1,
             gridDimZ: cfg.grid_dim.2,
@@ -200,27 +150,11 @@ impl DevCtx {
             blockDimY: cfg.block_dim.1,
             blockDimZ: cfg.block_dim.2,
             sharedMemBytes: cfg.shared_mem_bytes,
-            hStream: s.map_or(std::ptr::null_mut(), |s| s.s.cu_stream()),
-            attrs: attrs.as_mut_ptr(),
-            numAttrs: n,
-        }
-    }
-
-    /// # Safety
-    /// As `launch_cluster` (with `cluster` 0: as `launch`).
-    unsafe fn launch_ex(
-        &self,
-        s: &GpuStream,
-        f: &CudaFunction,
-        cfg: &cudarc::driver::LaunchConfig,
-        params: &mut [*mut std::ffi::c_void],
-        pdl: bool,
-        cluster: u32,
-    ) -> Result<(), String> {
-        self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
-        let (mut attrs, n) = Self::launch_attrs(pdl, cluster);
-        let lc = Self::launch_config(Some(s), cfg, &mut attrs, n);
-        // SAFETY: `lc` and `attrs` outlive the call (the driver copies them), `f` belongs to
+            hStream: s.s.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: u32::from(pdl),
+        };
+        // SAFETY: `lc` and `attr` outlive the call (the driver copies them), `f` belongs to
         // this context's module, the stream to this context; the parameter contract is the
         // caller's (see # Safety).
         unsafe {
@@ -235,26 +169,6 @@ impl DevCtx {
         .map_err(|e| e.to_string())?;
         self.count_launch();
         Ok(())
-    }
-
-    /// How many clusters of `cluster` blocks of kernel `f` with `cfg`'s block and dynamic
-    /// shared memory can be resident at once (0: none, so it cannot launch).
-    pub(crate) fn max_active_clusters(
-        &self,
-        f: &CudaFunction,
-        cfg: &cudarc::driver::LaunchConfig,
-        cluster: u32,
-    ) -> Result<i32, String> {
-        self.ctx.bind_to_thread().map_err(|e| e.to_string())?;
-        let (mut attrs, n) = Self::launch_attrs(false, cluster);
-        let lc = Self::launch_config(None, cfg, &mut attrs, n);
-        let mut out: std::ffi::c_int = 0;
-        // SAFETY: `lc` and `attrs` outlive the call; `f` belongs to this context; `out` is a
-        // valid out-pointer. The query launches nothing.
-        unsafe { sys::cuOccupancyMaxActiveClusters(&mut out, f.cu_function(), &lc) }
-            .result()
-            .map_err(|e| e.to_string())?;
-        Ok(out)
     }
 }
 
@@ -327,7 +241,6 @@ pub(super) fn open_device(dev: usize, pdl: bool, modules: Arc<Modules>) -> BResu
         mv_build: Mutex::new(()),
         mma: (0..MMA_KERNELS.len()).map(|_| OnceLock::new()).collect(),
         att: (0..ATT_SLOTS).map(|_| OnceLock::new()).collect(),
-        walk: (0..WALK_SLOTS).map(|_| OnceLock::new()).collect(),
     })
 }
 

@@ -20,7 +20,7 @@ use crate::backend::BResult;
 
 /// The kernel sources, one file per op family, concatenated into one NVRTC program (in this
 /// order: later files use the helpers of earlier ones).
-pub(super) const SOURCES: [(&str, &str); 9] = [
+pub(super) const SOURCES: [(&str, &str); 8] = [
     ("common.cu", include_str!("kernels/common.cu")),
     ("ffn.cu", include_str!("kernels/ffn.cu")),
     ("matvec.cu", include_str!("kernels/matvec.cu")),
@@ -29,7 +29,6 @@ pub(super) const SOURCES: [(&str, &str); 9] = [
     ("norm.cu", include_str!("kernels/norm.cu")),
     ("attention.cu", include_str!("kernels/attention.cu")),
     ("sched.cu", include_str!("kernels/sched.cu")),
-    ("walk.cu", include_str!("kernels/walk.cu")),
 ];
 
 /// The kernels of the main module (its build starts when a device is opened; the
@@ -123,46 +122,6 @@ pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
 
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
-
-/// The sources of a layer-walk module (kernels/walk.cu: the matvec phases of mvq.cu and the
-/// attention of attention.cu in one cluster launch), compiled per (format, head width class)
-/// when an engine that walks is built.
-pub(crate) const WALK_SOURCES: [&str; 6] = [
-    "common.cu",
-    "ffn.cu",
-    "matvec.cu",
-    "mvq.cu",
-    "attention.cu",
-    "walk.cu",
-];
-
-/// The kernel of every walk module.
-pub(crate) const WALK_KERNEL: &str = "walk_layers";
-
-/// Walk module slots: format id f (`engine::fmt_of`) and head width class c (`ATT_WIDTHS`)
-/// at f * ATT_WIDTHS.len() + c.
-pub(crate) const WALK_SLOTS: usize = crate::quant::GgmlType::ALL.len() * ATT_WIDTHS.len();
-
-/// The walk slot of format id `fmt` with heads `hd` wide (None: no such format id).
-pub(crate) fn walk_slot(fmt: usize, hd: usize) -> Option<usize> {
-    let class = ATT_WIDTHS
-        .iter()
-        .position(|&w| w == hd)
-        .unwrap_or(ATT_WIDTHS.len() - 1);
-    (fmt < crate::quant::GgmlType::ALL.len()).then_some(fmt * ATT_WIDTHS.len() + class)
-}
-
-/// The `#define` head of walk slot `i`: the format's vectorized rows read from shared
-/// memory (MVQ_W_GENERIC), one-row tiles, no mvq kernel of its own (MVQ_NW 0), no attention
-/// kernel (ATT_KERNEL -1), the attention body of the slot's head width class.
-pub(crate) fn walk_module_head(i: usize) -> String {
-    let (f, c) = (i / ATT_WIDTHS.len(), i % ATT_WIDTHS.len());
-    format!(
-        "#define PPN_WALK\n#define MVQ_FMT {f}\n#define MV_RT 1\n#define MVQ_NW 0\n\
-         #define MVQ_W_GENERIC\n#define ATT_KERNEL -1\n#define ATT_HD {}\n",
-        ATT_WIDTHS[c]
-    )
-}
 
 /// The one kernel of every matvec module.
 pub(crate) const MV_KERNEL: &str = "mv_tile";
@@ -541,7 +500,6 @@ impl DevCtx {
         mv: &[(usize, usize)],
         mma: &[usize],
         att: &[usize],
-        walk: Option<usize>,
     ) -> BResult<()> {
         let _g = self
             .mv_build
@@ -586,17 +544,7 @@ impl DevCtx {
                 todo_att.push(i);
             }
         }
-        let todo_walk: Option<usize> = match walk {
-            Some(i) => {
-                let slot = self
-                    .walk
-                    .get(i)
-                    .ok_or_else(|| op_err(format!("device {}: no walk module {i}", self.dev)))?;
-                slot.get().is_none().then_some(i)
-            }
-            None => None,
-        };
-        if todo_mv.is_empty() && todo_mma.is_empty() && todo_att.is_empty() && todo_walk.is_none() {
+        if todo_mv.is_empty() && todo_mma.is_empty() && todo_att.is_empty() {
             return Ok(());
         }
         /// One built module's kernels, and where they go.
@@ -605,7 +553,6 @@ impl DevCtx {
             Mv(usize, usize, usize, CudaFunction),
             Mma(usize, CudaFunction),
             Att(usize, CudaFunction),
-            Walk(usize, CudaFunction),
         }
         let t0 = Instant::now();
         let mut names: Vec<String> = Vec::new();
@@ -616,13 +563,6 @@ impl DevCtx {
             let (name, head) = att_module(i);
             names.push(format!("{name} ({})", head.trim().replace('\n', " ")));
             jobs.push(Box::new(move || Ok(Built::Att(i, self.build_att(i)?))));
-        }
-        if let Some(i) = todo_walk {
-            names.push(format!(
-                "walk ({})",
-                walk_module_head(i).trim().replace('\n', " ")
-            ));
-            jobs.push(Box::new(move || Ok(Built::Walk(i, self.build_walk(i)?))));
         }
         for &(i, k, t) in &todo_mv {
             for part in 0..Self::mv_parts(k) {
@@ -670,9 +610,6 @@ impl DevCtx {
                 }
                 Ok(Built::Att(i, f)) => {
                     let _ = self.att[i].set(f);
-                }
-                Ok(Built::Walk(i, f)) => {
-                    let _ = self.walk[i].set(f);
                 }
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -747,52 +684,6 @@ impl DevCtx {
         );
         let module = compile_and_load(self, &whole_source(&head), &what)?;
         load_kernel(&module, &what, name, None)
-    }
-
-    /// Compiles and loads walk slot `i`'s module (`walk_module_head`): its kernel opted in to
-    /// the device's shared memory and to clusters of 16 blocks (a non-portable size, which
-    /// Hopper runs; the engine asks the occupancy calculator before launching one).
-    fn build_walk(&self, i: usize) -> BResult<CudaFunction> {
-        let head = walk_module_head(i);
-        let what = format!(
-            "device {}: walk module ({})",
-            self.dev,
-            head.trim().replace('\n', " ")
-        );
-        let src = module_source(head, WALK_SOURCES.iter());
-        let module = compile_and_load(self, &src, &what)?;
-        // Its static arrays (~7 KiB: attention's head copies) count against the same
-        // per-block limit as the dynamic part, so the opt-in is what they leave.
-        let f = load_kernel(&module, &what, WALK_KERNEL, None)?;
-        let fixed = f
-            .shared_size_bytes()
-            .map_err(|e| op_err(format!("{what}: static shared memory: {e}")))?;
-        let dynamic = (self.smem_max + 2 * 1024).saturating_sub(fixed.max(0) as usize);
-        f.set_attribute(
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            dynamic as i32,
-        )
-        .map_err(|e| {
-            op_err(format!(
-                "{what}: allowing {dynamic} bytes of shared memory: {e}"
-            ))
-        })?;
-        f.set_attribute(
-            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-            1,
-        )
-        .map_err(|e| op_err(format!("{what}: allowing clusters of 16: {e}")))?;
-        Ok(f)
-    }
-
-    /// The walk kernel of slot `i`; `prepare_modules` must have built it.
-    pub(crate) fn walk_func(&self, i: usize) -> BResult<&CudaFunction> {
-        self.walk.get(i).and_then(|f| f.get()).ok_or_else(|| {
-            op_err(format!(
-                "device {}: walk module {i} was not compiled for this engine",
-                self.dev
-            ))
-        })
     }
 
     /// Attention kernel `name` (of `ATT_KERNELS`) for heads `hd` wide; `prepare_modules`

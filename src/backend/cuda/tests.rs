@@ -65,12 +65,11 @@ fn kernels_in_sources() -> Vec<String> {
 #[test]
 fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
     // The main module's table plus the matvec modules' one kernel, which `DevCtx::build_mv`
-    // loads by name, the mma module's, which `DevCtx::prepare_mma` loads, and the walk
-    // module's, which `DevCtx::build_walk` loads.
+    // loads by name, and the mma module's, which `DevCtx::prepare_mma` loads.
     let mut listed: Vec<String> = KERNELS
         .iter()
         .chain(super::nvrtc::ATT_KERNELS.iter())
-        .chain([MV_KERNEL, super::nvrtc::WALK_KERNEL].iter())
+        .chain([MV_KERNEL].iter())
         .chain(MMA_KERNELS.iter())
         .map(|s| s.to_string())
         .collect();

@@ -121,34 +121,34 @@ pub(in crate::backend::cuda) fn att_rows_tile(
 /// kernel takes them (`attention` / `attention_early`: ATT_PARAMS, and `attention_rows`, in
 /// kernels/attention.cu): built once per layer by `CudaEngine::att_args`, each launch then
 /// passes the ones its kernel's signature names, in its order.
-pub(super) struct AttArgs {
+struct AttArgs {
     /// The engine's q/k/v scratch (row 0).
-    pub(super) q: u64,
-    pub(super) k: u64,
-    pub(super) v: u64,
+    q: u64,
+    k: u64,
+    v: u64,
     /// Biases (0: none).
-    pub(super) bq: u64,
-    pub(super) bk: u64,
-    pub(super) bv: u64,
+    bq: u64,
+    bk: u64,
+    bv: u64,
     /// q/k head norms (0: none).
-    pub(super) qn: u64,
-    pub(super) kn: u64,
-    pub(super) eps: f32,
+    qn: u64,
+    kn: u64,
+    eps: f32,
     /// The layer's RoPE table and style.
-    pub(super) table: u64,
-    pub(super) style: i32,
+    table: u64,
+    style: i32,
     /// The layer's K and V cache.
-    pub(super) kc: u64,
-    pub(super) vc: u64,
+    kc: u64,
+    vc: u64,
     /// The attention output (the engine's att scratch, row 0).
-    pub(super) out: u64,
+    out: u64,
     /// (n_heads, n_kv_heads, head_dim)
-    pub(super) heads: (i32, i32, i32),
-    pub(super) ctx: i32,
-    pub(super) scale: f32,
-    pub(super) window: i32,
+    heads: (i32, i32, i32),
+    ctx: i32,
+    scale: f32,
+    window: i32,
     /// RowPos group 0 of the engine's rowpos buffer.
-    pub(super) rp: u64,
+    rp: u64,
 }
 
 impl CudaEngine {
@@ -214,7 +214,7 @@ impl CudaEngine {
 
     /// The arguments of layer `il`'s attention launches (`AttArgs`): its weights `lw`, its
     /// slice of `cache` and RoPE `table`, the engine's scratch and `rowpos`.
-    pub(super) fn att_args(
+    fn att_args(
         &self,
         il: usize,
         lw: &DevLayer,

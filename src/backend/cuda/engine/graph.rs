@@ -66,7 +66,6 @@ impl CudaEngine {
         order: KvOrder,
         one_seq: bool,
         cache: &CudaCache,
-        walk: Option<&super::walk::WalkEntry>,
         op: &str,
     ) -> BResult<Graph> {
         let cs = s.s.cu_stream();
@@ -81,16 +80,9 @@ impl CudaEngine {
         }
         .result()
         .map_err(|e| self.err(op, format!("cuStreamBeginCapture: {e}")))?;
-        let walk = self.range_ops(
-            s,
-            range.clone(),
-            rows,
-            order,
-            one_seq,
-            cache,
-            AttSmem::Cap,
-            walk,
-        );
+        let walk = range
+            .clone()
+            .try_for_each(|il| self.layer_ops(s, il, rows, order, one_seq, cache, AttSmem::Cap));
         let mut graph: sys::CUgraph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above on the same stream (also after a failed
         // launch, so the stream leaves capture mode); `graph` is a valid out-pointer.
@@ -143,7 +135,6 @@ impl CudaEngine {
         at: &[RowAt],
         order: KvOrder,
         cache: &CudaCache,
-        walk: Option<&super::walk::WalkEntry>,
     ) -> BResult<()> {
         let rows = at.len();
         // --jitter-us: the spins `layer` would enqueue (one per layer, the same seeded
@@ -166,16 +157,9 @@ impl CudaEngine {
             .map_err(|_| self.err(&op(), "graph table poisoned"))?;
         let g = match graphs.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(self.capture(
-                s,
-                range.clone(),
-                rows,
-                order,
-                key.one_seq,
-                cache,
-                walk,
-                &op(),
-            )?),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(self.capture(s, range.clone(), rows, order, key.one_seq, cache, &op())?)
+            }
         };
         self.dx
             .ctx

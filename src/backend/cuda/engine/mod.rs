@@ -47,7 +47,6 @@ mod cache;
 mod graph;
 mod matvec;
 mod mma;
-mod walk;
 mod weights;
 
 #[cfg(test)]
@@ -134,11 +133,6 @@ pub struct CudaEngine {
     use_graphs: bool,
     /// The captured layer walks (`layers`), destroyed with the engine.
     graphs: Mutex<HashMap<GraphKey, Graph>>,
-    /// The layer walk's plan (kernels/walk.cu, engine/walk.rs): Some when this engine's
-    /// layers fit it, and then every one-row step walks its layers in one launch.
-    walk: Option<walk::WalkPlan>,
-    /// The walks built so far, by (layers, cache id); None: no cluster of the walk fits.
-    walks: Mutex<HashMap<(usize, usize, u64), Option<Arc<walk::WalkEntry>>>>,
     /// With PPN_CUDA_PROF set: GPU timing events around each launch, by kernel kind,
     /// summed and printed when the engine is dropped (a diagnostic; it adds event records
     /// on the engine's own stream only).
@@ -258,12 +252,10 @@ impl CudaEngine {
         } else {
             crate::backend::cuda::mma::mma_kernels_for(&mma_formats)
         };
-        let walk = walk::WalkPlan::for_layers(dx, c, &layers);
         dx.prepare_modules(
             &need,
             &mma_kernels,
             &crate::backend::cuda::nvrtc::att_modules_for(c.head_dim),
-            walk.as_ref().map(|w| w.slot),
         )
         .map_err(|e| op_err(format!("stage {} engine: {e}", spec.stage)))?;
         let r = spec.max_rows;
@@ -299,8 +291,6 @@ impl CudaEngine {
             rowpos: alloc_zeroed_on(dx, r.div_ceil(POS_ROWS) * ROWPOS_WORDS, s)?,
             use_graphs: graphs && !super::prof_enabled(),
             graphs: Mutex::new(HashMap::new()),
-            walk,
-            walks: Mutex::new(HashMap::new()),
             prof: super::prof_enabled().then(|| Mutex::new(Vec::new())),
             spec,
         })
@@ -442,46 +432,6 @@ impl CudaEngine {
     /// then may a store-first attend pass run attention_rows, which reads one sequence's
     /// cache for a block of rows. A store-first step of several sequences (the serve arm's
     /// mixed steps) attends one row per block (`attention`, each row its own sequence).
-    /// Layer `il`'s RoPE table in `cache` (one per distinct base among the layers).
-    fn layer_table<'c>(&self, il: usize, cache: &'c CudaCache) -> BResult<&'c GpuBuf> {
-        let base = self.model.cfg.layer_rope_base(il).to_bits();
-        cache
-            .rope
-            .iter()
-            .find(|(b, _)| *b == base)
-            .map(|(_, t)| t)
-            .ok_or_else(|| {
-                self.err(
-                    &format!("layer {il}"),
-                    "no RoPE table for this layer's base",
-                )
-            })
-    }
-
-    /// The launches of layers `range` for `rows` rows: one layer walk when `walk` is given
-    /// (a one-row step of an engine that walks), else `layer_ops` layer by layer. The same
-    /// bits either way (engine/walk.rs).
-    #[allow(clippy::too_many_arguments)]
-    fn range_ops(
-        &self,
-        s: &GpuStream,
-        range: Range<usize>,
-        rows: usize,
-        order: KvOrder,
-        one_seq: bool,
-        cache: &CudaCache,
-        smem: AttSmem,
-        walk: Option<&walk::WalkEntry>,
-    ) -> BResult<()> {
-        if let Some(w) = walk {
-            return self.walk_launch(s, w, &range);
-        }
-        for il in range {
-            self.layer_ops(s, il, rows, order, one_seq, cache, smem)?;
-        }
-        Ok(())
-    }
-
     fn one_seq(at: &[RowAt]) -> bool {
         at.iter().all(|a| a.seq == at[0].seq)
     }
@@ -501,8 +451,15 @@ impl CudaEngine {
     ) -> BResult<()> {
         // The layer's name, formatted on error paths only (graphs off: every step).
         let op = || format!("layer {il}");
+        let c = &self.model.cfg;
         let lw = &self.layers[il - self.spec.layers.start];
-        let table = self.layer_table(il, cache)?;
+        let base = c.layer_rope_base(il).to_bits();
+        let table = cache
+            .rope
+            .iter()
+            .find(|(b, _)| *b == base)
+            .map(|(_, t)| t)
+            .ok_or_else(|| self.err(&op(), "no RoPE table for this layer's base"))?;
 
         // 1. attn_norm + q|k|v in one launch.
         let (x, q, k, v, att, o, h) = (
@@ -687,31 +644,17 @@ impl Engine<super::CudaBackend> for CudaEngine {
         for il in range.clone() {
             self.check_layer(il, at, cache)?;
         }
-        // A one-row step of an engine that walks: one launch for the range (its table built
-        // and uploaded now, on first use, outside any capture).
-        let walk = if rows == 1 {
-            self.walk_entry(s, &range, cache)?
-        } else {
-            None
-        };
         if !self.use_graphs {
             self.set_rowpos(s, at, &walk_op)?;
-            let one = Self::one_seq(at);
-            if let Some(w) = &walk {
-                // --jitter-us: the spins `layer` would enqueue, all before the walk.
-                for _ in range.clone() {
-                    s.jitter()?;
-                }
-                return self.walk_launch(s, w, &range);
-            }
             for il in range {
                 // --jitter-us: one spin before each layer, as `layer` enqueues it.
                 s.jitter()?;
+                let one = Self::one_seq(at);
                 self.layer_ops(s, il, rows, order, one, cache, AttSmem::Rows(at))?;
             }
             return Ok(());
         }
-        self.replay(s, range, at, order, cache, walk.as_deref())
+        self.replay(s, range, at, order, cache)
     }
 
     fn head(&self, s: &GpuStream, first: usize, rows: usize, logits: &GpuBuf) -> BResult<()> {

@@ -128,9 +128,8 @@ __device__ __forceinline__ float att_kdots(float (&kv)[P][PER], const float* qs,
     return m;
 }
 
-// The body of both one-row attention kernels for one (head h, row r) block (the launch's
-// blockIdx.x, blockIdx.y; or a layer walk's block taking head h, kernels/walk.cu), after its
-// RowPos entry is read (p, slot, seq; live: the entry is one of the group's n). PER, P: the score
+// The body of both one-row attention kernels for one (head, row) block, after its RowPos
+// entry is read (p, slot, seq; live: the entry is one of the group's n). PER, P: the score
 // trip shape of the head width (att_kload), PER = 0: the generic score loop. The block is
 // 256 threads (the host's launch; `part` and the one RoPE pair per thread rest on it).
 //
@@ -149,8 +148,8 @@ __device__ __forceinline__ void att_fused(
     const float* bv, const float* qn, const float* kn, float eps, const float* table, int style,
     float* K, float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
     int kv_mode, int window, bool live, int p, int slot, size_t seq, float* sc, float* qs,
-    float* ks, float* vs, float* red, float* part, int h, int r) {
-    const int tid = threadIdx.x;
+    float* ks, float* vs, float* red, float* part) {
+    const int h = blockIdx.x, r = blockIdx.y, tid = threadIdx.x;
     const int group = n_heads / n_kv_heads, kh = h / group;
     const int kvd = n_kv_heads * hd, qd = n_heads * hd, half = hd / 2;
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
@@ -373,8 +372,7 @@ __device__ __forceinline__ void att_fused(
 // att_entry's call of att_fused: the kernel's values, the row's positions, the shared arrays.
 #define ATT_FUSED_ARGS                                                                  \
     q, k, v, bq, bk, bv, qn, kn, eps, table, style, K, V, out, n_heads, n_kv_heads, hd, \
-        ctx, scale, kv_mode, window, live, p, slot, seq, sc, qs, ks, vs, red, part,    \
-        (int)blockIdx.x, (int)blockIdx.y
+        ctx, scale, kv_mode, window, live, p, slot, seq, sc, qs, ks, vs, red, part
 
 // Both one-row kernels: the block's shared memory, the RowPos read and the dispatch over
 // the head widths with a trip shape (att_kload). Each kernel instantiates it once, so each

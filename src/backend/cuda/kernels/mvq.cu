@@ -24,14 +24,9 @@
 
 // 16 bytes of weights: read-only for the kernel's whole life (uploaded at engine build), so
 // the non-coherent path is valid; no L1 allocation, so streamed weights do not evict x.
-// MVQ_W_GENERIC (the layer walk, kernels/walk.cu): the rows were copied into shared memory
-// first, so every weight load is a plain generic load of the same bytes (same values, so
-// the same bits).
 __device__ __forceinline__ uint4 ldw16(const u8* p) {
     uint4 v;
-#if defined(MVQ_W_GENERIC)
-    v = *(const uint4*)p;
-#elif __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                  : "l"(p));
@@ -40,15 +35,8 @@ __device__ __forceinline__ uint4 ldw16(const u8* p) {
 #endif
     return v;
 }
-#if defined(MVQ_W_GENERIC)
-__device__ __forceinline__ u32 ldw4(const u8* p) { return *(const u32*)p; }
-__device__ __forceinline__ uint2 ldw8(const u8* p) { return *(const uint2*)p; }
-__device__ __forceinline__ u32 ldw2(const u8* p) { return *(const unsigned short*)p; }
-#else
 __device__ __forceinline__ u32 ldw4(const u8* p) { return __ldg((const u32*)p); }
 __device__ __forceinline__ uint2 ldw8(const u8* p) { return __ldg((const uint2*)p); }
-__device__ __forceinline__ u32 ldw2(const u8* p) { return __ldg((const unsigned short*)p); }
-#endif
 
 // The f16 in the low 16 bits of h, widened exactly.
 __device__ __forceinline__ float h2f(u32 h) {
@@ -200,8 +188,8 @@ template <> struct Unit<FMT_Q6K> {
         c = k.lane & 7;
         ql = ldw16(k.a + o);
         qh = ldw16(k.b + o);
-        sc = ldw2(k.c + o);
-        d = h2f(ldw2(k.d + 8 * it));
+        sc = __ldg((const unsigned short*)(k.c + o));
+        d = h2f(__ldg((const unsigned short*)(k.d + 8 * it)));
     }
     __device__ __forceinline__ static int e0(int u) {
         int c = u & 7, t = c & 3;
@@ -234,7 +222,7 @@ template <> struct Unit<FMT_Q8_0> {
         const size_t o = (size_t)it * 1024;
         q0 = ldw16(k.a + o);
         q1 = ldw16(k.a + o + 16);
-        d = h2f(ldw2(k.b + 64 * it));
+        d = h2f(__ldg((const unsigned short*)(k.b + 64 * it)));
     }
     __device__ __forceinline__ static int e0(int u) { return 32 * u; }
     __device__ __forceinline__ void ab(int r, float* A, float* B) const {
@@ -275,7 +263,7 @@ template <int FMT> struct UnitNib {
             s = ldw4(m);
             qh = 0;
         } else {
-            s = ldw2(m);
+            s = __ldg((const unsigned short*)m);
             qh = 0;
         }
     }
@@ -580,15 +568,15 @@ __device__ __forceinline__ void mvq_stage_fast(const MvArgs& a, const float* X, 
 // A tile that does not stage reads x from global rows that stage_rows laid out (swizzled
 // and, for a norm launch, normalized with the same expressions), so a row's bits never
 // depend on the staging.
-template <int FMT, int RT, int NW, bool XS, typename RowOf>
-__device__ __forceinline__ void mvq_run_on(const MvArgs& a, int features, float* smem, float* red,
-                                           int vb, int vg, RowOf& row_of);
-
-// A launch's walk: block blockIdx.x of gridDim.x, rows read where the launch's matrices are.
 template <int FMT, int RT, int NW, bool XS>
 __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem, float* red) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n = a.n_in, nu = n >> 5, rounds = (nu + 31) >> 5;
+    const int r0 = blockIdx.y * RT;
     const bool gu = a.mode == 2;
     const int nf = gu ? NW / 2 : NW;
+    const int groups = (features + nf - 1) / nf;
+    const int all_warps = gridDim.x * MV_WARPS;
     // The weight row of feature slot i of group grp (a dead slot reads row 0 of matrix 0).
     auto row_of = [&](int grp, int i) -> const u8* {
         int o;
@@ -598,24 +586,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         if (gu && i >= nf) return a.m[1].w + (size_t)o * a.m[1].row_bytes;
         return MV_FIELD(a, m, w) + (size_t)o * MV_FIELD(a, m, row_bytes);
     };
-    mvq_run_on<FMT, RT, NW, XS>(a, features, smem, red, (int)blockIdx.x, (int)gridDim.x, row_of);
-}
-
-// The walk of block vb of vg (a launch's block, or a layer walk's block in its cluster,
-// kernels/walk.cu): warp w of the block takes groups vb * MV_WARPS + w, + vg * MV_WARPS, ...;
-// row_of(grp, i) is where the weight row of feature slot i of group grp is (global memory,
-// or the walk's copy in shared memory). Which block and which copy change no arithmetic.
-template <int FMT, int RT, int NW, bool XS, typename RowOf>
-__device__ __forceinline__ void mvq_run_on(const MvArgs& a, int features, float* smem, float* red,
-                                           int vb, int vg, RowOf& row_of) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n = a.n_in, nu = n >> 5, rounds = (nu + 31) >> 5;
-    const int r0 = blockIdx.y * RT;
-    const bool gu = a.mode == 2;
-    const int nf = gu ? NW / 2 : NW;
-    const int groups = (features + nf - 1) / nf;
-    const int all_warps = vg * MV_WARPS;
-    int grp = vb * MV_WARPS + warp, it = 0;
+    int grp = blockIdx.x * MV_WARPS + warp, it = 0;
     Cur k[NW];  // this warp's current group's rows (lane cursors)
     Unit<FMT> ua[NW], ub[NW];
 #pragma unroll
