@@ -3,7 +3,7 @@
 // promises: a row's dot is fixed by n_in alone, never by the row tile RT, the rows per warp
 // NW, the grid, or whether the tile is staged in shared memory or laid out by stage_rows. For
 // every vectorized format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), widths below and
-// past the 4096 of the one-trip prologue, a single matrix and gate|up, norm or none: each
+// past the 4096 of the one-trip prologue (and at it), a single matrix and gate|up, norm or none: each
 // (RT, NW, staging, grid) the host may launch must give every output of its rows the bits of
 // RT = 1, NW = 1, staged, one warp per group. The planted `--fault row-count-order` must
 // change bits (the comparison can fail).
@@ -167,6 +167,10 @@ int main() {
         cases.push_back({&f, 512, 14, 8, 2, false});
         cases.push_back({&f, 4608, 14, 8, 2, true});
     }
+    // The one-trip prologue at its widest tile, 4096 (each thread holding four float4s of
+    // the row), for the formats with offsets (Q4_1, Q5_1: the run sums of x beside it).
+    cases.push_back({&FMTS[1], 4096, 14, 8, 0, true});
+    cases.push_back({&FMTS[3], 4096, 14, 8, 0, true});
     int checked = 0;
     for (const Case& c : cases) {
         const Inputs in = make_inputs(c);
