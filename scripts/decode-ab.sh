@@ -19,11 +19,9 @@
 #     `bench --arms prime --chunk 512 --prompt-len 512` (prefill512 tok/s, last position's
 #     logits), the builds alternating ROUNDS times, in $OUT/prefill.txt.
 # Environment: SAME ("name:mma ..."), SPEED ("name ..."), ROUNDS, PROF, PREFILL. Names are
-# l70 (synth llama70b 2 layers q4_k), l8q4k (llama8b 8 q4_k), l32 (llama8b 32 q4_k_m),
-# l4m (llama8b 4 q4_k_m), l2q8 (llama8b 2 q8_0), and the narrow shapes the layer walk takes
-# (kernels/walk.cu): smol (SmolLM2-135M's shape, Q4_1, tied), qw05 (Qwen2-0.5B's, qwen2 with
-# biases, Q8_0), q3 (Qwen3-0.6B's, q/k head norms, 128-wide heads, Q8_0); all synthesized
-# here into /tmp/ab.
+# those of scripts/shapes.sh (l70, l8q4k, l32, l4m, l2q8: 70B and 8B slices; smol, qw05, q3:
+# narrow shapes whose decode is launch-bound, BENCH.md steps 9 and 10), all synthesized here
+# into /tmp/ab.
 set -u
 OUT=${OUT:?OUT: where the results go}
 [ $# -ge 2 ] || { echo "usage: OUT=DIR $0 NAME=BIN NAME=BIN [...]" >&2; exit 2; }
@@ -38,17 +36,12 @@ SPEED=${SPEED:-"l70 l8q4k l32"}
 ROUNDS=${ROUNDS:-2}
 B0=${bin[${names[0]}]}
 mkdir -p /tmp/ab "$OUT"
-declare -A spec=([l70]="--preset llama70b --layers 2 --quant q4_k"
-  [l8q4k]="--preset llama8b --layers 8 --quant q4_k" [l32]="--preset llama8b --layers 32 --quant q4_k_m"
-  [l4m]="--preset llama8b --layers 4 --quant q4_k_m" [l2q8]="--preset llama8b --layers 2 --quant q8_0"
-  [smol]="--layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 49152 --tied --quant q4_1"
-  [qw05]="--arch qwen2 --layers 24 --embd 896 --heads 14 --kv-heads 2 --ff 4864 --vocab 32000 --tied --quant q8_0"
-  [q3]="--arch qwen3 --layers 28 --embd 1024 --heads 16 --kv-heads 8 --head-dim 128 --ff 3072 --vocab 32000 --tied --quant q8_0")
+. "$(dirname "$0")"/shapes.sh
 PREFILL=${PREFILL:-}
 need=$(for x in $SAME $SPEED $PREFILL; do echo "${x%%:*}"; done | sort -u)
 for m in $need; do
-  [ -n "${spec[$m]:-}" ] || { echo "decode-ab: unknown file $m (known: ${!spec[*]})" >&2; exit 2; }
-  [ -f /tmp/ab/$m.gguf ] || $B0 synth ${spec[$m]} -o /tmp/ab/$m.gguf > /dev/null &
+  [ -n "${SHAPES[$m]:-}" ] || { echo "decode-ab: unknown file $m (known: ${!SHAPES[*]})" >&2; exit 2; }
+  [ -f /tmp/ab/$m.gguf ] || $B0 synth ${SHAPES[$m]} -o /tmp/ab/$m.gguf > /dev/null &
 done
 wait
 # One line of same.txt: the first build's receipt of the gate `$2` against every other

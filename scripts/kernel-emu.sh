@@ -18,8 +18,8 @@
 #  - mvq_emu, for the vectorized FFMA matvec (kernels/mvq.cu, the one-row decode of every
 #    model the tensor cores do not take). A row's outputs are the same bits at every row
 #    tile (1, 3, 8 rows), rows per warp (1, 2, 4), staged or laid out by stage_rows, and over
-#    a full grid or one block. The cases span all eight vectorized formats, widths on both
-#    sides of the one-trip prologue's 4096, gate|up and norms. The planted --fault
+#    a full grid or one block. The cases span all eight vectorized formats, widths below, at
+#    and past the one-trip prologue's 4096, gate|up and norms. The planted --fault
 #    row-count-order changes bits, so the check can fail.
 # What it cannot prove (emu.h says why): the hardware's own rounding inside an mma, timing,
 # and memory ordering on a GPU. The GPU scripts (scripts/gpu-validate.sh) show those.

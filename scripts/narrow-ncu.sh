@@ -19,7 +19,8 @@ B=${1:?usage: OUT=DIR scripts/narrow-ncu.sh BIN}
 OUT=${OUT:?OUT: where the results go}
 mkdir -p /tmp/p "$OUT"
 M=/tmp/p/smol.gguf
-$B synth --layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 49152 --tied --quant q4_1 -o $M > /dev/null
+. "$(dirname "$0")"/shapes.sh
+$B synth ${SHAPES[smol]} -o $M > /dev/null
 NCU=/usr/local/cuda/bin/ncu
 $B bench --backend cuda --model $M --steps 128 > "$OUT"/bench.txt 2>&1
 G="--backend cuda --model $M --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q"

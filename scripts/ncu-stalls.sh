@@ -1,4 +1,4 @@
-# Sourced by scripts/decode-ncu.sh and scripts/prefill-ncu.sh (not run on its own): the
+# Sourced by scripts/decode-ncu.sh, prefill-ncu.sh and narrow-ncu.sh (not run on its own): the
 # Nsight Compute metrics of a warp-stall profile, `ncu_stall_metrics EXTRA`, which prints
 # `--metrics EXTRA,<issued-instruction latency by stall reason, every reason ncu 2025 names>`.
 ncu_stall_metrics() {
