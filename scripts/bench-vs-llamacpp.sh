@@ -42,7 +42,10 @@
 #            llama8b-l8-q4_k_m llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m;
 #            also known, never by default: llama70b-l21-q4_k (the 70B shape 21 layers deep,
 #            10.4 GB of Q4_K: ~2 minutes to synthesize, so it gets a call of its own, e.g.
-#            ROWS=llama70b-l21-q4_k PREFILL_ROWS= SERVE_ROWS= RECEIPTS=receipts/bench-vs-llamacpp/deep70b)
+#            ROWS=llama70b-l21-q4_k PREFILL_ROWS= SERVE_ROWS= RECEIPTS=receipts/bench-vs-llamacpp/deep70b);
+#            and smollm2-shape-q4_1, gemma3-shape-q5_0: synthetic files of the two real models'
+#            shapes (scripts/shapes.sh smol and gem), for a call that cannot carry the real
+#            files (98 and 253 MB, several calls of chunks: shared DEVICE.md)
 #   MODELS   directory of the real models (default models/); a row whose file is missing is
 #            skipped, and the JSON says why
 #   PIPE2    1: run the two-GPU pipelined row, 0: don't, auto (default): when 2+ GPUs answer
@@ -67,6 +70,7 @@
 #            row names on small synthetic shapes (the real models as they are), short runs;
 #            writes OUT only, never receipts/bench-vs-llamacpp (that file holds GPU figures only)
 set -uo pipefail
+. "$(dirname "$0")"/shapes.sh
 BIN=${1:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
 TGZ=${2:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
 OUT=${3:?usage: scripts/bench-vs-llamacpp.sh BIN TARBALL OUT}
@@ -75,7 +79,7 @@ MODELS=${MODELS:-models}
 WORK=${WORK:-/tmp/bench-vs-llamacpp}
 DRY=${DRY_RUN:-0}
 ALL_ROWS="smollm2-q4_1 gemma3-270m-q4_k_m llama8b-l8-q4_k llama8b-l8-q4_k_m llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m"
-KNOWN_ROWS="$ALL_ROWS llama70b-l21-q4_k"
+KNOWN_ROWS="$ALL_ROWS llama70b-l21-q4_k smollm2-shape-q4_1 gemma3-shape-q5_0"
 ROWS=${ROWS:-$ALL_ROWS}
 ROWS=${ROWS//,/ }
 CORES=$(nproc)
@@ -155,6 +159,17 @@ synth_flags() {
     llama70b-l2-q4_k) preset=llama70b layers=2 quant=q4_k ;;
     llama70b-l21-q4_k) preset=llama70b layers=21 quant=q4_k ;;
     llama8b-l32-q4_k_m) preset=llama8b layers=32 quant=q4_k_m ;;
+    smollm2-shape-q4_1 | gemma3-shape-q5_0)
+        # The real models' shapes, whole (the rehearsal: a 4-layer slice of each, narrower).
+        local s=${1%%-*}
+        s=${s/smollm2/smol} s=${s/gemma3/gem}
+        if [ "$DRY" = 1 ]; then
+            echo "${SHAPES[$s]}" | sed -E 's/--layers [0-9]+/--layers 4/; s/--vocab [0-9]+/--vocab 4096/'
+        else
+            echo "${SHAPES[$s]}"
+        fi
+        return
+        ;;
     esac
     if [ "$DRY" = 1 ]; then
         echo "--preset $preset --quant $quant --layers 4 --embd 256 --heads 4 --kv-heads 2 --ff 512 --vocab 2048"

@@ -20,8 +20,8 @@
 #     logits), the builds alternating ROUNDS times, in $OUT/prefill.txt.
 # Environment: SAME ("name:mma ..."), SPEED ("name ..."), ROUNDS, PROF, PREFILL. Names are
 # those of scripts/shapes.sh (l70, l8q4k, l32, l4m, l2q8: 70B and 8B slices; smol, qw05, q3:
-# narrow shapes whose decode is launch-bound, BENCH.md steps 9 and 10), all synthesized here
-# into /tmp/ab.
+# narrow shapes whose decode is launch-bound, BENCH.md steps 9 and 10; gem: Gemma-3-270M's
+# shape), all synthesized here into /tmp/ab.
 set -u
 OUT=${OUT:?OUT: where the results go}
 [ $# -ge 2 ] || { echo "usage: OUT=DIR $0 NAME=BIN NAME=BIN [...]" >&2; exit 2; }

@@ -345,3 +345,41 @@ fn a_preset_names_its_architecture_and_arch_overrides_it() {
         assert_eq!(out.contains("blk.0.attn_q.bias"), bias, "{out}");
     }
 }
+
+#[test]
+fn the_flags_synth_prints_write_the_same_file_again() {
+    // What `synth` prints after "in N s:" is the file's recipe: run again with exactly those
+    // flags, it must write the same bytes. Each optional flag once away from its default
+    // (a head width other than embd / heads, a tied head, RoPE factors, a gemma3 window).
+    let d = tempfile::tempdir().expect("temp dir");
+    let small = "--layers 2 --embd 128 --heads 2 --kv-heads 1 --ff 256 --vocab 300";
+    for extra in [
+        "--arch llama --head-dim 96 --tied --rope-freqs",
+        "--arch gemma3 --head-dim 128 --sliding-window 40 --quant q5_0",
+        "--arch qwen2 --seed 7 --quant q4_1",
+    ] {
+        let a = d.path().join("a.gguf");
+        let b = d.path().join("b.gguf");
+        let mut args: Vec<&str> = vec!["synth"];
+        args.extend(small.split(' '));
+        args.extend(extra.split(' '));
+        args.extend(["-o", a.to_str().unwrap()]);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = text(&o);
+        let printed = out
+            .lines()
+            .find_map(|l| l.split_once(" s: ").map(|(_, f)| f.trim().to_string()))
+            .unwrap_or_else(|| panic!("no flags printed: {out}"));
+        let mut again: Vec<&str> = vec!["synth"];
+        again.extend(printed.split(' '));
+        again.extend(["-o", b.to_str().unwrap()]);
+        let o = run(&again);
+        assert_eq!(o.status.code(), Some(0), "{printed}: {}", text(&o));
+        assert_eq!(
+            std::fs::read(&a).expect("a"),
+            std::fs::read(&b).expect("b"),
+            "{extra} printed {printed}"
+        );
+    }
+}

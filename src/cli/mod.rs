@@ -473,6 +473,10 @@ pub struct SynthArgs {
     /// llama: write rope_freqs.weight, seeded per-dimension RoPE frequency factors.
     #[arg(long)]
     pub rope_freqs: bool,
+    /// gemma3: the window of its sliding layers (default 16, short for tests; Gemma-3-270M's
+    /// own file has 512).
+    #[arg(long, allow_negative_numbers = true)]
+    pub sliding_window: Option<usize>,
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
 }

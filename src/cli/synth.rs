@@ -63,6 +63,7 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
         head_dim: a.head_dim,
         tied: a.tied,
         rope_freqs: a.rope_freqs,
+        sliding_window: a.sliding_window,
     };
     // Bounds before work: the model's bytes against the host's free memory (saturating: a
     // hostile shape reads as too large; the shape's own rules are synth's, checked next).

@@ -194,11 +194,27 @@ pub fn synth_model(spec: &SynthSpec, what: &str) -> Result<(Arc<Model>, String)>
     Ok((Arc::new(m), format!("builtin:{}", spec_flags(spec))))
 }
 
+/// The `ppn-gate synth` flags that write `s` again, byte for byte: the shape always, the
+/// optional flags only where they differ from their defaults (so the built-in model's name
+/// in receipts stays as it was).
 pub fn spec_flags(s: &SynthSpec) -> String {
-    format!(
+    let mut f = format!(
         "--arch {} --layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {} --quant {} --seed {}",
         s.arch, s.layers, s.embd, s.heads, s.kv_heads, s.ff, s.vocab, s.quant, s.seed
-    )
+    );
+    if let Some(hd) = s.head_dim {
+        f += &format!(" --head-dim {hd}");
+    }
+    if s.tied {
+        f += " --tied";
+    }
+    if s.rope_freqs {
+        f += " --rope-freqs";
+    }
+    if let Some(w) = s.sliding_window {
+        f += &format!(" --sliding-window {w}");
+    }
+    f
 }
 
 /// A gate's flags checked against its backend before any model loads: the stages' devices,

@@ -33,6 +33,10 @@ pub struct SynthSpec {
     pub tied: bool,
     /// llama: write `rope_freqs.weight`, seeded per-dimension RoPE frequency factors.
     pub rope_freqs: bool,
+    /// gemma3: the sliding window its sliding layers attend over (None:
+    /// SYNTH_SLIDING_WINDOW). Real Gemma-3 files carry 512 (270M) or 1024; the short default
+    /// makes decode tests of a few dozen steps cross it.
+    pub sliding_window: Option<usize>,
 }
 
 /// How a synthetic model's matrices are typed (norms are always f32).
@@ -223,6 +227,7 @@ pub fn builtin_spec() -> SynthSpec {
         head_dim: None,
         tied: false,
         rope_freqs: false,
+        sliding_window: None,
     }
 }
 
@@ -287,6 +292,20 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
                 spec.arch
             ),
         ));
+    }
+    match spec.sliding_window {
+        Some(0) => return Err(bad("sliding_window", 0, "must be positive")),
+        Some(w) if spec.arch != Arch::Gemma3 => {
+            return Err(bad(
+                "sliding_window",
+                w,
+                format!(
+                    "only gemma3 files carry a sliding window ({} has none)",
+                    spec.arch
+                ),
+            ))
+        }
+        _ => {}
     }
     if !spec.heads.is_multiple_of(spec.kv_heads) {
         return Err(bad(
@@ -547,7 +566,7 @@ fn synth_writer(spec: &SynthSpec) -> Result<GgufWriter, ModelError> {
             key_length(&mut w);
             w.add(
                 &format!("{a}.attention.sliding_window"),
-                u32v(SYNTH_SLIDING_WINDOW),
+                u32v(spec.sliding_window.unwrap_or(SYNTH_SLIDING_WINDOW)),
             );
         }
     }
@@ -755,6 +774,43 @@ mod tests {
     }
 
     #[test]
+    fn a_gemma3_sliding_window_is_written_as_given_and_refused_elsewhere() {
+        let s = SynthSpec {
+            sliding_window: Some(512),
+            ..gemma_spec()
+        };
+        let m = Model::load(&GgufFile::parse(synth_gguf(&s).expect("synth")).expect("parse"))
+            .expect("load");
+        assert_eq!(m.cfg.sliding_window, Some(512));
+        // The window changes no weight: the default file's tensors, byte for byte.
+        let a = GgufFile::parse(synth_gguf(&gemma_spec()).expect("synth")).expect("parse");
+        let b = GgufFile::parse(synth_gguf(&s).expect("synth")).expect("parse");
+        for t in &b.tensors {
+            let u = a.tensor(&t.name).expect("same tensors");
+            assert_eq!(a.tensor_bytes(u), b.tensor_bytes(t), "{}", t.name);
+        }
+        for (spec, want) in [
+            (
+                SynthSpec {
+                    sliding_window: Some(0),
+                    ..gemma_spec()
+                },
+                "must be positive",
+            ),
+            (
+                SynthSpec {
+                    sliding_window: Some(64),
+                    ..builtin_spec()
+                },
+                "only gemma3 files carry a sliding window",
+            ),
+        ] {
+            let e = synth_gguf(&spec).expect_err("refused").to_string();
+            assert!(e.contains("sliding_window") && e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
     fn rope_freqs_add_one_tensor_and_change_no_weight() {
         let plain = builtin_spec();
         let with = SynthSpec {
@@ -884,6 +940,7 @@ mod tests {
             head_dim: None,
             tied: false,
             rope_freqs: false,
+            sliding_window: None,
         }
     }
 

@@ -47,7 +47,7 @@ std::string name(const Case& c) {
 
 void fail(const std::string& what) { emu_harness::fail("att_emu", what); }
 
-constexpr int CTX = 48, CACHE_ROWS = 2;
+constexpr int CTX = 160, CACHE_ROWS = 2;
 
 struct Data {
     const Case& c;
@@ -115,7 +115,9 @@ void one(const Data& d, KAtt k, int r0, int n, int kv_mode, Out& o) {
     const Case& c = d.c;
     const RowPos rp = rowpos(c, r0, n);
     const size_t smem = 4 * (size_t)(CTX);  // every window fits
-    emu_launch(k, dim3{(unsigned)c.n_heads, (unsigned)n, 1}, dim3{256, 1, 1}, smem,
+    // The store pass runs one block per kv head (engine/attention.rs attention_one).
+    const unsigned gx = (unsigned)(kv_mode == 1 ? c.n_kv : c.n_heads);
+    emu_launch(k, dim3{gx, (unsigned)n, 1}, dim3{256, 1, 1}, smem,
                (const float*)(d.q.data() + (size_t)r0 * d.qd), (const float*)(d.k.data() + (size_t)r0 * d.kvd),
                (const float*)(d.v.data() + (size_t)r0 * d.kvd), opt(d.bq), opt(d.bk), opt(d.bv), opt(d.qn),
                opt(d.kn), 1e-6f, (const float*)d.table.data(), c.style, o.K.data(), o.V.data(),
@@ -128,12 +130,12 @@ Out fresh(const Data& d) { return Out{std::vector<float>((size_t)d.c.rows * d.qd
 void rows_kernel(const Data& d, int R, Out& o) {
     const Case& c = d.c;
     const RowPos rp = rowpos(c, 0, c.rows);
-    const int T = std::min(std::max(4096 / c.hd, 8), 64), smax = CTX;  // engine/attention.rs att_rows_tile
-    const size_t smem = 4 * ((size_t)R * c.hd + (size_t)T * (c.hd + 1) + (size_t)R * smax);
+    const int smax = CTX, parts = 256 / c.hd > 1 ? 256 : 0;  // engine/attention.rs att_rows_tile
+    const size_t smem = 4 * ((size_t)R * c.hd + (size_t)R * smax + (size_t)R * parts);
     emu_launch(attention_rows, dim3{(unsigned)c.n_heads, (unsigned)((c.rows + R - 1) / R), 1}, dim3{256, 1, 1}, smem,
                (const float*)d.q.data(), opt(d.bq), opt(d.qn), 1e-6f, (const float*)d.table.data(), c.style,
                (const float*)o.K.data(), (const float*)o.V.data(), o.out.data(), c.n_heads, c.n_kv, c.hd, CTX,
-               1.0f / std::sqrt((float)c.hd), c.window, (const RowPos*)&rp, c.rows, R, T, smax);
+               1.0f / std::sqrt((float)c.hd), c.window, (const RowPos*)&rp, c.rows, R, smax);
 }
 
 // First differing bit of (out, K, V), or empty.
@@ -205,6 +207,13 @@ int main() {
     check_case({48, 3, 1, 0, 0, true, true, 9, 4, 2, 0});
     check_case({64, 4, 2, 5, 1, false, true, 12, 10, 0, 1});   // sliding window of 5
     check_case({128, 4, 2, 16, 0, true, false, 10, 0, 0, 0});  // a window, the sequence's start
+    // Windows past attention_rows' V trip of 16, so that trips lie wholly inside a row's
+    // range (its add path without a per-position test) as well as across its ends.
+    check_case({64, 9, 3, 0, 0, false, false, 20, 120, 0, 1});  // SmolLM2's heads
+    check_case({256, 4, 1, 0, 1, false, true, 10, 100, 0, 0});  // Gemma-3's heads
+    check_case({64, 4, 2, 90, 1, false, true, 12, 130, 0, 1});  // a window of 90
+    check_case({128, 4, 1, 0, 1, true, false, 9, 64, 5, 0});
+    check_case({96, 2, 1, 0, 0, false, false, 7, 80, 0, 1});    // three groups of 96
     if (failures) {
         std::fprintf(stderr, "att_emu: %d check(s) failed\n", failures);
         return 1;

@@ -565,29 +565,40 @@ fn the_one_row_attention_kernel_is_early_only_while_its_launch_is_one_wave() {
 #[test]
 fn attention_rows_tiles_fit_shared_memory_and_fall_back_when_they_cannot() {
     // The kernel's limits: R <= ATR_MAX_R (8), heads up to two 256-wide d blocks, the
-    // output partials (256 floats) inside the K/V tile, and 46 KiB (48 less the static arrays).
+    // output partials (256 floats a row where hd <= 128) after the score rows, and 46 KiB
+    // (48 less the static arrays).
     let src = source("attention.cu");
     assert!(src.contains("#define ATR_MAX_R 8"));
+    assert!(src.contains("float* part = S + R * smax;"));
     for hd in [32, 64, 96, 128, 256, 512] {
         for max_pos in [1, 24, 512, 950, 2048] {
-            if let Some((r, t, smax, smem)) = att_rows_tile(hd, max_pos, 512) {
-                assert!(
-                    [2, 4, 8].contains(&r) && (8..=64).contains(&t),
-                    "{hd} {max_pos}"
-                );
-                assert_eq!(smax, max_pos);
-                assert_eq!(smem, 4 * (r * hd + t * (hd + 1) + r * smax));
-                assert!(smem <= 46 * 1024 && t * (hd + 1) >= 256, "{hd} {max_pos}");
+            for (heads, sms) in [(32, 132), (4, 132), (9, 1)] {
+                if let Some((r, smax, smem)) = att_rows_tile(hd, max_pos, 512, heads, sms) {
+                    assert!([2, 4, 8].contains(&r), "{hd} {max_pos}");
+                    assert_eq!(smax, max_pos);
+                    let parts = if hd <= 128 { 256 } else { 0 };
+                    assert_eq!(smem, 4 * (r * hd + r * smax + r * parts));
+                    assert!(smem <= 46 * 1024, "{hd} {max_pos}");
+                }
             }
         }
     }
-    // SmolLM2's and Gemma-3's heads over a 512-position prime take 8-row blocks.
-    assert_eq!(att_rows_tile(64, 512, 512).map(|x| x.0), Some(8));
-    assert_eq!(att_rows_tile(256, 512, 512).map(|x| x.0), Some(8));
+    // On an H200's 132 SMs: SmolLM2's 9 heads over a 512-row chunk fill the GPU with 8-row
+    // blocks (576 >= 264), Gemma-3's 4 heads need 4-row blocks (256 < 264 <= 512), and a
+    // 37-row chunk takes 2-row blocks (the most blocks); the 8B shape's 32 heads take 8, over
+    // 950 positions too (the tile needs no K/V staging).
+    let r = |hd, pos, rows, heads| att_rows_tile(hd, pos, rows, heads, 132).map(|x| x.0);
+    assert_eq!(r(64, 512, 512, 9), Some(8));
+    assert_eq!(r(256, 512, 512, 4), Some(4));
+    assert_eq!(r(64, 512, 37, 9), Some(2));
+    assert_eq!(r(128, 950, 512, 32), Some(8));
+    // The window decides what fits before the grid does: 8 rows of a 1400-position window
+    // do not fit 46 KiB, 4 do.
+    assert_eq!(r(64, 1400, 512, 32), Some(4));
     // A long window, a head past 512, one row: the one-row kernel.
-    assert_eq!(att_rows_tile(128, 8192, 512), None);
-    assert_eq!(att_rows_tile(1024, 16, 512), None);
-    assert_eq!(att_rows_tile(64, 512, 1), None);
+    assert_eq!(r(128, 8192, 512, 32), None);
+    assert_eq!(r(1024, 16, 512, 32), None);
+    assert_eq!(r(64, 512, 1, 9), None);
 }
 
 /// Host mirror of kernels/mvq.cu's `tree32` (xor butterfly at distances `ds`, tree32's

@@ -95,26 +95,42 @@ pub(super) const MAX_ATTN_POS: usize = (48 * 1024 - 4 * ATT_MAX_HD * 4 - 256 * 4
 /// 48 KiB less 2 KiB for its static arrays (static and dynamic count against one limit).
 const ATT_ROWS_SMEM: usize = 46 * 1024;
 
-/// `attention_rows`' tile for heads of `hd` over windows of up to `max_pos` positions:
-/// (R rows per block, T positions per K/V tile, score row length, dynamic shared memory
-/// bytes), R the largest of 8, 4, 2 whose q rows, K/V tile and score rows fit
-/// ATT_ROWS_SMEM; None when none does (a long window: the one-row kernel takes the pass),
-/// the head is wider than the kernel's two 256-wide d blocks, or there is one row. T keeps
-/// a tile near 16 KiB; it and R change no arithmetic (kernels/attention.cu).
+/// Blocks of `attention_rows` one SM holds at once (256 threads of ~128 registers: ptxas's
+/// count, `scripts/nvrtc-check.py --regs`).
+const ATT_ROWS_PER_SM: usize = 2;
+
+/// `attention_rows`' tile for `rows` rows of `n_heads` heads `hd` wide over windows of up to
+/// `max_pos` positions, on a GPU of `sms` SMs: (R rows per block, score row length, dynamic
+/// shared memory bytes). R is one of 8, 4, 2 whose q rows, score rows and output partials
+/// (256 floats a row where 256 / hd groups split the positions, hd <= 128) fit
+/// ATT_ROWS_SMEM: the largest whose grid still fills every SM's ATT_ROWS_PER_SM slots, else
+/// 2 (the most blocks). Why: a block's rows run one after another inside it, so a grid of
+/// fewer blocks than slots leaves SMs idle for the longest block's whole time (Gemma-3's 4
+/// heads over a 512-row chunk: 256 blocks of 8 rows for 264 slots). None when none fits (a
+/// long window: the one-row kernel takes the pass), the head is wider than the kernel's two
+/// 256-wide d blocks, or there is one row. R changes no arithmetic (kernels/attention.cu).
 pub(in crate::backend::cuda) fn att_rows_tile(
     hd: usize,
     max_pos: usize,
     rows: usize,
-) -> Option<(usize, usize, usize, usize)> {
+    n_heads: usize,
+    sms: usize,
+) -> Option<(usize, usize, usize)> {
     if hd == 0 || hd > 512 || rows < 2 {
         return None;
     }
-    let t = (4096 / hd).clamp(8, 64);
-    [8usize, 4, 2].into_iter().find_map(|r| {
-        let smax = max_pos.max(1);
-        let floats = r * hd + t * (hd + 1) + r * smax;
-        (4 * floats <= ATT_ROWS_SMEM).then_some((r, t, smax, 4 * floats))
-    })
+    let parts = if 256 / hd > 1 { 256 } else { 0 };
+    let smax = max_pos.max(1);
+    let fit = |r: usize| {
+        let bytes = 4 * (r * hd + r * smax + r * parts);
+        (bytes <= ATT_ROWS_SMEM).then_some((r, smax, bytes))
+    };
+    let fills = |r: usize| n_heads.saturating_mul(rows.div_ceil(r)) >= ATT_ROWS_PER_SM * sms;
+    [8usize, 4]
+        .into_iter()
+        .filter(|&r| fills(r))
+        .find_map(fit)
+        .or_else(|| fit(2))
 }
 
 /// The arguments every attention launch of one layer and step shares, whichever pass and
@@ -202,7 +218,7 @@ impl CudaEngine {
                 // The attend pass of one sequence's rows: several rows per block when its
                 // shared memory fits (attention_rows; every row the same bits). Rows of
                 // several sequences (serve) take the one-row kernel's attend pass.
-                if let Some(rt) = att_rows_tile(c.head_dim, max_pos, rows) {
+                if let Some(rt) = att_rows_tile(c.head_dim, max_pos, rows, c.n_heads, self.dx.sms) {
                     self.attention_rows(s, &a, rows, rt, op)?;
                     continue;
                 }
@@ -283,18 +299,21 @@ impl CudaEngine {
     ) -> BResult<()> {
         let c = &self.model.cfg;
         let (nh, nkv, hd_i) = a.heads;
+        // The store pass: one block per kv head (the kernel's block kh is its group's first
+        // q head, the one that stores); the other passes: one per q head.
+        let heads = if kv_mode == 1 {
+            c.n_kv_heads
+        } else {
+            c.n_heads
+        };
         let cfg = LaunchConfig {
-            grid_dim: (
-                to_u32(c.n_heads, "heads")?,
-                to_u32(rows, "attention rows")?,
-                1,
-            ),
+            grid_dim: (to_u32(heads, "heads")?, to_u32(rows, "attention rows")?, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
         };
         let f = self
             .dx
-            .att_func(att_kernel(c.n_heads * rows, self.dx.sms), c.head_dim)?;
+            .att_func(att_kernel(heads * rows, self.dx.sms), c.head_dim)?;
         let e0 = self.prof_start(s);
         let mut p = [
             kp(&a.q),
@@ -351,12 +370,12 @@ impl CudaEngine {
         s: &GpuStream,
         a: &AttArgs,
         rows: usize,
-        (r, t, smax, smem): (usize, usize, usize, usize),
+        (r, smax, smem): (usize, usize, usize),
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
         let (nh, nkv, hd) = a.heads;
         let rows_i = to_i32(rows, "attention rows")?;
-        let (r_i, t_i) = (to_i32(r, "rows per block")?, to_i32(t, "tile positions")?);
+        let r_i = to_i32(r, "rows per block")?;
         let smax = to_i32(smax, "score row")?;
         let cfg = LaunchConfig {
             grid_dim: (
@@ -388,22 +407,22 @@ impl CudaEngine {
             kp(&a.rp),
             kp(&rows_i),
             kp(&r_i),
-            kp(&t_i),
             kp(&smax),
         ];
         // SAFETY: attention_rows(const float* q, const float* bq, const float* qn, float eps,
         // const float* table, int style, const float* K, const float* V, float* out,
         // int n_heads, int n_kv_heads, int hd, int ctx, float scale, int window,
-        // const RowPos* rp, int rows, int R, int T, int smax); q/out point at row 0 of the
+        // const RowPos* rp, int rows, int R, int smax); q/out point at row 0 of the
         // engine's scratch (max_rows >= rows rows, check_call), bq is 0 or holds q_dim
         // values, qn 0 or hd; the table holds 2 * ctx * hd/2 values; rp is group 0 of the
         // engine's rowpos buffer, filled for every row < rows by set_rowpos (every pos <
         // ctx, seq < cache.rows, slot < ctx: check_layer; one sequence: `attention` runs
         // this kernel only where CudaEngine::one_seq holds);
         // K/V are the layer's [cache.rows, ctx, kv_dim] buffers; the dynamic shared memory
-        // (<= 46 KiB, plus 1.2 KiB static: no opt-in needed) holds R * hd + T * (hd + 1) +
-        // R * smax floats with smax >= every row's window (att_rows_tile of the launch's
-        // largest), R <= 8 and hd <= 512 (ATR_MAX_R and the kernel's two d blocks).
+        // (<= 46 KiB, plus the static arrays: no opt-in needed) holds R * hd + R * smax
+        // floats, and R * 256 more where hd <= 128, with smax >= every row's window
+        // (att_rows_tile of the launch's largest), R <= 8 and hd <= 512 (ATR_MAX_R and the
+        // kernel's two d blocks).
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }
             .map_err(|e| self.err(&format!("{} attention rows", op()), e))?;
         self.prof_end(s, "attention rows", e0);

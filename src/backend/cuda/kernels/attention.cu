@@ -13,7 +13,8 @@
 // what was read.
 //
 // kv_mode: 0 fused (store, then attend: rows whose reads never include a sibling row of the
-// same launch, i.e. one row per sequence); 1 store only (the block exits after its store);
+// same launch, i.e. one row per sequence); 1 store only (grid.x = n_kv_heads: one block per
+// kv head, as the group's first head; it exits after its store);
 // 2 attend only (no store). Rows of ONE sequence at consecutive slots (a prime chunk, a
 // verify round) read their siblings' slots, so the host launches mode 1 over every row of
 // the step before mode 2 over any (stream order: every store before any read). Mode 2
@@ -149,8 +150,12 @@ __device__ __forceinline__ void att_fused(
     float* K, float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx, float scale,
     int kv_mode, int window, bool live, int p, int slot, size_t seq, float* sc, float* qs,
     float* ks, float* vs, float* red, float* part) {
-    const int h = blockIdx.x, r = blockIdx.y, tid = threadIdx.x;
-    const int group = n_heads / n_kv_heads, kh = h / group;
+    // The store pass (kv_mode 1) runs one block per kv head and row (grid.x = n_kv_heads):
+    // block kh takes the group's first q head, the one whose block stores; the other heads'
+    // blocks of a full grid would only have loaded and left.
+    const int group = n_heads / n_kv_heads;
+    const int h = kv_mode == 1 ? (int)blockIdx.x * group : (int)blockIdx.x;
+    const int r = blockIdx.y, tid = threadIdx.x, kh = h / group;
     const int kvd = n_kv_heads * hd, qd = n_heads * hd, half = hd / 2;
     const float* qh = q + (size_t)r * qd + (size_t)h * hd;
     const float* kr = k + (size_t)r * kvd + (size_t)kh * hd;
@@ -456,31 +461,129 @@ extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARG
 // - out[d] = ((part_0 + part_1) + ...) + (p_last * inv) * v_last[d], part_g the sum in
 //   position order of (p_t * inv) * v_t[d] over the g-th of G = max(1, 256 / hd) contiguous
 //   ranges of ceil(last / G) positions (the block size `attention` is launched with, 256).
-// K comes through shared memory in tiles of T positions (the union of the rows' windows,
-// in position order); V straight from the cache, each thread walking its group's range in
-// position order: every sum above runs in its order.
+//
+// How the work is laid out (none of it changes an operation or its order):
+// - Scores: one thread per cached position t of the rows' union window, its k row in
+//   registers (heads of 64, 128, 256: 64 values at a time, loaded as float4), each row's q
+//   read from shared memory by the whole warp at one address (a broadcast). Why: the old
+//   layout (a thread per (row, position) pair, q and k both from shared memory) issued two
+//   shared loads per product; this issues one 16-byte broadcast per 4.
+// - p_t * inv is formed once per (row, position), in place over the score, instead of once
+//   per (row, position, element); every output add reads it.
+// - Output: thread (g, d) walks its group's positions, one V value serving every row whose
+//   range holds it; a trip of ATR_VDEPTH positions fully inside a row's range (the common
+//   case) adds without a per-position test, and the next trip's V loads leave before this
+//   trip's adds. The group partials of all rows meet after ONE barrier (was two per row).
 // Grid (n_heads, ceil(rows / R)), block 256; dynamic shared memory (floats): R * hd (q),
-// T * (hd + 1) (a K tile, then the output partials), R * smax (scores; smax >= every n_i);
-// the host checks it.
+// R * smax (scores; smax >= every n_i), and R * 256 output partials when G > 1 (hd <= 128);
+// the host checks it (att_rows_tile).
 #define ATR_MAX_R 8
 #define ATR_VDEPTH 16
-#if !defined(ATT_KERNEL) || ATT_KERNEL == 2
-extern "C" __global__ void __launch_bounds__(256) attention_rows(
-    const float* q, const float* bq, const float* qn, float eps, const float* table, int style,
-    const float* K, const float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
-    float scale, int window, const RowPos* rp, int rows, int R, int T, int smax) {
+
+// The 8-lane tree of the score (what tree8 leaves in lane 0), over a thread's own partials.
+__device__ __forceinline__ float atr_tree(const float (&a)[8]) {
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+// a[l] += q[8u + l] * k[8u + l] over one 64-element chunk (u = 0..7, in order), q from
+// shared memory (a broadcast: every lane of the warp reads the same row), k in registers.
+__device__ __forceinline__ void atr_dot64(float (&a)[8], const float* qc, const float4 (&kr)[16]) {
+    const float4* qp = (const float4*)qc;
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+        const float4 q0 = qp[2 * u], q1 = qp[2 * u + 1];
+        const float4 k0 = kr[2 * u], k1 = kr[2 * u + 1];
+        a[0] = a[0] + q0.x * k0.x;
+        a[1] = a[1] + q0.y * k0.y;
+        a[2] = a[2] + q0.z * k0.z;
+        a[3] = a[3] + q0.w * k0.w;
+        a[4] = a[4] + q1.x * k1.x;
+        a[5] = a[5] + q1.y * k1.y;
+        a[6] = a[6] + q1.z * k1.z;
+        a[7] = a[7] + q1.w * k1.w;
+    }
+}
+
+// The scores of rows [0, nr) at cached position t, whose k row is kt: S[i][t - from_i] for
+// every row whose window holds t. HD: the head width (0: any, read element by element).
+template <int HD>
+__device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int hd, int nr, int t,
+                                           const int* s_from, const int* s_slot, float* S,
+                                           int smax, float scale) {
+    if constexpr (HD == 64) {
+        // One chunk: the k row stays in registers for every row.
+        float4 kr[16];
+#pragma unroll
+        for (int j = 0; j < 16; j++) kr[j] = ((const float4*)kt)[j];
+#pragma unroll 2
+        for (int i = 0; i < nr; i++) {
+            float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            atr_dot64(a, Q + i * 64, kr);
+            if (t >= s_from[i] && t <= s_slot[i]) S[i * smax + (t - s_from[i])] = atr_tree(a) * scale;
+        }
+    } else if constexpr (HD > 0 && HD % 64 == 0) {
+        // Chunks of 64 in element order, four rows at a time (their partials live across
+        // the chunks; a chunk's k is reloaded per four rows, from L1).
+        constexpr int CH = HD / 64;
+        for (int i0 = 0; i0 < nr; i0 += 4) {
+            float a[4][8];
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+#pragma unroll
+                for (int l = 0; l < 8; l++) a[r][l] = 0.0f;
+#pragma unroll 1
+            for (int c = 0; c < CH; c++) {
+                float4 kr[16];
+#pragma unroll
+                for (int j = 0; j < 16; j++) kr[j] = ((const float4*)(kt + 64 * c))[j];
+#pragma unroll
+                for (int r = 0; r < 4; r++)
+                    if (i0 + r < nr) atr_dot64(a[r], Q + (i0 + r) * HD + 64 * c, kr);
+            }
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int i = i0 + r;
+                if (i < nr && t >= s_from[i] && t <= s_slot[i])
+                    S[i * smax + (t - s_from[i])] = atr_tree(a[r]) * scale;
+            }
+        }
+    } else {
+        for (int i = 0; i < nr; i++) {
+            if (t < s_from[i] || t > s_slot[i]) continue;
+            const float* qi = Q + i * hd;
+            float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            for (int e0 = 0; e0 < hd; e0 += 8) {
+#pragma unroll
+                for (int l = 0; l < 8; l++)
+                    if (e0 + l < hd) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
+            }
+            S[i * smax + (t - s_from[i])] = atr_tree(a) * scale;
+        }
+    }
+}
+
+// The kernel body for heads of HD (0: any width; the host launches the module of its
+// model's width, see att_entry).
+template <int HD>
+__device__ __forceinline__ void atr_body(const float* q, const float* bq, const float* qn,
+                                         float eps, const float* table, int style,
+                                         const float* K, const float* V, float* out, int n_heads,
+                                         int n_kv_heads, int hd_arg, int ctx, float scale,
+                                         int window, const RowPos* rp, int rows, int R, int smax) {
     DYN_SHARED(float, atr);
     __shared__ int s_from[ATR_MAX_R], s_slot[ATR_MAX_R], s_pos[ATR_MAX_R];
     __shared__ float s_inv[ATR_MAX_R];
-    pdl_trigger();
-    pdl_wait();  // positions, q and the cache come from earlier launches (read after write)
-    const int h = blockIdx.x, r0 = blockIdx.y * R, tid = threadIdx.x;
+    const int hd = HD > 0 ? HD : hd_arg;
+    // Row blocks in reverse: the last rows attend over the most positions, so the longest
+    // blocks start first and the short ones fill the GPU behind them (which block takes which
+    // rows changes no row's arithmetic).
+    const int h = blockIdx.x, r0 = (int)(gridDim.y - 1 - blockIdx.y) * R, tid = threadIdx.x;
     const int lane = tid & 31, warp = tid >> 5;
     const int group = n_heads / n_kv_heads, kh = h / group;
-    const int kvd = n_kv_heads * hd, qd = n_heads * hd, half = hd / 2, ld = hd + 1;
-    float* Q = atr;                 // R x hd
-    float* KV = Q + R * hd;         // T x (hd + 1)
-    float* S = KV + T * ld;         // R x smax
+    const int kvd = n_kv_heads * hd, qd = n_heads * hd, half = hd / 2;
+    float* Q = atr;           // R x hd
+    float* S = Q + R * hd;    // R x smax: scores, then p_t * inv
+    float* part = S + R * smax;  // R x 256 output partials (G > 1)
     // Rows of this block (r0 + i < rows, each in its RowPos group), windows as `attention`.
     int nr = rows - r0 < R ? rows - r0 : R;
     if (tid < nr) {
@@ -527,39 +630,14 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
     }
     const float* Kb = K + seq * ctx * kvd + (size_t)kh * hd;
     const float* Vb = V + seq * ctx * kvd + (size_t)kh * hd;
-    // Scores, tile by tile: pair (i, t) per thread, the 8 element-strided partials in order.
-    for (int t0 = lo; t0 <= hi; t0 += T) {
-        const int tn = hi + 1 - t0 < T ? hi + 1 - t0 : T;
-        __syncthreads();  // the previous tile's readers (and the RoPE writes) are done
-        for (int j = tid; j < tn * hd; j += blockDim.x) {
-            const int t = j / hd, d = j - t * hd;
-            KV[t * ld + d] = Kb[(size_t)(t0 + t) * kvd + d];
-        }
-        __syncthreads();
-        for (int j = tid; j < nr * tn; j += blockDim.x) {
-            const int i = j / tn, t = j - i * tn, ta = t0 + t;
-            if (ta < s_from[i] || ta > s_slot[i]) continue;
-            const float* qi = Q + i * hd;
-            const float* kt = KV + t * ld;
-            // The 8 partials side by side (independent chains, each in element order).
-            float a[8];
-#pragma unroll
-            for (int l = 0; l < 8; l++) a[l] = 0.0f;
-            int e0 = 0;
-            for (; e0 + 8 <= hd; e0 += 8) {
-#pragma unroll
-                for (int l = 0; l < 8; l++) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
-            }
-#pragma unroll
-            for (int l = 0; l < 8; l++)
-                if (e0 + l < hd) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
-            const float sc = (((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])));
-            S[i * smax + (ta - s_from[i])] = sc * scale;
-        }
-    }
+    __syncthreads();  // q is rotated
+    // Scores: one thread per position of the union, every row at once.
+    for (int t = lo + tid; t <= hi; t += blockDim.x)
+        atr_scores<HD>(Q, Kb + (size_t)t * kvd, hd, nr, t, s_from, s_slot, S, smax, scale);
     __syncthreads();
     // Softmax per row, one warp per row: exact max, expf, 8-lane position-strided sums and
-    // tree8 (lanes 8..31 hold 0 and never reach lane 0's value), inv = 1 / sum.
+    // tree8 (lanes 8..31 hold 0 and never reach lane 0's value), inv = 1 / sum; then
+    // p_t * inv in place (the product every output add of the row reads).
     for (int i = warp; i < nr; i += blockDim.x >> 5) {
         const int n = s_slot[i] + 1 - s_from[i];
         float* si = S + i * smax;
@@ -573,30 +651,31 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
             for (int t = lane; t < n; t += 8) acc = acc + si[t];
         }
         acc = tree8(acc);
-        if (lane == 0) s_inv[i] = 1.0f / acc;
+        const float inv = 1.0f / __shfl_sync(0xffffffffu, acc, 0);
+        __syncwarp();  // every lane's sum reads are done before the writes below
+        for (int t = lane; t < n; t += 32) si[t] = si[t] * inv;
     }
     // Output: thread tid owns (g, d) = (tid / hd, tid % hd) of every row (hd <= 256: G * hd
     // = 256 items per row; wider heads: G = 1 and d = tid + 256 k2), its partial o[k][k2]
     // for row k running over its range in position order. Each V value read serves the
     // rows whose range holds it; the rows' chains are independent (ILP across rows).
     const int G = (256 / hd) < 1 ? 1 : 256 / hd;
-    const int dblocks = (hd + 255) / 256;  // d blocks of 256 (hd > 256)
+    constexpr int DB = HD > 0 ? (HD + 255) / 256 : 2;  // d blocks of 256 (hd > 256: 2)
+    const int dblocks = (hd + 255) / 256;
     const int g = G > 1 ? tid / hd : 0;
     const bool owner = g < G;  // hd not dividing 256: threads past G * hd own nothing
-    float o[ATR_MAX_R][2];
+    float o[ATR_MAX_R][DB];
     int ra[ATR_MAX_R], rb[ATR_MAX_R];  // row k's range of this group: slots [ra, rb)
-    int so[ATR_MAX_R];                 // row k's scores: S[so[k] + slot]
-    float iv[ATR_MAX_R];               // row k's 1 / sum
-    __syncthreads();  // the softmax's s_inv and S are written
+    int so[ATR_MAX_R];                 // row k's p values: S[so[k] + slot]
+    __syncthreads();  // every row's p values are written
 #pragma unroll
     for (int k = 0; k < ATR_MAX_R; k++) {
-        o[k][0] = o[k][1] = 0.0f;
+#pragma unroll
+        for (int k2 = 0; k2 < DB; k2++) o[k][k2] = 0.0f;
         ra[k] = rb[k] = so[k] = 0;
-        iv[k] = 0.0f;
         if (k < nr && owner) {
             const int from = s_from[k], last = s_slot[k] - from;
             so[k] = k * smax - from;
-            iv[k] = s_inv[k];
             const int chunk = (last + G - 1) / G;
             ra[k] = from + g * chunk;
             rb[k] = from + ((g + 1) * chunk < last ? (g + 1) * chunk : last);
@@ -604,8 +683,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
     }
     // The union of the rows' ranges of this thread's group; V read straight from the cache
     // (L2), ATR_VDEPTH values in flight per trip, each serving every row whose range holds
-    // it. Why not a shared tile: a tile meets one of the G groups' ranges at a time, so
-    // most threads would wait on it.
+    // it.
     int ua = 0x7fffffff, ub = 0;
 #pragma unroll
     for (int k = 0; k < ATR_MAX_R; k++)
@@ -613,48 +691,91 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
             ua = ra[k] < ua ? ra[k] : ua;
             ub = rb[k] > ub ? rb[k] : ub;
         }
+    if (ua > ub) ua = ub;  // no range: no trip (and no ua + u past INT_MAX)
 #pragma unroll
-    for (int k2 = 0; k2 < 2; k2++) {
+    for (int k2 = 0; k2 < DB; k2++) {
         const int d = G > 1 ? tid % hd : tid + 256 * k2;
         if (k2 >= dblocks || d >= hd || !owner) continue;
+        const float* vd = Vb + d;
+        float vv[ATR_VDEPTH];
+#pragma unroll
+        for (int u = 0; u < ATR_VDEPTH; u++) vv[u] = ua + u < ub ? vd[(size_t)(ua + u) * kvd] : 0.0f;
         for (int t0 = ua; t0 < ub; t0 += ATR_VDEPTH) {
-            float vv[ATR_VDEPTH];
+            // The next trip's loads leave before this trip's adds.
+            float vn[ATR_VDEPTH];
+            const int t1 = t0 + ATR_VDEPTH;
 #pragma unroll
-            for (int u = 0; u < ATR_VDEPTH; u++)
-                vv[u] = t0 + u < ub ? Vb[(size_t)(t0 + u) * kvd + d] : 0.0f;
+            for (int u = 0; u < ATR_VDEPTH; u++) vn[u] = t1 + u < ub ? vd[(size_t)(t1 + u) * kvd] : 0.0f;
 #pragma unroll
-            for (int u = 0; u < ATR_VDEPTH; u++) {
-                const int ta = t0 + u;
+            for (int k = 0; k < ATR_MAX_R; k++) {
+                if (k >= nr) break;  // uniform over the block
+                const float* pk = S + so[k] + t0;
+                if (t0 >= ra[k] && t1 <= rb[k]) {
 #pragma unroll
-                for (int k = 0; k < ATR_MAX_R; k++)
-                    if (ta >= ra[k] && ta < rb[k])
-                        o[k][k2] = o[k][k2] + (S[so[k] + ta] * iv[k]) * vv[u];
+                    for (int u = 0; u < ATR_VDEPTH; u++) o[k][k2] = o[k][k2] + pk[u] * vv[u];
+                } else if (t0 < rb[k] && t1 > ra[k]) {
+#pragma unroll
+                    for (int u = 0; u < ATR_VDEPTH; u++)
+                        if (t0 + u >= ra[k] && t0 + u < rb[k]) o[k][k2] = o[k][k2] + pk[u] * vv[u];
+                }
             }
+#pragma unroll
+            for (int u = 0; u < ATR_VDEPTH; u++) vv[u] = vn[u];
         }
     }
     // Group partials in group order, then the row's own position (its V from the cache).
-    __syncthreads();
-    float* part = KV;  // G x hd per row at a time (<= 256 floats per d block)
+    if (G > 1) {
+        if (owner) {
 #pragma unroll
-    for (int k = 0; k < ATR_MAX_R; k++) {
-        if (k >= nr) break;
+            for (int k = 0; k < ATR_MAX_R; k++)
+                if (k < nr) part[k * 256 + g * hd + tid % hd] = o[k][0];
+        }
+        __syncthreads();
+        for (int j = tid; j < nr * hd; j += blockDim.x) {
+            const int k = j / hd, d = j - k * hd;
+            float s = part[k * 256 + d];
+            for (int gi = 1; gi < G; gi++) s = s + part[k * 256 + gi * hd + d];
+            const int last = s_slot[k] - s_from[k];
+            const float vlast = Vb[(size_t)s_slot[k] * kvd + d];
+            out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = s + S[k * smax + last] * vlast;
+        }
+    } else {
 #pragma unroll
-        for (int k2 = 0; k2 < 2; k2++) {
-            if (k2 >= dblocks) break;  // uniform over the block
-            const int d = G > 1 ? tid % hd : tid + 256 * k2;
-            // This d block's index (k2 > 0 only for heads over 256 wide, where G = 1).
-            const int dl = d - 256 * k2;
-            if (d < hd && owner) part[g * hd + dl] = o[k][k2];
-            __syncthreads();
-            if (g == 0 && d < hd && owner) {
-                float s = part[dl];
-                for (int j = 1; j < G; j++) s = s + part[j * hd + dl];
-                const int last = s_slot[k] - s_from[k];
+        for (int k = 0; k < ATR_MAX_R; k++) {
+            if (k >= nr) break;
+            const int last = s_slot[k] - s_from[k];
+#pragma unroll
+            for (int k2 = 0; k2 < DB; k2++) {
+                const int d = tid + 256 * k2;
+                if (k2 >= dblocks || d >= hd) continue;
                 const float vlast = Vb[(size_t)s_slot[k] * kvd + d];
-                out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = s + (S[k * smax + last] * s_inv[k]) * vlast;
+                out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = o[k][k2] + S[k * smax + last] * vlast;
             }
-            __syncthreads();
         }
     }
+}
+
+#if !defined(ATT_KERNEL) || ATT_KERNEL == 2
+extern "C" __global__ void __launch_bounds__(256) attention_rows(
+    const float* q, const float* bq, const float* qn, float eps, const float* table, int style,
+    const float* K, const float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
+    float scale, int window, const RowPos* rp, int rows, int R, int smax) {
+    pdl_trigger();
+    pdl_wait();  // positions, q and the cache come from earlier launches (read after write)
+#define ATR_ARGS q, bq, qn, eps, table, style, K, V, out, n_heads, n_kv_heads, hd, ctx, scale, window, rp, rows, R, smax
+#if !defined(ATT_HD)
+    if (hd == 64)
+        atr_body<64>(ATR_ARGS);
+    else if (hd == 128)
+        atr_body<128>(ATR_ARGS);
+    else if (hd == 256)
+        atr_body<256>(ATR_ARGS);
+    else
+        atr_body<0>(ATR_ARGS);
+#else
+    // One head width per module (att_entry's ATT_HD).
+    atr_body<ATT_HD>(ATR_ARGS);
+#endif
+#undef ATR_ARGS
 }
 #endif
