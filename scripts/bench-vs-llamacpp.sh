@@ -161,8 +161,8 @@ synth_flags() {
     llama8b-l32-q4_k_m) preset=llama8b layers=32 quant=q4_k_m ;;
     smollm2-shape-q4_1 | gemma3-shape-q5_0)
         # The real models' shapes, whole (the rehearsal: a 4-layer slice of each, narrower).
-        local s=${1%%-*}
-        s=${s/smollm2/smol} s=${s/gemma3/gem}
+        local s=gem
+        [ "$1" = smollm2-shape-q4_1 ] && s=smol
         if [ "$DRY" = 1 ]; then
             echo "${SHAPES[$s]}" | sed -E 's/--layers [0-9]+/--layers 4/; s/--vocab [0-9]+/--vocab 4096/'
         else

@@ -1,9 +1,9 @@
-# Sourced by scripts/decode-ab.sh and scripts/narrow-ncu.sh (not run on its own): the synthetic
-# models they name, each as its whole `ppn-gate synth` flags. l70, l8q4k, l32, l4m, l2q8: slices
-# of the 70B and 8B presets; smol, qw05, q3: the narrow SmolLM2-135M (Q4_1, tied), Qwen2-0.5B
-# (qwen2 biases, Q8_0) and Qwen3-0.6B (q/k head norms, 128-wide heads, Q8_0) shapes; gem: the
-# Gemma-3-270M shape (gemma3, one kv head of 256, vocab 262144, its window of 512, Q5_0: its
-# file's layer format).
+# Sourced by scripts/decode-ab.sh, narrow-ncu.sh and bench-vs-llamacpp.sh (not run on its own):
+# the synthetic models they name, each as its whole `ppn-gate synth` flags. l70, l8q4k, l32,
+# l4m, l2q8: slices of the 70B and 8B presets; smol, qw05, q3: the narrow SmolLM2-135M (Q4_1,
+# tied), Qwen2-0.5B (qwen2 biases, Q8_0) and Qwen3-0.6B (q/k head norms, 128-wide heads, Q8_0)
+# shapes; gem: the Gemma-3-270M shape (gemma3, one kv head of 256, vocab 262144, its window of
+# 512, Q5_0: its file's layer format).
 declare -A SHAPES=([l70]="--preset llama70b --layers 2 --quant q4_k"
   [l8q4k]="--preset llama8b --layers 8 --quant q4_k" [l32]="--preset llama8b --layers 32 --quant q4_k_m"
   [l4m]="--preset llama8b --layers 4 --quant q4_k_m" [l2q8]="--preset llama8b --layers 2 --quant q8_0"

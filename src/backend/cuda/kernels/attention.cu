@@ -562,8 +562,8 @@ __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int 
     }
 }
 
-// The kernel body for heads of HD (0: any width; the host launches the module of its
-// model's width, see att_entry).
+// The kernel body for heads of HD (0: any width, read element by element). One module holds
+// every width (nvrtc.rs att_module: no ATT_HD), so attention_rows picks the body at run time.
 template <int HD>
 __device__ __forceinline__ void atr_body(const float* q, const float* bq, const float* qn,
                                          float eps, const float* table, int style,
@@ -763,7 +763,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
     pdl_trigger();
     pdl_wait();  // positions, q and the cache come from earlier launches (read after write)
 #define ATR_ARGS q, bq, qn, eps, table, style, K, V, out, n_heads, n_kv_heads, hd, ctx, scale, window, rp, rows, R, smax
-#if !defined(ATT_HD)
     if (hd == 64)
         atr_body<64>(ATR_ARGS);
     else if (hd == 128)
@@ -772,10 +771,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_rows(
         atr_body<256>(ATR_ARGS);
     else
         atr_body<0>(ATR_ARGS);
-#else
-    // One head width per module (att_entry's ATT_HD).
-    atr_body<ATT_HD>(ATR_ARGS);
-#endif
 #undef ATR_ARGS
 }
 #endif
