@@ -43,8 +43,9 @@
 #            also known, never by default: llama70b-l21-q4_k (the 70B shape 21 layers deep,
 #            10.4 GB of Q4_K: ~2 minutes to synthesize, so it gets a call of its own, e.g.
 #            ROWS=llama70b-l21-q4_k PREFILL_ROWS= SERVE_ROWS= RECEIPTS=receipts/bench-vs-llamacpp/deep70b);
-#            and smollm2-shape-q4_1, gemma3-shape-q5_0: synthetic files of the two real models'
-#            shapes (scripts/shapes.sh smol and gem), for a call that cannot carry the real
+#            and smollm2-shape-q4_1, gemma3-shape-q5_0, gemma3-shape-q4_k_m: synthetic files of the
+#            two real models' shapes (scripts/shapes.sh smol, gem and gemq4km; the last is the
+#            real Gemma file's own type mix, matrix for matrix), for a call that cannot carry the real
 #            files (98 and 253 MB, several calls of chunks: shared DEVICE.md)
 #   MODELS   directory of the real models (default models/); a row whose file is missing is
 #            skipped, and the JSON says why
@@ -79,7 +80,7 @@ MODELS=${MODELS:-models}
 WORK=${WORK:-/tmp/bench-vs-llamacpp}
 DRY=${DRY_RUN:-0}
 ALL_ROWS="smollm2-q4_1 gemma3-270m-q4_k_m llama8b-l8-q4_k llama8b-l8-q4_k_m llama8b-l8-q8_0 llama70b-l2-q4_k llama8b-l32-q4_k_m"
-KNOWN_ROWS="$ALL_ROWS llama70b-l21-q4_k smollm2-shape-q4_1 gemma3-shape-q5_0"
+KNOWN_ROWS="$ALL_ROWS llama70b-l21-q4_k smollm2-shape-q4_1 gemma3-shape-q5_0 gemma3-shape-q4_k_m"
 ROWS=${ROWS:-$ALL_ROWS}
 ROWS=${ROWS//,/ }
 CORES=$(nproc)
@@ -159,10 +160,11 @@ synth_flags() {
     llama70b-l2-q4_k) preset=llama70b layers=2 quant=q4_k ;;
     llama70b-l21-q4_k) preset=llama70b layers=21 quant=q4_k ;;
     llama8b-l32-q4_k_m) preset=llama8b layers=32 quant=q4_k_m ;;
-    smollm2-shape-q4_1 | gemma3-shape-q5_0)
+    smollm2-shape-q4_1 | gemma3-shape-q5_0 | gemma3-shape-q4_k_m)
         # The real models' shapes, whole (the rehearsal: a 4-layer slice of each, narrower).
         local s=gem
         [ "$1" = smollm2-shape-q4_1 ] && s=smol
+        [ "$1" = gemma3-shape-q4_k_m ] && s=gemq4km
         if [ "$DRY" = 1 ]; then
             echo "${SHAPES[$s]}" | sed -E 's/--layers [0-9]+/--layers 4/; s/--vocab [0-9]+/--vocab 4096/'
         else

@@ -21,7 +21,8 @@
 # Environment: SAME ("name:mma ..."), SPEED ("name ..."), ROUNDS, PROF, PREFILL. Names are
 # those of scripts/shapes.sh (l70, l8q4k, l32, l4m, l2q8: 70B and 8B slices; smol, qw05, q3:
 # narrow shapes whose decode is launch-bound, BENCH.md steps 9 and 10; gem: Gemma-3-270M's
-# shape), all synthesized here into /tmp/ab.
+# shape; gemq4km: the same in its real file's Q4_K_M mix), all synthesized here into /tmp/ab
+# by the last build named (synth's bytes for a shape both builds know are the same).
 set -u
 OUT=${OUT:?OUT: where the results go}
 [ $# -ge 2 ] || { echo "usage: OUT=DIR $0 NAME=BIN NAME=BIN [...]" >&2; exit 2; }
@@ -35,13 +36,14 @@ SAME=${SAME:-"l70:auto l8q4k:auto l4m:on"}
 SPEED=${SPEED:-"l70 l8q4k l32"}
 ROUNDS=${ROUNDS:-2}
 B0=${bin[${names[0]}]}
+BL=${bin[${names[-1]}]}  # the newest build: it knows every synth flag the table names
 mkdir -p /tmp/ab "$OUT"
 . "$(dirname "$0")"/shapes.sh
 PREFILL=${PREFILL:-}
 need=$(for x in $SAME $SPEED $PREFILL; do echo "${x%%:*}"; done | sort -u)
 for m in $need; do
   [ -n "${SHAPES[$m]:-}" ] || { echo "decode-ab: unknown file $m (known: ${!SHAPES[*]})" >&2; exit 2; }
-  [ -f /tmp/ab/$m.gguf ] || $B0 synth ${SHAPES[$m]} -o /tmp/ab/$m.gguf > /dev/null &
+  [ -f /tmp/ab/$m.gguf ] || $BL synth ${SHAPES[$m]} -o /tmp/ab/$m.gguf > /dev/null &
 done
 wait
 # One line of same.txt: the first build's receipt of the gate `$2` against every other

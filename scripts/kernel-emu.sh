@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kernel emulator: runs the engine's CUDA kernels on the CPU, without a GPU
 # (tests/kernel-emu/emu.h: a block's threads as fibers, warp collectives and mma.sync with
-# PTX's fragment layout, f16 as _Float16), and proves two things.
+# PTX's fragment layout, f16 as _Float16), and proves what follows.
 #  - mma_emu, for the tensor-core kernels (kernels/mma.cu). Every kernel the host may pick for
 #    a launch gives every output the bits of the one-row decode of its column alone. The
 #    picks are mma_prep then the 8- and 16-warp decode, the fused decode, and the GEMM at each
@@ -15,6 +15,9 @@
 #    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head
 #    widths 48 to 256, GQA, windows, biases, head norms and both RoPE styles. The racy
 #    one-launch fused pass FAILs once the grid's blocks run backwards.
+#  - norm_emu, for gemma3's post-norm residual add (kernels/norm.cu add_residual): the
+#    block-per-row kernel gives the bits of the warp-per-row kernel it replaced, widths 32 to
+#    9000, 1 to 9 rows; a reversed-order sum differs (the check can fail).
 #  - mvq_emu, for the vectorized FFMA matvec (kernels/mvq.cu, the one-row decode of every
 #    model the tensor cores do not take). A row's outputs are the same bits at every row
 #    tile (1, 3, 8 rows), rows per warp (1, 2, 4), staged or laid out by stage_rows, and over
@@ -36,11 +39,12 @@ build() {
 }
 # All at once; each build's status checked (a failed build must not leave an old binary
 # to run).
-H=(mma_emu att_emu mvq_emu)
+H=(mma_emu att_emu mvq_emu norm_emu)
 declare -A pid
 for h in "${H[@]}"; do rm -f "$dir/$h"; build "$h" & pid[$h]=$!; done
 for h in "${H[@]}"; do wait "${pid[$h]}" || { echo "kernel-emu: building $h failed" >&2; exit 1; }; done
 "$dir/att_emu"
+"$dir/norm_emu"
 # mvq_emu beside mma_emu (two cores); its lines after mma_emu's.
 "$dir/mvq_emu" > "$dir/mvq_emu.log" 2>&1 & v=$!
 r=0 rv=0

@@ -459,7 +459,8 @@ pub struct SynthArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub vocab: Option<usize>,
     /// One block format for every matrix (q8_0, q4_k, ...), or q4_k_m: llama.cpp's Q4_K_M
-    /// layout (Q4_K, with Q6_K for the head and for attn_v / ffn_down on a third of the layers).
+    /// layout (Q4_K, with Q6_K for the head and for attn_v / ffn_down on a third of the layers;
+    /// rows 256 does not tile fall back as llama.cpp does: Q4_K to Q5_0, Q6_K to Q8_0).
     #[arg(long, default_value = "q8_0")]
     pub quant: String,
     #[arg(long, allow_negative_numbers = true, default_value_t = 0)]

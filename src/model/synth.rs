@@ -94,7 +94,9 @@ impl SynthQuant {
     fn types(self) -> Vec<GgmlType> {
         match self {
             SynthQuant::Uniform(t) => vec![t],
-            SynthQuant::Q4KM => vec![GgmlType::Q4K, GgmlType::Q5K, GgmlType::Q6K],
+            // Rows that 256 does not tile fall back per matrix (`fallback_type`, down to
+            // F16), so the mix fits any shape.
+            SynthQuant::Q4KM => vec![],
         }
     }
 
@@ -106,7 +108,10 @@ impl SynthQuant {
     /// - attn_v and ffn_down in Q6_K on the "more bits" layers: the first eighth, the last
     ///   eighth, and every third layer in between (`use_more_bits`);
     /// - on a llama model of 80 layers with grouped KV heads (what llama.cpp classifies as
-    ///   70B) the remaining attn_v in Q5_K.
+    ///   70B) the remaining attn_v in Q5_K;
+    /// - a matrix whose rows are not whole 256-blocks takes llama.cpp's fallback
+    ///   (`fallback_type`): Gemma-3 270M's 640-wide rows are why its real Q4_K_M file holds
+    ///   Q5_0 projections and a Q8_0 tied embedding.
     pub fn tensor_type(self, role: Role, spec: &SynthSpec) -> GgmlType {
         let t = match self {
             SynthQuant::Uniform(t) => return t,
@@ -114,13 +119,14 @@ impl SynthQuant {
         };
         let n = spec.layers;
         let seventy_b = spec.arch == Arch::Llama && n == 80 && spec.heads != spec.kv_heads;
-        match role {
+        let t = match role {
             Role::Output | Role::TokenEmbd { tied: true } => GgmlType::Q6K,
             Role::AttnV { il } if use_more_bits(il, n) => GgmlType::Q6K,
             Role::AttnV { .. } if seventy_b => GgmlType::Q5K,
             Role::FfnDown { il } if use_more_bits(il, n) => GgmlType::Q6K,
             _ => t,
-        }
+        };
+        fallback_type(t, role.row_len(spec))
     }
 
     /// llama.cpp's `general.file_type` for the layout, where one names it exactly. A uniform
@@ -130,6 +136,43 @@ impl SynthQuant {
         match self {
             SynthQuant::Q4KM => Some(FTYPE_Q4_K_M),
             SynthQuant::Uniform(_) => None,
+        }
+    }
+}
+
+/// The type llama.cpp writes when `t`'s blocks do not tile a row of `cols` (its
+/// `tensor_type_fallback`): a 256-block K type falls to the 32-block type of about the same
+/// bits (Q4_K to Q5_0, Q5_K to Q5_1, Q6_K to Q8_0), and to F16 where 32 does not tile either.
+fn fallback_type(t: GgmlType, cols: usize) -> GgmlType {
+    if cols.is_multiple_of(t.block_len()) {
+        return t;
+    }
+    let f = match t {
+        GgmlType::Q4K => GgmlType::Q5_0,
+        GgmlType::Q5K => GgmlType::Q5_1,
+        GgmlType::Q6K => GgmlType::Q8_0,
+        other => other,
+    };
+    if cols.is_multiple_of(f.block_len()) {
+        f
+    } else {
+        GgmlType::F16
+    }
+}
+
+impl Role {
+    /// The length of one row of the matrix (its input width, GGUF's ne[0]).
+    fn row_len(self, spec: &SynthSpec) -> usize {
+        match self {
+            Role::AttnOutput => spec.heads * spec.head_dim.unwrap_or(spec.embd / spec.heads.max(1)),
+            Role::FfnDown { .. } => spec.ff,
+            Role::TokenEmbd { .. }
+            | Role::Output
+            | Role::AttnQ
+            | Role::AttnK
+            | Role::AttnV { .. }
+            | Role::FfnGate
+            | Role::FfnUp => spec.embd,
         }
     }
 }
@@ -997,21 +1040,111 @@ mod tests {
     }
 
     #[test]
-    fn q4_k_m_needs_rows_of_whole_256_blocks_and_says_which() {
+    fn q4_k_m_rows_that_256_does_not_tile_take_llama_cpps_fallback() {
+        // embd 96: every embd-wide row falls back (96 = 3 blocks of 32), ff 512 does not.
         let s = SynthSpec {
             embd: 96,
             heads: 2,
             kv_heads: 1,
-            ..q4km_spec(Arch::Llama, 2)
+            ..q4km_spec(Arch::Llama, 8)
         };
-        let e = synth_gguf(&s).expect_err("embd 96").to_string();
-        assert!(e.contains("embd = 96") && e.contains("q4_k_m"), "{e}");
+        let ty = types_by_name(synth_gguf(&s).expect("synth"));
+        assert_eq!(ty["token_embd.weight"], GgmlType::Q5_0);
+        assert_eq!(ty["output.weight"], GgmlType::Q8_0);
+        assert_eq!(ty["blk.0.attn_q.weight"], GgmlType::Q5_0);
+        assert_eq!(
+            ty["blk.0.attn_v.weight"],
+            GgmlType::Q8_0,
+            "more bits: Q6_K's fallback"
+        );
+        assert_eq!(ty["blk.1.attn_v.weight"], GgmlType::Q5_0);
+        assert_eq!(
+            ty["blk.0.ffn_down.weight"],
+            GgmlType::Q6K,
+            "ff 512 rows keep Q6_K"
+        );
+        assert_eq!(ty["blk.1.ffn_down.weight"], GgmlType::Q4K);
+        // wo's rows are heads * head_dim = 96 wide too.
+        assert_eq!(ty["blk.1.attn_output.weight"], GgmlType::Q5_0);
+        // Q5_K falls to Q5_1; rows 32 does not tile either fall to F16.
+        assert_eq!(fallback_type(GgmlType::Q5K, 96), GgmlType::Q5_1);
+        assert_eq!(fallback_type(GgmlType::Q6K, 40), GgmlType::F16);
+        assert_eq!(fallback_type(GgmlType::Q4K, 512), GgmlType::Q4K);
+        // Still refused: an embd heads do not divide, named.
+        let e = synth_gguf(&SynthSpec { heads: 5, ..s })
+            .expect_err("embd 96 over 5 heads")
+            .to_string();
+        assert!(e.contains("embd = 96"), "{e}");
         assert_eq!(SynthQuant::from_name("Q4_K_M"), Some(SynthQuant::Q4KM));
         assert_eq!(
             SynthQuant::from_name("q6_k"),
             Some(SynthQuant::Uniform(GgmlType::Q6K))
         );
         assert_eq!(SynthQuant::from_name("q4_k_s"), None);
+    }
+
+    /// The mix against a file llama.cpp's quantizer wrote: the real Gemma-3 270M Q4_K_M
+    /// (fetched by scripts/fetch-models.sh), whose 640-wide rows take the fallback. Its
+    /// shape is read from the file, every matrix's type compared by role.
+    #[test]
+    fn q4_k_m_types_every_matrix_as_the_real_gemma3_file_has_it() {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("models")
+            .join("gemma-3-270m-q4_k_m.gguf");
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/fetch-models.sh",
+            p.display()
+        );
+        let f = GgufFile::open(&p).expect("open");
+        let u = |k: &str| f.get_u64(&format!("gemma3.{k}")).expect(k) as usize;
+        let s = SynthSpec {
+            arch: Arch::Gemma3,
+            layers: u("block_count"),
+            embd: u("embedding_length"),
+            heads: u("attention.head_count"),
+            kv_heads: u("attention.head_count_kv"),
+            ff: u("feed_forward_length"),
+            vocab: 262144,
+            quant: SynthQuant::Q4KM,
+            seed: 0,
+            head_dim: Some(u("attention.key_length")),
+            tied: true,
+            rope_freqs: false,
+            sliding_window: None,
+        };
+        let mut seen = 0;
+        for t in &f.tensors {
+            let (il, part) = match t.name.strip_prefix("blk.") {
+                Some(r) => {
+                    let (il, part) = r.split_once('.').expect("blk.N.part");
+                    (il.parse::<usize>().expect("layer"), part)
+                }
+                None => (0, t.name.as_str()),
+            };
+            let role = match part {
+                "token_embd.weight" => Role::TokenEmbd { tied: true },
+                "attn_q.weight" => Role::AttnQ,
+                "attn_k.weight" => Role::AttnK,
+                "attn_v.weight" => Role::AttnV { il },
+                "attn_output.weight" => Role::AttnOutput,
+                "ffn_gate.weight" => Role::FfnGate,
+                "ffn_up.weight" => Role::FfnUp,
+                "ffn_down.weight" => Role::FfnDown { il },
+                _ => {
+                    assert_eq!(t.ty, GgmlType::F32, "{} is a norm", t.name);
+                    continue;
+                }
+            };
+            assert_eq!(
+                SynthQuant::Q4KM.tensor_type(role, &s),
+                t.ty,
+                "{} ({role:?})",
+                t.name
+            );
+            seen += 1;
+        }
+        assert_eq!(seen, 1 + 7 * s.layers, "every matrix compared");
     }
 
     #[test]

@@ -540,16 +540,19 @@ impl CudaEngine {
         let (x, o) = (self.x.at(0), self.o.at(0));
         let eps = c.rms_eps;
         let cfg = LaunchConfig {
-            grid_dim: (to_u32(rows.div_ceil(4), "add blocks")?, 1, 1),
-            block_dim: (128, 1, 1),
+            // One block of ADD_THREADS per row (kernels/norm.cu).
+            grid_dim: (to_u32(rows, "add blocks")?, 1, 1),
+            block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         let f = self.dx.func("add_residual")?;
         let e0 = self.prof_start(s);
         let mut p = [kp(&x), kp(&o), kp(&wp), kp(&r), kp(&n), kp(&eps), kp(&has)];
         // SAFETY: add_residual(float* x, const float* o, const float* w, int rows, int n,
-        // float eps, int has_norm); x and o are engine scratch of max_rows x n_embd
-        // (rows checked), w is read only when has_norm = 1 and then holds n_embd values.
+        // float eps, int has_norm), blocks of 256 (its ADD_THREADS, which its launch bounds
+        // and shared memory are sized for); x and o are two distinct engine scratch buffers
+        // (the kernel's __restrict__) of max_rows x n_embd (rows checked), w is read only
+        // when has_norm = 1 and then holds n_embd values.
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "post-norm+add", e0);
         Ok(())

@@ -1,23 +1,59 @@
-// The residual add with gemma3's post-norm (llama adds in the matvec epilogue), one warp per
-// row. (The pre-norms are fused into the matvec prologue, the q/k head norms into attention.)
+// The residual add with gemma3's post-norm (llama adds in the matvec epilogue), one block of
+// ADD_THREADS per row. (The pre-norms are fused into the matvec prologue, the q/k head norms
+// into attention.)
 //
-// Order: ss = sumsq32 (common.cu: 32 lanes in element order, then tree32); then the
-// expression of crate::math::rms_norm: inv = 1 / sqrt(ss / n + eps), (o[i] * inv) * w[i].
+// Order: ss = sumsq32's (common.cu: lane l of one warp adds o[i] * o[i] for i = l, l + 32, ...
+// in increasing i, from 0, then tree32); then the expression of crate::math::rms_norm:
+// inv = 1 / sqrt(ss / n + eps), x[i] + (o[i] * inv) * w[i]. Fixed by n alone.
+//
+// Why a block: one warp per row (the kernel before, the same bits) walked a row in n / 256
+// dependent rounds of loads for the sum and n / 32 for the add (x may alias nothing, but the
+// compiler could not know): about 8 us a launch on Gemma-3's 640-wide rows, twice a layer,
+// near half of a decode token (ncu, one H200, 2026-12-02). Here all threads load the row into
+// shared memory at once, warp 0 adds the squares from there in sumsq32's order, and all
+// threads do the add: two rounds of loads.
+#define ADD_THREADS 256
+#define ADD_CHUNK 4096  // floats of o a round stages (a multiple of 32: lanes keep their i)
 
-// x[r] += post_norm(o[r]) (gemma3, w != 0) or x[r] += o[r] (w == 0). One warp per row.
-extern "C" __global__ void add_residual(float* x, const float* o, const float* w, int rows,
-                                        int n, float eps, int has_norm) {
+// x[r] += post_norm(o[r]) (gemma3, w != 0) or x[r] += o[r] (w == 0). x, o and w are distinct
+// buffers (engine scratch x and o, a norm weight). One block of ADD_THREADS per row.
+extern "C" __global__ void __launch_bounds__(ADD_THREADS) add_residual(
+    float* __restrict__ x, const float* __restrict__ o, const float* __restrict__ w, int rows,
+    int n, float eps, int has_norm) {
+    __shared__ float so[ADD_CHUNK];
+    __shared__ float s_inv;
     pdl_trigger();
     pdl_wait();
-    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (r >= rows) return;
+    const int r = blockIdx.x;
+    if (r >= rows) return;  // uniform over the block
+    const int t = threadIdx.x;
     float* xr = x + (size_t)r * n;
     const float* orow = o + (size_t)r * n;
+    float inv = 0.0f;
     if (has_norm) {
-        float inv = 1.0f / sqrtf(sumsq32(orow, n) / (float)n + eps);
-        for (int i = threadIdx.x & 31; i < n; i += 32) xr[i] = xr[i] + (orow[i] * inv) * w[i];
+        float acc = 0.0f;  // lane t's running sum in warp 0 (sumsq32's acc)
+        for (int c0 = 0; c0 < n; c0 += ADD_CHUNK) {
+            const int m = min(ADD_CHUNK, n - c0);
+            for (int i = t; i < m; i += ADD_THREADS) so[i] = orow[c0 + i];
+            __syncthreads();
+            if (t < 32) {
+#pragma unroll 8
+                for (int i = t; i < m; i += 32) {
+                    const float v = so[i];
+                    acc = acc + v * v;
+                }
+            }
+            __syncthreads();  // so is rewritten by the next round
+        }
+        if (t < 32) {
+            acc = tree32(acc);
+            if (t == 0) s_inv = 1.0f / sqrtf(acc / (float)n + eps);
+        }
+        __syncthreads();
+        inv = s_inv;
+        for (int i = t; i < n; i += ADD_THREADS) xr[i] = xr[i] + (orow[i] * inv) * w[i];
     } else {
-        for (int i = threadIdx.x & 31; i < n; i += 32) xr[i] = xr[i] + orow[i];
+        for (int i = t; i < n; i += ADD_THREADS) xr[i] = xr[i] + orow[i];
     }
 }
 
