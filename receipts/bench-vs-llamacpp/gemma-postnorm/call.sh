@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30, the post-norm add step (commit a18d05c), in one call on one H200, on synthetic
+# Issue 30, the post-norm add step (commit bc0cd0f, its build), in one call on one H200, on synthetic
 # twins of the two real files (the call could not carry them): gemma3-shape-q4_k_m (the real
 # Gemma-3 270M file's shapes and its type mix matrix for matrix, synth's q4_k_m fallback) and
 # smollm2-shape-q4_1. Steps: llama.cpp's build starts in the background (the script's recipe);
