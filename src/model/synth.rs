@@ -100,7 +100,8 @@ impl SynthQuant {
         }
     }
 
-    /// The type of a matrix with `role` in a model of `spec`'s arch and depth.
+    /// The type of a matrix with `role`, rows of `cols` values (its input width, GGUF's
+    /// ne[0]), in a model of `spec`'s arch and depth.
     ///
     /// Q4_K_M is llama.cpp's rule (src/llama-quant.cpp, read, not copied) for a dense,
     /// non-falcon model with no imatrix and no per-tensor overrides: Q4_K everywhere, except
@@ -112,7 +113,7 @@ impl SynthQuant {
     /// - a matrix whose rows are not whole 256-blocks takes llama.cpp's fallback
     ///   (`fallback_type`): Gemma-3 270M's 640-wide rows are why its real Q4_K_M file holds
     ///   Q5_0 projections and a Q8_0 tied embedding.
-    pub fn tensor_type(self, role: Role, spec: &SynthSpec) -> GgmlType {
+    pub fn tensor_type(self, role: Role, spec: &SynthSpec, cols: usize) -> GgmlType {
         let t = match self {
             SynthQuant::Uniform(t) => return t,
             SynthQuant::Q4KM => GgmlType::Q4K,
@@ -126,7 +127,7 @@ impl SynthQuant {
             Role::FfnDown { il } if use_more_bits(il, n) => GgmlType::Q6K,
             _ => t,
         };
-        fallback_type(t, role.row_len(spec))
+        fallback_type(t, cols)
     }
 
     /// llama.cpp's `general.file_type` for the layout, where one names it exactly. A uniform
@@ -157,23 +158,6 @@ fn fallback_type(t: GgmlType, cols: usize) -> GgmlType {
         f
     } else {
         GgmlType::F16
-    }
-}
-
-impl Role {
-    /// The length of one row of the matrix (its input width, GGUF's ne[0]).
-    fn row_len(self, spec: &SynthSpec) -> usize {
-        match self {
-            Role::AttnOutput => spec.heads * spec.head_dim.unwrap_or(spec.embd / spec.heads.max(1)),
-            Role::FfnDown { .. } => spec.ff,
-            Role::TokenEmbd { .. }
-            | Role::Output
-            | Role::AttnQ
-            | Role::AttnK
-            | Role::AttnV { .. }
-            | Role::FfnGate
-            | Role::FfnUp => spec.embd,
-        }
     }
 }
 
@@ -510,7 +494,7 @@ impl Out<'_> {
         std: Option<f32>,
     ) -> Result<(), ModelError> {
         let s = std.unwrap_or(1.0 / (cols as f32).sqrt());
-        let ty = self.spec.quant.tensor_type(role, self.spec);
+        let ty = self.spec.quant.tensor_type(role, self.spec, cols);
         let vals = draw(&mut self.rng, rows * cols, s);
         let data = quant::quantize(ty, &vals)?;
         self.w
@@ -1020,13 +1004,13 @@ mod tests {
             layers: 80,
             ..q4km_spec(Arch::Llama, 80)
         };
-        let v = |il| SynthQuant::Q4KM.tensor_type(Role::AttnV { il }, &s);
+        let v = |il| SynthQuant::Q4KM.tensor_type(Role::AttnV { il }, &s, s.embd);
         assert_eq!(
             (v(0), v(10), v(12)),
             (GgmlType::Q6K, GgmlType::Q5K, GgmlType::Q6K)
         );
         assert_eq!(
-            SynthQuant::Q4KM.tensor_type(Role::FfnDown { il: 10 }, &s),
+            SynthQuant::Q4KM.tensor_type(Role::FfnDown { il: 10 }, &s, s.ff),
             GgmlType::Q4K
         );
         let mha = SynthSpec {
@@ -1034,7 +1018,7 @@ mod tests {
             ..s.clone()
         };
         assert_eq!(
-            SynthQuant::Q4KM.tensor_type(Role::AttnV { il: 10 }, &mha),
+            SynthQuant::Q4KM.tensor_type(Role::AttnV { il: 10 }, &mha, mha.embd),
             GgmlType::Q4K
         );
     }
@@ -1137,7 +1121,7 @@ mod tests {
                 }
             };
             assert_eq!(
-                SynthQuant::Q4KM.tensor_type(role, &s),
+                SynthQuant::Q4KM.tensor_type(role, &s, t.dims[0] as usize),
                 t.ty,
                 "{} ({role:?})",
                 t.name

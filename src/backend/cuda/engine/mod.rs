@@ -94,6 +94,10 @@ const MODE_STORE: i32 = 0;
 const MODE_ADD: i32 = 1;
 const MODE_GATE_UP: i32 = 2;
 
+/// Threads of an add_residual block, one block per row (`ADD_THREADS` in kernels/norm.cu,
+/// which its launch bounds and the sum's warp 0 assume).
+const ADD_THREADS: u32 = 256;
+
 fn to_i32(v: usize, what: &str) -> BResult<i32> {
     i32::try_from(v).map_err(|_| op_err(format!("{what} = {v} does not fit a kernel int")))
 }
@@ -522,7 +526,8 @@ impl CudaEngine {
         }
     }
 
-    /// x += post_norm(o) (or x += o when `w` is None), rows of n_embd.
+    /// x += post_norm(o) (or x += o when `w` is None), rows of n_embd: one block of
+    /// ADD_THREADS per row.
     fn add_residual(
         &self,
         s: &GpuStream,
@@ -540,17 +545,15 @@ impl CudaEngine {
         let (x, o) = (self.x.at(0), self.o.at(0));
         let eps = c.rms_eps;
         let cfg = LaunchConfig {
-            // One block of ADD_THREADS per row (kernels/norm.cu).
             grid_dim: (to_u32(rows, "add blocks")?, 1, 1),
-            block_dim: (256, 1, 1),
+            block_dim: (ADD_THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let f = self.dx.func("add_residual")?;
         let e0 = self.prof_start(s);
         let mut p = [kp(&x), kp(&o), kp(&wp), kp(&r), kp(&n), kp(&eps), kp(&has)];
         // SAFETY: add_residual(float* x, const float* o, const float* w, int rows, int n,
-        // float eps, int has_norm), blocks of 256 (its ADD_THREADS, which its launch bounds
-        // and shared memory are sized for); x and o are two distinct engine scratch buffers
+        // float eps, int has_norm), blocks of ADD_THREADS (its launch bounds); x and o are two distinct engine scratch buffers
         // (the kernel's __restrict__) of max_rows x n_embd (rows checked), w is read only
         // when has_norm = 1 and then holds n_embd values.
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
