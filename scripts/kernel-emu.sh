@@ -22,8 +22,9 @@
 #    model the tensor cores do not take). A row's outputs are the same bits at every row
 #    tile (1, 3, 8 rows), rows per warp (1, 2, 4), staged or laid out by stage_rows, and over
 #    a full grid or one block. The cases span all eight vectorized formats, widths below, at
-#    and past the one-trip prologue's 4096, gate|up and norms. The planted --fault
-#    row-count-order changes bits, so the check can fail.
+#    and past the one-trip prologue's 4096, gate|up and norms. So does the dense one-row walk
+#    (mvq_d8: a warp deals 8 narrow rows' units to its 32 lanes) at widths 32 to 992, clean
+#    and planted. The planted --fault row-count-order changes bits, so the check can fail.
 # What it cannot prove (emu.h says why): the hardware's own rounding inside an mma, timing,
 # and memory ordering on a GPU. The GPU scripts (scripts/gpu-validate.sh) show those.
 # Usage: scripts/kernel-emu.sh [--quick]   (needs g++ 12+; exit 0 when every check held)

@@ -134,7 +134,8 @@ def main():
                             head + f"#define MV_RT {tile}\n" + "".join(src(n) for n in MV_SOURCES)))
         for fmt in VECTORIZED:
             # One module per rows-per-warp variant (MVQ_NW), as the engine builds them.
-            for nw in (1, 2, 4):
+            # The dense one-row walk (mvq_d8, MVQ_NW 8) only in one-row modules.
+            for nw in (1, 2, 4, 8) if tile == 1 else (1, 2, 4):
                 modules.append((f"mvq {fmt} tile {tile} nw {nw}",
                                 f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n#define MVQ_NW {nw}\n"
                                 + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))

@@ -5,8 +5,11 @@
 // every vectorized format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K), widths below, at
 // and past the 4096 of the one-trip prologue, a single matrix and gate|up, norm or none: each
 // (RT, NW, staging, grid) the host may launch must give every output of its rows the bits of
-// RT = 1, NW = 1, staged, one warp per group. The planted `--fault row-count-order` must
-// change bits (the comparison can fail).
+// RT = 1, NW = 1, staged, one warp per group. So must the dense one-row walk (mvq_d8) on rows
+// under 1024 wide, where a warp deals 8 rows' units to its lanes densely: widths 32 to 992
+// (1 to 31 units a row), groups ragged, staged or laid out, over a full grid or one block,
+// and its planted order must give the planted bits of the walk it stands in for. The
+// planted `--fault row-count-order` must change bits (the comparison can fail).
 //
 // The weights are random bytes (each below 0x3C, so every f16 the formats read is finite):
 // the check is the kernel against itself, so the values need no meaning.
@@ -39,6 +42,11 @@ template <int F, int RT, int NW>
 void kq(MvArgs a, int features, int stage_x) {
     mvq_body<F, RT, NW>(a, features, stage_x);
 }
+// The dense one-row walk (mvq_d8).
+template <int F>
+void kd(MvArgs a, int features, int stage_x) {
+    mvd_body<F>(a, features, stage_x);
+}
 
 // The row tiles checked (rows of a tile the host may launch: 1..8) and, for each, the three
 // rows-per-warp kernels.
@@ -57,13 +65,14 @@ struct Fmt {
     int block_len, q, s;  // elements a block; bytes of block plane and scale plane a block
     bool offs;            // runs with an offset (repack::has_offsets): run sums in smem
     std::array<std::array<K, 3>, 3> k;
+    K d;  // mvq_d8
 };
 // crate::quant::repack::planes and row_bytes.
 const Fmt FMTS[] = {
-    {"q4_0", 32, 16, 2, false, kernels<FMT_Q4_0>()},  {"q4_1", 32, 16, 4, true, kernels<FMT_Q4_1>()},
-    {"q5_0", 32, 16, 8, false, kernels<FMT_Q5_0>()},  {"q5_1", 32, 16, 8, true, kernels<FMT_Q5_1>()},
-    {"q8_0", 32, 32, 2, false, kernels<FMT_Q8_0>()},  {"q4_k", 256, 144, 4, true, kernels<FMT_Q4K>()},
-    {"q5_k", 256, 176, 4, true, kernels<FMT_Q5K>()},  {"q6_k", 256, 208, 2, false, kernels<FMT_Q6K>()},
+    {"q4_0", 32, 16, 2, false, kernels<FMT_Q4_0>(), kd<FMT_Q4_0>},  {"q4_1", 32, 16, 4, true, kernels<FMT_Q4_1>(), kd<FMT_Q4_1>},
+    {"q5_0", 32, 16, 8, false, kernels<FMT_Q5_0>(), kd<FMT_Q5_0>},  {"q5_1", 32, 16, 8, true, kernels<FMT_Q5_1>(), kd<FMT_Q5_1>},
+    {"q8_0", 32, 32, 2, false, kernels<FMT_Q8_0>(), kd<FMT_Q8_0>},  {"q4_k", 256, 144, 4, true, kernels<FMT_Q4K>(), kd<FMT_Q4K>},
+    {"q5_k", 256, 176, 4, true, kernels<FMT_Q5K>(), kd<FMT_Q5K>},  {"q6_k", 256, 208, 2, false, kernels<FMT_Q6K>(), kd<FMT_Q6K>},
 };
 
 // The format named `name` (a name not in FMTS is a bug of this file: it aborts).
@@ -114,10 +123,12 @@ Inputs make_inputs(const Case& c) {
 }
 
 // Every row's outputs (gate|up: the act(gate) * up products) from launches of tile `rt`
-// (index ri into RTS), rows-per-warp kernel nwi, staged or laid out, with `blocks` blocks per
-// tile (0: one warp per group), over the first rows / rt * rt rows.
+// (index ri into RTS), rows-per-warp kernel nwi (3: the dense walk, groups of 8 rows, RT = 1
+// only), staged or laid out, with `blocks` blocks per tile (0: one warp per group), over the
+// first rows / rt * rt rows.
 std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool staged, int blocks, int plant) {
-    const int rt = RTS[ri], nw = 1 << nwi, tiles = c.rows / rt;
+    const bool dense = nwi == 3;
+    const int rt = RTS[ri], nw = dense ? 8 : 1 << nwi, tiles = c.rows / rt;
     const int nm = c.mode == 2 ? 2 : 1;
     std::vector<std::vector<float>> ys(nm, std::vector<float>((size_t)c.rows * c.n_out, 0.0f));
     MvArgs a{};
@@ -144,7 +155,7 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     const int all = ((features + per_group - 1) / per_group + MV_WARPS - 1) / MV_WARPS;
     const int nb = blocks ? blocks : all;
     const size_t smem = 4 * ((staged ? (size_t)rt * c.n : 0) + (c.fm->offs ? (size_t)rt * c.n / 16 : 0) + rt);
-    emu_launch(c.fm->k[ri][nwi], dim3{(unsigned)nb, (unsigned)tiles, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a,
+    emu_launch(dense ? c.fm->d : c.fm->k[ri][nwi], dim3{(unsigned)nb, (unsigned)tiles, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a,
                features, (int)staged);
     std::vector<float> out = ys[0];
     out.resize((size_t)tiles * rt * c.n_out);
@@ -206,6 +217,41 @@ int main() {
                     }
                 }
         if (ok) std::printf("mvq_emu: ok  %s\n", name(c).c_str());
+    }
+    // The dense one-row walk against RT = 1, NW = 1 (its reference above), on rows under 1024
+    // wide: 32-element formats at 640 (gemma3: 20 units, 8 rows = 5 whole rounds), 576
+    // (SmolLM2: 18 units, a ragged last round), 32 (1 unit) and 992 (31); K-quants at 256 and
+    // 768. n_out 37: groups of 8 rows (gate|up: 4 features), the last one ragged. Each clean
+    // and planted: the planted dense walk must give the planted bits of the walk it replaces.
+    std::vector<Case> narrow;
+    for (const Fmt& f : FMTS) {
+        const bool kq = f.block_len == 256;
+        narrow.push_back({&f, kq ? 768 : 640, 37, 1, 0, true});
+        narrow.push_back({&f, kq ? 256 : 576, 37, 1, 2, false});
+        if (!kq) narrow.push_back({&f, 32, 37, 1, 0, false});
+        if (!kq) narrow.push_back({&f, 992, 37, 1, 2, true});
+    }
+    for (const Case& c : narrow) {
+        const Inputs in = make_inputs(c);
+        bool ok = true;
+        for (int plant = 0; plant < 2 && ok; ++plant) {
+            const std::vector<float> ref = run(c, in, 0, c.mode == 2 ? 1 : 0, true, 0, plant);
+            const int variants[3][2] = {{1, 0}, {0, 0}, {1, 1}};
+            for (const auto& v : variants) {
+                const int staged = v[0], blocks = v[1];
+                const std::vector<float> got = run(c, in, 0, 3, staged, blocks, plant);
+                std::string where;
+                ++checked;
+                if (got.size() != ref.size() || !same(ref, got, &where)) {
+                    emu_harness::fail("mvq_emu", name(c) + ": dense" + (staged ? " staged" : " laid out") +
+                                                     (blocks ? " one block" : "") + (plant ? " planted" : "") +
+                                                     ", " + where);
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if (ok) std::printf("mvq_emu: ok  %s, dense (clean and planted)\n", name(c).c_str());
     }
     // The negative control: --fault row-count-order's planted order must change bits.
     {

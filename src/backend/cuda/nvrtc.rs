@@ -117,8 +117,12 @@ pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 
 pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
 
-/// The kernels of a vectorized module, by weight rows per warp (1, 2, 4).
-pub(crate) const MVQ_KERNELS: [&str; 3] = ["mvq_w1", "mvq_w2", "mvq_w4"];
+/// The kernels of a vectorized module, by weight rows per warp (1, 2, 4), then the dense
+/// one-row walk (`mvq_d8`, groups of 8 rows; one-row modules only: `mv_parts`).
+pub(crate) const MVQ_KERNELS: [&str; 4] = ["mvq_w1", "mvq_w2", "mvq_w4", "mvq_d8"];
+
+/// The variant index of the dense one-row walk in `MVQ_KERNELS`.
+pub(crate) const MVQ_DENSE: usize = 3;
 
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
@@ -550,7 +554,7 @@ impl DevCtx {
         /// One built module's kernels, and where they go.
         enum Built {
             /// (slot, kind, variant, kernel).
-            Mv(usize, usize, usize, CudaFunction),
+            Mv(usize, usize, usize, usize, CudaFunction),
             Mma(usize, CudaFunction),
             Att(usize, CudaFunction),
         }
@@ -565,10 +569,10 @@ impl DevCtx {
             jobs.push(Box::new(move || Ok(Built::Att(i, self.build_att(i)?))));
         }
         for &(i, k, t) in &todo_mv {
-            for part in 0..Self::mv_parts(k) {
+            for part in 0..Self::mv_parts(k, t) {
                 names.push(format!("{k}/r{t}/{part}"));
                 jobs.push(Box::new(move || {
-                    Ok(Built::Mv(i, k, part, self.build_mv(k, t, part)?))
+                    Ok(Built::Mv(i, k, t, part, self.build_mv(k, t, part)?))
                 }));
             }
         }
@@ -597,10 +601,10 @@ impl DevCtx {
             });
             // A slot is set once: the lock above keeps a second builder out.
             match r {
-                Ok(Built::Mv(i, k, part, f)) => {
+                Ok(Built::Mv(i, k, t, part, f)) => {
                     let v = parts
                         .entry(i)
-                        .or_insert_with(|| vec![None; Self::mv_parts(k)]);
+                        .or_insert_with(|| vec![None; Self::mv_parts(k, t)]);
                     if let Some(p) = v.get_mut(part) {
                         *p = Some(f);
                     }
@@ -634,18 +638,21 @@ impl DevCtx {
     }
 
     /// The kernels of matvec module (kind, tile): one, or for a vectorized kind one per
-    /// `MVQ_KERNELS` variant, each built as a module of its own (`build_mv`).
-    fn mv_parts(kind: usize) -> usize {
-        if kind >= MVQ_BASE {
+    /// `MVQ_KERNELS` variant, each built as a module of its own (`build_mv`); the dense walk
+    /// only in one-row modules (kernels/mvq.cu compiles it only at MV_RT 1).
+    fn mv_parts(kind: usize, tile: usize) -> usize {
+        if kind < MVQ_BASE {
+            1
+        } else if tile == 1 {
             MVQ_KERNELS.len()
         } else {
-            1
+            MVQ_DENSE
         }
     }
 
     /// Compiles and loads kernel `part` of matvec module (kind, tile): a vectorized kind's
-    /// variant `part` alone (`#define MVQ_NW`, kernels/mvq.cu), so its three variants
-    /// compile side by side.
+    /// variant `part` alone (`#define MVQ_NW`, 8 for the dense walk; kernels/mvq.cu), so its
+    /// variants compile side by side.
     fn build_mv(&self, kind: usize, tile: usize, part: usize) -> BResult<CudaFunction> {
         let vectorized = kind >= MVQ_BASE;
         let head = if kind == MV_GENERIC {
@@ -661,7 +668,11 @@ impl DevCtx {
         };
         let extra: &[&str] = if vectorized { &["mvq.cu"] } else { &[] };
         let src = module_source(head, MV_SOURCES.iter().chain(extra));
-        let (name, smem) = if vectorized {
+        let (name, smem) = if vectorized && part == MVQ_DENSE {
+            // Its rows are under 1024 wide (a tile of at most 4 KB), and its 8.4 KB of static
+            // slots must fit beside the dynamic limit.
+            (MVQ_KERNELS[part], self.stage_max)
+        } else if vectorized {
             (MVQ_KERNELS[part], self.smem_max)
         } else {
             (MV_KERNEL, self.stage_max)

@@ -3,12 +3,12 @@
 
 use super::engine::{
     att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,
-    mvq_blocks_per_sm, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to,
-    vectorized, warps_per_feature, MMA_DECODE_MAX, MVQ_MIN_IN,
+    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to,
+    vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
-use super::{CudaBackend, MVQ_BASE, MV_GENERIC, MV_MAX_TILE};
+use super::{CudaBackend, MVQ_BASE, MVQ_DENSE, MV_GENERIC, MV_MAX_TILE};
 use crate::quant::GgmlType;
 
 /// The text of kernel source file `name` (one of SOURCES).
@@ -64,12 +64,13 @@ fn kernels_in_sources() -> Vec<String> {
 
 #[test]
 fn kernel_table_lists_exactly_the_kernels_the_sources_define() {
-    // The main module's table plus the matvec modules' one kernel, which `DevCtx::build_mv`
-    // loads by name, and the mma module's, which `DevCtx::prepare_mma` loads.
+    // The main module's table plus the matvec modules' one kernel and the vectorized
+    // modules' dense walk (the rows-per-warp variants come from a macro), which
+    // `DevCtx::build_mv` loads by name, and the mma module's, which `DevCtx::prepare_mma` loads.
     let mut listed: Vec<String> = KERNELS
         .iter()
         .chain(super::nvrtc::ATT_KERNELS.iter())
-        .chain([MV_KERNEL].iter())
+        .chain([MV_KERNEL, MVQ_KERNELS[MVQ_DENSE]].iter())
         .chain(MMA_KERNELS.iter())
         .map(|s| s.to_string())
         .collect();
@@ -412,13 +413,23 @@ fn the_kernel_takes_every_row_tile_the_host_may_compile() {
 #[test]
 fn the_vectorized_kernels_are_the_ones_the_source_instantiates() {
     let mvq = source("mvq.cu");
-    for (i, name) in MVQ_KERNELS.iter().enumerate() {
+    for (i, name) in MVQ_KERNELS.iter().enumerate().take(MVQ_DENSE) {
         // Variant i carries 2^i weight rows per warp (mvq_launch picks it from nw).
         assert!(
             mvq.contains(&format!("MVQ_KERNEL({name}, {})", 1 << i)),
             "{name}"
         );
     }
+    // The dense walk is the last variant, built as MVQ_NW 1 << MVQ_DENSE (nvrtc.rs build_mv)
+    // in one-row modules only, and walks groups of MVD_ROWS rows.
+    assert_eq!(MVQ_DENSE + 1, MVQ_KERNELS.len());
+    assert_eq!(1 << MVQ_DENSE, MVD_ROWS);
+    let dense = MVQ_KERNELS[MVQ_DENSE];
+    assert!(mvq.contains(&format!(
+        "#if (!defined(MVQ_NW) || MVQ_NW == {MVD_ROWS}) && MV_RT == 1"
+    )));
+    assert!(mvq.contains(&format!("void __launch_bounds__(256, 3) {dense}(MVQ_ARGS)")));
+    assert!(mvq.contains(&format!("#define MVD_ROWS {MVD_ROWS}")));
     assert!(mvq.contains(&format!("MV_RT < 1 || MV_RT > {MV_MAX_TILE}")));
 }
 
@@ -431,12 +442,33 @@ fn vectorized_launch_shapes_fit_the_kernels() {
             for tile in 1..=MV_MAX_TILE {
                 let nw = mvq_rows_per_warp(features, gate_up, tile);
                 assert!(
-                    [1, 2, 4].contains(&nw) && (nw.trailing_zeros() as usize) < MVQ_KERNELS.len()
+                    [1, 2, 4].contains(&nw) && (nw.trailing_zeros() as usize) < MVQ_DENSE
                 );
                 assert!(!gate_up || nw >= 2);
             }
         }
     }
+    // The dense walk: one-row tiles of rows of at most 24 units (its walk deals at most 31
+    // units a row), over enough groups to fill the GPU: the heads of gemma3 (640 wide, vocab
+    // 262144) and SmolLM2 (576, 49152) on an H200 (132 SMs), not their q|k|v or gate|up, not
+    // Qwen2-0.5B's 896-wide head, never rows 1024 and wider.
+    let h200 = 132;
+    for (n_in, vocab) in [(640, 262144), (576, 49152), (512, 32000)] {
+        assert!(mvq_dense(1, n_in, vocab, false, h200), "{n_in}");
+        assert!((2..=MV_MAX_TILE).all(|t| !mvq_dense(t, n_in, vocab, false, h200)));
+    }
+    for (n_in, features, gate_up) in [(640, 1536, false), (640, 2048, true), (576, 1536, true)] {
+        assert!(!mvq_dense(1, n_in, features, gate_up, h200), "{n_in} {features}");
+    }
+    // A wave of groups: 3 blocks of 8 warps on every SM; gate|up groups hold 4 features.
+    assert!(mvq_dense(1, 640, 8 * 24 * 10, false, 10));
+    assert!(!mvq_dense(1, 640, 8 * 24 * 10 - 8, false, 10));
+    assert!(mvq_dense(1, 640, 4 * 24 * 10, true, 10));
+    assert!(!mvq_dense(1, 800, 1 << 20, false, h200)); // 25 units
+    for n_in in [896, 992, 1024, 2048, 4096, 8192] {
+        assert!((1..=MV_MAX_TILE).all(|t| !mvq_dense(t, n_in, 1 << 20, false, h200)));
+    }
+    assert_eq!(mvq_blocks_per_sm(MVD_ROWS, 1), 3);
     // Shared memory: the 8B down projection at an 8-row tile (x not staged) and the 70B
     // one, and every staged tile up to 64 KiB, fit the H200's 227 KiB opt-in.
     use GgmlType::{Q4K, Q8_0};

@@ -11,7 +11,7 @@ use cudarc::driver::LaunchConfig;
 
 use super::weights::{DevLayer, DevWeight};
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP, MODE_STORE};
-use crate::backend::cuda::{GpuBuf, GpuStream, MVQ_BASE, MV_GENERIC, MV_MAX_TILE};
+use crate::backend::cuda::{GpuBuf, GpuStream, MVQ_BASE, MVQ_DENSE, MV_GENERIC, MV_MAX_TILE};
 use crate::backend::BResult;
 use crate::model::Activation;
 use crate::quant::{repack, GgmlType};
@@ -137,10 +137,45 @@ pub(in crate::backend::cuda) fn mvq_rows_per_warp(
     }
 }
 
+/// Whether a vectorized launch of `tile` rows over rows `n_in` wide with `features` output
+/// features (gate|up: `gate_up`) on a GPU of `sms` SMs takes the dense one-row walk
+/// (`mvq_d8`, kernels/mvq.cu). It deals a group of MVD_ROWS rows' units to all 32 lanes,
+/// where the plain walk leaves 32 - n_in / 32 lanes of a narrow row idle (12 on gemma3's
+/// 640-wide rows, 14 on SmolLM2's 576), and pays for it with index arithmetic and a shared
+/// memory exchange per group, and with 8 rows a warp where the plain walk has 1 or 2. So it
+/// takes only:
+/// - one-row tiles of rows of at most 24 units (a quarter of the lanes idle or more);
+/// - launches whose groups fill every SM's resident warps at least once (the vocabulary
+///   heads: 32000 features and more), since a launch with fewer groups is bound by one
+///   warp's walk, which the dense walk makes longer.
+///
+/// Measured on one H200 with the rule `tile == 1 && n_in < 1024` (BENCH.md, step 13): the
+/// heads of 576 and 640-wide rows 25 -> 17 and 115 -> 84 us; q|k|v and gate|up (1536 and
+/// 2048 features) 7.3 -> 9.5 and 8.2 -> 9.9 us; the 896-wide (28 units) head 18 -> 21 us.
+/// Free to vary: the dense walk gives every row the plain walk's bits (scripts/kernel-emu.sh,
+/// mvq_emu).
+pub(in crate::backend::cuda) fn mvq_dense(
+    tile: usize,
+    n_in: usize,
+    features: usize,
+    gate_up: bool,
+    sms: usize,
+) -> bool {
+    let per_group = if gate_up { MVD_ROWS / 2 } else { MVD_ROWS };
+    let wave = mvq_blocks_per_sm(MVD_ROWS, 1) * MV_WARPS * sms;
+    tile == 1 && n_in / 32 <= 24 && features.div_ceil(per_group) >= wave
+}
+
+/// Weight rows a warp of the dense walk takes at a time (`MVD_ROWS` in kernels/mvq.cu).
+pub(in crate::backend::cuda) const MVD_ROWS: usize = 8;
+
 /// Blocks of a vectorized kernel that stay resident per SM: its launch bounds
-/// (`MVQ_MIN_BLOCKS` in kernels/mvq.cu), which size the launch's grid.
+/// (`MVQ_MIN_BLOCKS` in kernels/mvq.cu; the dense walk, nw = MVD_ROWS, keeps 3), which size
+/// the launch's grid.
 pub(in crate::backend::cuda) fn mvq_blocks_per_sm(nw: usize, tile: usize) -> usize {
-    if nw == 4 {
+    if nw == MVD_ROWS {
+        3
+    } else if nw == 4 {
         1
     } else if tile <= 2 {
         3
@@ -504,10 +539,19 @@ impl CudaEngine {
         let feat_i = to_i32(features, "matvec features")?;
         let mut laid_out = false;
         for (r0, n, tile) in row_tiles(rows) {
-            let nw = mvq_rows_per_warp(features, gate_up, tile);
-            let f = self
-                .dx
-                .mv_variant(kind, tile, nw.trailing_zeros() as usize)?;
+            // The dense walk's groups are MVD_ROWS weight rows (variant MVQ_DENSE).
+            let dense = mvq_dense(tile, n_in, features, gate_up, self.dx.sms);
+            let nw = if dense {
+                MVD_ROWS
+            } else {
+                mvq_rows_per_warp(features, gate_up, tile)
+            };
+            let variant = if dense {
+                MVQ_DENSE
+            } else {
+                nw.trailing_zeros() as usize
+            };
+            let f = self.dx.mv_variant(kind, tile, variant)?;
             // The tile stages in shared memory when it fits: up to stage_max, or for a
             // four-rows-per-warp kernel (one block per SM by its launch bounds, so shared
             // memory costs no residency) whatever the block may use beside the run sums.
@@ -571,7 +615,9 @@ impl CudaEngine {
             let e0 = self.prof_start(s);
             let mut p = [kp(&t), kp(&feat_i), kp(&stage_i)];
             // SAFETY: mvq_wN(MvArgs a, int features, int stage_x) of the module (kind, tile),
-            // N = nw (MVQ_KERNELS[log2 nw]); n is a whole number of tiles (row_tiles); MvArgs
+            // N = nw (MVQ_KERNELS[log2 nw]), or mvq_d8 (same arguments) when `dense`, which
+            // holds only for one-row tiles of rows under 1024 wide, the only ones its module
+            // compiles it for and whose 1..31 units a row its walk deals; n is a whole number of tiles (row_tiles); MvArgs
             // is laid out as the CUDA struct and every matrix pointer holds n_out rows of
             // row_bytes bytes in crate::quant::repack's layout of format `ty` (packed at
             // upload, checked above), all of width n_in (checked by mv_launch), a multiple of

@@ -57,8 +57,8 @@ use graph::{Graph, GraphKey};
 pub(super) use matvec::fmt_of;
 #[cfg(test)]
 pub(super) use matvec::{
-    kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm, mvq_rows_per_warp, mvq_smem,
-    row_tiles, tiles_up_to, warps_per_feature,
+    kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm, mvq_dense,
+    mvq_rows_per_warp, mvq_smem, row_tiles, tiles_up_to, warps_per_feature, MVD_ROWS,
 };
 use matvec::{modules_needed, MatKind};
 use mma::MmaScratch;

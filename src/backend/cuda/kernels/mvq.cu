@@ -558,56 +558,31 @@ __device__ __forceinline__ void mvq_stage_fast(const MvArgs& a, const float* X, 
     __syncthreads();
 }
 
-// Grid (blocks, rows / RT), block 32 * MV_WARPS, dynamic shared memory: the staged x tile
-// (stage_x: RT * n floats, normalized, swizzled) then, for a format with offsets, the run
-// sums (RT * n / 16 floats). Warp w of the launch takes groups w, w + all warps, ...; group
-// g holds features g * nf .. g * nf + nf - 1 (nf = NW in modes 0/1; in mode 2 nf = NW / 2,
-// each a gate row and its up row). A warp walks its (group, unit round) items in one loop
-// with the next item's weights loading while the current one computes, so the loads stay in
-// flight across its groups; a group's sums are reduced (tree32) after its last round.
-// A tile that does not stage reads x from global rows that stage_rows laid out (swizzled
-// and, for a norm launch, normalized with the same expressions), so a row's bits never
-// depend on the staging.
-template <int FMT, int RT, int NW, bool XS>
-__device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem, float* red) {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int n = a.n_in, nu = n >> 5, rounds = (nu + 31) >> 5;
-    const int r0 = blockIdx.y * RT;
-    const bool gu = a.mode == 2;
-    const int nf = gu ? NW / 2 : NW;
-    const int groups = (features + nf - 1) / nf;
-    const int all_warps = gridDim.x * MV_WARPS;
-    // The weight row of feature slot i of group grp (a dead slot reads row 0 of matrix 0).
-    auto row_of = [&](int grp, int i) -> const u8* {
-        int o;
-        int f = grp * nf + (gu ? i % nf : i);
-        int m = mv_locate(a, features, f, &o);
-        if (m < 0) return a.m[0].w;
-        if (gu && i >= nf) return a.m[1].w + (size_t)o * a.m[1].row_bytes;
-        return MV_FIELD(a, m, w) + (size_t)o * MV_FIELD(a, m, row_bytes);
-    };
-    int grp = blockIdx.x * MV_WARPS + warp, it = 0;
-    Cur k[NW];  // this warp's current group's rows (lane cursors)
-    Unit<FMT> ua[NW], ub[NW];
-#pragma unroll
-    for (int i = 0; i < NW; i++) Unit<FMT>::init(k[i], row_of(grp < groups ? grp : 0, i), lane, nu);
-    // The first item's weights load before the wait: they are read-only.
-    if (grp < groups && lane < nu) {
-#pragma unroll
-        for (int i = 0; i < NW; i++) ua[i].load(k[i], 0);
-    }
-    pdl_wait();
+// The weight row of feature slot i of group grp, groups of nf features (mode 2: slots
+// nf..2nf - 1 are the up rows of slots 0..nf - 1); a dead slot reads row 0 of matrix 0.
+__device__ __forceinline__ const u8* mvq_row(const MvArgs& a, int features, int nf, bool gu,
+                                             int grp, int i) {
+    int o;
+    int f = grp * nf + (gu ? i % nf : i);
+    int m = mv_locate(a, features, f, &o);
+    if (m < 0) return a.m[0].w;
+    if (gu && i >= nf) return a.m[1].w + (size_t)o * a.m[1].row_bytes;
+    return MV_FIELD(a, m, w) + (size_t)o * MV_FIELD(a, m, row_bytes);
+}
+
+// What every vectorized walk does after pdl_wait and before its first dot: the tile of RT
+// rows from x (row r0 on) into shared memory when XS (normalized when the launch has a
+// norm), and for a format with offsets the run sums of the (normalized) x. Returns where
+// the walk reads x: the staged tile, or the global rows stage_rows laid out. FAST: the
+// kernel holds the one-trip prologue (see the caller).
+template <int FMT, int RT, bool FAST, bool XS>
+__device__ __forceinline__ const float* mvq_prologue(const MvArgs& a, int r0, float* smem,
+                                                     float* red, const float** xsum_out) {
+    const int n = a.n_in;
     const float* X = a.x + (size_t)r0 * n;
     float* xsum = smem + (XS ? RT * n : 0);
     float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
-    // Rows up to 4096 wide take the one-trip prologue in the four-rows-per-warp kernels (tiles
-    // of 5..8 rows, up to 255 registers) and in one-row tiles of the 32-element-block formats
-    // (a norm launch: one trip instead of two, the sumsq and the tile). Not in the others:
-    // 80..128-register kernels holding 2..4 rows' float4s, or a K-quant's larger units, spill
-    // (cuobjdump: Q5_K/Q6_K one-row 2-rows-per-warp kernels 48 -> 104 bytes of stack, 2..8-row
-    // tiles 200+).
-    constexpr bool FAST_KERNEL = (NW == 4 && RT >= 4) || (RT == 1 && FMT <= FMT_Q8_0);
-    const bool fast = XS && FAST_KERNEL && n <= 4096;
+    const bool fast = XS && FAST && n <= 4096;
     if (fast) {
         // The whole tile in one round trip (rows up to 4096 wide: 4 float4s of each row per
         // thread): thread t loads float4s t, t + 256, t + 512, t + 768 of every row at once,
@@ -618,7 +593,7 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         // any weight is multiplied.
         // Compiled only into the kernels that take it (a runtime `fast` alone would still
         // instantiate it, and its registers, everywhere).
-        if constexpr (FAST_KERNEL) mvq_stage_fast<RT>(a, X, n, smem, red, inv);
+        if constexpr (FAST) mvq_stage_fast<RT>(a, X, n, smem, red, inv);
     } else if (XS && a.norm) {
         // Only a staged launch normalizes (stage_rows lays out the others, with the same
         // expressions): sumsq256 over the global row (the whole block, row by row), then
@@ -679,7 +654,50 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
         }
         __syncthreads();
     }
-    if (XS) X = smem;
+    *xsum_out = xsum;
+    return XS ? smem : X;
+}
+
+// Grid (blocks, rows / RT), block 32 * MV_WARPS, dynamic shared memory: the staged x tile
+// (stage_x: RT * n floats, normalized, swizzled) then, for a format with offsets, the run
+// sums (RT * n / 16 floats). Warp w of the launch takes groups w, w + all warps, ...; group
+// g holds features g * nf .. g * nf + nf - 1 (nf = NW in modes 0/1; in mode 2 nf = NW / 2,
+// each a gate row and its up row). A warp walks its (group, unit round) items in one loop
+// with the next item's weights loading while the current one computes, so the loads stay in
+// flight across its groups; a group's sums are reduced (tree32) after its last round.
+// A tile that does not stage reads x from global rows that stage_rows laid out (swizzled
+// and, for a norm launch, normalized with the same expressions), so a row's bits never
+// depend on the staging.
+template <int FMT, int RT, int NW, bool XS>
+__device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem, float* red) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int n = a.n_in, nu = n >> 5, rounds = (nu + 31) >> 5;
+    const int r0 = blockIdx.y * RT;
+    const bool gu = a.mode == 2;
+    const int nf = gu ? NW / 2 : NW;
+    const int groups = (features + nf - 1) / nf;
+    const int all_warps = gridDim.x * MV_WARPS;
+    auto row_of = [&](int grp, int i) -> const u8* { return mvq_row(a, features, nf, gu, grp, i); };
+    int grp = blockIdx.x * MV_WARPS + warp, it = 0;
+    Cur k[NW];  // this warp's current group's rows (lane cursors)
+    Unit<FMT> ua[NW], ub[NW];
+#pragma unroll
+    for (int i = 0; i < NW; i++) Unit<FMT>::init(k[i], row_of(grp < groups ? grp : 0, i), lane, nu);
+    // The first item's weights load before the wait: they are read-only.
+    if (grp < groups && lane < nu) {
+#pragma unroll
+        for (int i = 0; i < NW; i++) ua[i].load(k[i], 0);
+    }
+    pdl_wait();
+    // Rows up to 4096 wide take the one-trip prologue in the four-rows-per-warp kernels (tiles
+    // of 5..8 rows, up to 255 registers) and in one-row tiles of the 32-element-block formats
+    // (a norm launch: one trip instead of two, the sumsq and the tile). Not in the others:
+    // 80..128-register kernels holding 2..4 rows' float4s, or a K-quant's larger units, spill
+    // (cuobjdump: Q5_K/Q6_K one-row 2-rows-per-warp kernels 48 -> 104 bytes of stack, 2..8-row
+    // tiles 200+).
+    constexpr bool FAST_KERNEL = (NW == 4 && RT >= 4) || (RT == 1 && FMT <= FMT_Q8_0);
+    const float* xsum;
+    const float* X = mvq_prologue<FMT, RT, FAST_KERNEL, XS>(a, r0, smem, red, &xsum);
     float acc[NW][RT];
 #pragma unroll
     for (int i = 0; i < NW; i++)
@@ -698,6 +716,130 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     }
 }
 
+// The dense one-row walk (RT = 1) of rows narrower than 32 units (n_in < 1024, so a row is
+// one round of the walk above, with only nu = n_in / 32 of its 32 lanes holding a unit:
+// 20 on gemma3's 640-wide rows, 18 on SmolLM2's 576). Here a warp's group is MVD_ROWS rows
+// and their G * nu units are dealt to the 32 lanes densely, unit g of the group (row g / nu,
+// unit g % nu) in round g / 32 to lane g % 32, so every lane holds a unit in every round
+// but the group's last. Why: the vocabulary head of those models (262144 rows on gemma3) is
+// the biggest matvec of a token, and it ran at a third of the bandwidth with 12 of 32 lanes
+// idle in every load and every FMA.
+// The bits are the walk above's: a unit's value is what its lane there computes for it (a
+// one-round row's lane holds one unit: acc = 0, then mvq_unit), computed here by whichever
+// lane holds it; the values go to shared memory at (row, unit), the unused slots nu..31
+// hold 0.0f as the idle lanes' accumulators do, and lane l then reads slot l of every row:
+// exactly the value lane l holds there, so tree32_split (tree32's sums, as every variant
+// reduces) and the planted order act on the same values in the same lanes.
+#define MVD_ROWS 8
+#define MVD_STRIDE 33  // floats a row's slots take: lanes storing one unit index of two rows
+                       // in a round land in different banks
+
+// One item (group grp, round it) of a warp's dense walk: the next item's unit loads into
+// `nxt`, the current one's (in `cur`, lane unit (si, su)) is multiplied in and stored to its
+// slot, and after the group's last round the rows are reduced and written. Returns whether
+// an item is left.
+template <int FMT>
+__device__ __forceinline__ bool mvd_item(const MvArgs& a, int features, int groups, int nf, bool gu,
+                                         int all_warps, int rounds, int units, int nu, int lane,
+                                         int r0, int i0, int u0, int di, int du,
+                                         Unit<FMT> (&cur)[1], Unit<FMT> (&nxt)[1], int& grp, int& it,
+                                         int& si, int& su, const float* X, const float* xsum,
+                                         float* vb) {
+    // The next item's unit of this lane: 32 units on, or the next group's first round.
+    int ngrp = grp, nit = it + 1, ni = si + di, nu2 = su + du;
+    if (nu2 >= nu) {
+        nu2 -= nu;
+        ni++;
+    }
+    if (nit == rounds) {
+        nit = 0;
+        ngrp = grp + all_warps;
+        ni = i0;
+        nu2 = u0;
+    }
+    if (ngrp < groups && nit * 32 + lane < units) {
+        Cur k;
+        Unit<FMT>::init(k, mvq_row(a, features, nf, gu, ngrp, ni), nu2, nu);
+        nxt[0].load(k, 0);
+    }
+    if (it * 32 + lane < units) {
+        float acc[1][1] = {{0.0f}};
+        mvq_unit<FMT, 1, 1>(cur, su, X, a.n_in, xsum, acc);
+        vb[si * MVD_STRIDE + su] = acc[0][0];
+    }
+    if (it == rounds - 1) {
+        // The group is done: every lane reaches the shuffles (the branch is uniform).
+        __syncwarp();  // every slot stored before any lane reads
+        float v[MVD_ROWS][1];
+#pragma unroll
+        for (int i = 0; i < MVD_ROWS; i++) v[i][0] = vb[i * MVD_STRIDE + lane];
+        __syncwarp();  // every slot read before the next group's stores
+        if (a.plant) {  // uniform: --fault row-count-order only (kernels/matvec.cu plant_pair)
+#pragma unroll
+            for (int i = 0; i < MVD_ROWS; i++) v[i][0] = plant_pair(v[i][0], lane);
+        }
+        const float r = tree32_split<MVD_ROWS, 1>(v, lane);
+        constexpr int SH = 5 - Log2<MVD_ROWS>::v;  // row o's sum sits in lanes o << SH ..
+        const float sv = __shfl_sync(0xffffffffu, r, (lane << SH) & 31);
+        float tv = 0.0f;
+        if (gu) tv = __shfl_sync(0xffffffffu, r, ((lane + nf) << SH) & 31);
+        if (lane < nf) {
+            int o, f = grp * nf + lane;
+            int mi = mv_locate(a, features, f, &o);
+            if (mi >= 0) mv_finish(a, mi, o, r0, sv, tv);
+        }
+    }
+    grp = ngrp;
+    it = nit;
+    si = ni;
+    su = nu2;
+    return grp < groups;
+}
+
+// Grid (blocks, rows), block 32 * MV_WARPS, dynamic shared memory as mvq_run's at RT = 1.
+// Groups of MVD_ROWS weight rows (mode 2: MVD_ROWS / 2 features, gate rows then their up
+// rows), warp w taking groups w, w + all warps, ...; the next item's loads leave before the
+// current one computes, as in mvq_run. The host launches it for one-row tiles of rows under
+// 1024 wide only (nu < 32: a row is one round).
+template <int FMT, bool XS>
+__device__ __forceinline__ void mvd_run(const MvArgs& a, int features, float* smem, float* red,
+                                        float* vbuf) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float* vb = vbuf + warp * (MVD_ROWS * MVD_STRIDE);
+    const int nu = a.n_in >> 5;  // 1..31 (host)
+    const int r0 = blockIdx.y;
+    const bool gu = a.mode == 2;
+    const int nf = gu ? MVD_ROWS / 2 : MVD_ROWS;
+    const int groups = (features + nf - 1) / nf;
+    const int all_warps = gridDim.x * MV_WARPS;
+    const int units = MVD_ROWS * nu, rounds = (units + 31) >> 5;
+    // This lane's unit in a group's round 0, and how far 32 units move it (rows, units).
+    const int i0 = lane / nu, u0 = lane - i0 * nu;
+    const int di = 32 / nu, du = 32 - di * nu;
+    // The slots past the row's units: 0.0f for every group (no store reaches them).
+    for (int i = 0; i < MVD_ROWS; i++)
+        if (lane >= nu) vb[i * MVD_STRIDE + lane] = 0.0f;
+    int grp = blockIdx.x * MV_WARPS + warp, it = 0, si = i0, su = u0;
+    Unit<FMT> ua[1], ub[1];
+    // The first item's weights load before the wait: they are read-only.
+    if (grp < groups && lane < units) {
+        Cur k;
+        Unit<FMT>::init(k, mvq_row(a, features, nf, gu, grp, si), su, nu);
+        ua[0].load(k, 0);
+    }
+    pdl_wait();
+    constexpr bool FAST_KERNEL = FMT <= FMT_Q8_0;  // mvq_run's rule at RT = 1
+    const float* xsum;
+    const float* X = mvq_prologue<FMT, 1, FAST_KERNEL, XS>(a, r0, smem, red, &xsum);
+    while (grp < groups) {  // uniform over the warp
+        if (!mvd_item<FMT>(a, features, groups, nf, gu, all_warps, rounds, units, nu, lane, r0, i0,
+                           u0, di, du, ua, ub, grp, it, si, su, X, xsum, vb))
+            break;
+        mvd_item<FMT>(a, features, groups, nf, gu, all_warps, rounds, units, nu, lane, r0, i0, u0, di,
+                      du, ub, ua, grp, it, si, su, X, xsum, vb);
+    }
+}
+
 template <int FMT, int RT, int NW>
 __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stage_x) {
     DYN_SHARED(float4, mvq_smem4);
@@ -705,6 +847,17 @@ __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stag
     pdl_trigger();
     if (stage_x) mvq_run<FMT, RT, NW, true>(a, features, (float*)mvq_smem4, red);
     else mvq_run<FMT, RT, NW, false>(a, features, (float*)mvq_smem4, red);
+}
+
+template <int FMT>
+__device__ __forceinline__ void mvd_body(const MvArgs& a, int features, int stage_x) {
+    DYN_SHARED(float4, mvq_smem4);
+    __shared__ float red[8];  // sumsq256's warp sums (mvq_stage_fast at RT = 1)
+    // Each warp's slots (declared here, once for both instantiations of mvd_run).
+    __shared__ float vbuf[MV_WARPS * MVD_ROWS * MVD_STRIDE];
+    pdl_trigger();
+    if (stage_x) mvd_run<FMT, true>(a, features, (float*)mvq_smem4, red, vbuf);
+    else mvd_run<FMT, false>(a, features, (float*)mvq_smem4, red, vbuf);
 }
 
 // Launch bounds: up to 2-row tiles keep 3 blocks (24 warps) per SM resident (<= 85
@@ -717,8 +870,8 @@ __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stag
     extern "C" __global__ void __launch_bounds__(256, MVQ_MIN_BLOCKS(NW)) NAME(MVQ_ARGS) { \
         mvq_body<MVQ_FMT, MV_RT, NW>(a, features, stage_x);                                \
     }
-// One variant per engine module (MVQ_NW, src/backend/cuda/nvrtc.rs build_mv), all three
-// without it (scripts/nvrtc-check.py).
+// One variant per engine module (MVQ_NW, src/backend/cuda/nvrtc.rs build_mv), all of them
+// without it (scripts/nvrtc-check.py); the dense walk (MVQ_NW 8) in one-row modules only.
 #if !defined(MVQ_NW) || MVQ_NW == 1
 MVQ_KERNEL(mvq_w1, 1)
 #endif
@@ -727,6 +880,11 @@ MVQ_KERNEL(mvq_w2, 2)
 #endif
 #if !defined(MVQ_NW) || MVQ_NW == 4
 MVQ_KERNEL(mvq_w4, 4)
+#endif
+#if (!defined(MVQ_NW) || MVQ_NW == 8) && MV_RT == 1
+extern "C" __global__ void __launch_bounds__(256, 3) mvq_d8(MVQ_ARGS) {
+    mvd_body<MVQ_FMT>(a, features, stage_x);
+}
 #endif
 
 #endif
