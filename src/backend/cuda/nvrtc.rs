@@ -553,7 +553,7 @@ impl DevCtx {
         }
         /// One built module's kernels, and where they go.
         enum Built {
-            /// (slot, kind, variant, kernel).
+            /// (slot, kind, tile, variant, kernel).
             Mv(usize, usize, usize, usize, CudaFunction),
             Mma(usize, CudaFunction),
             Att(usize, CudaFunction),
@@ -669,7 +669,7 @@ impl DevCtx {
         let extra: &[&str] = if vectorized { &["mvq.cu"] } else { &[] };
         let src = module_source(head, MV_SOURCES.iter().chain(extra));
         let (name, smem) = if vectorized && part == MVQ_DENSE {
-            // Its rows are under 1024 wide (a tile of at most 4 KB), and its 8.4 KB of static
+            // Its rows are under 1024 wide (a tile of at most 4 KB), and its 8.3 KiB of static
             // slots must fit beside the dynamic limit.
             (MVQ_KERNELS[part], self.stage_max)
         } else if vectorized {

@@ -3,8 +3,8 @@
 
 use super::engine::{
     att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,
-    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles, tiles_up_to,
-    vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN,
+    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles,
+    tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
@@ -441,9 +441,7 @@ fn vectorized_launch_shapes_fit_the_kernels() {
         for gate_up in [false, true] {
             for tile in 1..=MV_MAX_TILE {
                 let nw = mvq_rows_per_warp(features, gate_up, tile);
-                assert!(
-                    [1, 2, 4].contains(&nw) && (nw.trailing_zeros() as usize) < MVQ_DENSE
-                );
+                assert!([1, 2, 4].contains(&nw) && (nw.trailing_zeros() as usize) < MVQ_DENSE);
                 assert!(!gate_up || nw >= 2);
             }
         }
@@ -458,7 +456,10 @@ fn vectorized_launch_shapes_fit_the_kernels() {
         assert!((2..=MV_MAX_TILE).all(|t| !mvq_dense(t, n_in, vocab, false, h200)));
     }
     for (n_in, features, gate_up) in [(640, 1536, false), (640, 2048, true), (576, 1536, true)] {
-        assert!(!mvq_dense(1, n_in, features, gate_up, h200), "{n_in} {features}");
+        assert!(
+            !mvq_dense(1, n_in, features, gate_up, h200),
+            "{n_in} {features}"
+        );
     }
     // A wave of groups: 3 blocks of 8 warps on every SM; gate|up groups hold 4 features.
     assert!(mvq_dense(1, 640, 8 * 24 * 10, false, 10));

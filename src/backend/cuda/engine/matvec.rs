@@ -145,9 +145,9 @@ pub(in crate::backend::cuda) fn mvq_rows_per_warp(
 /// memory exchange per group, and with 8 rows a warp where the plain walk has 1 or 2. So it
 /// takes only:
 /// - one-row tiles of rows of at most 24 units (a quarter of the lanes idle or more);
-/// - launches whose groups fill every SM's resident warps at least once (the vocabulary
-///   heads: 32000 features and more), since a launch with fewer groups is bound by one
-///   warp's walk, which the dense walk makes longer.
+/// - launches whose groups fill every SM's resident warps at least once (25344 features on
+///   an H200: the vocabulary heads), since a launch with fewer groups is bound by one warp's
+///   walk, which the dense walk makes longer.
 ///
 /// Measured on one H200 with the rule `tile == 1 && n_in < 1024` (BENCH.md, step 13): the
 /// heads of 576 and 640-wide rows 25 -> 17 and 115 -> 84 us; q|k|v and gate|up (1536 and
@@ -163,11 +163,15 @@ pub(in crate::backend::cuda) fn mvq_dense(
 ) -> bool {
     let per_group = if gate_up { MVD_ROWS / 2 } else { MVD_ROWS };
     let wave = mvq_blocks_per_sm(MVD_ROWS, 1) * MV_WARPS * sms;
-    tile == 1 && n_in / 32 <= 24 && features.div_ceil(per_group) >= wave
+    tile == 1 && n_in / 32 <= MVD_MAX_UNITS && features.div_ceil(per_group) >= wave
 }
 
 /// Weight rows a warp of the dense walk takes at a time (`MVD_ROWS` in kernels/mvq.cu).
 pub(in crate::backend::cuda) const MVD_ROWS: usize = 8;
+
+/// The widest row (in 32-value units) the host gives the dense walk: a quarter of the plain
+/// walk's lanes idle or more (the kernel itself walks rows of 1..31 units).
+const MVD_MAX_UNITS: usize = 24;
 
 /// Blocks of a vectorized kernel that stay resident per SM: its launch bounds
 /// (`MVQ_MIN_BLOCKS` in kernels/mvq.cu; the dense walk, nw = MVD_ROWS, keeps 3), which size
@@ -539,17 +543,14 @@ impl CudaEngine {
         let feat_i = to_i32(features, "matvec features")?;
         let mut laid_out = false;
         for (r0, n, tile) in row_tiles(rows) {
-            // The dense walk's groups are MVD_ROWS weight rows (variant MVQ_DENSE).
+            // Weight rows a warp takes at a time, and the kernel: the dense walk's groups are
+            // MVD_ROWS rows (variant MVQ_DENSE), the others' nw (variant log2 nw).
             let dense = mvq_dense(tile, n_in, features, gate_up, self.dx.sms);
-            let nw = if dense {
-                MVD_ROWS
+            let (nw, variant) = if dense {
+                (MVD_ROWS, MVQ_DENSE)
             } else {
-                mvq_rows_per_warp(features, gate_up, tile)
-            };
-            let variant = if dense {
-                MVQ_DENSE
-            } else {
-                nw.trailing_zeros() as usize
+                let nw = mvq_rows_per_warp(features, gate_up, tile);
+                (nw, nw.trailing_zeros() as usize)
             };
             let f = self.dx.mv_variant(kind, tile, variant)?;
             // The tile stages in shared memory when it fits: up to stage_max, or for a
@@ -616,9 +617,9 @@ impl CudaEngine {
             let mut p = [kp(&t), kp(&feat_i), kp(&stage_i)];
             // SAFETY: mvq_wN(MvArgs a, int features, int stage_x) of the module (kind, tile),
             // N = nw (MVQ_KERNELS[log2 nw]), or mvq_d8 (same arguments) when `dense`, which
-            // holds only for one-row tiles of rows under 1024 wide, the only ones its module
-            // compiles it for and whose 1..31 units a row its walk deals; n is a whole number of tiles (row_tiles); MvArgs
-            // is laid out as the CUDA struct and every matrix pointer holds n_out rows of
+            // holds only for one-row tiles (the only modules that compile it) of rows of at
+            // most MVD_MAX_UNITS units (its walk deals 1..31); n is a whole number of tiles
+            // (row_tiles); MvArgs is laid out as the CUDA struct and every matrix pointer holds n_out rows of
             // row_bytes bytes in crate::quant::repack's layout of format `ty` (packed at
             // upload, checked above), all of width n_in (checked by mv_launch), a multiple of
             // 32 whose units the kernel reads only below n_in / 32; x (or xn) holds rows *

@@ -799,8 +799,9 @@ __device__ __forceinline__ bool mvd_item(const MvArgs& a, int features, int grou
 // Grid (blocks, rows), block 32 * MV_WARPS, dynamic shared memory as mvq_run's at RT = 1.
 // Groups of MVD_ROWS weight rows (mode 2: MVD_ROWS / 2 features, gate rows then their up
 // rows), warp w taking groups w, w + all warps, ...; the next item's loads leave before the
-// current one computes, as in mvq_run. The host launches it for one-row tiles of rows under
-// 1024 wide only (nu < 32: a row is one round).
+// current one computes, as in mvq_run. It walks one-row tiles of rows under 1024 wide
+// (nu < 32: a row is one round of the plain walk); the host takes it for the heads of rows
+// of at most 24 units only (matvec.rs mvq_dense).
 template <int FMT, bool XS>
 __device__ __forceinline__ void mvd_run(const MvArgs& a, int features, float* smem, float* red,
                                         float* vbuf) {
