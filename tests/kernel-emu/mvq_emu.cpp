@@ -8,8 +8,12 @@
 // RT = 1, NW = 1, staged, one warp per group. So must the dense one-row walk (mvq_d8) on rows
 // under 1024 wide, where a warp deals 8 rows' units to its lanes densely: widths 32 to 992
 // (1 to 31 units a row), groups ragged, staged or laid out, over a full grid or one block,
-// and its planted order must give the planted bits of the walk it stands in for. The
-// planted `--fault row-count-order` must change bits (the comparison can fail).
+// and its planted order must give the planted bits of the walk it stands in for. So must
+// gemma3's post-norm add folded into a one-row launch's prologue (mvq_pre_add: the row is x +
+// post_norm(o)): every one-row kernel, plain and dense, staged, over a full grid and one
+// block, gives the outputs of add_residual then the same launch over its sum, and writes that
+// sum's bits; an add left out must differ. The planted `--fault row-count-order` must change
+// bits (the comparison can fail).
 //
 // The weights are random bytes (each below 0x3C, so every f16 the formats read is finite):
 // the check is the kernel against itself, so the values need no meaning.
@@ -104,6 +108,13 @@ struct Inputs {
     std::vector<float> x, g, xn;          // rows x n; norm weights; stage_rows' layout of x
 };
 
+// A folded post-norm add (MvArgs res_o, res_w, res_out): the launch's row is x + post_norm(o).
+struct Pre {
+    const float* o;
+    const float* w;
+    float* out;
+};
+
 Inputs make_inputs(const Case& c) {
     Inputs in;
     const int nm = c.mode == 2 ? 2 : 1;
@@ -126,7 +137,8 @@ Inputs make_inputs(const Case& c) {
 // (index ri into RTS), rows-per-warp kernel nwi (3: the dense walk, groups of 8 rows, RT = 1
 // only), staged or laid out, with `blocks` blocks per tile (0: one warp per group), over the
 // first rows / rt * rt rows.
-std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool staged, int blocks, int plant) {
+std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool staged, int blocks, int plant,
+                       const Pre* pre = nullptr) {
     const bool dense = nwi == 3;
     const int rt = RTS[ri], nw = dense ? 8 : 1 << nwi, tiles = c.rows / rt;
     const int nm = c.mode == 2 ? 2 : 1;
@@ -154,7 +166,15 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     // engine/matvec.rs mvq_launch's grid (uncapped) and mvq_smem.
     const int all = ((features + per_group - 1) / per_group + MV_WARPS - 1) / MV_WARPS;
     const int nb = blocks ? blocks : all;
-    const size_t smem = 4 * ((staged ? (size_t)rt * c.n : 0) + (c.fm->offs ? (size_t)rt * c.n / 16 : 0) + rt);
+    size_t floats = (staged ? (size_t)rt * c.n : 0) + (c.fm->offs ? (size_t)rt * c.n / 16 : 0) + rt;
+    if (pre) {
+        // engine/matvec.rs mvq_smem with pre: three rows at the next 16-byte boundary.
+        floats = (floats + 3) / 4 * 4 + 3 * (size_t)c.n;
+        a.res_o = pre->o;
+        a.res_w = pre->w;
+        a.res_out = pre->out;
+    }
+    const size_t smem = 4 * floats;
     emu_launch(dense ? c.fm->d : c.fm->k[ri][nwi], dim3{(unsigned)nb, (unsigned)tiles, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a,
                features, (int)staged);
     std::vector<float> out = ys[0];
@@ -252,6 +272,71 @@ int main() {
             }
         }
         if (ok) std::printf("mvq_emu: ok  %s, dense (clean and planted)\n", name(c).c_str());
+    }
+    // gemma3's post-norm add folded into one-row launches (mvq_pre_add) against add_residual
+    // then the same launch over its sum: 32-element formats at 640 (gemma3 270M) and 1152
+    // (gemma3 1B: past one float4 a thread), K-quants at 768 and 2560 (gemma3 4B), and 4096
+    // (MVQ_PRE_MAX); a lone matrix with the pre-norm and gate|up. Plain walks NW 1 and 2 (4:
+    // gate|up needs 2), and the dense walk under 1024 wide; staged, a full grid and one block.
+    // The sum must also come back in res_out with add_residual's bits.
+    {
+        std::vector<Case> pre_cases;
+        for (const Fmt& f : FMTS) {
+            const bool kq = f.block_len == 256;
+            pre_cases.push_back({&f, kq ? 768 : 640, 37, 1, 0, true});
+            pre_cases.push_back({&f, kq ? 2560 : 1152, 37, 1, 2, true});
+        }
+        pre_cases.push_back({fmt("q8_0"), 4096, 14, 1, 0, true});
+        pre_cases.push_back({fmt("q6_k"), 4096, 14, 1, 2, true});
+        for (const Case& c : pre_cases) {
+            Inputs in = make_inputs(c);
+            std::vector<float> o(c.n), pw(c.n), sum(c.n, std::nanf(""));
+            for (auto& v : o) v = frand();
+            for (auto& v : pw) v = 0.5f + frand();
+            // The reference: add_residual (kernels/norm.cu) into sum, then x := sum.
+            emu_launch(add_residual, dim3{1, 1, 1}, dim3{ADD_THREADS, 1, 1}, 0, sum.data(),
+                       (const float*)in.x.data(), (const float*)o.data(), (const float*)pw.data(), 1, c.n,
+                       1e-5f, 1);
+            Inputs added = in;
+            added.x = sum;
+            const int nw0 = c.mode == 2 ? 1 : 0;
+            const std::vector<float> ref = run(c, added, 0, nw0, true, 0, 0);
+            const std::vector<float> plain = run(c, in, 0, nw0, true, 0, 0);
+            bool ok = true;
+            int differ = 0;
+            for (size_t i = 0; i < ref.size(); ++i) differ += std::memcmp(&ref[i], &plain[i], 4) != 0;
+            if (differ == 0) {
+                emu_harness::fail("mvq_emu", name(c) + ": the post-norm add changed no output (the check could not fail)");
+                ok = false;
+            }
+            const bool dense_ok = c.n < 1024;
+            for (int nwi = nw0; nwi < 4 && ok; ++nwi) {
+                if (nwi == 3 && !dense_ok) continue;
+                for (int blocks : {0, 1}) {
+                    std::vector<float> out(c.n, std::nanf(""));
+                    const Pre pre{o.data(), pw.data(), out.data()};
+                    const std::vector<float> got = run(c, in, 0, nwi, true, blocks, 0, &pre);
+                    std::string where;
+                    ++checked;
+                    const std::string what = name(c) + ": folded add, " +
+                                             (nwi == 3 ? std::string("dense") : "NW " + std::to_string(1 << nwi)) +
+                                             (blocks ? " one block" : "");
+                    if (got.size() != ref.size() || !same(ref, got, &where)) {
+                        emu_harness::fail("mvq_emu", what + ", " + where);
+                        ok = false;
+                        break;
+                    }
+                    if (!same(sum, out, &where)) {
+                        emu_harness::fail("mvq_emu", what + ", res_out " + where);
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if (ok)
+                std::printf("mvq_emu: ok  %s, post-norm add folded in (the add itself changes %d of %zu outputs)\n",
+                            name(c).c_str(), differ, ref.size());
+        }
     }
     // The negative control: --fault row-count-order's planted order must change bits.
     {

@@ -3,7 +3,9 @@
 // kernel it replaced (kept below as `add_residual_warp`, verbatim but for its name), which
 // summed the squares with sumsq32 straight from global memory. Widths below, at and past one
 // staging round (ADD_CHUNK 4096: 4128 and 9000 take two and three rounds), odd widths, 1 to 9
-// rows, with and without the norm, values spanning many binades. The negative control: the
+// rows, with and without the norm, values spanning many binades; it now writes its sum to
+// another buffer than its input (y = x + post_norm(o)), which it leaves as it was. The
+// negative control: the
 // same rows with each lane's squares summed in reverse order must differ in some case (the
 // comparison can fail).
 //
@@ -73,13 +75,18 @@ int main() {
                 for (auto& v : o) v = wide();
                 for (auto& v : w) v = 1.0f + frand();
                 const float eps = 1e-6f;
-                std::vector<float> want = x0, got = x0;
+                // got starts as NaNs: an element the kernel does not write differs.
+                std::vector<float> want = x0, got(x0.size(), std::nanf(""));
                 emu_launch(add_residual_warp, dim3{(unsigned)((rows + 3) / 4), 1, 1},
                            dim3{128, 1, 1}, 0, want.data(), (const float*)o.data(),
                            (const float*)w.data(), rows, n, eps, has_norm);
+                // y = x + post_norm(o) out of place (the engine's x -> x2 -> x): x stays.
+                std::vector<float> xin = x0;
                 emu_launch(add_residual, dim3{(unsigned)rows, 1, 1}, dim3{ADD_THREADS, 1, 1}, 0,
-                           got.data(), (const float*)o.data(), (const float*)w.data(), rows, n,
-                           eps, has_norm);
+                           got.data(), (const float*)xin.data(), (const float*)o.data(),
+                           (const float*)w.data(), rows, n, eps, has_norm);
+                if (xin != x0)
+                    emu_harness::fail("norm_emu", "n " + std::to_string(n) + ": the input row changed");
                 ++cases;
                 if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
                     size_t i = 0;

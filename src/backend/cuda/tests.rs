@@ -3,8 +3,8 @@
 
 use super::engine::{
     att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,
-    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, row_pos_bytes, row_tiles,
-    tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN,
+    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, row_pos_bytes, row_tiles,
+    tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN, MVQ_PRE_MAX,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
@@ -113,9 +113,10 @@ fn every_ggml_type_has_a_format_id_that_the_matvec_dispatch_handles() {
 #[test]
 fn mv_args_parameter_has_the_layout_of_the_cuda_struct() {
     // struct MvMat { ptr w; u64 row_bytes; ptr y; int n_out; int fmt; } = 32 bytes;
-    // struct MvArgs { MvMat m[3]; ptr x; ptr norm; int x 5; float eps; int plant; } = 96 +
-    // 16 + 28, padded to the pointers' 8-byte alignment.
-    assert_eq!(mv_args_bytes(), 3 * 32 + 16 + 32);
+    // struct MvArgs { MvMat m[3]; ptr x; ptr norm; int x 5; float eps; int plant; ptr res_o;
+    // ptr res_w; ptr res_out; } = 96 + 16 + 28, padded to the pointers' 8-byte alignment,
+    // + 24.
+    assert_eq!(mv_args_bytes(), 3 * 32 + 16 + 32 + 24);
 }
 
 #[test]
@@ -430,6 +431,8 @@ fn the_vectorized_kernels_are_the_ones_the_source_instantiates() {
     )));
     assert!(mvq.contains(&format!("void __launch_bounds__(256, 3) {dense}(MVQ_ARGS)")));
     assert!(mvq.contains(&format!("#define MVD_ROWS {MVD_ROWS}")));
+    // The folded post-norm add's widest row, as the host gates it (pre_fuses).
+    assert!(mvq.contains(&format!("#define MVQ_PRE_MAX {MVQ_PRE_MAX}")));
     assert!(mvq.contains(&format!("MV_RT < 1 || MV_RT > {MV_MAX_TILE}")));
 }
 
@@ -473,10 +476,21 @@ fn vectorized_launch_shapes_fit_the_kernels() {
     // Shared memory: the 8B down projection at an 8-row tile (x not staged) and the 70B
     // one, and every staged tile up to 64 KiB, fit the H200's 227 KiB opt-in.
     use GgmlType::{Q4K, Q8_0};
-    assert_eq!(mvq_smem(Q8_0, 1, 4096, true), 4 * (4096 + 1));
-    assert_eq!(mvq_smem(Q4K, 1, 4096, true), 4 * (4096 + 256 + 1));
-    assert!(mvq_smem(Q4K, 8, 28672, false) < 227 * 1024 - 2048);
-    assert!(mvq_smem(Q4K, 4, 4096, true) < 227 * 1024 - 2048);
+    assert_eq!(mvq_smem(Q8_0, 1, 4096, true, false), 4 * (4096 + 1));
+    assert_eq!(mvq_smem(Q4K, 1, 4096, true, false), 4 * (4096 + 256 + 1));
+    assert!(mvq_smem(Q4K, 8, 28672, false, false) < 227 * 1024 - 2048);
+    assert!(mvq_smem(Q4K, 4, 4096, true, false) < 227 * 1024 - 2048);
+    // gemma3's folded post-norm add: three rows (o, x, w) after the rest, 16-byte aligned
+    // (kernels/mvq.cu mvq_pre_at); at its widest it fits the dynamic-shared-memory opt-in of
+    // the plain walk (smem_max) and, at the dense walk's widths, of the dense walk
+    // (stage_max, 64 KiB).
+    assert_eq!(mvq_smem(Q8_0, 1, 640, true, true), 4 * (644 + 3 * 640));
+    assert_eq!(
+        mvq_smem(Q4K, 1, 768, true, true),
+        4 * ((768 + 48 + 1usize).next_multiple_of(4) + 3 * 768)
+    );
+    assert!(mvq_smem(Q4K, 1, MVQ_PRE_MAX, true, true) < 227 * 1024 - 2048);
+    assert!(mvq_smem(Q4K, 1, 992, true, true) <= 64 * 1024);
 }
 
 #[test]
@@ -1076,4 +1090,54 @@ fn mma_gemm_blocks_narrow_launches_finer_and_still_cover_every_column() {
         assert!(rows.div_ceil(16 * w) * 16 * w >= rows);
         assert!([1, 2, 4].contains(&w));
     }
+}
+
+#[test]
+fn the_post_norm_add_folds_only_into_one_row_vectorized_staged_launches() {
+    use GgmlType::{Q4K, Q5_0, Q6K, Q8_0};
+    let stage_max = 64 * 1024;
+    let packed = |ty| ((ty, true), false);
+    // gemma3 at 640 wide: q|k|v of mixed formats (one vectorized launch each) and gate|up of
+    // one format, one row: folded.
+    let qkv = [packed(Q4K), packed(Q4K), packed(Q8_0)];
+    assert!(pre_fuses(&qkv, 1, 640, false, stage_max));
+    assert!(pre_fuses(
+        &[packed(Q5_0), packed(Q5_0)],
+        1,
+        640,
+        true,
+        stage_max
+    ));
+    // Two rows or more: add_residual first (the prologue folds it for one row only).
+    for rows in [2, 3, 8, 512] {
+        assert!(!pre_fuses(&qkv, rows, 640, false, stage_max));
+    }
+    // A matrix on the tensor cores, or byte-wise (not packed): add_residual first.
+    assert!(!pre_fuses(
+        &[((Q4K, true), true), packed(Q4K)],
+        1,
+        640,
+        false,
+        stage_max
+    ));
+    assert!(!pre_fuses(
+        &[((Q4K, false), false)],
+        1,
+        640,
+        false,
+        stage_max
+    ));
+    // gate|up of two formats runs the byte-wise generic kernel.
+    assert!(!pre_fuses(
+        &[packed(Q4K), packed(Q6K)],
+        1,
+        640,
+        true,
+        stage_max
+    ));
+    // Rows wider than MVQ_PRE_MAX, or a tile that would not stage: add_residual first.
+    assert!(pre_fuses(&qkv, 1, MVQ_PRE_MAX, false, stage_max));
+    assert!(!pre_fuses(&qkv, 1, MVQ_PRE_MAX + 32, false, stage_max));
+    assert!(!pre_fuses(&qkv, 1, 2048, false, 4 * 2048 - 4));
+    assert!(!pre_fuses(&[], 1, 640, false, stage_max));
 }

@@ -80,9 +80,10 @@ impl CudaEngine {
         }
         .result()
         .map_err(|e| self.err(op, format!("cuStreamBeginCapture: {e}")))?;
-        let walk = range
-            .clone()
-            .try_for_each(|il| self.layer_ops(s, il, rows, order, one_seq, cache, AttSmem::Cap));
+        let walk = range.clone().try_for_each(|il| {
+            let carry = self.walk_carry(&range, il);
+            self.layer_ops(s, il, rows, order, one_seq, cache, AttSmem::Cap, carry)
+        });
         let mut graph: sys::CUgraph = std::ptr::null_mut();
         // SAFETY: ends the capture begun above on the same stream (also after a failed
         // launch, so the stream leaves capture mode); `graph` is a valid out-pointer.

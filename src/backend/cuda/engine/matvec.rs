@@ -189,19 +189,64 @@ pub(in crate::backend::cuda) fn mvq_blocks_per_sm(nw: usize, tile: usize) -> usi
 }
 
 /// Dynamic shared memory (bytes) of a vectorized launch: the staged tile when `staged`,
-/// the run sums of x for a format with offsets, and the tile's norm factors.
+/// the run sums of x for a format with offsets, the tile's norm factors, and with `pre`
+/// (gemma3's post-norm add folded in, `PreAdd`) three rows of n_in floats (o, x and the norm
+/// weights) at the next 16-byte boundary (kernels/mvq.cu mvq_pre_at).
 pub(in crate::backend::cuda) fn mvq_smem(
     ty: GgmlType,
     tile: usize,
     n_in: usize,
     staged: bool,
+    pre: bool,
 ) -> usize {
     let sums = if repack::has_offsets(ty) {
         tile * n_in / 16
     } else {
         0
     };
-    4 * (if staged { tile * n_in } else { 0 } + sums + tile)
+    let floats = if staged { tile * n_in } else { 0 } + sums + tile;
+    4 * if pre {
+        floats.next_multiple_of(4) + 3 * n_in
+    } else {
+        floats
+    }
+}
+
+/// The widest row a one-row launch folds gemma3's post-norm add into (`MVQ_PRE_MAX` in
+/// kernels/mvq.cu; its three rows and the tile then take at most 65 KiB of shared memory).
+pub(in crate::backend::cuda) const MVQ_PRE_MAX: usize = 4096;
+
+/// gemma3's post-norm residual add ahead of a matvec op: the op's input rows are `base +
+/// post_norm(o)` (norm weights `w`, o the engine's scratch `o`), and they must end up in
+/// `out` (engine scratch other than `base`: the next add reads it as its base). One-row ops
+/// whose every launch is vectorized fold it into their prologue (`pre_fuses`,
+/// kernels/mvq.cu mvq_pre_add); any other op runs add_residual first. Both compute x' with
+/// the same expressions in the same order, so the choice is timing only.
+#[derive(Clone, Copy)]
+pub(super) struct PreAdd<'a> {
+    pub(super) base: u64,
+    pub(super) w: &'a GpuBuf,
+    pub(super) out: u64,
+}
+
+/// Whether an op over matrices `mats` (as `MatKind` with the mma flag) for `rows` rows of
+/// width `n_in` folds a `PreAdd` into its prologue: one row, every matrix vectorized and
+/// off the tensor cores (mma kernels and the byte-wise kernels do not take it; a gate|up
+/// pair of one format, so it is one vectorized launch), the row no wider than MVQ_PRE_MAX
+/// and its tile staged in shared memory (`stage_max`, as mvq_launch stages it).
+pub(in crate::backend::cuda) fn pre_fuses(
+    mats: &[(MatKind, bool)],
+    rows: usize,
+    n_in: usize,
+    gate_up: bool,
+    stage_max: usize,
+) -> bool {
+    rows == 1
+        && n_in <= MVQ_PRE_MAX
+        && 4 * n_in <= stage_max
+        && !mats.is_empty()
+        && mats.iter().all(|&((_, packed), mma)| packed && !mma)
+        && (!gate_up || mats.iter().all(|m| m.0 == mats[0].0))
 }
 
 /// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
@@ -244,6 +289,11 @@ pub(super) struct MvArgs {
     /// `--fault row-count-order` on a launch of a step with 2+ rows (kernels/matvec.cu
     /// plant_pair); 0 in every clean run.
     pub(super) plant: i32,
+    /// gemma3's post-norm add folded in (`PreAdd`; kernels/mvq.cu mvq_pre_add): the engine's
+    /// o, the post-norm weights, where block (0, 0) writes the row. 0 unless `pre_fuses`.
+    pub(super) res_o: u64,
+    pub(super) res_w: u64,
+    pub(super) res_out: u64,
 }
 
 /// Bytes of the MvArgs kernel parameter (the CUDA struct must have the same size).
@@ -306,6 +356,40 @@ impl CudaEngine {
         mode: i32,
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
+        self.mv_pre(s, mats, x, None, norm, rows, mode, op)
+    }
+
+    /// `mv` whose input rows are `x` or, with `pre`, gemma3's `pre.base + post_norm(o)`
+    /// (left in `pre.out`): folded into the prologue where `pre_fuses`, else add_residual
+    /// first and then `mv` over `pre.out`. The same bits either way (kernels/mvq.cu
+    /// mvq_pre_add).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mv_pre(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        pre: Option<PreAdd>,
+        norm: Option<&GpuBuf>,
+        rows: usize,
+        mode: i32,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let pre = match pre {
+            Some(p) => {
+                let kinds: Vec<(MatKind, bool)> =
+                    mats.iter().map(|(w, _)| (w.kind(), w.mma)).collect();
+                let n_in = mats.first().map_or(0, |(w, _)| w.cols);
+                if pre_fuses(&kinds, rows, n_in, mode == MODE_GATE_UP, self.dx.stage_max) {
+                    Some(p)
+                } else {
+                    self.add_residual(s, Some(p.w), rows, p.out, p.base, op)?;
+                    return self.mv_pre(s, mats, p.out, None, norm, rows, mode, op);
+                }
+            }
+            None => None,
+        };
+        let x = pre.map_or(x, |p| p.base);
         // The reduction order of every dot is fixed by the whole op's feature count (its
         // warps per feature), whichever launches carry it.
         let features: usize = mats
@@ -326,6 +410,7 @@ impl CudaEngine {
         // as it is, with no split to build on the walk.
         if let Some((w0, _)) = mats.first() {
             if mats.iter().all(|(w, _)| w.mma && w.ty == w0.ty) {
+                // (pre_fuses never holds for an mma matrix: `pre` is None here.)
                 return self.mma_launch(s, mats, x, norm, rows, mode, op);
             }
         }
@@ -357,7 +442,7 @@ impl CudaEngine {
         // groups; exactly the cases where `launch_groups` gives one.
         let k0 = mats[0].0.kind();
         if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| w.kind() == k0) {
-            return self.mv_launch(s, mats, x, norm, rows, mode, wpf, op);
+            return self.mv_launch(s, mats, x, pre, norm, rows, mode, wpf, op);
         }
         // Mixed kinds side by side (q|k|v): one launch per kind, each with the op's split,
         // so every feature's bits are those of a fused launch.
@@ -367,7 +452,8 @@ impl CudaEngine {
                 .filter(|(w, _)| kind_of(w.kind()) == kind)
                 .copied()
                 .collect();
-            self.mv_launch(s, &part, x, norm, rows, mode, wpf, op)?;
+            // With `pre`, every launch forms the same row and writes the same bits to out.
+            self.mv_launch(s, &part, x, pre, norm, rows, mode, wpf, op)?;
         }
         Ok(())
     }
@@ -436,6 +522,7 @@ impl CudaEngine {
         s: &GpuStream,
         mats: &[(&DevWeight, u64)],
         x: u64,
+        pre: Option<PreAdd>,
         norm: Option<&GpuBuf>,
         rows: usize,
         mode: i32,
@@ -463,7 +550,15 @@ impl CudaEngine {
         let pair_i = pair as i32;
         let prof_kind = MV_PROF[Self::prof_op(mode, mats.len(), norm.is_some())];
         if mats[0].0.packed {
+            if let Some(p) = pre {
+                a.res_o = self.o.at(0);
+                a.res_w = p.w.at(0);
+                a.res_out = p.out;
+            }
             return self.mvq_launch(s, mats, &a, kind, norm, (rows, features), prof_kind, op);
+        }
+        if pre.is_some() {
+            return Err(self.err(&op(), "a post-norm add folded into a byte-wise launch"));
         }
         for (r0, n, tile) in row_tiles(rows) {
             let f = self.dx.mv_func(kind, tile)?;
@@ -561,11 +656,18 @@ impl CudaEngine {
             let limit = if nw == 4 {
                 self.dx
                     .smem_max
-                    .saturating_sub(mvq_smem(ty, tile, n_in, false))
+                    .saturating_sub(mvq_smem(ty, tile, n_in, false, false))
             } else {
                 self.dx.stage_max
             };
             let staged = 4 * tile * n_in <= limit.max(self.dx.stage_max);
+            let pre = a.res_o != 0;
+            if pre && (tile != 1 || !staged) {
+                return Err(self.err(
+                    &op(),
+                    "a post-norm add folded into an unstaged or multi-row tile",
+                ));
+            }
             let mut t = *a;
             t.x = a.x + (4 * r0 * n_in) as u64;
             if !staged {
@@ -596,7 +698,7 @@ impl CudaEngine {
                 .div_ceil(MV_WARPS)
                 .min((resident / (n / tile)).max(1))
                 .max(1);
-            let smem = mvq_smem(ty, tile, n_in, staged);
+            let smem = mvq_smem(ty, tile, n_in, staged, pre);
             if smem > self.dx.smem_max {
                 return Err(self.err(
                     &op(),

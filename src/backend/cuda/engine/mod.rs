@@ -58,9 +58,10 @@ pub(super) use matvec::fmt_of;
 #[cfg(test)]
 pub(super) use matvec::{
     kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm, mvq_dense,
-    mvq_rows_per_warp, mvq_smem, row_tiles, tiles_up_to, warps_per_feature, MVD_ROWS,
+    mvq_rows_per_warp, mvq_smem, pre_fuses, row_tiles, tiles_up_to, warps_per_feature, MVD_ROWS,
+    MVQ_PRE_MAX,
 };
-use matvec::{modules_needed, MatKind};
+use matvec::{modules_needed, MatKind, PreAdd};
 use mma::MmaScratch;
 #[cfg(test)]
 pub(super) use mma::{
@@ -118,6 +119,9 @@ pub struct CudaEngine {
     out_norm: Option<GpuBuf>,
     output: Option<DevWeight>,
     x: GpuBuf,
+    /// The residual's second home (gemma3: the post-norm adds move it x -> x2 -> x within a
+    /// layer, `layer_ops`); one float for models without post-norms.
+    x2: GpuBuf,
     q: GpuBuf,
     k: GpuBuf,
     v: GpuBuf,
@@ -176,6 +180,7 @@ impl CudaEngine {
         }
         for b in [
             &self.x,
+            &self.x2,
             &self.q,
             &self.k,
             &self.v,
@@ -271,6 +276,11 @@ impl CudaEngine {
                 .ok_or_else(|| op_err(format!("scratch of {r} x {n} overflows")))?;
             alloc_zeroed_on(dx, len, s)
         };
+        let x2 = if layers.iter().any(|l| l.post_attn_norm.is_some()) {
+            mk(c.n_embd)?
+        } else {
+            alloc_zeroed_on(dx, 1, s)?
+        };
         Ok(CudaEngine {
             dx: dx.clone(),
             model: model.clone(),
@@ -279,6 +289,7 @@ impl CudaEngine {
             out_norm,
             output,
             x: mk(c.n_embd)?,
+            x2,
             q: mk(c.q_dim())?,
             k: mk(c.kv_dim())?,
             v: mk(c.kv_dim())?,
@@ -440,8 +451,29 @@ impl CudaEngine {
         at.iter().all(|a| a.seq == at[0].seq)
     }
 
+    /// How layer `il` of the walk over `range` hands gemma3's post-FFN add on (`layer_ops`'s
+    /// `carry`): (whether the layer before left its add pending, whether this one leaves
+    /// its own). Inside one walk a layer's post-FFN add folds into the next layer's q|k|v
+    /// prologue; the walk's last layer adds for itself, so `x` holds every layer's result
+    /// when a walk ends (`Engine::layers`), as after every `layer`. A function of the range
+    /// alone: the launches eager and the captured ones are the same.
+    fn walk_carry(&self, range: &Range<usize>, il: usize) -> (bool, bool) {
+        let post = |l: usize| {
+            l >= self.spec.layers.start
+                && self
+                    .layers
+                    .get(l - self.spec.layers.start)
+                    .is_some_and(|lw| lw.post_ffn_norm.is_some() && lw.post_attn_norm.is_some())
+        };
+        let carry_in = il > range.start && post(il - 1) && post(il);
+        let leave = il + 1 < range.end && post(il) && post(il + 1);
+        (carry_in, leave)
+    }
+
     /// The launches of layer `il` for `rows` rows (checked by `check_layer`, positions in
     /// `rowpos`): the same kernels and arguments whether they run now or are captured.
+    /// `carry` (`walk_carry`): whether the residual comes in as `x2 + post_ffn_norm(o)` of
+    /// the layer before (its add pending), and whether this layer leaves its own so.
     #[allow(clippy::too_many_arguments)]
     fn layer_ops(
         &self,
@@ -452,6 +484,7 @@ impl CudaEngine {
         one_seq: bool,
         cache: &CudaCache,
         smem: AttSmem,
+        (carry_in, leave): (bool, bool),
     ) -> BResult<()> {
         // The layer's name, formatted on error paths only (graphs off: every step).
         let op = || format!("layer {il}");
@@ -465,9 +498,14 @@ impl CudaEngine {
             .map(|(_, t)| t)
             .ok_or_else(|| self.err(&op(), "no RoPE table for this layer's base"))?;
 
-        // 1. attn_norm + q|k|v in one launch.
-        let (x, q, k, v, att, o, h) = (
+        // gemma3's post-norm adds move the residual between x and x2 (each add reads one
+        // and writes the other: a one-row launch that folds the add in reads its base in
+        // every block while block (0, 0) writes the sum): x -> x2 after attention, x2 -> x
+        // after the FFN, so a layer ends in x. An add pending from the layer before (its
+        // post-FFN add, `carry_in`) folds into this layer's q|k|v.
+        let (x, x2, q, k, v, att, o, h) = (
             self.x.at(0),
+            self.x2.at(0),
             self.q.at(0),
             self.k.at(0),
             self.v.at(0),
@@ -475,10 +513,26 @@ impl CudaEngine {
             self.o.at(0),
             self.h.at(0),
         );
-        self.mv(
+        let pending = if carry_in {
+            let prev = &self.layers[il - 1 - self.spec.layers.start];
+            let w = prev.post_ffn_norm.as_ref().ok_or_else(|| {
+                self.err(&op(), "a pending post-FFN add from a layer without one")
+            })?;
+            Some(PreAdd {
+                base: x2,
+                w,
+                out: x,
+            })
+        } else {
+            None
+        };
+
+        // 1. attn_norm + q|k|v in one launch (the pending add in its prologue).
+        self.mv_pre(
             s,
             &[(&lw.wq, q), (&lw.wk, k), (&lw.wv, v)],
             x,
+            pending,
             Some(&lw.attn_norm),
             rows,
             MODE_STORE,
@@ -488,51 +542,74 @@ impl CudaEngine {
         // 2. q/k/v bias + q/k norm + RoPE + KV store + attention, one launch per pass.
         self.attention(s, il, lw, rows, order, one_seq, cache, table, smem, &op)?;
 
-        // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first.
-        match &lw.post_attn_norm {
-            None => self.mv(s, &[(&lw.wo, x)], att, None, rows, MODE_ADD, &|| {
-                format!("{} attn_output+residual", op())
-            })?,
+        // 3. o-proj; llama adds into x in the epilogue, gemma3 post-norms first: the add
+        // x2 = x + post_attn_norm(o) goes with the gate|up launch below.
+        let attn_add = match &lw.post_attn_norm {
+            None => {
+                self.mv(s, &[(&lw.wo, x)], att, None, rows, MODE_ADD, &|| {
+                    format!("{} attn_output+residual", op())
+                })?;
+                None
+            }
             Some(pn) => {
                 self.mv(s, &[(&lw.wo, o)], att, None, rows, MODE_STORE, &|| {
                     format!("{} attn_output", op())
                 })?;
-                self.add_residual(s, Some(pn), rows, &|| format!("{} attn residual", op()))?;
+                Some(PreAdd {
+                    base: x,
+                    w: pn,
+                    out: x2,
+                })
             }
-        }
+        };
+        // Where the residual is from here on.
+        let res = if attn_add.is_some() { x2 } else { x };
 
-        // 4. ffn_norm + gate|up + activation in one launch.
-        self.mv(
+        // 4. ffn_norm + gate|up + activation in one launch (gemma3's attention add in its
+        // prologue).
+        self.mv_pre(
             s,
             &[(&lw.gate, h), (&lw.up, 0)],
             x,
+            attn_add,
             Some(&lw.ffn_norm),
             rows,
             MODE_GATE_UP,
             &|| format!("{} ffn_norm+gate+up", op()),
         )?;
 
-        // 5. down; residual as for the o-proj.
+        // 5. down; residual as for the o-proj: gemma3's x = x2 + post_ffn_norm(o) here, or
+        // (`leave`) in the next layer's q|k|v.
         match &lw.post_ffn_norm {
-            None => self.mv(s, &[(&lw.down, x)], h, None, rows, MODE_ADD, &|| {
+            None if res == x => self.mv(s, &[(&lw.down, x)], h, None, rows, MODE_ADD, &|| {
                 format!("{} ffn_down+residual", op())
             }),
-            Some(pn) => {
+            Some(pn) if res == x2 => {
                 self.mv(s, &[(&lw.down, o)], h, None, rows, MODE_STORE, &|| {
                     format!("{} ffn_down", op())
                 })?;
-                self.add_residual(s, Some(pn), rows, &|| format!("{} ffn residual", op()))
+                if leave {
+                    return Ok(());
+                }
+                self.add_residual(s, Some(pn), rows, x, x2, &|| {
+                    format!("{} ffn residual", op())
+                })
             }
+            // The model loader gives a layer both post-norms or neither (gemma3).
+            _ => Err(self.err(&op(), "one post-norm without the other")),
         }
     }
 
-    /// x += post_norm(o) (or x += o when `w` is None), rows of n_embd: one block of
-    /// ADD_THREADS per row.
+    /// y = base + post_norm(o) (or base + o when `w` is None), rows of n_embd, `y` and `base`
+    /// distinct engine scratch (x and x2): one block of ADD_THREADS per row.
+    #[allow(clippy::too_many_arguments)]
     fn add_residual(
         &self,
         s: &GpuStream,
         w: Option<&GpuBuf>,
         rows: usize,
+        y: u64,
+        base: u64,
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
         let c = &self.model.cfg;
@@ -542,7 +619,10 @@ impl CudaEngine {
             Some(w) => (w.at(0), 1i32),
             None => (0u64, 0i32),
         };
-        let (x, o) = (self.x.at(0), self.o.at(0));
+        if y == base {
+            return Err(self.err(&op(), "post-norm add in place"));
+        }
+        let o = self.o.at(0);
         let eps = c.rms_eps;
         let cfg = LaunchConfig {
             grid_dim: (to_u32(rows, "add blocks")?, 1, 1),
@@ -551,11 +631,21 @@ impl CudaEngine {
         };
         let f = self.dx.func("add_residual")?;
         let e0 = self.prof_start(s);
-        let mut p = [kp(&x), kp(&o), kp(&wp), kp(&r), kp(&n), kp(&eps), kp(&has)];
-        // SAFETY: add_residual(float* x, const float* o, const float* w, int rows, int n,
-        // float eps, int has_norm), blocks of ADD_THREADS (its launch bounds); x and o are two distinct engine scratch buffers
-        // (the kernel's __restrict__) of max_rows x n_embd (rows checked), w is read only
-        // when has_norm = 1 and then holds n_embd values.
+        let mut p = [
+            kp(&y),
+            kp(&base),
+            kp(&o),
+            kp(&wp),
+            kp(&r),
+            kp(&n),
+            kp(&eps),
+            kp(&has),
+        ];
+        // SAFETY: add_residual(float* y, const float* x, const float* o, const float* w,
+        // int rows, int n, float eps, int has_norm), blocks of ADD_THREADS (its launch
+        // bounds); y, x (base) and o are three distinct engine scratch buffers (the kernel's
+        // __restrict__: y != base checked above, o is neither x nor x2) of max_rows x n_embd
+        // (rows checked), w is read only when has_norm = 1 and then holds n_embd values.
         unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "post-norm+add", e0);
         Ok(())
@@ -624,7 +714,17 @@ impl Engine<super::CudaBackend> for CudaEngine {
         self.check_layer(il, at, cache)?;
         self.set_rowpos(s, at, &|| op.clone())?;
         let one = Self::one_seq(at);
-        self.layer_ops(s, il, at.len(), order, one, cache, AttSmem::Rows(at))
+        // A lone layer leaves x final: no add is carried in or out.
+        self.layer_ops(
+            s,
+            il,
+            at.len(),
+            order,
+            one,
+            cache,
+            AttSmem::Rows(at),
+            (false, false),
+        )
     }
 
     /// The stage's layer walk: the rows' positions into `rowpos` (one `rowpos_set` per
@@ -652,11 +752,12 @@ impl Engine<super::CudaBackend> for CudaEngine {
         }
         if !self.use_graphs {
             self.set_rowpos(s, at, &walk_op)?;
-            for il in range {
+            for il in range.clone() {
                 // --jitter-us: one spin before each layer, as `layer` enqueues it.
                 s.jitter()?;
                 let one = Self::one_seq(at);
-                self.layer_ops(s, il, rows, order, one, cache, AttSmem::Rows(at))?;
+                let carry = self.walk_carry(&range, il);
+                self.layer_ops(s, il, rows, order, one, cache, AttSmem::Rows(at), carry)?;
             }
             return Ok(());
         }

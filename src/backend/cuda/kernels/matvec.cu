@@ -190,6 +190,13 @@ struct MvArgs {
     // launches of a step with 2+ rows): each dot's warp partials reduced in another order
     // (plant_pair). 0 in every clean run.
     int plant;
+    // gemma3's post-norm residual add folded into a one-row vectorized launch (kernels/mvq.cu
+    // mvq_pre_add): the row the launch multiplies is x + post_norm(res_o) with norm weights
+    // res_w, and block (0, 0) writes it to res_out. 0 (res_o null) in every other launch: the
+    // byte-wise kernels here never see it set (engine/matvec.rs pre_fuses).
+    const float* res_o;
+    const float* res_w;
+    float* res_out;
 };
 
 // --fault row-count-order, the planted batch-dependent order: lane pairs (2i, 2i + 1) add

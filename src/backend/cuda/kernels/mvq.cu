@@ -570,6 +570,72 @@ __device__ __forceinline__ const u8* mvq_row(const MvArgs& a, int features, int 
     return MV_FIELD(a, m, w) + (size_t)o * MV_FIELD(a, m, row_bytes);
 }
 
+// gemma3's post-norm residual add, folded into a one-row launch's prologue (the host sets
+// a.res_o only for one-row staged tiles of rows up to MVQ_PRE_MAX wide: engine/matvec.rs
+// pre_fuses): x' = x + (o * inv) * w in add_residual's expressions and order (kernels/norm.cu:
+// warp 0's lane l adds o[i] * o[i] for i = l, l + 32, ... in increasing i, then tree32; inv =
+// 1 / sqrt(ss / n + eps)), so x' has the standalone kernel's bits. Every block forms x' from
+// x and o itself in `xr` (3 n floats of its shared memory: o, x and w staged in one round
+// trip, x' written over o), where the prologue then reads its row, and block (0, 0) also
+// writes x' to a.res_out, a buffer this launch does not read (x and o are the previous
+// launches' outputs; no block waits for another). Why: gemma3 adds twice a layer, and as
+// launches of their own the adds cost about 5.5 us each, 36 a token. Staged through shared
+// memory, not held in registers: held, they spilled the Q8_0 gate|up kernel (ptxas).
+// `red`: red[0] carries inv.
+#define MVQ_PRE_MAX 4096
+__device__ __forceinline__ const float* mvq_pre_add(const MvArgs& a, const float* X, int r0,
+                                                    float* xr, float* red) {
+    const int n = a.n_in, n4 = n >> 2, t = threadIdx.x;
+    const float4* o4 = (const float4*)(a.res_o + (size_t)r0 * n);
+    const float4* x4 = (const float4*)X;
+    const float4* w4 = (const float4*)a.res_w;
+    float4* s4 = (float4*)xr;  // [0, n4) o then x', [n4, 2 n4) x, [2 n4, 3 n4) w
+#pragma unroll 1
+    for (int v = t; v < n4; v += blockDim.x) {
+        const float4 ov = o4[v], xv = x4[v], wv = w4[v];
+        s4[v] = ov;
+        s4[n4 + v] = xv;
+        s4[2 * n4 + v] = wv;
+    }
+    __syncthreads();
+    if (t < 32) {
+        float acc = 0.0f;
+#pragma unroll 8
+        for (int i = t; i < n; i += 32) {
+            const float v = xr[i];
+            acc = acc + v * v;
+        }
+        acc = tree32(acc);
+        if (t == 0) red[0] = 1.0f / sqrtf(acc / (float)n + a.eps);
+    }
+    __syncthreads();
+    const float inv = red[0];
+    float4* out = blockIdx.x == 0 && blockIdx.y == 0 ? (float4*)(a.res_out + (size_t)r0 * n)
+                                                     : nullptr;
+#pragma unroll 1
+    for (int v = t; v < n4; v += blockDim.x) {
+        const float4 ov = s4[v], xv = s4[n4 + v], wv = s4[2 * n4 + v];
+        float4 y;
+        y.x = xv.x + (ov.x * inv) * wv.x;
+        y.y = xv.y + (ov.y * inv) * wv.y;
+        y.z = xv.z + (ov.z * inv) * wv.z;
+        y.w = xv.w + (ov.w * inv) * wv.w;
+        s4[v] = y;  // thread t rewrites only the float4s it read
+        if (out) out[v] = y;
+    }
+    __syncthreads();  // xr complete for every thread; red[0] read by all before its reuse
+    return xr;
+}
+
+// Where mvq_pre_add's rows lie in a vectorized launch's dynamic shared memory: after the
+// tile (when staged), the run sums and the norm factors, at a 16-byte boundary
+// (engine/matvec.rs mvq_smem).
+template <int FMT, int RT, bool XS>
+__device__ __forceinline__ int mvq_pre_at(int n) {
+    const int used = (XS ? RT * n : 0) + (HasMin<FMT>::v ? RT * (n >> 4) : 0) + RT;
+    return (used + 3) & ~3;
+}
+
 // What every vectorized walk does after pdl_wait and before its first dot: the tile of RT
 // rows from x (row r0 on) into shared memory when XS (normalized when the launch has a
 // norm), and for a format with offsets the run sums of the (normalized) x. Returns where
@@ -580,6 +646,11 @@ __device__ __forceinline__ const float* mvq_prologue(const MvArgs& a, int r0, fl
                                                      float* red, const float** xsum_out) {
     const int n = a.n_in;
     const float* X = a.x + (size_t)r0 * n;
+    // gemma3's post-norm add first, when the host folded it in (one-row staged tiles only:
+    // a laid-out tile's x is stage_rows' swizzled copy).
+    if constexpr (RT == 1 && XS) {
+        if (a.res_o) X = mvq_pre_add(a, X, r0, smem + mvq_pre_at<FMT, RT, XS>(n), red);
+    }
     float* xsum = smem + (XS ? RT * n : 0);
     float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
     const bool fast = XS && FAST && n <= 4096;

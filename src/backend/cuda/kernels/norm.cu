@@ -15,11 +15,14 @@
 #define ADD_THREADS 256
 #define ADD_CHUNK 4096  // floats of o a round stages (a multiple of 32: lanes keep their i)
 
-// x[r] += post_norm(o[r]) (gemma3, w != 0) or x[r] += o[r] (w == 0). x, o and w are distinct
-// buffers (engine scratch x and o, a norm weight). One block of ADD_THREADS per row.
+// y[r] = x[r] + post_norm(o[r]) (gemma3, w != 0) or x[r] + o[r] (w == 0). y, x, o and w are
+// distinct buffers (engine scratch x and x2 in turn, o, a norm weight): the residual moves
+// between x and x2 as the one-row launches that fold this add into their prologue move it
+// (mvq_pre_add in kernels/mvq.cu), so the two paths leave it in the same buffer.
+// One block of ADD_THREADS per row.
 extern "C" __global__ void __launch_bounds__(ADD_THREADS) add_residual(
-    float* __restrict__ x, const float* __restrict__ o, const float* __restrict__ w, int rows,
-    int n, float eps, int has_norm) {
+    float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ o,
+    const float* __restrict__ w, int rows, int n, float eps, int has_norm) {
     __shared__ float so[ADD_CHUNK];
     __shared__ float s_inv;
     pdl_trigger();
@@ -27,7 +30,8 @@ extern "C" __global__ void __launch_bounds__(ADD_THREADS) add_residual(
     const int r = blockIdx.x;
     if (r >= rows) return;  // uniform over the block
     const int t = threadIdx.x;
-    float* xr = x + (size_t)r * n;
+    float* yr = y + (size_t)r * n;
+    const float* xr = x + (size_t)r * n;
     const float* orow = o + (size_t)r * n;
     float inv = 0.0f;
     if (has_norm) {
@@ -51,9 +55,9 @@ extern "C" __global__ void __launch_bounds__(ADD_THREADS) add_residual(
         }
         __syncthreads();
         inv = s_inv;
-        for (int i = t; i < n; i += ADD_THREADS) xr[i] = xr[i] + (orow[i] * inv) * w[i];
+        for (int i = t; i < n; i += ADD_THREADS) yr[i] = xr[i] + (orow[i] * inv) * w[i];
     } else {
-        for (int i = t; i < n; i += ADD_THREADS) xr[i] = xr[i] + orow[i];
+        for (int i = t; i < n; i += ADD_THREADS) yr[i] = xr[i] + orow[i];
     }
 }
 
