@@ -139,6 +139,13 @@ def main():
                 modules.append((f"mvq {fmt} tile {tile} nw {nw}",
                                 f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n#define MVQ_NW {nw}\n"
                                 + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
+                # The folding module (gemma3's post-norm add in the prologue: MVQ_PRE_BASE
+                # kinds, nvrtc.rs build_mv), built at one row only.
+                if tile == 1:
+                    modules.append((f"mvq pre {fmt} tile {tile} nw {nw}",
+                                    f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n#define MVQ_NW {nw}\n"
+                                    "#define MVQ_PRE\n"
+                                    + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
     # The tensor-core kernels (--mma on), one module each as the engine builds them
     # (src/backend/cuda/mma.rs mma_module_head): mma_prep alone (MMA_SET -1), then kernel
     # MMA_SLOT of format MMA_SET's set; with --all also the whole program, every kernel.

@@ -21,6 +21,7 @@
 // Usage: mvq_emu   (exit 0: every check held; 1: a check failed, named on stderr)
 #define MVQ_FMT FMT_Q4K  // the module's kernels (mvq_w1/2/4); the harness calls mvq_body
 #define MV_RT 1
+#define MVQ_PRE  // the folding module's kernels (mvq_pre_add); res_o null: the plain ones
 #include "../../src/backend/cuda/kernels/common.cu"
 #include "../../src/backend/cuda/kernels/ffn.cu"
 #include "../../src/backend/cuda/kernels/matvec.cu"

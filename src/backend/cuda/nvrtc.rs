@@ -115,7 +115,13 @@ pub(crate) const MV_GENERIC: usize = crate::quant::GgmlType::ALL.len();
 
 pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 
-pub(crate) const MV_KINDS: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
+/// Then the vectorized kinds that fold gemma3's post-norm add into their one-row prologue
+/// (`MVQ_PRE_BASE + format id`: the vectorized module with `#define MVQ_PRE`, kernels/mvq.cu
+/// mvq_pre_add), built only for engines of models with post-norms, so no other model's
+/// kernels carry the fold's code (engine/matvec.rs `pre_kind`).
+pub(crate) const MVQ_PRE_BASE: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
+
+pub(crate) const MV_KINDS: usize = MVQ_PRE_BASE + crate::quant::GgmlType::ALL.len();
 
 /// The kernels of a vectorized module, by weight rows per warp (1, 2, 4), then the dense
 /// one-row walk (`mvq_d8`, groups of 8 rows; one-row modules only: `mv_parts`).
@@ -657,6 +663,12 @@ impl DevCtx {
         let vectorized = kind >= MVQ_BASE;
         let head = if kind == MV_GENERIC {
             format!("#define MV_GENERIC\n#define MV_RT {tile}\n")
+        } else if kind >= MVQ_PRE_BASE {
+            format!(
+                "#define MVQ_FMT {}\n#define MV_RT {tile}\n#define MVQ_NW {}\n#define MVQ_PRE\n",
+                kind - MVQ_PRE_BASE,
+                1 << part
+            )
         } else if vectorized {
             format!(
                 "#define MVQ_FMT {}\n#define MV_RT {tile}\n#define MVQ_NW {}\n",

@@ -3,12 +3,13 @@
 
 use super::engine::{
     att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,
-    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, row_pos_bytes, row_tiles,
-    tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN, MVQ_PRE_MAX,
+    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind, row_pos_bytes,
+    row_tiles, tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN,
+    MVQ_PRE_MAX,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
-use super::{CudaBackend, MVQ_BASE, MVQ_DENSE, MV_GENERIC, MV_MAX_TILE};
+use super::{CudaBackend, MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE};
 use crate::quant::GgmlType;
 
 /// The text of kernel source file `name` (one of SOURCES).
@@ -325,17 +326,25 @@ fn a_launch_of_one_format_gets_that_formats_module_and_a_mix_the_generic_one() {
         let kq = mv_kind([(ty, true); 2].into_iter());
         assert_eq!(kq, MVQ_BASE + fmt_of(ty) as usize);
         assert!(kq < MV_KINDS);
-        for k in [k, kq] {
+        // The folding module of a vectorized kind (gemma3's post-norm add, MVQ_PRE), and
+        // none of any other.
+        let kp = pre_kind(kq).expect("a vectorized kind has a folding module");
+        assert_eq!(kp, MVQ_PRE_BASE + fmt_of(ty) as usize);
+        assert!(kp < MV_KINDS);
+        assert_eq!(pre_kind(k), None);
+        assert_eq!(pre_kind(kp), None);
+        for k in [k, kq, kp] {
             assert!(!seen[k], "{ty}: kind {k} taken twice");
             seen[k] = true;
         }
     }
     assert!(!seen[MV_GENERIC]);
+    assert_eq!(pre_kind(MV_GENERIC), None);
     assert_eq!(
         mv_kind([(GgmlType::Q5_0, false), (GgmlType::Q8_0, false)].into_iter()),
         MV_GENERIC
     );
-    assert_eq!(MV_KINDS, 2 * GgmlType::ALL.len() + 1);
+    assert_eq!(MV_KINDS, 3 * GgmlType::ALL.len() + 1);
 }
 
 #[test]

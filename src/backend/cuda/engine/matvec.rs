@@ -11,7 +11,9 @@ use cudarc::driver::LaunchConfig;
 
 use super::weights::{DevLayer, DevWeight};
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP, MODE_STORE};
-use crate::backend::cuda::{GpuBuf, GpuStream, MVQ_BASE, MVQ_DENSE, MV_GENERIC, MV_MAX_TILE};
+use crate::backend::cuda::{
+    GpuBuf, GpuStream, MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE,
+};
 use crate::backend::BResult;
 use crate::model::Activation;
 use crate::quant::{repack, GgmlType};
@@ -229,6 +231,14 @@ pub(super) struct PreAdd<'a> {
     pub(super) out: u64,
 }
 
+/// The module kind whose one-row kernels fold a `PreAdd` (built with `#define MVQ_PRE`) of
+/// a vectorized kind (`MVQ_BASE + format`), or None for any other kind.
+pub(in crate::backend::cuda) fn pre_kind(kind: usize) -> Option<usize> {
+    (MVQ_BASE..MVQ_PRE_BASE)
+        .contains(&kind)
+        .then(|| kind - MVQ_BASE + MVQ_PRE_BASE)
+}
+
 /// Whether an op over matrices `mats` (as `MatKind` with the mma flag) for `rows` rows of
 /// width `n_in` folds a `PreAdd` into its prologue: one row, every matrix vectorized and
 /// off the tensor cores (mma kernels and the byte-wise kernels do not take it; a gate|up
@@ -311,30 +321,37 @@ pub(super) fn modules_needed(
     max_rows: usize,
 ) -> (Vec<(usize, usize)>, Vec<GgmlType>) {
     let mut kinds: Vec<usize> = Vec::new();
+    let mut pre: Vec<usize> = Vec::new();
     let mut mma: Vec<GgmlType> = Vec::new();
-    let mut need = |tys: &[&DevWeight], mode: i32| {
+    let mut need = |tys: &[&DevWeight], mode: i32, folds: bool| {
         mma.extend(tys.iter().filter(|w| w.mma).map(|w| w.ty));
-        kinds.extend(
-            launch_groups(tys.iter().filter(|w| !w.mma).map(|w| w.kind()), mode)
-                .into_iter()
-                .map(|g| g.1),
-        );
+        let groups = launch_groups(tys.iter().filter(|w| !w.mma).map(|w| w.kind()), mode);
+        if folds {
+            // gemma3: q|k|v and gate|up may fold a post-norm add at one row (`PreAdd`).
+            pre.extend(groups.iter().filter_map(|g| pre_kind(g.1)));
+        }
+        kinds.extend(groups.into_iter().map(|g| g.1));
     };
     for l in layers {
-        need(&[&l.wq, &l.wk, &l.wv], MODE_STORE);
-        need(&[&l.wo], MODE_ADD);
-        need(&[&l.gate, &l.up], MODE_GATE_UP);
-        need(&[&l.down], MODE_ADD);
+        let folds = l.post_attn_norm.is_some() || l.post_ffn_norm.is_some();
+        need(&[&l.wq, &l.wk, &l.wv], MODE_STORE, folds);
+        need(&[&l.wo], MODE_ADD, false);
+        need(&[&l.gate, &l.up], MODE_GATE_UP, folds);
+        need(&[&l.down], MODE_ADD, false);
     }
     if let Some(o) = output {
-        need(&[o], MODE_STORE);
+        need(&[o], MODE_STORE, false);
     }
     kinds.sort_unstable();
     kinds.dedup();
+    pre.sort_unstable();
+    pre.dedup();
     let tiles = tiles_up_to(max_rows);
+    // The folding kinds at one row only: the fold never runs on a larger tile (pre_fuses).
     let need: Vec<(usize, usize)> = kinds
         .iter()
         .flat_map(|&k| tiles.iter().map(move |&t| (k, t)))
+        .chain(pre.into_iter().map(|k| (k, 1)))
         .collect();
     mma.sort_unstable_by_key(|t| *t as usize);
     mma.dedup();
@@ -637,6 +654,7 @@ impl CudaEngine {
         }
         let feat_i = to_i32(features, "matvec features")?;
         let mut laid_out = false;
+        let pre = a.res_o != 0;
         for (r0, n, tile) in row_tiles(rows) {
             // Weight rows a warp takes at a time, and the kernel: the dense walk's groups are
             // MVD_ROWS rows (variant MVQ_DENSE), the others' nw (variant log2 nw).
@@ -647,7 +665,13 @@ impl CudaEngine {
                 let nw = mvq_rows_per_warp(features, gate_up, tile);
                 (nw, nw.trailing_zeros() as usize)
             };
-            let f = self.dx.mv_variant(kind, tile, variant)?;
+            // A launch that folds gemma3's post-norm add runs its kind's MVQ_PRE module.
+            let module = if pre {
+                pre_kind(kind).ok_or_else(|| self.err(&op(), "no folding module for this kind"))?
+            } else {
+                kind
+            };
+            let f = self.dx.mv_variant(module, tile, variant)?;
             // The tile stages in shared memory when it fits: up to stage_max, or for a
             // four-rows-per-warp kernel (one block per SM by its launch bounds, so shared
             // memory costs no residency) whatever the block may use beside the run sums.
@@ -661,7 +685,6 @@ impl CudaEngine {
                 self.dx.stage_max
             };
             let staged = 4 * tile * n_in <= limit.max(self.dx.stage_max);
-            let pre = a.res_o != 0;
             if pre && (tile != 1 || !staged) {
                 return Err(self.err(
                     &op(),

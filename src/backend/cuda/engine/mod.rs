@@ -11,8 +11,11 @@
 //!
 //! Launches per layer: llama, qwen2, qwen3 5 (norm+q|k|v, attention with the q/k/v biases,
 //! q/k head norms, rope and kv store fused in, o-proj+residual, norm+gate|up+act,
-//! down+residual); gemma3 7 (the post-norms are a separate norm+add after o-proj and
-//! down); one more where q|k|v mix block formats (one launch per format), and one more
+//! down+residual); gemma3 5 as well in a one-row step whose matvecs are vectorized (each
+//! post-norm add folded into the next launch's prologue: the attention one into gate|up,
+//! the FFN one into the next layer's q|k|v, the walk's last layer adding for itself; the
+//! residual moves x -> x2 -> x), else 7 (the post-norms a separate norm+add after o-proj
+//! and down); one more where q|k|v mix block formats (one launch per format), and one more
 //! before a vectorized matvec whose input tile is too large to stage in shared memory
 //! (stage_rows). Head: 1 (norm + output matvec). Embed: 1. Matrices whose rows are at least
 //! MVQ_MIN_IN wide in a vectorized format (`vectorized`) take kernels/mvq.cu, the rest the
@@ -58,8 +61,8 @@ pub(super) use matvec::fmt_of;
 #[cfg(test)]
 pub(super) use matvec::{
     kind_of, launch_groups, mv_args_bytes, mv_kind, mvq_blocks_per_sm, mvq_dense,
-    mvq_rows_per_warp, mvq_smem, pre_fuses, row_tiles, tiles_up_to, warps_per_feature, MVD_ROWS,
-    MVQ_PRE_MAX,
+    mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind, row_tiles, tiles_up_to, warps_per_feature,
+    MVD_ROWS, MVQ_PRE_MAX,
 };
 use matvec::{modules_needed, MatKind, PreAdd};
 use mma::MmaScratch;

@@ -190,13 +190,18 @@ struct MvArgs {
     // launches of a step with 2+ rows): each dot's warp partials reduced in another order
     // (plant_pair). 0 in every clean run.
     int plant;
+#if defined(MVQ_PRE)
     // gemma3's post-norm residual add folded into a one-row vectorized launch (kernels/mvq.cu
-    // mvq_pre_add): the row the launch multiplies is x + post_norm(res_o) with norm weights
-    // res_w, and block (0, 0) writes it to res_out. 0 (res_o null) in every other launch: the
-    // byte-wise kernels here never see it set (engine/matvec.rs pre_fuses).
+    // mvq_pre_add), in the modules built for it only (`#define MVQ_PRE`: the engine's
+    // MVQ_PRE_BASE kinds): the row the launch multiplies is x + post_norm(res_o) with norm
+    // weights res_w, and block (0, 0) writes it to res_out; res_o null: no add. The host's
+    // struct always has these fields at its end, and a module without them reads the prefix
+    // (the driver copies a parameter's size from the kernel's image), so every other kernel
+    // is the one it was before the fold.
     const float* res_o;
     const float* res_w;
     float* res_out;
+#endif
 };
 
 // --fault row-count-order, the planted batch-dependent order: lane pairs (2i, 2i + 1) add

@@ -570,8 +570,11 @@ __device__ __forceinline__ const u8* mvq_row(const MvArgs& a, int features, int 
     return MV_FIELD(a, m, w) + (size_t)o * MV_FIELD(a, m, row_bytes);
 }
 
-// gemma3's post-norm residual add, folded into a one-row launch's prologue (the host sets
-// a.res_o only for one-row staged tiles of rows up to MVQ_PRE_MAX wide: engine/matvec.rs
+#if defined(MVQ_PRE)
+// gemma3's post-norm residual add, folded into a one-row launch's prologue (compiled only into
+// the modules built for it, MVQ_PRE: measured on an H200, the larger one-row kernels cost
+// SmolLM2's eager 2 %, a model with no post-norm; the host sets a.res_o only for one-row
+// staged tiles of rows up to MVQ_PRE_MAX wide: engine/matvec.rs
 // pre_fuses): x' = x + (o * inv) * w in add_residual's expressions and order (kernels/norm.cu:
 // warp 0's lane l adds o[i] * o[i] for i = l, l + 32, ... in increasing i, then tree32; inv =
 // 1 / sqrt(ss / n + eps)), so x' has the standalone kernel's bits. Every block forms x' from
@@ -635,6 +638,7 @@ __device__ __forceinline__ int mvq_pre_at(int n) {
     const int used = (XS ? RT * n : 0) + (HasMin<FMT>::v ? RT * (n >> 4) : 0) + RT;
     return (used + 3) & ~3;
 }
+#endif
 
 // What every vectorized walk does after pdl_wait and before its first dot: the tile of RT
 // rows from x (row r0 on) into shared memory when XS (normalized when the launch has a
@@ -648,9 +652,11 @@ __device__ __forceinline__ const float* mvq_prologue(const MvArgs& a, int r0, fl
     const float* X = a.x + (size_t)r0 * n;
     // gemma3's post-norm add first, when the host folded it in (one-row staged tiles only:
     // a laid-out tile's x is stage_rows' swizzled copy).
+#if defined(MVQ_PRE)
     if constexpr (RT == 1 && XS) {
         if (a.res_o) X = mvq_pre_add(a, X, r0, smem + mvq_pre_at<FMT, RT, XS>(n), red);
     }
+#endif
     float* xsum = smem + (XS ? RT * n : 0);
     float* inv = xsum + (HasMin<FMT>::v ? RT * (n >> 4) : 0);  // RT floats
     const bool fast = XS && FAST && n <= 4096;
