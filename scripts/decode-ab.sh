@@ -7,7 +7,9 @@
 #  1. the same bits: `ppn-gate diff` of receipts of every arm and serve at N = 2 (a prime
 #     chunk of 64 for the GEMM, B = 8), on each file of SAME (default: the 8192-wide 70B slice
 #     and the 8B l8 Q4_K slice under --mma auto, a 4-layer Q4_K_M file under --mma on);
-#     a line per pair in $OUT/same.txt, `same: ...` or what differs;
+#     a line per pair in $OUT/same.txt, `same: ...` or what differs (placement.resident left
+#     out: the engine's scratch bytes are the build's, not the bits; every other field and
+#     every logits hash compared);
 #  2. the speeds: `bench --arms batched --batch 8 --steps 128` (eager and B=8 aggregate
 #     tok/s) on each file of SPEED (default: the 70B slice, the 8B l8 slice, the full-depth
 #     8B Q4_K_M file), the builds alternating (O, N, ..., O, N, ...) ROUNDS times (default 2)
@@ -18,7 +20,8 @@
 #     GEMM n-blocks and a ragged last tile) against the first build's, in same.txt, then
 #     `bench --arms prime --chunk 512 --prompt-len 512` (prefill512 tok/s, last position's
 #     logits), the builds alternating ROUNDS times, in $OUT/prefill.txt.
-# Environment: SAME ("name:mma ..."), SPEED ("name ..."), ROUNDS, PROF, PREFILL. Names are
+# Environment: SAME ("name:mma ..."), SPEED ("name ..."; set but empty: none), ROUNDS, PROF,
+# PREFILL. Names are
 # those of scripts/shapes.sh (l70, l8q4k, l32, l4m, l2q8: 70B and 8B slices; smol, qw05, q3:
 # narrow shapes whose decode is launch-bound, BENCH.md steps 9 and 10; gem: Gemma-3-270M's
 # shape; gemq4km: the same in its real file's Q4_K_M mix), all synthesized here into /tmp/ab
@@ -32,8 +35,8 @@ for a in "$@"; do
   [ -x "$b" ] || { echo "decode-ab: $n: $b is not an executable" >&2; exit 2; }
   names+=("$n"); bin[$n]=$b
 done
-SAME=${SAME:-"l70:auto l8q4k:auto l4m:on"}
-SPEED=${SPEED:-"l70 l8q4k l32"}
+SAME=${SAME-"l70:auto l8q4k:auto l4m:on"}
+SPEED=${SPEED-"l70 l8q4k l32"}
 ROUNDS=${ROUNDS:-2}
 B0=${bin[${names[0]}]}
 BL=${bin[${names[-1]}]}  # the newest build: it knows every synth flag the table names
@@ -53,7 +56,7 @@ same_bits() {
   $B0 $2 --receipt /tmp/ab/r0.json > /tmp/ab/r0.txt 2>&1; a=$?
   for n in "${names[@]:1}"; do
     ${bin[$n]} $2 --receipt /tmp/ab/r1.json > /tmp/ab/r1.txt 2>&1; c=$?
-    echo "$1: exit ${names[0]} $a $n $c; $($B0 diff /tmp/ab/r0.json /tmp/ab/r1.json 2>&1 | head -1)" >> "$OUT/same.txt"
+    echo "$1: exit ${names[0]} $a $n $c; $($B0 diff --ignore placement.resident /tmp/ab/r0.json /tmp/ab/r1.json 2>&1 | head -4)" >> "$OUT/same.txt"
   done
 }
 # `bench $2` on file $1, the builds alternating ROUNDS times; the lines matching $3.
