@@ -2,10 +2,10 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-validate.sh (section oracle), never here.
 
 use super::engine::{
-    att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_kind,
-    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind, row_pos_bytes,
-    row_tiles, tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN,
-    MVQ_PRE_MAX,
+    att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_args_prefix_bytes,
+    mv_kind, mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind,
+    row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS,
+    MVQ_MIN_IN, MVQ_PRE_MAX,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
@@ -118,6 +118,9 @@ fn mv_args_parameter_has_the_layout_of_the_cuda_struct() {
     // ptr res_w; ptr res_out; } = 96 + 16 + 28, padded to the pointers' 8-byte alignment,
     // + 24.
     assert_eq!(mv_args_bytes(), 3 * 32 + 16 + 32 + 24);
+    // A module without MVQ_PRE declares the struct up to plant (140 bytes, padded to 144 by
+    // its pointers' alignment): res_o starts right there, so that prefix is its parameter.
+    assert_eq!(mv_args_prefix_bytes(), 3 * 32 + 16 + 32);
 }
 
 #[test]

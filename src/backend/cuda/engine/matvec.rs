@@ -301,15 +301,24 @@ pub(super) struct MvArgs {
     pub(super) plant: i32,
     /// gemma3's post-norm add folded in (`PreAdd`; kernels/mvq.cu mvq_pre_add): the engine's
     /// o, the post-norm weights, where block (0, 0) writes the row. 0 unless `pre_fuses`.
+    /// Only the MVQ_PRE modules declare these three; every other kernel's MvArgs is the
+    /// prefix before them, and the driver copies a parameter's size from the kernel's image.
     pub(super) res_o: u64,
     pub(super) res_w: u64,
     pub(super) res_out: u64,
 }
 
-/// Bytes of the MvArgs kernel parameter (the CUDA struct must have the same size).
+/// Bytes of the MvArgs kernel parameter (the CUDA struct of an MVQ_PRE module must have the
+/// same size; the others end before `res_o`).
 #[cfg(test)]
 pub(in crate::backend::cuda) fn mv_args_bytes() -> usize {
     std::mem::size_of::<MvArgs>()
+}
+
+/// Bytes of MvArgs before `res_o`: the whole parameter of a module without MVQ_PRE.
+#[cfg(test)]
+pub(in crate::backend::cuda) fn mv_args_prefix_bytes() -> usize {
+    std::mem::offset_of!(MvArgs, res_o)
 }
 
 /// The matvec modules (kind, row tile) the launches over `layers` and `output` need for up
