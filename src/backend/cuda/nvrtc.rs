@@ -663,16 +663,16 @@ impl DevCtx {
         let vectorized = kind >= MVQ_BASE;
         let head = if kind == MV_GENERIC {
             format!("#define MV_GENERIC\n#define MV_RT {tile}\n")
-        } else if kind >= MVQ_PRE_BASE {
-            format!(
-                "#define MVQ_FMT {}\n#define MV_RT {tile}\n#define MVQ_NW {}\n#define MVQ_PRE\n",
-                kind - MVQ_PRE_BASE,
-                1 << part
-            )
         } else if vectorized {
+            // The folding kinds are the same module with MVQ_PRE defined.
+            let (base, pre) = if kind >= MVQ_PRE_BASE {
+                (MVQ_PRE_BASE, "#define MVQ_PRE\n")
+            } else {
+                (MVQ_BASE, "")
+            };
             format!(
-                "#define MVQ_FMT {}\n#define MV_RT {tile}\n#define MVQ_NW {}\n",
-                kind - MVQ_BASE,
+                "#define MVQ_FMT {}\n#define MV_RT {tile}\n#define MVQ_NW {}\n{pre}",
+                kind - base,
                 1 << part
             )
         } else {

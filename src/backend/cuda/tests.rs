@@ -1112,9 +1112,9 @@ fn the_post_norm_add_folds_only_into_one_row_vectorized_staged_launches() {
     // gemma3 at 640 wide: q|k|v of mixed formats (one vectorized launch each) and gate|up of
     // one format, one row: folded.
     let qkv = [packed(Q4K), packed(Q4K), packed(Q8_0)];
-    assert!(pre_fuses(&qkv, 1, 640, false, stage_max));
+    assert!(pre_fuses(qkv.iter().copied(), 1, 640, false, stage_max));
     assert!(pre_fuses(
-        &[packed(Q5_0), packed(Q5_0)],
+        [packed(Q5_0), packed(Q5_0)].into_iter(),
         1,
         640,
         true,
@@ -1122,18 +1122,18 @@ fn the_post_norm_add_folds_only_into_one_row_vectorized_staged_launches() {
     ));
     // Two rows or more: add_residual first (the prologue folds it for one row only).
     for rows in [2, 3, 8, 512] {
-        assert!(!pre_fuses(&qkv, rows, 640, false, stage_max));
+        assert!(!pre_fuses(qkv.iter().copied(), rows, 640, false, stage_max));
     }
     // A matrix on the tensor cores, or byte-wise (not packed): add_residual first.
     assert!(!pre_fuses(
-        &[((Q4K, true), true), packed(Q4K)],
+        [((Q4K, true), true), packed(Q4K)].into_iter(),
         1,
         640,
         false,
         stage_max
     ));
     assert!(!pre_fuses(
-        &[((Q4K, false), false)],
+        [((Q4K, false), false)].into_iter(),
         1,
         640,
         false,
@@ -1141,15 +1141,33 @@ fn the_post_norm_add_folds_only_into_one_row_vectorized_staged_launches() {
     ));
     // gate|up of two formats runs the byte-wise generic kernel.
     assert!(!pre_fuses(
-        &[packed(Q4K), packed(Q6K)],
+        [packed(Q4K), packed(Q6K)].into_iter(),
         1,
         640,
         true,
         stage_max
     ));
     // Rows wider than MVQ_PRE_MAX, or a tile that would not stage: add_residual first.
-    assert!(pre_fuses(&qkv, 1, MVQ_PRE_MAX, false, stage_max));
-    assert!(!pre_fuses(&qkv, 1, MVQ_PRE_MAX + 32, false, stage_max));
-    assert!(!pre_fuses(&qkv, 1, 2048, false, 4 * 2048 - 4));
-    assert!(!pre_fuses(&[], 1, 640, false, stage_max));
+    assert!(pre_fuses(
+        qkv.iter().copied(),
+        1,
+        MVQ_PRE_MAX,
+        false,
+        stage_max
+    ));
+    assert!(!pre_fuses(
+        qkv.iter().copied(),
+        1,
+        MVQ_PRE_MAX + 32,
+        false,
+        stage_max
+    ));
+    assert!(!pre_fuses(
+        qkv.iter().copied(),
+        1,
+        2048,
+        false,
+        4 * 2048 - 4
+    ));
+    assert!(!pre_fuses([].into_iter(), 1, 640, false, stage_max));
 }

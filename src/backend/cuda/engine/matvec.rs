@@ -244,19 +244,23 @@ pub(in crate::backend::cuda) fn pre_kind(kind: usize) -> Option<usize> {
 /// off the tensor cores (mma kernels and the byte-wise kernels do not take it; a gate|up
 /// pair of one format, so it is one vectorized launch), the row no wider than MVQ_PRE_MAX
 /// and its tile staged in shared memory (`stage_max`, as mvq_launch stages it).
+/// (An iterator, not a slice: the engine asks for each gemma3 q|k|v and gate|up op, every
+/// decode step with graphs off.)
 pub(in crate::backend::cuda) fn pre_fuses(
-    mats: &[(MatKind, bool)],
+    mats: impl Iterator<Item = (MatKind, bool)> + Clone,
     rows: usize,
     n_in: usize,
     gate_up: bool,
     stage_max: usize,
 ) -> bool {
+    let Some((k0, _)) = mats.clone().next() else {
+        return false;
+    };
     rows == 1
         && n_in <= MVQ_PRE_MAX
         && 4 * n_in <= stage_max
-        && !mats.is_empty()
-        && mats.iter().all(|&((_, packed), mma)| packed && !mma)
-        && (!gate_up || mats.iter().all(|m| m.0 == mats[0].0))
+        && mats.clone().all(|((_, packed), mma)| packed && !mma)
+        && (!gate_up || mats.clone().all(|m| m.0 == k0))
 }
 
 /// Warps that share one output feature's dot (a power of two dividing MV_WARPS). A function
@@ -403,10 +407,9 @@ impl CudaEngine {
     ) -> BResult<()> {
         let pre = match pre {
             Some(p) => {
-                let kinds: Vec<(MatKind, bool)> =
-                    mats.iter().map(|(w, _)| (w.kind(), w.mma)).collect();
+                let kinds = mats.iter().map(|(w, _)| (w.kind(), w.mma));
                 let n_in = mats.first().map_or(0, |(w, _)| w.cols);
-                if pre_fuses(&kinds, rows, n_in, mode == MODE_GATE_UP, self.dx.stage_max) {
+                if pre_fuses(kinds, rows, n_in, mode == MODE_GATE_UP, self.dx.stage_max) {
                     Some(p)
                 } else {
                     self.add_residual(s, Some(p.w), rows, p.out, p.base, op)?;
