@@ -602,14 +602,8 @@ __device__ __forceinline__ const float* mvq_pre_add(const MvArgs& a, const float
     }
     __syncthreads();
     if (t < 32) {
-        float acc = 0.0f;
-#pragma unroll 8
-        for (int i = t; i < n; i += 32) {
-            const float v = xr[i];
-            acc = acc + v * v;
-        }
-        acc = tree32(acc);
-        if (t == 0) red[0] = 1.0f / sqrtf(acc / (float)n + a.eps);
+        const float ss = sumsq32(xr, n);  // add_residual's order (common.cu)
+        if (t == 0) red[0] = 1.0f / sqrtf(ss / (float)n + a.eps);
     }
     __syncthreads();
     const float inv = red[0];
