@@ -24,7 +24,8 @@
 #    a full grid or one block. The cases span all eight vectorized formats, widths below, at
 #    and past the one-trip prologue's 4096, gate|up and norms. So does the dense one-row walk
 #    (mvq_d8: a warp deals 8 narrow rows' units to its 32 lanes) at widths 32 to 992, clean
-#    and planted. The planted --fault row-count-order changes bits, so the check can fail.
+#    and planted, and over three matrices in one launch (its consecutive-rows path and its
+#    per-row lookup). The planted --fault row-count-order changes bits, so the check can fail.
 # What it cannot prove (emu.h says why): the hardware's own rounding inside an mma, timing,
 # and memory ordering on a GPU. The GPU scripts (scripts/gpu-validate.sh) show those.
 # Usage: scripts/kernel-emu.sh [--quick]   (needs g++ 12+; exit 0 when every check held)

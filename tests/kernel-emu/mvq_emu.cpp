@@ -97,11 +97,13 @@ struct Case {
     const Fmt* fm;
     int n, n_out, rows, mode;  // mode 0: y = W x; 2: y = act(G x) * (U x)
     bool norm;
+    int mats = 1;  // mode 0: matrices of n_out rows each, one launch over all (as q|k|v)
 };
 
 std::string name(const Case& c) {
     return std::string(c.fm->name) + " n_in " + std::to_string(c.n) + " n_out " + std::to_string(c.n_out) +
-           " rows " + std::to_string(c.rows) + (c.mode == 2 ? " gate|up" : "") + (c.norm ? " norm" : "");
+           " rows " + std::to_string(c.rows) + (c.mode == 2 ? " gate|up" : "") + (c.norm ? " norm" : "") +
+           (c.mats > 1 ? " x" + std::to_string(c.mats) + " matrices" : "");
 }
 
 struct Inputs {
@@ -118,7 +120,7 @@ struct Pre {
 
 Inputs make_inputs(const Case& c) {
     Inputs in;
-    const int nm = c.mode == 2 ? 2 : 1;
+    const int nm = c.mode == 2 ? 2 : c.mats;
     for (int m = 0; m < nm; ++m) {
         std::vector<uint8_t> w(row_bytes(*c.fm, c.n) * c.n_out);
         for (auto& b : w) b = (uint8_t)(rnd() % 0x3C);
@@ -142,7 +144,7 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
                        const Pre* pre = nullptr) {
     const bool dense = nwi == 3;
     const int rt = RTS[ri], nw = dense ? 8 : 1 << nwi, tiles = c.rows / rt;
-    const int nm = c.mode == 2 ? 2 : 1;
+    const int nm = c.mode == 2 ? 2 : c.mats;
     std::vector<std::vector<float>> ys(nm, std::vector<float>((size_t)c.rows * c.n_out, 0.0f));
     MvArgs a{};
     for (int m = 0; m < nm; ++m) {
@@ -161,7 +163,7 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     // Staged: x and the norm weights (the kernel normalizes); laid out: stage_rows' rows.
     a.x = staged ? in.x.data() : in.xn.data();
     a.norm = staged && c.norm ? in.g.data() : nullptr;
-    const int features = c.n_out;
+    const int features = c.mode == 2 ? c.n_out : c.n_out * c.mats;
     const int per_group = c.mode == 2 ? nw / 2 : nw;
     if (per_group == 0) return {};
     // engine/matvec.rs mvq_launch's grid (uncapped) and mvq_smem.
@@ -178,8 +180,10 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     const size_t smem = 4 * floats;
     emu_launch(dense ? c.fm->d : c.fm->k[ri][nwi], dim3{(unsigned)nb, (unsigned)tiles, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a,
                features, (int)staged);
-    std::vector<float> out = ys[0];
-    out.resize((size_t)tiles * rt * c.n_out);
+    // Mode 0: every matrix's outputs, matrix after matrix (gate|up writes the first's).
+    std::vector<float> out;
+    for (int m = 0; m < (c.mode == 2 ? 1 : nm); ++m)
+        out.insert(out.end(), ys[m].begin(), ys[m].begin() + (size_t)tiles * rt * c.n_out);
     return out;
 }
 
@@ -242,8 +246,11 @@ int main() {
     // The dense one-row walk against RT = 1, NW = 1 (its reference above), on rows under 1024
     // wide: 32-element formats at 640 (gemma3: 20 units, 8 rows = 5 whole rounds), 576
     // (SmolLM2: 18 units, a ragged last round), 32 (1 unit) and 992 (31); K-quants at 256 and
-    // 768. n_out 37: groups of 8 rows (gate|up: 4 features), the last one ragged. Each clean
-    // and planted: the planted dense walk must give the planted bits of the walk it replaces.
+    // 768. n_out 37: groups of 8 rows (gate|up: 4 features), the last one ragged. And three
+    // matrices of 37 rows in one launch (q|k|v's shape): groups inside one matrix take the
+    // kernel's consecutive-rows path (matrices 0 to 2), groups across two matrices and the
+    // ragged last one its per-row lookup. Each clean and planted: the planted dense walk
+    // must give the planted bits of the walk it replaces.
     std::vector<Case> narrow;
     for (const Fmt& f : FMTS) {
         const bool kq = f.block_len == 256;
@@ -251,6 +258,7 @@ int main() {
         narrow.push_back({&f, kq ? 256 : 576, 37, 1, 2, false});
         if (!kq) narrow.push_back({&f, 32, 37, 1, 0, false});
         if (!kq) narrow.push_back({&f, 992, 37, 1, 2, true});
+        narrow.push_back({&f, kq ? 768 : 640, 37, 1, 0, false, 3});
     }
     for (const Case& c : narrow) {
         const Inputs in = make_inputs(c);

@@ -292,14 +292,15 @@ struct HasMin {
 };
 
 // The partial sums s[i][b] += q * x over group g of run r of one unit (4 elements, in
-// order), x read from the swizzled rows X (stride n).
+// order), x read from the swizzled rows X (stride n) at float4 slot sv = swz(v), v the
+// group's float4 of the row.
 template <int FMT, int RT, int NW>
-__device__ __forceinline__ void mvq_group(const Unit<FMT> (&w)[NW], int v, int r, int g,
+__device__ __forceinline__ void mvq_group(const Unit<FMT> (&w)[NW], int sv, int r, int g,
                                           const float* X, int n, float (&s)[NW][RT]) {
     typedef Unit<FMT> U;
     float4 xv[RT];
 #pragma unroll
-    for (int b = 0; b < RT; b++) xv[b] = ((const float4*)(X + (size_t)b * n))[swz(v)];
+    for (int b = 0; b < RT; b++) xv[b] = ((const float4*)(X + (size_t)b * n))[sv];
 #pragma unroll
     for (int i = 0; i < NW; i++) {
         float q0, q1, q2, q3;  // the quants * 2^-24 (unpack4)
@@ -340,11 +341,24 @@ __device__ __forceinline__ void mvq_close(const Unit<FMT> (&w)[NW], int k, int r
 // mvq_close. One-row tiles interleave the two runs' sums (more independent chains for the
 // few accumulators); larger tiles finish run 0 first (fewer live registers). Each run's sum
 // is its own chain in element order either way: the same bits.
-template <int FMT, int RT, int NW>
+// ONE_SWZ (the dense walk): group g of run r is float4 v = v0 + g of the row, v0 = (e0 +
+// GAP r) / 4 a multiple of 4 (every format's e0 and GAP are multiples of 16), so v's bits
+// 3.. are v0's and swz(v) = swz(v0) ^ g: one swizzle a run, not one a group. The same slots;
+// fewer integer instructions on the pipe the decode needs (gemma3's heads on an H200,
+// BENCH.md step 18: Q5_0 84.0 -> 77.7 us, Q8_0 92.9 -> 88.4 us). Not in the plain walks:
+// holding both runs' slots raised ptxas's spills in several of their modules (Q6_K at 8
+// rows: 72 -> 236 bytes).
+template <int FMT, int RT, int NW, bool ONE_SWZ = false>
 __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const float* X, int n,
                                          const float* xsum, float (&acc)[NW][RT]) {
     typedef Unit<FMT> U;
     const int e0 = U::e0(u), n16 = n >> 4;
+    static_assert(U::GAP % 16 == 0, "a run must start at a multiple of 4 float4s");
+    const int sv0 = swz(e0 / 4), sv1 = swz((e0 + U::GAP) / 4);
+    // Run r's group g: its float4's slot.
+    auto slot = [&](int r, int g) {
+        return ONE_SWZ ? (r ? sv1 : sv0) ^ g : swz((e0 + U::GAP * r) / 4 + g);
+    };
     if (RT == 1) {
         float s[2][NW][RT];
 #pragma unroll
@@ -355,7 +369,7 @@ __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const 
         for (int g = 0; g < 4; g++)
 #pragma unroll
             for (int r = 0; r < 2; r++)
-                mvq_group<FMT, RT, NW>(w, (e0 + U::GAP * r) / 4 + g, r, g, X, n, s[r]);
+                mvq_group<FMT, RT, NW>(w, slot(r, g), r, g, X, n, s[r]);
 #pragma unroll
         for (int r = 0; r < 2; r++)
             mvq_close<FMT, RT, NW>(w, (e0 + U::GAP * r) >> 4, r, xsum, n16, s[r], acc);
@@ -369,7 +383,7 @@ __device__ __forceinline__ void mvq_unit(const Unit<FMT> (&w)[NW], int u, const 
                 for (int b = 0; b < RT; b++) s[i][b] = 0.0f;
 #pragma unroll
             for (int g = 0; g < 4; g++)
-                mvq_group<FMT, RT, NW>(w, (e0 + U::GAP * r) / 4 + g, r, g, X, n, s);
+                mvq_group<FMT, RT, NW>(w, slot(r, g), r, g, X, n, s);
             mvq_close<FMT, RT, NW>(w, (e0 + U::GAP * r) >> 4, r, xsum, n16, s, acc);
         }
     }
@@ -805,40 +819,93 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
 #define MVD_STRIDE 33  // floats a row's slots take: lanes storing one unit index of two rows
                        // in a round land in different banks
 
-// One item (group grp, round it) of a warp's dense walk: the next item's unit loads into
-// `nxt`, the current one's (in `cur`, lane unit (si, su)) is multiplied in and stored to its
-// slot, and after the group's last round the rows are reduced and written. Returns whether
-// an item is left.
+// A position of a warp's dense walk: group grp, round it, and this lane's unit there (row si
+// of the group, unit su of the row). Two walk the same items: the loads' (ahead) and the
+// multiplies' (behind).
+struct MvdPos {
+    int grp, it, si, su;
+};
+
+// The walk's constants: per lane, its unit in a group's round 0 (i0, u0) and how far 32
+// units move it (di rows, du units).
+struct MvdWalk {
+    int groups, rounds, units, nu, all_warps, i0, u0, di, du;
+    __device__ __forceinline__ void step(MvdPos& p) const {
+        p.it++;
+        p.si += di;
+        p.su += du;
+        if (p.su >= nu) {
+            p.su -= nu;
+            p.si++;
+        }
+        if (p.it == rounds) {
+            p.it = 0;
+            p.grp += all_warps;
+            p.si = i0;
+            p.su = u0;
+        }
+    }
+};
+
+// Where a group's rows are, found once when the loads enter it: when its MVD_ROWS rows are
+// consecutive rows of one matrix (not gate|up, every row a feature of the launch), row i is
+// base + i * rb, and a load costs one multiply-add; otherwise (the launch's last group, a
+// group across two matrices of q|k|v, gate|up) each load asks mvq_row. Timing only: the
+// same row either way. Measured alone on an H200 (BENCH.md, step 18) it saved nothing (the
+// Q8_0 head of gemma3 45.2 -> 46.0 M warp instructions, 92.9 -> 93.7 us: the loads' cursor
+// now steps apart from the multiplies'); with ONE_SWZ (mvq_unit) the head is 42.9 M, 88.4 us.
+struct MvdRows {
+    const u8* base;
+    size_t rb;
+    bool fast;
+};
+
+__device__ __forceinline__ void mvd_rows(const MvArgs& a, int features, int nf, bool gu, int grp,
+                                         MvdRows& r) {
+    const int f0 = grp * nf;
+    int o0, o1;
+    const int m0 = mv_locate(a, features, f0, &o0);
+    const int m1 = gu ? -1 : mv_locate(a, features, f0 + MVD_ROWS - 1, &o1);
+    r.fast = m0 >= 0 && m1 == m0;
+    r.rb = r.fast ? (size_t)MV_FIELD(a, m0, row_bytes) : 0;
+    r.base = r.fast ? MV_FIELD(a, m0, w) + (size_t)o0 * r.rb : nullptr;
+}
+
+// The unit of position p into u (the caller has checked that p holds one).
 template <int FMT>
-__device__ __forceinline__ bool mvd_item(const MvArgs& a, int features, int groups, int nf, bool gu,
-                                         int all_warps, int rounds, int units, int nu, int lane,
-                                         int r0, int i0, int u0, int di, int du,
-                                         Unit<FMT> (&cur)[1], Unit<FMT> (&nxt)[1], int& grp, int& it,
-                                         int& si, int& su, const float* X, const float* xsum,
-                                         float* vb) {
-    // The next item's unit of this lane: 32 units on, or the next group's first round.
-    int ngrp = grp, nit = it + 1, ni = si + di, nu2 = su + du;
-    if (nu2 >= nu) {
-        nu2 -= nu;
-        ni++;
-    }
-    if (nit == rounds) {
-        nit = 0;
-        ngrp = grp + all_warps;
-        ni = i0;
-        nu2 = u0;
-    }
-    if (ngrp < groups && nit * 32 + lane < units) {
-        Cur k;
-        Unit<FMT>::init(k, mvq_row(a, features, nf, gu, ngrp, ni), nu2, nu);
-        nxt[0].load(k, 0);
-    }
-    if (it * 32 + lane < units) {
+__device__ __forceinline__ void mvd_load(const MvArgs& a, int features, int nf, bool gu, int nu,
+                                         const MvdPos& p, const MvdRows& r, Unit<FMT> (&u)[1]) {
+    const u8* row = r.fast ? r.base + (size_t)p.si * r.rb : mvq_row(a, features, nf, gu, p.grp, p.si);
+    Cur k;
+    Unit<FMT>::init(k, row, p.su, nu);
+    u[0].load(k, 0);
+}
+
+// The loads' side of one item: position L's unit into u when it holds one, then L steps on
+// (and finds its new group's rows when it enters one).
+template <int FMT>
+__device__ __forceinline__ void mvd_ahead(const MvArgs& a, int features, int nf, bool gu,
+                                          const MvdWalk& w, int lane, MvdPos& L, MvdRows& R,
+                                          Unit<FMT> (&u)[1]) {
+    if (L.grp < w.groups && L.it * 32 + lane < w.units) mvd_load<FMT>(a, features, nf, gu, w.nu, L, R, u);
+    w.step(L);
+    if (L.it == 0 && L.grp < w.groups) mvd_rows(a, features, nf, gu, L.grp, R);
+}
+
+// The multiplies' side of one item (position C, its unit in `cur`): the unit's value to its
+// slot, and after the group's last round the rows reduced and written. Returns whether an
+// item is left.
+template <int FMT>
+__device__ __forceinline__ bool mvd_item(const MvArgs& a, int features, int nf, bool gu,
+                                         const MvdWalk& w, int lane, int r0, MvdPos& C,
+                                         const Unit<FMT> (&cur)[1], const float* X,
+                                         const float* xsum, float* vb) {
+    if (C.it * 32 + lane < w.units) {
         float acc[1][1] = {{0.0f}};
-        mvq_unit<FMT, 1, 1>(cur, su, X, a.n_in, xsum, acc);
-        vb[si * MVD_STRIDE + su] = acc[0][0];
+        mvq_unit<FMT, 1, 1, true>(cur, C.su, X, a.n_in, xsum, acc);
+        vb[C.si * MVD_STRIDE + C.su] = acc[0][0];
     }
-    if (it == rounds - 1) {
+    if (C.it == w.rounds - 1) {
         // The group is done: every lane reaches the shuffles (the branch is uniform).
         __syncwarp();  // every slot stored before any lane reads
         float v[MVD_ROWS][1];
@@ -855,24 +922,26 @@ __device__ __forceinline__ bool mvd_item(const MvArgs& a, int features, int grou
         float tv = 0.0f;
         if (gu) tv = __shfl_sync(0xffffffffu, r, ((lane + nf) << SH) & 31);
         if (lane < nf) {
-            int o, f = grp * nf + lane;
+            int o, f = C.grp * nf + lane;
             int mi = mv_locate(a, features, f, &o);
             if (mi >= 0) mv_finish(a, mi, o, r0, sv, tv);
         }
     }
-    grp = ngrp;
-    it = nit;
-    si = ni;
-    su = nu2;
-    return grp < groups;
+    w.step(C);
+    return C.grp < w.groups;
 }
+
+// Items in flight a warp of the dense walk: the loads run MVD_DEPTH - 1 items ahead of the
+// multiplies, in a ring of MVD_DEPTH units of registers. 2 is what was measured; at 3 ptxas
+// spills most formats' walks (8-32 bytes) under the launch bounds' 85 registers.
+#define MVD_DEPTH 2
 
 // Grid (blocks, rows), block 32 * MV_WARPS, dynamic shared memory as mvq_run's at RT = 1.
 // Groups of MVD_ROWS weight rows (mode 2: MVD_ROWS / 2 features, gate rows then their up
-// rows), warp w taking groups w, w + all warps, ...; the next item's loads leave before the
-// current one computes, as in mvq_run. It walks one-row tiles of rows under 1024 wide
-// (nu < 32: a row is one round of the plain walk); the host takes it for the heads of rows
-// of at most 24 units only (matvec.rs mvq_dense).
+// rows), warp w taking groups w, w + all warps, ...; item j + MVD_DEPTH - 1's loads leave
+// before item j computes (a ring of units: no unit is copied between registers). It walks
+// one-row tiles of rows under 1024 wide (nu < 32: a row is one round of the plain walk);
+// the host takes it for the heads of rows of at most 24 units only (matvec.rs mvq_dense).
 template <int FMT, bool XS>
 __device__ __forceinline__ void mvd_run(const MvArgs& a, int features, float* smem, float* red,
                                         float* vbuf) {
@@ -882,33 +951,38 @@ __device__ __forceinline__ void mvd_run(const MvArgs& a, int features, float* sm
     const int r0 = blockIdx.y;
     const bool gu = a.mode == 2;
     const int nf = gu ? MVD_ROWS / 2 : MVD_ROWS;
-    const int groups = (features + nf - 1) / nf;
-    const int all_warps = gridDim.x * MV_WARPS;
-    const int units = MVD_ROWS * nu, rounds = (units + 31) >> 5;
-    // This lane's unit in a group's round 0, and how far 32 units move it (rows, units).
-    const int i0 = lane / nu, u0 = lane - i0 * nu;
-    const int di = 32 / nu, du = 32 - di * nu;
+    MvdWalk w;
+    w.nu = nu;
+    w.groups = (features + nf - 1) / nf;
+    w.all_warps = gridDim.x * MV_WARPS;
+    w.units = MVD_ROWS * nu;
+    w.rounds = (w.units + 31) >> 5;
+    w.i0 = lane / nu;
+    w.u0 = lane - w.i0 * nu;
+    w.di = 32 / nu;
+    w.du = 32 - w.di * nu;
     // The slots past the row's units: 0.0f for every group (no store reaches them).
     for (int i = 0; i < MVD_ROWS; i++)
         if (lane >= nu) vb[i * MVD_STRIDE + lane] = 0.0f;
-    int grp = blockIdx.x * MV_WARPS + warp, it = 0, si = i0, su = u0;
-    Unit<FMT> ua[1], ub[1];
-    // The first item's weights load before the wait: they are read-only.
-    if (grp < groups && lane < units) {
-        Cur k;
-        Unit<FMT>::init(k, mvq_row(a, features, nf, gu, grp, si), su, nu);
-        ua[0].load(k, 0);
-    }
+    MvdPos C = {(int)blockIdx.x * MV_WARPS + warp, 0, w.i0, w.u0};
+    MvdPos L = C;
+    MvdRows R;
+    if (L.grp < w.groups) mvd_rows(a, features, nf, gu, L.grp, R);
+    Unit<FMT> u[MVD_DEPTH][1];
+    // The first items' weights load before the wait: they are read-only.
+#pragma unroll
+    for (int j = 0; j < MVD_DEPTH - 1; j++) mvd_ahead<FMT>(a, features, nf, gu, w, lane, L, R, u[j]);
     pdl_wait();
     constexpr bool FAST_KERNEL = FMT <= FMT_Q8_0;  // mvq_run's rule at RT = 1
     const float* xsum;
     const float* X = mvq_prologue<FMT, 1, FAST_KERNEL, XS>(a, r0, smem, red, &xsum);
-    while (grp < groups) {  // uniform over the warp
-        if (!mvd_item<FMT>(a, features, groups, nf, gu, all_warps, rounds, units, nu, lane, r0, i0,
-                           u0, di, du, ua, ub, grp, it, si, su, X, xsum, vb))
-            break;
-        mvd_item<FMT>(a, features, groups, nf, gu, all_warps, rounds, units, nu, lane, r0, i0, u0, di,
-                      du, ub, ua, grp, it, si, su, X, xsum, vb);
+    bool more = C.grp < w.groups;
+    while (more) {  // uniform over the warp
+#pragma unroll
+        for (int j = 0; j < MVD_DEPTH && more; j++) {
+            mvd_ahead<FMT>(a, features, nf, gu, w, lane, L, R, u[(j + MVD_DEPTH - 1) % MVD_DEPTH]);
+            more = mvd_item<FMT>(a, features, nf, gu, w, lane, r0, C, u[j], X, xsum, vb);
+        }
     }
 }
 
