@@ -1028,6 +1028,11 @@ MVQ_KERNEL(mvq_w2, 2)
 MVQ_KERNEL(mvq_w4, 4)
 #endif
 #if (!defined(MVQ_NW) || MVQ_NW == 8) && MV_RT == 1
+// 3 blocks an SM (79-80 registers, no spill). The head it runs is bound by latency, so
+// occupancy moves it more than instructions do (one H200, BENCH.md step 19): two or three
+// units a lane an item (4-12 % fewer instructions, 114-128 registers, 2 blocks) made the Q8_0
+// head 10 % slower; 4 blocks (64 registers, spilled) the Gemma-3 heads 3-8 % faster but
+// SmolLM2's slower, eager within noise. Neither kept.
 extern "C" __global__ void __launch_bounds__(256, 3) mvq_d8(MVQ_ARGS) {
     mvd_body<MVQ_FMT>(a, features, stage_x);
 }
