@@ -21,6 +21,8 @@
 #     and, on the SERVE_ROWS, `llama-parallel -np 8 -ns 64 -pps -n 64 --ignore-eos`
 #     (continuous batching of 64 requests over 8 slots) beside `ppn-gate bench --arms serve`
 #     (below: how the two workloads differ);
+#     With ROUNDS=k, k - 1 more rounds of the eager and B=8 pair follow (each row's three
+#     runs back to back), and those rows report the median of the rounds' ratios;
 #  4. writes vs-llamacpp.json (schema ppn-gate.bench-compare/1) to OUT and to
 #     $RECEIPTS/vs-llamacpp.json, and prints the table last.
 #
@@ -67,6 +69,14 @@
 #   SERVE_ROWS rows that also get a serve row (default: smollm2-q4_1 llama8b-l8-q4_k; empty:
 #            none): `ppn-gate bench --arms serve` beside llama-parallel on the same file
 #   RECEIPTS directory the JSON is copied to (default receipts/bench-vs-llamacpp; empty: none)
+#   ROUNDS   rounds of the eager and B=8 comparison (default 1): after the first (ppn-gate's
+#            bench during the build, then llama.cpp's), ROUNDS - 1 more, each row's ppn-gate
+#            bench, llama-bench and llama-batched-bench back to back; each eager and batched8
+#            row then holds every round's pair (`rounds`), its ratio is the median of the
+#            rounds' ratios (`ratio_min`, `ratio_max` beside it) and each side's figure its
+#            median. Why: within one call on one H200 llama.cpp's tg128 moved 5 % and its B=8
+#            10 % between rounds, ppn-gate's 3 % and 0.5 % (BENCH.md, issue 30 step 19): one
+#            run of each side does not say on which side of a bar 2 % away a ratio is
 #   DRY_RUN=1  a CPU rehearsal of the whole flow (parsing included): --backend cpu, the same
 #            row names on small synthetic shapes (the real models as they are), short runs;
 #            writes OUT only, never receipts/bench-vs-llamacpp (that file holds GPU figures only)
@@ -108,6 +118,8 @@ for r in $ROWS; do
     [[ " $KNOWN_ROWS " == *" $r "* ]] || { echo "ROWS: unknown row '$r' (known: $KNOWN_ROWS)" >&2; exit 2; }
 done
 [ -x "$BIN" ] || { echo "BIN $BIN: not an executable" >&2; exit 2; }
+ROUNDS=${ROUNDS:-1}
+[[ "$ROUNDS" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "ROUNDS: '$ROUNDS' is not a whole number from 1 to 999" >&2; exit 2; }
 [ -n "${LLAMA_BIN:-}" ] || [ -f "$TGZ" ] || { echo "TARBALL $TGZ: no such file" >&2; exit 2; }
 
 if [ "$DRY" = 1 ]; then
@@ -301,6 +313,31 @@ for row in $ROWS; do
     fi
 done
 
+# ---- 3b. more rounds of the eager and B=8 pair (ROUNDS) --------------------------------
+# Round i's files carry .r$i; the first round's are the ones above. Each row's three runs
+# back to back, so that a drift of the machine between rounds lands on both sides.
+for ((i = 2; i <= ROUNDS; i++)); do
+    [ -x "$LB/llama-bench" ] || break
+    for row in $ROWS; do
+        f=${FILE[$row]:-}
+        [ -n "$f" ] || continue
+        if [ "$(left)" -lt 40 ]; then
+            log "round $i: out of time, rounds stop here"
+            break 2
+        fi
+        log "round $i: ppn-gate bench, llama-bench, llama-batched-bench $row"
+        within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms batched --batch 8 \
+            --steps "$STEPS" ${PPN_FLAGS:-} --receipt "$WORK/raw/$row.ppn.r$i.json" >>"$LOG" 2>&1 ||
+            log "$row: round $i: ppn-gate bench failed (exit $?, see log.txt)"
+        within 10 "$LB/llama-bench" -m "$f" -ngl "$NGL" -p 0 -n "$TG_N" -r "$TG_R" -o json \
+            >"$WORK/raw/$row.lb.r$i.json" 2>>"$WORK/raw/$row.lb.err" ||
+            log "$row: round $i: llama-bench failed (raw/$row.lb.err)"
+        within 10 "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
+            --output-format jsonl >"$WORK/raw/$row.bb.r$i.txt" 2>>"$WORK/raw/$row.bb.err" ||
+            log "$row: round $i: llama-batched-bench failed (raw/$row.bb.err)"
+    done
+done
+
 # ---- 4. the comparison ----------------------------------------------------------------
 if [ "$DRY" = 1 ]; then
     MACHINE="$(uname -m), $CORES cores, cpu backend (dry run)"
@@ -309,7 +346,7 @@ else
 fi
 DEST="$OUT/vs-llamacpp.json"
 ROWS="$ROWS" RAW="$WORK/raw" DEST="$DEST" MACHINE="$MACHINE" DRY="$DRY" TG_N="$TG_N" \
-    TG_R="$TG_R" NGL="$NGL" BB_NTG="$BB_NTG" STEPS="$STEPS" COMMIT="${COMMIT:-}" PP_N="$PP_N" \
+    TG_R="$TG_R" NGL="$NGL" BB_NTG="$BB_NTG" STEPS="$STEPS" COMMIT="${COMMIT:-}" PP_N="$PP_N" ROUNDS="$ROUNDS" \
     SV_FLAGS="$SV_FLAGS" LP_FLAGS="$LP_FLAGS" \
     python3 - <<'PY' | tee "$OUT/summary.txt"
 import json, os, datetime
@@ -328,16 +365,45 @@ def read(path):
         return None
 
 
-def llama_bench_ts(text, n_prompt, n_gen):
-    """avg_ts of the (n_prompt, n_gen) test in llama-bench's -o json array."""
+def llama_bench_stats(text, n_prompt, n_gen):
+    """(avg_ts, stddev_ts) of the (n_prompt, n_gen) test in llama-bench's -o json array."""
     try:
         tests = json.loads(text)
     except (TypeError, ValueError):
-        return None
+        return None, None
     for t in tests:
         if t.get("n_prompt") == n_prompt and t.get("n_gen") == n_gen:
-            return float(t["avg_ts"])
-    return None
+            sd = t.get("stddev_ts")
+            return float(t["avg_ts"]), (float(sd) if sd is not None else None)
+    return None, None
+
+
+def llama_bench_ts(text, n_prompt, n_gen):
+    """avg_ts of the (n_prompt, n_gen) test in llama-bench's -o json array."""
+    return llama_bench_stats(text, n_prompt, n_gen)[0]
+
+
+def over_rounds(pairs):
+    """The headline of one path over rounds: pairs [(ppn, llama.cpp, extra)], either side
+    None where its run failed. The ratio is the median of the complete rounds' ratios, each
+    side's figure its median over those rounds; with no complete round, round 1's figures
+    and no ratio (ppn-gate's alone when llama.cpp did not run)."""
+    import statistics
+    full = [(m, t) for m, t, _ in pairs if m and t]
+    rounds = [dict({"ppn_tok_s": m, "llamacpp_tok_s": t, "ratio": (m / t) if m and t else None}, **x)
+              for m, t, x in pairs]
+    if not full:
+        m, t, _ = pairs[0]
+        return {"ppn_tok_s": m, "llamacpp_tok_s": t, "ratio": None, "rounds": rounds}
+    ratios = [m / t for m, t in full]
+    return {
+        "ppn_tok_s": statistics.median(m for m, _ in full),
+        "llamacpp_tok_s": statistics.median(t for _, t in full),
+        "ratio": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "rounds": rounds,
+    }
 
 
 pp_n = int(os.environ["PP_N"])
@@ -385,26 +451,32 @@ for name in rows_wanted:
     lcskip = read(f"{raw}/{name}.lcskip")
     if lcskip:
         skipped.append({"model": name, "reason": "llama.cpp: " + lcskip.strip()})
-    lb = llama_bench_ts(read(f"{raw}/{name}.lb.json"), 0, tg_n)
-    # Its results are on stdout (.bb.txt), its log on stderr (.bb.err): kept apart so that no
-    # log line can split a result line.
-    bb8 = batched_bench_tg(read(f"{raw}/{name}.bb.txt"), 8)
-    bb1 = batched_bench_tg(read(f"{raw}/{name}.bb.txt"), 1)
     wb = ppn["model"]["weight_bytes"] if ppn else None
     floor = ppn.get("floor_tok_s") if ppn else None
-    for path, mine, theirs, extra in [
-        ("eager", ppn and ppn["tok_s"]["eager"], lb, {}),
-        ("batched8", ppn and ppn["tok_s"]["batched"], bb8, {"llamacpp_b1_tok_s": bb1}),
+    # Every round's pair (round 1: the files without a suffix; ROUNDS in the script).
+    eager, batched = [], []
+    bb1 = None
+    for i in range(1, int(os.environ.get("ROUNDS", "1")) + 1):
+        sfx = "" if i == 1 else f".r{i}"
+        p_text = ppn_text if i == 1 else read(f"{raw}/{name}.ppn{sfx}.json")
+        p = json.loads(p_text) if p_text else None
+        if i > 1 and p is None and read(f"{raw}/{name}.lb{sfx}.json") is None:
+            continue  # a round that did not run (out of time)
+        lb, lb_sd = llama_bench_stats(read(f"{raw}/{name}.lb{sfx}.json"), 0, tg_n)
+        # Its results are on stdout (.bb.txt), its log on stderr (.bb.err): kept apart so
+        # that no log line can split a result line.
+        bb_text = read(f"{raw}/{name}.bb{sfx}.txt")
+        if i == 1:
+            bb1 = batched_bench_tg(bb_text, 1)
+        eager.append((p and p["tok_s"]["eager"], lb, {"llamacpp_sd_tok_s": lb_sd}))
+        batched.append((p and p["tok_s"]["batched"], batched_bench_tg(bb_text, 8), {}))
+    for path, pairs, extra in [
+        ("eager", eager, {}),
+        ("batched8", batched, {"llamacpp_b1_tok_s": bb1}),
     ]:
-        row = {
-            "model": name,
-            "weight_bytes": wb,
-            "path": path,
-            "ppn_tok_s": mine,
-            "llamacpp_tok_s": theirs,
-            "ratio": (mine / theirs) if mine and theirs else None,
-            "floor_tok_s": floor,
-        }
+        row = {"model": name, "weight_bytes": wb, "path": path}
+        row.update(over_rounds(pairs))
+        row["floor_tok_s"] = floor
         row.update(extra)
         # Which matvec kernels ran (the receipt's backend.mma: --mma auto's choice and why).
         row["ppn_kernels"] = (ppn or {}).get("backend", {}).get("mma")
@@ -498,6 +570,10 @@ out = {
                           " built-in questions after a cached ~300-token system prompt, whole"
                           " prompts per batch, its default sampler",
         "floor": "device bandwidth measured by ppn-gate bench in the same run / weight_bytes",
+        "rounds": f"{os.environ.get('ROUNDS', '1')} round(s) of the eager and batched8 pairs, each"
+                  " row's ppn-gate bench, llama-bench and llama-batched-bench back to back (round"
+                  " 1: ppn-gate's during the llama.cpp build); a row's ratio is the median of its"
+                  " rounds' ratios (ratio_min, ratio_max), each side's figure its median",
     },
     "rows": rows,
     "skipped": skipped,
@@ -513,7 +589,9 @@ for r in rows:
     tag = "" if r["ratio"] is not None or ratio is None else " (x eager)"
     print(f"{r['model']:<22} {r['path']:<15} {fmt(wb and wb / 1e6, 0):>9} {fmt(r['ppn_tok_s']):>10}"
           f" {fmt(r['llamacpp_tok_s']):>10} {fmt(ratio, 2):>6} {fmt(r['floor_tok_s'], 0):>8}{tag}"
-          f"  {(r.get('ppn_kernels') or '').split(' (')[0]}")
+          f"  {(r.get('ppn_kernels') or '').split(' (')[0]}"
+          + (f"  [{r['ratio_min']:.2f}-{r['ratio_max']:.2f} over {full} rounds]"
+             if (full := sum(1 for x in r.get("rounds", []) if x["ratio"])) > 1 else ""))
     if r["path"] == "serve":
         rr = (r["ppn_req_s"] / r["llamacpp_req_s"]) if r.get("llamacpp_req_s") else None
         print(f"{'':<22} {'serve req/s':<15} {'':>9} {fmt(r['ppn_req_s'], 2):>10}"
