@@ -216,14 +216,33 @@ model_file() {
     echo "$f"
 }
 
+# ppn_pair ROW FILE SFX: ppn-gate's eager and B=8 figures of a row (one run), into
+# raw/ROW.ppnSFX.json; SFX is "" for the first round, .rN for round N (ROUNDS).
+ppn_pair() {
+    log "ppn-gate bench $1$3"
+    within 20 "$BIN" bench --backend "$BACKEND" --model "$2" --stages 1 --arms batched --batch 8 \
+        --steps "$STEPS" ${PPN_FLAGS:-} --receipt "$WORK/raw/$1.ppn$3.json" >>"$LOG" 2>&1 ||
+        log "$1: ppn-gate bench$3 failed (exit $?, see log.txt)"
+}
+# llama_pair ROW FILE SFX: llama.cpp's, llama-bench tg$TG_N into raw/ROW.lbSFX.json and
+# llama-batched-bench into raw/ROW.bbSFX.txt (its results on stdout, its log on stderr in
+# .bb.err: apart, so that no log line can split a result line).
+llama_pair() {
+    log "llama-bench $1$3"
+    within 10 "$LB/llama-bench" -m "$2" -ngl "$NGL" -p 0 -n "$TG_N" -r "$TG_R" -o json \
+        >"$WORK/raw/$1.lb$3.json" 2>>"$WORK/raw/$1.lb.err" ||
+        log "$1: llama-bench$3 failed (raw/$1.lb.err)"
+    log "llama-batched-bench $1$3"
+    within 10 "$LB/llama-batched-bench" -m "$2" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
+        --output-format jsonl >"$WORK/raw/$1.bb$3.txt" 2>>"$WORK/raw/$1.bb.err" ||
+        log "$1: llama-batched-bench$3 failed (raw/$1.bb.err)"
+}
+
 declare -A FILE
 for row in $ROWS; do
     f=$(model_file "$row") || { log "$row: skipped: $(cat "$WORK/raw/$row.skip")"; continue; }
     FILE[$row]=$f
-    log "ppn-gate bench $row"
-    within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms batched --batch 8 \
-        --steps "$STEPS" ${PPN_FLAGS:-} --receipt "$WORK/raw/$row.ppn.json" >>"$LOG" 2>&1 ||
-        log "$row: ppn-gate bench failed (exit $?, see log.txt)"
+    ppn_pair "$row" "$f" ""
 done
 if [ "$PIPE2" = 1 ] && [ -n "${FILE[llama8b-l32-q4_k_m]:-}" ]; then
     log "ppn-gate bench llama8b-l32-q4_k_m pipelined over devices 0,1"
@@ -291,14 +310,7 @@ for row in $ROWS; do
         echo "out of time" >"$WORK/raw/$row.lcskip"
         continue
     fi
-    log "llama-bench $row"
-    within 10 "$LB/llama-bench" -m "$f" -ngl "$NGL" -p 0 -n "$TG_N" -r "$TG_R" -o json \
-        >"$WORK/raw/$row.lb.json" 2>>"$WORK/raw/$row.lb.err" ||
-        log "$row: llama-bench failed (raw/$row.lb.err)"
-    log "llama-batched-bench $row"
-    within 10 "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
-        --output-format jsonl >"$WORK/raw/$row.bb.txt" 2>"$WORK/raw/$row.bb.err" ||
-        log "$row: llama-batched-bench failed (raw/$row.bb.err)"
+    llama_pair "$row" "$f" ""
     if [ -f "$WORK/raw/$row.serve.json" ]; then
         log "llama-parallel $row"
         # shellcheck disable=SC2086
@@ -325,16 +337,8 @@ for ((i = 2; i <= ROUNDS; i++)); do
             log "round $i: out of time, rounds stop here"
             break 2
         fi
-        log "round $i: ppn-gate bench, llama-bench, llama-batched-bench $row"
-        within 20 "$BIN" bench --backend "$BACKEND" --model "$f" --stages 1 --arms batched --batch 8 \
-            --steps "$STEPS" ${PPN_FLAGS:-} --receipt "$WORK/raw/$row.ppn.r$i.json" >>"$LOG" 2>&1 ||
-            log "$row: round $i: ppn-gate bench failed (exit $?, see log.txt)"
-        within 10 "$LB/llama-bench" -m "$f" -ngl "$NGL" -p 0 -n "$TG_N" -r "$TG_R" -o json \
-            >"$WORK/raw/$row.lb.r$i.json" 2>>"$WORK/raw/$row.lb.err" ||
-            log "$row: round $i: llama-bench failed (raw/$row.lb.err)"
-        within 10 "$LB/llama-batched-bench" -m "$f" -ngl "$NGL" -c 4096 -npp 16 -ntg "$BB_NTG" -npl 1,8 \
-            --output-format jsonl >"$WORK/raw/$row.bb.r$i.txt" 2>>"$WORK/raw/$row.bb.err" ||
-            log "$row: round $i: llama-batched-bench failed (raw/$row.bb.err)"
+        ppn_pair "$row" "$f" ".r$i"
+        llama_pair "$row" "$f" ".r$i"
     done
 done
 
