@@ -375,10 +375,13 @@ def llama_bench_stats(text, n_prompt, n_gen):
         tests = json.loads(text)
     except (TypeError, ValueError):
         return None, None
-    for t in tests:
-        if t.get("n_prompt") == n_prompt and t.get("n_gen") == n_gen:
-            sd = t.get("stddev_ts")
-            return float(t["avg_ts"]), (float(sd) if sd is not None else None)
+    for t in tests if isinstance(tests, list) else []:
+        if isinstance(t, dict) and t.get("n_prompt") == n_prompt and t.get("n_gen") == n_gen:
+            try:
+                sd = t.get("stddev_ts")
+                return float(t["avg_ts"]), (float(sd) if sd is not None else None)
+            except (KeyError, TypeError, ValueError):
+                return None, None
     return None, None
 
 
@@ -464,9 +467,10 @@ for name in rows_wanted:
         sfx = "" if i == 1 else f".r{i}"
         p_text = ppn_text if i == 1 else read(f"{raw}/{name}.ppn{sfx}.json")
         p = json.loads(p_text) if p_text else None
-        if i > 1 and p is None and read(f"{raw}/{name}.lb{sfx}.json") is None:
+        lb_text = read(f"{raw}/{name}.lb{sfx}.json")
+        if i > 1 and p is None and lb_text is None:
             continue  # a round that did not run (out of time)
-        lb, lb_sd = llama_bench_stats(read(f"{raw}/{name}.lb{sfx}.json"), 0, tg_n)
+        lb, lb_sd = llama_bench_stats(lb_text, 0, tg_n)
         # Its results are on stdout (.bb.txt), its log on stderr (.bb.err): kept apart so
         # that no log line can split a result line.
         bb_text = read(f"{raw}/{name}.bb{sfx}.txt")

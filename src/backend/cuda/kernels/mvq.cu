@@ -933,7 +933,7 @@ __device__ __forceinline__ bool mvd_item(const MvArgs& a, int features, int nf, 
 
 // Items in flight a warp of the dense walk: the loads run MVD_DEPTH - 1 items ahead of the
 // multiplies, in a ring of MVD_DEPTH units of registers. 2 is what was measured; at 3 ptxas
-// spills most formats' walks (8-32 bytes) under the launch bounds' 85 registers.
+// spills most formats' walks (8-32 bytes) under the launch bounds' 80 registers.
 #define MVD_DEPTH 2
 
 // Grid (blocks, rows), block 32 * MV_WARPS, dynamic shared memory as mvq_run's at RT = 1.
