@@ -12,8 +12,11 @@
 #  1. starts building llama-bench, llama-batched-bench and llama-parallel in the background (CUDA, sm_90,
 #     the cmake recipe of shared/anchors/README.md; niced, two cores left to the benches);
 #  2. meanwhile, per row (cheapest first): synthesizes the model into $WORK (real models come
-#     from $MODELS) and runs `ppn-gate bench --batch 8 --steps $STEPS` on it (eager and
-#     batched B=8 from one run); with two GPUs also the full-depth 8B row pipelined over both
+#     from $MODELS) and runs `ppn-gate bench --arms eager --steps $STEPS` on it (eager: a
+#     decode-only run) and `ppn-gate bench --arms batched --batch 8 --steps $STEPS` (batched
+#     B=8: `--mma auto` picks its kernels by the run's flags, so a run that decodes 8 rows a
+#     step takes the tensor cores where a decode-only one keeps FFMA, as llama-bench's tg128
+#     and llama-batched-bench are runs of their own); with two GPUs also the full-depth 8B row pipelined over both
 #     (`--stages 2 --devices 0,1 --arms pipelined`);
 #  3. waits for the build, then runs on the same files `llama-bench -ngl 99 -p 0 -n 128 -r 5`
 #     (eager, tg128) and `llama-batched-bench -ngl 99 -c 4096 -npp 16 -ntg 64 -npl 1,8` (S_TG
@@ -216,10 +219,15 @@ model_file() {
     echo "$f"
 }
 
-# ppn_pair ROW FILE SFX: ppn-gate's eager and B=8 figures of a row (one run), into
+# ppn_pair ROW FILE SFX: ppn-gate's eager figure of a row (a decode-only run) into
+# raw/ROW.ppeSFX.json and its B=8 figure (a run with the batched arm, --batch 8) into
 # raw/ROW.ppnSFX.json; SFX is "" for the first round, .rN for round N (ROUNDS).
 ppn_pair() {
-    log "ppn-gate bench $1$3"
+    log "ppn-gate bench $1$3 (eager)"
+    within 20 "$BIN" bench --backend "$BACKEND" --model "$2" --stages 1 --arms eager \
+        --steps "$STEPS" ${PPN_FLAGS:-} --receipt "$WORK/raw/$1.ppe$3.json" >>"$LOG" 2>&1 ||
+        log "$1: ppn-gate bench$3 (eager) failed (exit $?, see log.txt)"
+    log "ppn-gate bench $1$3 (B=8)"
     within 20 "$BIN" bench --backend "$BACKEND" --model "$2" --stages 1 --arms batched --batch 8 \
         --steps "$STEPS" ${PPN_FLAGS:-} --receipt "$WORK/raw/$1.ppn$3.json" >>"$LOG" 2>&1 ||
         log "$1: ppn-gate bench$3 failed (exit $?, see log.txt)"
@@ -463,10 +471,17 @@ for name in rows_wanted:
     # Every round's pair (round 1: the files without a suffix; ROUNDS in the script).
     eager, batched = [], []
     bb1 = None
+    ppe = None
     for i in range(1, int(os.environ.get("ROUNDS", "1")) + 1):
         sfx = "" if i == 1 else f".r{i}"
         p_text = ppn_text if i == 1 else read(f"{raw}/{name}.ppn{sfx}.json")
         p = json.loads(p_text) if p_text else None
+        # The eager figure: the decode-only run's (.ppe); a tree without it (an older
+        # script's raw files), the B=8 run's eager arm.
+        e_text = read(f"{raw}/{name}.ppe{sfx}.json")
+        e = json.loads(e_text) if e_text else p
+        if i == 1:
+            ppe = e
         lb_text = read(f"{raw}/{name}.lb{sfx}.json")
         if i > 1 and p is None and lb_text is None:
             continue  # a round that did not run (out of time)
@@ -476,18 +491,20 @@ for name in rows_wanted:
         bb_text = read(f"{raw}/{name}.bb{sfx}.txt")
         if i == 1:
             bb1 = batched_bench_tg(bb_text, 1)
-        eager.append((p and p["tok_s"]["eager"], lb, {"llamacpp_sd_tok_s": lb_sd}))
-        batched.append((p and p["tok_s"]["batched"], batched_bench_tg(bb_text, 8), {}))
-    for path, pairs, extra in [
-        ("eager", eager, {}),
-        ("batched8", batched, {"llamacpp_b1_tok_s": bb1}),
+        eager.append((e and e["tok_s"]["eager"], lb, {"llamacpp_sd_tok_s": lb_sd}))
+        # The B=8 run's own eager arm beside it: what its kernels cost one row.
+        batched.append((p and p["tok_s"]["batched"], batched_bench_tg(bb_text, 8),
+                        {"ppn_eager_same_run_tok_s": p and p["tok_s"]["eager"]}))
+    for path, pairs, extra, run in [
+        ("eager", eager, {}, ppe),
+        ("batched8", batched, {"llamacpp_b1_tok_s": bb1}, ppn),
     ]:
         row = {"model": name, "weight_bytes": wb, "path": path}
         row.update(over_rounds(pairs))
         row["floor_tok_s"] = floor
         row.update(extra)
         # Which matvec kernels ran (the receipt's backend.mma: --mma auto's choice and why).
-        row["ppn_kernels"] = (ppn or {}).get("backend", {}).get("mma")
+        row["ppn_kernels"] = (run or {}).get("backend", {}).get("mma")
         rows.append(row)
     pp_text = read(f"{raw}/{name}.pp.json")
     if pp_text:
@@ -548,7 +565,7 @@ for name in rows_wanted:
             "floor_tok_s": floor,
             # Against the one-GPU eager figure of the same file (the bar: >= 1.8x),
             # and the same run's two-stage eager.
-            "x_ppn_eager_1gpu": pt / ppn["tok_s"]["eager"] if ppn else None,
+            "x_ppn_eager_1gpu": pt / ppe["tok_s"]["eager"] if ppe else None,
             "x_ppn_eager_2stage": pt / pe,
             "placement": p2["config"]["placement"],
         })
@@ -560,8 +577,11 @@ out = {
     "commit": commit,
     "dry_run": os.environ["DRY"] == "1",
     "method": {
-        "ppn": f"ppn-gate bench --model FILE --stages 1 --arms batched --batch 8 --steps {os.environ['STEPS']}"
-               " (eager and batched B=8 aggregate from one run)",
+        "ppn": f"ppn-gate bench --model FILE --stages 1 --arms eager --steps {os.environ['STEPS']}"
+               " (eager: a decode-only run) and ppn-gate bench --model FILE --stages 1 --arms batched"
+               f" --batch 8 --steps {os.environ['STEPS']} (batched B=8 aggregate; its eager arm is"
+               " ppn_eager_same_run_tok_s): --mma auto picks each run's kernels by its flags"
+               " (ppn_kernels)",
         "llamacpp_eager": f"llama-bench -m FILE -ngl {ngl} -p 0 -n {tg_n} -r {os.environ['TG_R']}"
                           " -o json (avg_ts)",
         "llamacpp_batched8": f"llama-batched-bench -m FILE -ngl {ngl} -c 4096 -npp 16 -ntg {bb_ntg}"

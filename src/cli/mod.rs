@@ -262,10 +262,10 @@ pub struct GateArgs {
     /// off or auto. On: every such matrix is uploaded in the layout of kernels/mma.cu and
     /// every launch over it runs there, for decode tiles and prime/verify chunks alike, in one
     /// reduction order. auto (the default): the Q4_K matrices of models at least 4096 wide
-    /// (measured faster at B=8 and prefill; narrower models keep the FFMA kernels at decode),
-    /// and every format it covers, at any width, in a run whose prime arm primes chunks of
-    /// 64 rows or more (its largest --chunk, or the whole prompt by default), or, on models
-    /// at least 4096 wide, whose batched arm has --batch 8 or more: so with --mma auto a
+    /// (measured faster at B=8 and prefill; narrower models keep the FFMA kernels at one-row
+    /// decode), and every format it covers, at any width, in a run whose prime arm primes
+    /// chunks of 64 rows or more (its largest --chunk, or the whole prompt by default), or
+    /// whose batched arm has --batch 8 or more: so with --mma auto a
     /// `--chunk 64` or a `--batch 8` changes the kernels of the whole run, reference included. A
     /// different order than the FFMA kernels, so different logit bits; every arm is still
     /// compared with a reference run on the same setting. The receipt's backend.mma records

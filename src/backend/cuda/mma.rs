@@ -30,14 +30,18 @@ pub const MMA_AUTO_MIN_EMBD: usize = 4096;
 /// shape 36.1k -> 56.5k tok/s, on the Gemma-3 shape (Q5_0) 46.4k -> 97.0k, at the eager cost
 /// above. 64: a chunk that size already spends most of its time in the matvec GEMMs.
 pub const MMA_AUTO_MIN_ROWS: usize = 64;
-/// `--mma auto` turns the tensor-core path on for every format it takes on models at least
-/// `MMA_AUTO_MIN_EMBD` wide when the run's batched arm decodes at least this many rows a step
-/// (`--batch`). Measured on one H200 (2026-12-01, commit 130b0d2,
-/// receipts/decode-profile-cuda/mma-batch/): `--mma on` against auto's FFMA on the 8B shape's
-/// Q8_0 slice B=8 4006 -> 7593 tok/s (+90 %; llama.cpp 3492 the day before), eager 1218 ->
-/// 1163 (-4.5 %); on the full-depth Q4_K_M file (its Q6_K matrices) B=8 1854 -> 2313 (+25 %),
-/// eager 319 -> 313 (-2 %). The narrow models keep FFMA: their eager on the tensor cores
-/// is 15-25 % slower (above), a cost the batched rows do not repay measured.
+/// `--mma auto` turns the tensor-core path on for every format it takes, at any width, when
+/// the run's batched arm decodes at least this many rows a step (`--batch`). Measured on one
+/// H200: on the 8B shape (2026-12-01, commit 130b0d2, receipts/decode-profile-cuda/mma-batch/)
+/// `--mma on` against auto's FFMA gave the Q8_0 slice B=8 4006 -> 7593 tok/s (+90 %), eager
+/// 1218 -> 1163 (-4.5 %), the full-depth Q4_K_M file (its Q6_K matrices) B=8 1854 -> 2313
+/// (+25 %), eager 319 -> 313 (-2 %); on the narrow shapes (2026-12-03,
+/// receipts/decode-profile-cuda/vocab-head/prof-mma.txt) B=8 +39 % to +61 % (SmolLM2's 6674
+/// -> 9641, Gemma-3's Q5_0 6959 -> 10235, its Q4_K_M mix 5449 -> 8783) at an eager cost of
+/// 7 % to 23 % in the same run. So a run that decodes 8 rows a step takes the kernels its
+/// batched rows are fastest on, and a decode-only run (no batched arm, or fewer rows) keeps
+/// the FFMA kernels where the narrow models' one row is fastest: each a function of the
+/// flags, the same for every engine of the run (BENCH.md, issue 30 step 20).
 pub const MMA_AUTO_MIN_BATCH: usize = 8;
 
 /// `--mma`: which matrices take the tensor-core kernels (see `CudaBackend::with_mma`).
@@ -46,8 +50,8 @@ pub enum MmaMode {
     Off,
     On,
     /// Q4_K for models at least `MMA_AUTO_MIN_EMBD` wide; every format the path takes when
-    /// the run primes chunks of at least `MMA_AUTO_MIN_ROWS` rows, or on such wide models
-    /// when its batched arm decodes at least `MMA_AUTO_MIN_BATCH` rows.
+    /// the run primes chunks of at least `MMA_AUTO_MIN_ROWS` rows, or when its batched arm
+    /// decodes at least `MMA_AUTO_MIN_BATCH` rows a step (any width).
     Auto,
 }
 
@@ -68,9 +72,9 @@ impl MmaMode {
             MmaMode::Auto => {
                 let chunks = prime_rows >= MMA_AUTO_MIN_ROWS;
                 let wide = n_embd >= MMA_AUTO_MIN_EMBD;
-                let batch = wide && batch_rows >= MMA_AUTO_MIN_BATCH;
+                let batch = batch_rows >= MMA_AUTO_MIN_BATCH;
                 MmaSel {
-                    q4k: chunks || wide,
+                    q4k: chunks || wide || batch,
                     b32: chunks || batch,
                 }
             }
@@ -122,16 +126,16 @@ pub fn mma_note(
             "auto: on, every format it takes (prime chunks of {prime_rows} rows >= {MMA_AUTO_MIN_ROWS})"
         ),
         MmaMode::Auto if sel.b32 => format!(
-            "auto: on, every format it takes (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} and batched rows {batch_rows} >= {MMA_AUTO_MIN_BATCH})"
+            "auto: on, every format it takes (batched rows {batch_rows} >= {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto if sel.q4k && q4k_taken => {
             format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
         }
         MmaMode::Auto if sel.q4k => format!(
-            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS})"
+            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, batched rows {batch_rows} < {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto => format!(
-            "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS})"
+            "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, batched rows {batch_rows} < {MMA_AUTO_MIN_BATCH})"
         ),
     }
 }

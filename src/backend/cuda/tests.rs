@@ -988,12 +988,13 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     assert_eq!(mma_fused_smem(usize::MAX, usize::MAX, 16, cap), None);
 }
 
-/// `--mma auto`'s batch rule: on models MMA_AUTO_MIN_EMBD wide and wider, a batched arm of
-/// MMA_AUTO_MIN_BATCH rows or more turns on every format the path takes (Q8_0, Q6_K...);
-/// one row fewer, or a narrower model (SmolLM2's 576), keeps them on FFMA; the note says
-/// which rule chose, with the numbers. Negative control: the rule's edges both ways.
+/// `--mma auto`'s batch rule: a batched arm of MMA_AUTO_MIN_BATCH rows or more turns on
+/// every format the path takes (Q4_K, Q8_0, Q6_K...) at any width, the narrow models'
+/// (SmolLM2's 576, Gemma-3's 640) included; one row fewer keeps them on FFMA (a wide model
+/// then keeps Q4_K only); the note says which rule chose, with the numbers. Negative control:
+/// the rule's edges both ways, and `off` whatever the batch.
 #[test]
-fn mma_auto_takes_every_format_for_wide_batched_runs() {
+fn mma_auto_takes_every_format_for_batched_runs() {
     use super::{mma_note, MmaMode, MMA_AUTO_MIN_BATCH as B, MMA_AUTO_MIN_EMBD as W};
     use GgmlType::*;
     for ty in [Q8_0, Q6K, Q4_0] {
@@ -1003,14 +1004,53 @@ fn mma_auto_takes_every_format_for_wide_batched_runs() {
             ty.name()
         );
         assert!(!MmaMode::Auto.select(W, 0, B - 1).takes(ty, 32, W));
-        assert!(!MmaMode::Auto.select(W - 256, 0, B).takes(ty, 32, W - 256));
-        assert!(!MmaMode::Auto.select(576, 0, 64).takes(ty, 32, 576));
+        assert!(MmaMode::Auto.select(W - 256, 0, B).takes(ty, 32, W - 256));
+        assert!(!MmaMode::Auto
+            .select(W - 256, 0, B - 1)
+            .takes(ty, 32, W - 256));
         assert!(!MmaMode::Off.select(W, 0, B).takes(ty, 32, W));
     }
+    // The narrow shapes: SmolLM2 (576, Q4_1) and Gemma-3 (640: Q5_0, Q8_0, Q4_K).
+    for (ty, rows, cols) in [(Q4_1, 1536, 576), (Q5_0, 1024, 640), (Q8_0, 2048, 640)] {
+        let w = cols;
+        assert!(
+            MmaMode::Auto.select(w, 0, B).takes(ty, rows, cols),
+            "{}",
+            ty.name()
+        );
+        assert!(
+            MmaMode::Auto.select(w, 0, 64).takes(ty, rows, cols),
+            "{}",
+            ty.name()
+        );
+        assert!(
+            !MmaMode::Auto.select(w, 0, B - 1).takes(ty, rows, cols),
+            "{}",
+            ty.name()
+        );
+        assert!(
+            !MmaMode::Auto.select(w, 0, 0).takes(ty, rows, cols),
+            "{}",
+            ty.name()
+        );
+    }
+    assert!(MmaMode::Auto.select(640, 0, B).takes(Q4K, 2048, 1024));
+    assert!(!MmaMode::Auto.select(640, 0, B - 1).takes(Q4K, 2048, 1024));
     let note = mma_note(MmaMode::Auto, W, 0, B, true);
     assert!(note.contains(&format!("batched rows {B} >= {B}")), "{note}");
+    let note = mma_note(MmaMode::Auto, 576, 0, B, false);
+    assert_eq!(
+        note,
+        format!("auto: on, every format it takes (batched rows {B} >= {B})")
+    );
     let note = mma_note(MmaMode::Auto, W, 0, B - 1, true);
     assert!(note.starts_with("auto: on, Q4_K"), "{note}");
+    let note = mma_note(MmaMode::Auto, 576, 0, B - 1, false);
+    assert!(
+        note.starts_with("auto: off (n_embd 576 <")
+            && note.contains(&format!("batched rows {} < {B}", B - 1)),
+        "{note}"
+    );
     let note = mma_note(MmaMode::Auto, W, 512, B, true);
     assert!(note.contains("prime chunks of 512"), "{note}");
 }
@@ -1021,7 +1061,10 @@ fn mma_auto_takes_every_format_for_wide_batched_runs() {
 /// 32-element formats' layout (SmolLM2's 576 and Gemma-3's 640 included).
 #[test]
 fn mma_auto_selects_by_width_and_prime_chunk() {
-    use super::{mma_note, MmaMode, MmaSel, MMA_AUTO_MIN_EMBD as W, MMA_AUTO_MIN_ROWS as R};
+    use super::{
+        mma_note, MmaMode, MmaSel, MMA_AUTO_MIN_BATCH as B, MMA_AUTO_MIN_EMBD as W,
+        MMA_AUTO_MIN_ROWS as R,
+    };
     use GgmlType::*;
     let auto = MmaMode::Auto.select(W, 0, 0);
     assert!(auto.takes(Q4K, 32, W));
@@ -1075,7 +1118,7 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
     // A wide model without a Q4_K matrix (a Q8_0 file): auto runs no tensor-core kernel.
     assert_eq!(
         mma_note(MmaMode::Auto, W, 0, 0, false),
-        format!("auto: off (n_embd {W} >= {W} turns on Q4_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R})")
+        format!("auto: off (n_embd {W} >= {W} turns on Q4_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R}, batched rows 0 < {B})")
     );
     assert!(mma_note(MmaMode::Auto, 576, 16, 0, false).starts_with("auto: off (n_embd 576 <"));
     assert_eq!(mma_note(MmaMode::On, 576, 0, 0, true), "on");
