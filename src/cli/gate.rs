@@ -431,9 +431,10 @@ mod tests {
     }
 
     /// What `--mma auto` reads off the flags besides the prime chunk: the batched arm's
-    /// `--batch` (its default when not given), 0 without a batched arm.
+    /// `--batch` and the serve arm's `--max-rows` (each its default when not given), the
+    /// larger of the two that run, 0 without either arm.
     #[test]
-    fn batch_rows_is_the_batched_arms_batch() {
+    fn batch_rows_is_the_batched_arms_batch_or_the_serve_arms_rows() {
         use crate::gate::plan::batch_rows;
         let rows = |flags: &str| {
             let cli =
@@ -447,6 +448,12 @@ mod tests {
             rows("--arms eager,batched"),
             crate::gate::options::DEFAULT_BATCH
         );
+        assert_eq!(rows("--arms serve --max-rows 8"), 8);
+        assert_eq!(rows("--arms serve --max-rows 4"), 4);
+        assert_eq!(rows("--arms batched,serve --batch 3 --max-rows 5"), 5);
+        assert_eq!(rows("--arms batched,serve --batch 9 --max-rows 5"), 9);
+        assert_eq!(rows("--arms serve"), crate::arms::serve::DEFAULT_MAX_ROWS);
+        assert_eq!(rows("--arms eager,pipelined,verify"), 0);
     }
 
     /// What `--mma auto` reads off the flags: the prime arm's largest chunk as it runs

@@ -265,7 +265,8 @@ pub struct GateArgs {
     /// (measured faster at B=8 and prefill; narrower models keep the FFMA kernels at one-row
     /// decode), and every format it covers, at any width, in a run whose prime arm primes
     /// chunks of 64 rows or more (its largest --chunk, or the whole prompt by default), or
-    /// whose batched arm has --batch 8 or more: so with --mma auto a
+    /// whose batched arm has --batch 8 or more, or whose serve arm has --max-rows 8 or more
+    /// (its default): so with --mma auto a
     /// `--chunk 64` or a `--batch 8` changes the kernels of the whole run, reference included. A
     /// different order than the FFMA kernels, so different logit bits; every arm is still
     /// compared with a reference run on the same setting. The receipt's backend.mma records

@@ -74,15 +74,21 @@ pub fn prime_rows(args: &GateOptions) -> Result<usize> {
     Ok(sizes.into_iter().max().unwrap_or(0))
 }
 
-/// The rows a step of the run's batched arm decodes (`--batch`; 0: no batched arm), what
-/// `--mma auto` reads besides the width and the prime chunk. From the flags alone, as
-/// `prime_rows`.
+/// The most rows a step of the run's batched or serve arm carries (the batched arm's
+/// `--batch`, the serve arm's `--max-rows`; 0: neither arm), what `--mma auto` reads besides
+/// the width and the prime chunk. From the flags alone, as `prime_rows`.
 pub fn batch_rows(args: &GateOptions) -> usize {
-    if args.runs_arm(ArmKind::Batched) {
+    let batched = if args.runs_arm(ArmKind::Batched) {
         args.batch()
     } else {
         0
-    }
+    };
+    let serve = if args.runs_arm(ArmKind::Serve) {
+        args.max_rows()
+    } else {
+        0
+    };
+    batched.max(serve)
 }
 
 pub fn open_backend(args: &GateOptions) -> Result<AnyBackend> {

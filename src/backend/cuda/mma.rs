@@ -31,7 +31,8 @@ pub const MMA_AUTO_MIN_EMBD: usize = 4096;
 /// above. 64: a chunk that size already spends most of its time in the matvec GEMMs.
 pub const MMA_AUTO_MIN_ROWS: usize = 64;
 /// `--mma auto` turns the tensor-core path on for every format it takes, at any width, when
-/// the run's batched arm decodes at least this many rows a step (`--batch`). Measured on one
+/// the run's batched arm decodes at least this many rows a step (`--batch`), or its serve arm
+/// carries up to that many (`--max-rows`, default 8). Measured on one
 /// H200: on the 8B shape (2026-12-01, commit 130b0d2, receipts/decode-profile-cuda/mma-batch/)
 /// `--mma on` against auto's FFMA gave the Q8_0 slice B=8 4006 -> 7593 tok/s (+90 %), eager
 /// 1218 -> 1163 (-4.5 %), the full-depth Q4_K_M file (its Q6_K matrices) B=8 1854 -> 2313
@@ -41,7 +42,10 @@ pub const MMA_AUTO_MIN_ROWS: usize = 64;
 /// 7 % to 23 % in the same run. So a run that decodes 8 rows a step takes the kernels its
 /// batched rows are fastest on, and a decode-only run (no batched arm, or fewer rows) keeps
 /// the FFMA kernels where the narrow models' one row is fastest: each a function of the
-/// flags, the same for every engine of the run (BENCH.md, issue 30 step 20).
+/// flags, the same for every engine of the run (BENCH.md, issue 30 step 20). The serve arm at
+/// `--max-rows 8` on the same narrow shapes (one H200, 2026-12-03,
+/// receipts/serve-cuda/narrow-mma/): generated tok/s +32 % (SmolLM2 4470 -> 5911), +35 %
+/// (Gemma-3's Q5_0 4573 -> 6156), +42 % (its Q4_K_M mix 3726 -> 5287) on the tensor cores.
 pub const MMA_AUTO_MIN_BATCH: usize = 8;
 
 /// `--mma`: which matrices take the tensor-core kernels (see `CudaBackend::with_mma`).
@@ -51,7 +55,8 @@ pub enum MmaMode {
     On,
     /// Q4_K for models at least `MMA_AUTO_MIN_EMBD` wide; every format the path takes when
     /// the run primes chunks of at least `MMA_AUTO_MIN_ROWS` rows, or when its batched arm
-    /// decodes at least `MMA_AUTO_MIN_BATCH` rows a step (any width).
+    /// decodes (or its serve arm carries) at least `MMA_AUTO_MIN_BATCH` rows a step (any
+    /// width).
     Auto,
 }
 
@@ -60,7 +65,8 @@ impl MmaMode {
     /// run whose largest prime chunk is `prime_rows` (0: no prime arm). A function of the
     /// model and the run's flags alone, so every engine of a gate (reference, arms, stages,
     /// processes) takes the same kernels.
-    /// `batch_rows`: the rows a step of the run's batched arm decodes (0: no batched arm),
+    /// `batch_rows`: the most rows a step of the run's batched or serve arm carries (0:
+    /// neither; `gate::plan::batch_rows`),
     /// from the run's flags too.
     pub fn select(self, n_embd: usize, prime_rows: usize, batch_rows: usize) -> MmaSel {
         match self {
@@ -126,16 +132,16 @@ pub fn mma_note(
             "auto: on, every format it takes (prime chunks of {prime_rows} rows >= {MMA_AUTO_MIN_ROWS})"
         ),
         MmaMode::Auto if sel.b32 => format!(
-            "auto: on, every format it takes (batched rows {batch_rows} >= {MMA_AUTO_MIN_BATCH})"
+            "auto: on, every format it takes (rows a step {batch_rows} >= {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto if sel.q4k && q4k_taken => {
             format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
         }
         MmaMode::Auto if sel.q4k => format!(
-            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, batched rows {batch_rows} < {MMA_AUTO_MIN_BATCH})"
+            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto => format!(
-            "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, batched rows {batch_rows} < {MMA_AUTO_MIN_BATCH})"
+            "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"
         ),
     }
 }

@@ -1034,21 +1034,26 @@ fn mma_auto_takes_every_format_for_batched_runs() {
             ty.name()
         );
     }
+    // The rule's choice is `--mma on`'s, matrix for matrix (so its bits are on's: the
+    // narrow-mma receipts' `diff` of the two).
+    for w in [576, 640, 896, W] {
+        assert_eq!(MmaMode::Auto.select(w, 0, B), MmaMode::On.select(w, 0, 0));
+    }
     assert!(MmaMode::Auto.select(640, 0, B).takes(Q4K, 2048, 1024));
     assert!(!MmaMode::Auto.select(640, 0, B - 1).takes(Q4K, 2048, 1024));
     let note = mma_note(MmaMode::Auto, W, 0, B, true);
-    assert!(note.contains(&format!("batched rows {B} >= {B}")), "{note}");
+    assert!(note.contains(&format!("rows a step {B} >= {B}")), "{note}");
     let note = mma_note(MmaMode::Auto, 576, 0, B, false);
     assert_eq!(
         note,
-        format!("auto: on, every format it takes (batched rows {B} >= {B})")
+        format!("auto: on, every format it takes (rows a step {B} >= {B})")
     );
     let note = mma_note(MmaMode::Auto, W, 0, B - 1, true);
     assert!(note.starts_with("auto: on, Q4_K"), "{note}");
     let note = mma_note(MmaMode::Auto, 576, 0, B - 1, false);
     assert!(
         note.starts_with("auto: off (n_embd 576 <")
-            && note.contains(&format!("batched rows {} < {B}", B - 1)),
+            && note.contains(&format!("rows a step {} < {B}", B - 1)),
         "{note}"
     );
     let note = mma_note(MmaMode::Auto, W, 512, B, true);
@@ -1118,7 +1123,7 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
     // A wide model without a Q4_K matrix (a Q8_0 file): auto runs no tensor-core kernel.
     assert_eq!(
         mma_note(MmaMode::Auto, W, 0, 0, false),
-        format!("auto: off (n_embd {W} >= {W} turns on Q4_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R}, batched rows 0 < {B})")
+        format!("auto: off (n_embd {W} >= {W} turns on Q4_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R}, rows a step 0 < {B})")
     );
     assert!(mma_note(MmaMode::Auto, 576, 16, 0, false).starts_with("auto: off (n_embd 576 <"));
     assert_eq!(mma_note(MmaMode::On, 576, 0, 0, true), "on");
