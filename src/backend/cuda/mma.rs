@@ -32,7 +32,7 @@ pub const MMA_AUTO_MIN_EMBD: usize = 4096;
 pub const MMA_AUTO_MIN_ROWS: usize = 64;
 /// `--mma auto` turns the tensor-core path on for every format it takes, at any width, when
 /// the run's batched arm decodes at least this many rows a step (`--batch`), or its serve arm
-/// carries up to that many (`--max-rows`, default 8). Measured on one
+/// may carry at least this many (`--max-rows`, default 8). Measured on one
 /// H200: on the 8B shape (2026-12-01, commit 130b0d2, receipts/decode-profile-cuda/mma-batch/)
 /// `--mma on` against auto's FFMA gave the Q8_0 slice B=8 4006 -> 7593 tok/s (+90 %), eager
 /// 1218 -> 1163 (-4.5 %), the full-depth Q4_K_M file (its Q6_K matrices) B=8 1854 -> 2313
