@@ -476,10 +476,11 @@ for name in rows_wanted:
         sfx = "" if i == 1 else f".r{i}"
         p_text = ppn_text if i == 1 else read(f"{raw}/{name}.ppn{sfx}.json")
         p = json.loads(p_text) if p_text else None
-        # The eager figure: the decode-only run's (.ppe); a tree without it (an older
-        # script's raw files), the B=8 run's eager arm.
+        # The eager figure: the decode-only run's (.ppe) alone. Where that run failed the
+        # round has no eager figure: the B=8 run's eager arm ran other kernels (its own
+        # field, ppn_eager_same_run_tok_s), so it never stands in.
         e_text = read(f"{raw}/{name}.ppe{sfx}.json")
-        e = json.loads(e_text) if e_text else p
+        e = json.loads(e_text) if e_text else None
         if i == 1:
             ppe = e
         lb_text = read(f"{raw}/{name}.lb{sfx}.json")
@@ -495,6 +496,8 @@ for name in rows_wanted:
         # The B=8 run's own eager arm beside it: what its kernels cost one row.
         batched.append((p and p["tok_s"]["batched"], batched_bench_tg(bb_text, 8),
                         {"ppn_eager_same_run_tok_s": p and p["tok_s"]["eager"]}))
+    if ppe is None:
+        skipped.append({"model": name, "reason": "ppn-gate eager bench wrote no receipt (log.txt)"})
     for path, pairs, extra, run in [
         ("eager", eager, {}, ppe),
         ("batched8", batched, {"llamacpp_b1_tok_s": bb1}, ppn),

@@ -1012,27 +1012,10 @@ fn mma_auto_takes_every_format_for_batched_runs() {
     }
     // The narrow shapes: SmolLM2 (576, Q4_1) and Gemma-3 (640: Q5_0, Q8_0, Q4_K).
     for (ty, rows, cols) in [(Q4_1, 1536, 576), (Q5_0, 1024, 640), (Q8_0, 2048, 640)] {
-        let w = cols;
-        assert!(
-            MmaMode::Auto.select(w, 0, B).takes(ty, rows, cols),
-            "{}",
-            ty.name()
-        );
-        assert!(
-            MmaMode::Auto.select(w, 0, 64).takes(ty, rows, cols),
-            "{}",
-            ty.name()
-        );
-        assert!(
-            !MmaMode::Auto.select(w, 0, B - 1).takes(ty, rows, cols),
-            "{}",
-            ty.name()
-        );
-        assert!(
-            !MmaMode::Auto.select(w, 0, 0).takes(ty, rows, cols),
-            "{}",
-            ty.name()
-        );
+        let takes = |batch| MmaMode::Auto.select(cols, 0, batch).takes(ty, rows, cols);
+        for (batch, on) in [(B, true), (64, true), (B - 1, false), (0, false)] {
+            assert_eq!(takes(batch), on, "{} at {batch} rows", ty.name());
+        }
     }
     // The rule's choice is `--mma on`'s, matrix for matrix (so its bits are on's: the
     // narrow-mma receipts' `diff` of the two).
