@@ -294,12 +294,13 @@ __device__ __forceinline__ void wg2_issue(u8* sm, const u8* XG, const float* XE,
 
 // Half `half` of super-block sb into S; then the epilogue of sb - 1 (in P, its mn/dd) when
 // half is 0; then the ring slot of stage q - 1 is refilled with stage q + 3.
-template <int BN, bool PP, bool PF>
+template <int BN, bool PP, bool PF, bool ACCS>
 __device__ __forceinline__ void wg2_stage(u8* sm, const u8* XG, const float* XE, const float* XS, const u8* blk,
                                           int sb, int half, int Q, int col0, int ncols, int ncol_pad, int n_sb,
                                           float (&S)[BN / 2], uint4& sc, uint4& mn, uint2& dd,
                                           float (&P)[BN / 2], const uint4& mnP, const uint2& ddP,
-                                          float (&acc)[BN / 2], uint4& pn0, uint4& pn1, uint4& psc) {
+                                          float (&acc)[BN / 2], uint4& pn0, uint4& pn1, uint4& psc,
+                                          float* accS) {
     const int tid = threadIdx.x, lane = tid & 31, t = lane & 3, g = lane >> 2;
     const int q = 2 * sb + half;
     cp_async_wait<2>();  // stages q + 1 and q + 2 may be in flight; q has landed
@@ -352,14 +353,21 @@ __device__ __forceinline__ void wg2_stage(u8* sm, const u8* XG, const float* XE,
             float v[4];
             mma_frag_values(Sj, PP ? ddP : dd, PP ? mnP : mn, xa, xc, xeS[ca], xeS[ca + 1], v);
 #pragma unroll
-            for (int c = 0; c < 4; ++c) acc[4 * j + c] = __fadd_rn(acc[4 * j + c], v[c]);
+            for (int c = 0; c < 4; ++c) {
+                if constexpr (ACCS) {  // acc in shared memory: the thread's own words, in order
+                    float* p = accS + (4 * j + c) * blockDim.x + tid;
+                    *p = __fadd_rn(*p, v[c]);
+                } else {
+                    acc[4 * j + c] = __fadd_rn(acc[4 * j + c], v[c]);
+                }
+            }
         }
     }
     __syncthreads();  // both warpgroups are past stage q - 1: its slot may be refilled
     wg2_issue<BN>(sm, XG, XE, XS, q + 3, Q, col0, ncols, ncol_pad, n_sb, tid);
 }
 
-template <int BN, bool PP, int MINB, int NW, bool PF>
+template <int BN, bool PP, int MINB, int NW, bool PF, bool ACCS = false>
 __global__ void __launch_bounds__(NW * 32, MINB) wg2_gemm(MvArgs a, const u8* XG, const float* XE, const float* XS,
                                                   int n_mt, int n_sb, int ncols) {
     extern __shared__ __align__(128) u8 sm[];
@@ -374,6 +382,11 @@ __global__ void __launch_bounds__(NW * 32, MINB) wg2_gemm(MvArgs a, const u8* XG
     for (int i = 0; i < NR; ++i) { acc[i] = 0.0f; S0[i] = 0.0f; S1[i] = 0.0f; }
     uint4 sc = make_uint4(0, 0, 0, 0), mn0 = sc, mn1 = sc;
     uint2 dd0 = make_uint2(0, 0), dd1 = dd0;
+    // ACCS: acc in shared memory past the rings (NR words a thread, word i at i * blockDim + tid),
+    // so that 64 columns a block fit 128 registers (16 warps an SM).
+    float* accS = (float*)(sm + Wg2<BN>::SMEM);
+    if (ACCS)
+        for (int i = 0; i < NR; ++i) accS[i * blockDim.x + tid] = 0.0f;
     uint4 pn0 = make_uint4(0, 0, 0, 0), pn1 = pn0, psc = pn0;
     if (PF) {  // stage 0's weights
         pn0 = __ldg((const uint4*)(blk + lane * 16));
@@ -384,18 +397,18 @@ __global__ void __launch_bounds__(NW * 32, MINB) wg2_gemm(MvArgs a, const u8* XG
     // Super-block 0 before the loop, so that at the loop's head one chain on S0 is always in
     // flight (ptxas serializes every wgmma when the groups in flight differ between a loop's
     // entry and its back edge).
-    wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, 0, 0, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc);
-    wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, 0, 1, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc);
+    wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, 0, 0, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc, accS);
+    wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, 0, 1, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc, accS);
     int sb = 1;
     for (; sb + 1 < n_sb; sb += 2) {
-        wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, sb, 0, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc);
-        wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, sb, 1, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc);
-        wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, sb + 1, 0, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc);
-        wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, sb + 1, 1, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc);
+        wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, sb, 0, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc, accS);
+        wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, sb, 1, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc, accS);
+        wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, sb + 1, 0, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc, accS);
+        wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, sb + 1, 1, Q, col0, ncols, ncol_pad, n_sb, S0, sc, mn0, dd0, S1, mn1, dd1, acc, pn0, pn1, psc, accS);
     }
     if (sb < n_sb) {  // n_sb even: the last super-block (odd) on S1
-        wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, sb, 0, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc);
-        wg2_stage<BN, PP, PF>(sm, XG, XE, XS, blk, sb, 1, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc);
+        wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, sb, 0, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc, accS);
+        wg2_stage<BN, PP, PF, ACCS>(sm, XG, XE, XS, blk, sb, 1, Q, col0, ncols, ncol_pad, n_sb, S1, sc, mn1, dd1, S0, mn0, dd0, acc, pn0, pn1, psc, accS);
     }
     wg_wait<0>();
     wg_pin(S0);
@@ -424,7 +437,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) wg2_gemm(MvArgs a, const u8* XG
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             const int rin = g + (c >= 2 ? 8 : 0), col = col0 + 8 * j + 2 * t + (c & 1);
-            if (col < ncols) mv_finish(a, m, o0 + rin, col, acc[4 * j + c], 0.0f);
+            if (col < ncols) mv_finish(a, m, o0 + rin, col, ACCS ? accS[(4 * j + c) * blockDim.x + tid] : acc[4 * j + c], 0.0f);
         }
 }
 
@@ -677,18 +690,18 @@ static float run_wg(const MvArgs& a, const uint4* XF, const float* XE, const flo
     float ms; cudaEventElapsedTime(&ms, e0, e1);
     return ms * 1000.0f / reps;
 }
-template <int BN, bool PP, int MINB, int NW, bool PF>
+template <int BN, bool PP, int MINB, int NW, bool PF, bool ACCS = false>
 static float run_wg2(const MvArgs& a, const u8* XG, const float* XE, const float* XS, int n_mt, int n_sb,
                      int ncols, int reps) {
-    const int smem = Wg2<BN>::SMEM;
-    CK(cudaFuncSetAttribute(wg2_gemm<BN, PP, MINB, NW, PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int smem = Wg2<BN>::SMEM + (ACCS ? NW * 32 * (BN / 2) * 4 : 0);
+    CK(cudaFuncSetAttribute(wg2_gemm<BN, PP, MINB, NW, PF, ACCS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     dim3 grid((ncols + BN - 1) / BN, (n_mt + NW - 1) / NW);
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-    wg2_gemm<BN, PP, MINB, NW, PF><<<grid, NW * 32, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
+    wg2_gemm<BN, PP, MINB, NW, PF, ACCS><<<grid, NW * 32, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
     CK(cudaGetLastError());
     CK(cudaDeviceSynchronize());
     cudaEventRecord(e0);
-    for (int i = 0; i < reps; ++i) wg2_gemm<BN, PP, MINB, NW, PF><<<grid, NW * 32, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
+    for (int i = 0; i < reps; ++i) wg2_gemm<BN, PP, MINB, NW, PF, ACCS><<<grid, NW * 32, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
     cudaEventRecord(e1);
     CK(cudaEventSynchronize(e1));
     float ms; cudaEventElapsedTime(&ms, e0, e1);
@@ -744,7 +757,8 @@ int main(int argc, char** argv) {
     // ping-pong (ptxas serializes its wgmmas: C7514); w2 = wg2 without (cp.async ring of half
     // super-blocks); w16 = w2 with 16 warps (256 rows a block); w3 = the weights staged too and
     // a stage's A fragments built first; pf = w2 with the next stage's weights loaded into
-    // registers a stage ahead. -64/-32: columns a block (BN).
+    // registers a stage ahead; as = pf with acc in shared memory (16 warps at 64 columns).
+    // -64/-32: columns a block (BN).
     struct Var { const char* name; bool xg; float (*run)(const MvArgs&, const void*, const float*, const float*, int, int, int, int); };
 #define V_XF(NM, F) {NM, false, [](const MvArgs& a, const void* X, const float* E, const float* S, int mt, int sb, int nc, int r) { return F(a, (const uint4*)X, E, S, mt, sb, nc, r); }}
 #define V_XG(NM, F) {NM, true, [](const MvArgs& a, const void* X, const float* E, const float* S, int mt, int sb, int nc, int r) { return F(a, (const u8*)X, E, S, mt, sb, nc, r); }}
@@ -753,7 +767,8 @@ int main(int argc, char** argv) {
         V_XG("w2pp64", (run_wg2<64, true, 1, 8, false>)), V_XG("w2-64", (run_wg2<64, false, 1, 8, false>)),
         V_XG("w2-32", (run_wg2<32, false, 2, 8, false>)), V_XG("w16-32", (run_wg2<32, false, 1, 16, false>)),
         V_XG("w3-64", (run_wg3<64, 1>)), V_XG("w3-32", (run_wg3<32, 2>)),
-        V_XG("pf-32", (run_wg2<32, false, 2, 8, true>)), V_XG("pf16-32", (run_wg2<32, false, 1, 16, true>))};
+        V_XG("pf-32", (run_wg2<32, false, 2, 8, true>)), V_XG("pf16-32", (run_wg2<32, false, 1, 16, true>)),
+        V_XG("as16-64", (run_wg2<64, false, 1, 16, true, true>))};
     const int NV = sizeof(vars) / sizeof(vars[0]);
     printf("%-20s %4s %7s", "matrix (us a launch)", "cols", "eng");
     for (int i = 0; i < NV; ++i) printf(" %7s", vars[i].name);
