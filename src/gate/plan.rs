@@ -78,17 +78,8 @@ pub fn prime_rows(args: &GateOptions) -> Result<usize> {
 /// `--batch`, the serve arm's `--max-rows`; 0: neither arm), what `--mma auto` reads besides
 /// the width and the prime chunk. From the flags alone, as `prime_rows`.
 pub fn batch_rows(args: &GateOptions) -> usize {
-    let batched = if args.runs_arm(ArmKind::Batched) {
-        args.batch()
-    } else {
-        0
-    };
-    let serve = if args.runs_arm(ArmKind::Serve) {
-        args.max_rows()
-    } else {
-        0
-    };
-    batched.max(serve)
+    let rows = |arm, n| if args.runs_arm(arm) { n } else { 0 };
+    rows(ArmKind::Batched, args.batch()).max(rows(ArmKind::Serve, args.max_rows()))
 }
 
 pub fn open_backend(args: &GateOptions) -> Result<AnyBackend> {

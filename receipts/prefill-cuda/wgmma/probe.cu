@@ -29,7 +29,8 @@
 // ---- wgmma helpers (sm_90a)
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Shared-memory matrix descriptor, no swizzle: start >> 4 at bits 0-13, LBO >> 4 at 16-29,
@@ -94,6 +95,49 @@ __device__ __forceinline__ u64 wg_bdesc(const u8* p) {
     return SWAP ? wg_desc(p, 256, 128) : wg_desc(p, 128, 256);
 }
 
+// THE ORDER's epilogue of one super-block for a lane's outputs: v_sb of each (rows g, g + 8 x
+// the BN / 8 column pairs 2t, 2t + 1) from its chain S, then acc += v_sb, in registers or (ACCS)
+// in shared memory (word i of thread tid at accS[i * blockDim + tid]). xsS / xeS: the block's
+// columns' XS [BN][8] and XE [BN] of that super-block.
+template <int BN, bool ACCS>
+__device__ __forceinline__ void wg_epilogue(const float (&S)[BN / 2], uint2 dd, uint4 mn, const float* xsS,
+                                            const float* xeS, float (&acc)[BN / 2], float* accS) {
+    const int t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const int ca = 8 * j + 2 * t;
+        float xa[8], xc[8];
+#pragma unroll
+        for (int s = 0; s < 8; ++s) { xa[s] = xsS[ca * 8 + s]; xc[s] = xsS[ca * 8 + 8 + s]; }
+        const float Sj[4] = {S[4 * j], S[4 * j + 1], S[4 * j + 2], S[4 * j + 3]};
+        float v[4];
+        mma_frag_values(Sj, dd, mn, xa, xc, xeS[ca], xeS[ca + 1], v);
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            if constexpr (ACCS) {
+                float* p = accS + (4 * j + c) * blockDim.x + threadIdx.x;
+                *p = __fadd_rn(*p, v[c]);
+            } else {
+                acc[4 * j + c] = __fadd_rn(acc[4 * j + c], v[c]);
+            }
+        }
+    }
+}
+// The lane's outputs of m-tile (m, o0) through mv_finish, columns past ncols skipped.
+template <int BN, bool ACCS>
+__device__ __forceinline__ void wg_store(const MvArgs& a, int m, int o0, int col0, int ncols,
+                                         const float (&acc)[BN / 2], const float* accS) {
+    const int g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int rin = g + (c >= 2 ? 8 : 0), col = col0 + 8 * j + 2 * t + (c & 1);
+            if (col < ncols)
+                mv_finish(a, m, o0 + rin, col, ACCS ? accS[(4 * j + c) * blockDim.x + threadIdx.x] : acc[4 * j + c], 0.0f);
+        }
+}
+
 // ---- 1. micro: A fragments AF[(w * n_sb + sb) * 16 + ks][lane] (uint4 = the 4 A registers),
 // XF as the engine's (64 columns); S out[(sb * 64 + row) * 64 + col].
 __global__ void micro_sync(const uint4* AF, const uint4* XF, float* out, int n_sb) {
@@ -137,7 +181,7 @@ __global__ void micro_wg(const uint4* AF, const uint4* XF, float* out, int n_sb)
             wg_mma64<TN>(S, a, wg_bdesc<SWAP>(sm + 16 * 2048 + ks * 2048));
         }
         wg_commit();
-        wg_wait0();
+        wg_wait<0>();
         for (int j = 0; j < 8; ++j)
             for (int c = 0; c < 4; ++c) {
                 const int row = 16 * w + g + (c >= 2 ? 8 : 0), col = 8 * j + 2 * t + (c & 1);
@@ -152,13 +196,13 @@ __global__ void micro_wg(const uint4* AF, const uint4* XF, float* out, int n_sb)
 // fragments (and XS, XE) into shared memory, each warp builds its m-tile's A fragment of each
 // k-step as mma_gemm_sb does, and the warpgroup's wgmma chain (hi, then lo, per k-step) forms
 // S_sb; v_sb by mma_frag_values, added to acc in the lane's registers.
-template <int BN, bool SWAP, int MINB>
+template <int BN, int MINB>
 __global__ void __launch_bounds__(256, MINB) wg_gemm(MvArgs a, const uint4* XF, const float* XE,
                                               const float* XS, int n_mt, int n_sb, int ncols) {
     extern __shared__ __align__(128) u8 sm[];
     float* xsS = (float*)(sm + 2 * 16 * BN * 32);  // [BN][8]
     float* xeS = xsS + BN * 8;                      // [BN]
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
     const int mt = blockIdx.x * 8 + warp, col0 = blockIdx.y * BN;
     const int ncol_pad = ((ncols + 7) >> 3) * 8;
     int m, o0;
@@ -198,33 +242,16 @@ __global__ void __launch_bounds__(256, MINB) wg_gemm(MvArgs a, const uint4* XF, 
                 u32 w4[4];
                 mma_afrag(mma_comp4(nib, kk), k, w4);
                 wg_fence();
-                wg_mma<BN, 0>(S, w4, wg_bdesc<SWAP>(sm + ks * BN * 32));               // hi,
-                wg_mma<BN, 0>(S, w4, wg_bdesc<SWAP>(sm + 16 * BN * 32 + ks * BN * 32));  // then lo
+                wg_mma<BN, 0>(S, w4, wg_bdesc<false>(sm + ks * BN * 32));               // hi,
+                wg_mma<BN, 0>(S, w4, wg_bdesc<false>(sm + 16 * BN * 32 + ks * BN * 32));  // then lo
             }
         }
         wg_commit();
-        wg_wait0();
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int ca = 8 * j + 2 * t;
-            float xa[8], xc[8];
-#pragma unroll
-            for (int s = 0; s < 8; ++s) { xa[s] = xsS[ca * 8 + s]; xc[s] = xsS[ca * 8 + 8 + s]; }
-            const float Sj[4] = {S[4 * j], S[4 * j + 1], S[4 * j + 2], S[4 * j + 3]};
-            float v[4];
-            mma_frag_values(Sj, dd, mn, xa, xc, xeS[ca], xeS[ca + 1], v);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[4 * j + c] = __fadd_rn(acc[4 * j + c], v[c]);
-        }
+        wg_wait<0>();
+        wg_epilogue<BN, false>(S, dd, mn, xsS, xeS, acc, nullptr);
     }
     if (mt >= n_mt) return;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const int rin = g + (c >= 2 ? 8 : 0), col = col0 + 8 * j + 2 * t + (c & 1);
-            if (col < ncols) mv_finish(a, m, o0 + rin, col, acc[4 * j + c], 0.0f);
-        }
+    wg_store<BN, false>(a, m, o0, col0, ncols, acc, nullptr);
 }
 
 
@@ -235,7 +262,7 @@ __global__ void __launch_bounds__(256, MINB) wg_gemm(MvArgs a, const uint4* XF, 
 // (16-byte rows straight into the K-major core matrices), with the super-block's XS and XE
 // into a ring of 4. Per warpgroup the chain of a super-block runs into S0 or S1 (alternating
 // super-blocks) so that the epilogue of super-block sb - 1 (v_sb and acc += v_sb, THE ORDER)
-// runs while the tensor cores work on sb. Block: 2 warpgroups = 8 m-tiles, BN columns;
+// runs while the tensor cores work on sb (PP). Block: NW warps = NW m-tiles, BN columns;
 // grid (column blocks, m-blocks): the blocks that share a matrix slice run together.
 #define WG2_NST 4
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
@@ -249,17 +276,51 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 template <int NR>
 __device__ __forceinline__ void wg_pin(float (&d)[NR]) {
 #pragma unroll
     for (int i = 0; i < NR; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// The XS/XE ring of 4 super-blocks at `ring` (BN columns): super-block sb's XS [BN][8] and
+// XE [BN], in slot sb & 3.
+template <int BN>
+__device__ __forceinline__ float* wg_xs(u8* ring, int sb) { return (float*)ring + (sb & 3) * BN * 8; }
+template <int BN>
+__device__ __forceinline__ float* wg_xe(u8* ring, int sb) { return (float*)ring + 4 * BN * 8 + (sb & 3) * BN; }
+
+// Stage q's B (half q & 1 of super-block q >> 1, BN columns from col0) from XG into the stage
+// at st by cp.async: 16-byte rows straight into the K-major core matrices (wg_fill's layout,
+// 8 k-steps), hi at 0, lo at 8 * BN * 32.
+template <int BN>
+__device__ __forceinline__ void wg_copy_b(u8* st, const u8* XG, int q, int col0, int ncol_pad, int n_sb, int tid,
+                                          int nthr) {
+    const int sb = q >> 1, half = q & 1;
+    for (int p = tid; p < BN * 16; p += nthr) {
+        const int r = p & 15, n = p >> 4, ksl = r >> 1, kh = r & 1;
+        const int col = min(col0 + n, ncol_pad - 1);
+        const u8* src = XG + ((size_t)col * n_sb + sb) * 1024 + (half * 128 + ksl * 16 + kh * 8) * 2;
+        const int off = ksl * (BN * 32) + (n >> 3) * 256 + kh * 128 + (n & 7) * 16;
+        cp_async16(st + off, src);
+        cp_async16(st + 8 * BN * 32 + off, src + 512);
+    }
+}
+// Super-block sb's XS and XE of the BN columns into the ring (columns past ncols: the last one's,
+// never stored).
+template <int BN>
+__device__ __forceinline__ void wg_copy_xs(u8* ring, const float* XE, const float* XS, int sb, int col0, int ncols,
+                                           int n_sb, int tid, int nthr) {
+    float* xsS = wg_xs<BN>(ring, sb);
+    float* xeS = wg_xe<BN>(ring, sb);
+    for (int p = tid; p < BN * 3; p += nthr) {
+        const int n = p / 3, w = p % 3, col = min(col0 + n, ncols - 1);
+        if (w < 2) cp_async16(xsS + n * 8 + 4 * w, XS + ((size_t)col * n_sb + sb) * 8 + 4 * w);
+        else cp_async4(xeS + n, XE + (size_t)col * n_sb + sb);
+    }
+}
+
 template <int BN>
 struct Wg2 {
-    static constexpr int NR = BN / 2;
     static constexpr int STB = 16 * BN * 32;  // one stage: 8 k-steps x BN columns, hi and lo
     static constexpr int SMEM = WG2_NST * STB + 4 * BN * 9 * 4;
 };
@@ -267,27 +328,10 @@ struct Wg2 {
 template <int BN>
 __device__ __forceinline__ void wg2_issue(u8* sm, const u8* XG, const float* XE, const float* XS, int q, int Q,
                                           int col0, int ncols, int ncol_pad, int n_sb, int tid) {
-    const int nthr = blockDim.x;
     if (q < Q) {
-        const int sb = q >> 1, half = q & 1;
-        u8* st = sm + (q % WG2_NST) * Wg2<BN>::STB;
-        for (int p = tid; p < BN * 16; p += nthr) {
-            const int r = p & 15, n = p >> 4, ksl = r >> 1, kh = r & 1;
-            const int col = min(col0 + n, ncol_pad - 1);
-            const u8* src = XG + ((size_t)col * n_sb + sb) * 1024 + (half * 128 + ksl * 16 + kh * 8) * 2;
-            const int off = ksl * (BN * 32) + (n >> 3) * 256 + kh * 128 + (n & 7) * 16;
-            cp_async16(st + off, src);
-            cp_async16(st + 8 * BN * 32 + off, src + 512);
-        }
-        if (half == 0) {
-            float* xsS = (float*)(sm + WG2_NST * Wg2<BN>::STB) + (sb & 3) * BN * 8;
-            float* xeS = (float*)(sm + WG2_NST * Wg2<BN>::STB) + 4 * BN * 8 + (sb & 3) * BN;
-            for (int p = tid; p < BN * 3; p += nthr) {
-                const int n = p / 3, w = p % 3, col = min(col0 + n, ncols - 1);
-                if (w < 2) cp_async16(xsS + n * 8 + 4 * w, XS + ((size_t)col * n_sb + sb) * 8 + 4 * w);
-                else cp_async4(xeS + n, XE + (size_t)col * n_sb + sb);
-            }
-        }
+        wg_copy_b<BN>(sm + (q % WG2_NST) * Wg2<BN>::STB, XG, q, col0, ncol_pad, n_sb, tid, blockDim.x);
+        if ((q & 1) == 0)
+            wg_copy_xs<BN>(sm + WG2_NST * Wg2<BN>::STB, XE, XS, q >> 1, col0, ncols, n_sb, tid, blockDim.x);
     }
     cp_async_commit();  // every thread, every call: the group count stays q's
 }
@@ -301,7 +345,7 @@ __device__ __forceinline__ void wg2_stage(u8* sm, const u8* XG, const float* XE,
                                           float (&P)[BN / 2], const uint4& mnP, const uint2& ddP,
                                           float (&acc)[BN / 2], uint4& pn0, uint4& pn1, uint4& psc,
                                           float* accS) {
-    const int tid = threadIdx.x, lane = tid & 31, t = lane & 3, g = lane >> 2;
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2;
     const int q = 2 * sb + half;
     cp_async_wait<2>();  // stages q + 1 and q + 2 may be in flight; q has landed
     fence_async_smem();  // its bytes (generic proxy) visible to wgmma (async proxy)
@@ -340,28 +384,9 @@ __device__ __forceinline__ void wg2_stage(u8* sm, const u8* XG, const float* XE,
     wg_pin(P);
     if (PP ? (half == 0 && sb > 0) : half == 1) {
         const int se = PP ? sb - 1 : sb;
-        const float* xsS = (const float*)(sm + WG2_NST * Wg2<BN>::STB) + (se & 3) * BN * 8;
-        const float* xeS = (const float*)(sm + WG2_NST * Wg2<BN>::STB) + 4 * BN * 8 + (se & 3) * BN;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int ca = 8 * j + 2 * t;
-            float xa[8], xc[8];
-#pragma unroll
-            for (int s = 0; s < 8; ++s) { xa[s] = xsS[ca * 8 + s]; xc[s] = xsS[ca * 8 + 8 + s]; }
-            const float Sj[4] = {PP ? P[4 * j] : S[4 * j], PP ? P[4 * j + 1] : S[4 * j + 1],
-                                 PP ? P[4 * j + 2] : S[4 * j + 2], PP ? P[4 * j + 3] : S[4 * j + 3]};
-            float v[4];
-            mma_frag_values(Sj, PP ? ddP : dd, PP ? mnP : mn, xa, xc, xeS[ca], xeS[ca + 1], v);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                if constexpr (ACCS) {  // acc in shared memory: the thread's own words, in order
-                    float* p = accS + (4 * j + c) * blockDim.x + tid;
-                    *p = __fadd_rn(*p, v[c]);
-                } else {
-                    acc[4 * j + c] = __fadd_rn(acc[4 * j + c], v[c]);
-                }
-            }
-        }
+        u8* ring = sm + WG2_NST * Wg2<BN>::STB;
+        if constexpr (PP) wg_epilogue<BN, ACCS>(P, ddP, mnP, wg_xs<BN>(ring, se), wg_xe<BN>(ring, se), acc, accS);
+        else wg_epilogue<BN, ACCS>(S, dd, mn, wg_xs<BN>(ring, se), wg_xe<BN>(ring, se), acc, accS);
     }
     __syncthreads();  // both warpgroups are past stage q - 1: its slot may be refilled
     wg2_issue<BN>(sm, XG, XE, XS, q + 3, Q, col0, ncols, ncol_pad, n_sb, tid);
@@ -372,7 +397,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) wg2_gemm(MvArgs a, const u8* XG
                                                   int n_mt, int n_sb, int ncols) {
     extern __shared__ __align__(128) u8 sm[];
     constexpr int NR = BN / 2;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
     const int col0 = blockIdx.x * BN, mt = blockIdx.y * NW + warp;
     const int ncol_pad = ((ncols + 7) >> 3) * 8, Q = 2 * n_sb;
     int m, o0;
@@ -413,32 +438,14 @@ __global__ void __launch_bounds__(NW * 32, MINB) wg2_gemm(MvArgs a, const u8* XG
     wg_wait<0>();
     wg_pin(S0);
     wg_pin(S1);
-    if (PP) {   // the last super-block's epilogue
+    if (PP) {  // the last super-block's epilogue
         const int sb = n_sb - 1;
-        const float* xsS = (const float*)(sm + WG2_NST * Wg2<BN>::STB) + (sb & 3) * BN * 8;
-        const float* xeS = (const float*)(sm + WG2_NST * Wg2<BN>::STB) + 4 * BN * 8 + (sb & 3) * BN;
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            const int ca = 8 * j + 2 * t;
-            float xa[8], xc[8];
-#pragma unroll
-            for (int s = 0; s < 8; ++s) { xa[s] = xsS[ca * 8 + s]; xc[s] = xsS[ca * 8 + 8 + s]; }
-            const float Sj[4] = {(sb & 1) ? S1[4 * j] : S0[4 * j], (sb & 1) ? S1[4 * j + 1] : S0[4 * j + 1],
-                                 (sb & 1) ? S1[4 * j + 2] : S0[4 * j + 2], (sb & 1) ? S1[4 * j + 3] : S0[4 * j + 3]};
-            float v[4];
-            mma_frag_values(Sj, (sb & 1) ? dd1 : dd0, (sb & 1) ? mn1 : mn0, xa, xc, xeS[ca], xeS[ca + 1], v);
-#pragma unroll
-            for (int c = 0; c < 4; ++c) acc[4 * j + c] = __fadd_rn(acc[4 * j + c], v[c]);
-        }
+        u8* ring = sm + WG2_NST * Wg2<BN>::STB;
+        if (sb & 1) wg_epilogue<BN, ACCS>(S1, dd1, mn1, wg_xs<BN>(ring, sb), wg_xe<BN>(ring, sb), acc, accS);
+        else wg_epilogue<BN, ACCS>(S0, dd0, mn0, wg_xs<BN>(ring, sb), wg_xe<BN>(ring, sb), acc, accS);
     }
     if (mt >= n_mt) return;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const int rin = g + (c >= 2 ? 8 : 0), col = col0 + 8 * j + 2 * t + (c & 1);
-            if (col < ncols) mv_finish(a, m, o0 + rin, col, ACCS ? accS[(4 * j + c) * blockDim.x + tid] : acc[4 * j + c], 0.0f);
-        }
+    wg_store<BN, ACCS>(a, m, o0, col0, ncols, acc, accS);
 }
 
 
@@ -450,7 +457,6 @@ __global__ void __launch_bounds__(NW * 32, MINB) wg2_gemm(MvArgs a, const u8* XG
 #define WG3_NST 3
 template <int BN>
 struct Wg3 {
-    static constexpr int NR = BN / 2;
     static constexpr int BB = 16 * BN * 32;         // B of a stage: 8 k-steps, hi and lo
     static constexpr int STB = BB + 8 * 1024;       // + the 8 m-tiles' nibble words
     static constexpr int SCB = 8 * 320;             // a super-block's scales, 8 m-tiles
@@ -464,14 +470,7 @@ __device__ __forceinline__ void wg3_issue(u8* sm, const u8* XG, const float* XE,
     if (q < Q) {
         const int sb = q >> 1, half = q & 1;
         u8* st = sm + (q % WG3_NST) * W::STB;
-        for (int p = tid; p < BN * 16; p += 256) {
-            const int r = p & 15, n = p >> 4, ksl = r >> 1, kh = r & 1;
-            const int col = min(col0 + n, ncol_pad - 1);
-            const u8* src = XG + ((size_t)col * n_sb + sb) * 1024 + (half * 128 + ksl * 16 + kh * 8) * 2;
-            const int off = ksl * (BN * 32) + (n >> 3) * 256 + kh * 128 + (n & 7) * 16;
-            cp_async16(st + off, src);
-            cp_async16(st + 8 * BN * 32 + off, src + 512);
-        }
+        wg_copy_b<BN>(st, XG, q, col0, ncol_pad, n_sb, tid, 256);
         // nibble words: m-tile i's 1024 bytes (k4 = 2 half, 2 half + 1) at BB + i * 1024
         for (int p = tid; p < 8 * 64; p += 256) {
             const int i = p >> 6, o = (p & 63) * 16;
@@ -485,13 +484,7 @@ __device__ __forceinline__ void wg3_issue(u8* sm, const u8* XG, const float* XE,
                 const u8* b = blk0 + (size_t)min(mtb + i, n_mt - 1) * n_sb * MMA_BLK + (size_t)sb * MMA_BLK;
                 cp_async16(scS + i * 320 + o, b + MMA_SC_OFF + o);
             }
-            float* xsS = (float*)(sm + WG3_NST * W::STB + 4 * W::SCB) + (sb & 3) * BN * 8;
-            float* xeS = (float*)(sm + WG3_NST * W::STB + 4 * W::SCB) + 4 * BN * 8 + (sb & 3) * BN;
-            for (int p = tid; p < BN * 3; p += 256) {
-                const int n = p / 3, w = p % 3, col = min(col0 + n, ncols - 1);
-                if (w < 2) cp_async16(xsS + n * 8 + 4 * w, XS + ((size_t)col * n_sb + sb) * 8 + 4 * w);
-                else cp_async4(xeS + n, XE + (size_t)col * n_sb + sb);
-            }
+            wg_copy_xs<BN>(sm + WG3_NST * W::STB + 4 * W::SCB, XE, XS, sb, col0, ncols, n_sb, tid, 256);
         }
     }
     cp_async_commit();
@@ -503,7 +496,7 @@ __global__ void __launch_bounds__(256, MINB) wg3_gemm(MvArgs a, const u8* XG, co
     typedef Wg3<BN> W;
     extern __shared__ __align__(128) u8 sm[];
     constexpr int NR = BN / 2;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2;
     const int col0 = blockIdx.x * BN, mtb = blockIdx.y * 8, mt = mtb + warp;
     const int ncol_pad = ((ncols + 7) >> 3) * 8, Q = 2 * n_sb;
     int m, o0;
@@ -547,32 +540,14 @@ __global__ void __launch_bounds__(256, MINB) wg3_gemm(MvArgs a, const u8* XG, co
         if (half == 1) {
             const uint4 mn = *(const uint4*)(scS + g * 32 + 16);
             const uint2 dd = *(const uint2*)(scS + 256 + g * 8);
-            const float* xsS = (const float*)(sm + WG3_NST * W::STB + 4 * W::SCB) + (sb & 3) * BN * 8;
-            const float* xeS = (const float*)(sm + WG3_NST * W::STB + 4 * W::SCB) + 4 * BN * 8 + (sb & 3) * BN;
-#pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                const int ca = 8 * j + 2 * t;
-                float xa[8], xc[8];
-#pragma unroll
-                for (int s = 0; s < 8; ++s) { xa[s] = xsS[ca * 8 + s]; xc[s] = xsS[ca * 8 + 8 + s]; }
-                const float Sj[4] = {S[4 * j], S[4 * j + 1], S[4 * j + 2], S[4 * j + 3]};
-                float v[4];
-                mma_frag_values(Sj, dd, mn, xa, xc, xeS[ca], xeS[ca + 1], v);
-#pragma unroll
-                for (int c = 0; c < 4; ++c) acc[4 * j + c] = __fadd_rn(acc[4 * j + c], v[c]);
-            }
+            u8* ring = sm + WG3_NST * W::STB + 4 * W::SCB;
+            wg_epilogue<BN, false>(S, dd, mn, wg_xs<BN>(ring, sb), wg_xe<BN>(ring, sb), acc, nullptr);
         }
         __syncthreads();  // stage q's slot (and, past it, q - 1's) is free for q + 2 ... 
         wg3_issue<BN>(sm, XG, XE, XS, blk0, n_mt, mtb, q + 2, Q, col0, ncols, ncol_pad, n_sb, tid);
     }
     if (mt >= n_mt) return;
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            const int rin = g + (c >= 2 ? 8 : 0), col = col0 + 8 * j + 2 * t + (c & 1);
-            if (col < ncols) mv_finish(a, m, o0 + rin, col, acc[4 * j + c], 0.0f);
-        }
+    wg_store<BN, false>(a, m, o0, col0, ncols, acc, nullptr);
 }
 
 // ---- host
@@ -630,6 +605,25 @@ template <typename T> static T* dev(const std::vector<T>& v) {
     return p;
 }
 
+// Microseconds a launch: `launch` once (checked, synchronized), then `reps` times between events.
+template <typename L>
+static float timed(L launch, int reps) {
+    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    launch();
+    CK(cudaGetLastError());
+    CK(cudaDeviceSynchronize());
+    cudaEventRecord(e0);
+    for (int i = 0; i < reps; ++i) launch();
+    cudaEventRecord(e1);
+    CK(cudaEventSynchronize(e1));
+    float ms; cudaEventElapsedTime(&ms, e0, e1);
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    return ms * 1000.0f / reps;
+}
+template <typename K>
+static void set_smem(K kernel, int smem) {
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+}
 static int micro() {
     const int n_sb = 8;
     std::vector<u32> af((size_t)4 * n_sb * 16 * 32 * 4);
@@ -654,7 +648,7 @@ static int micro() {
         const int smem = 2 * 16 * 64 * 32;
         void (*k)(const uint4*, const uint4*, float*, int) =
             v == 0 ? micro_wg<0, false> : v == 1 ? micro_wg<0, true> : v == 2 ? micro_wg<1, false> : micro_wg<1, true>;
-        CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        set_smem(k, smem);
         k<<<1, 128, smem>>>(dA, dX, dW, n_sb);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(w.data(), dW, n * 4, cudaMemcpyDeviceToHost));
@@ -673,72 +667,38 @@ static int micro() {
     return found;
 }
 
-template <int BN, bool SWAP, int MINB>
+template <int BN, int MINB>
 static float run_wg(const MvArgs& a, const uint4* XF, const float* XE, const float* XS, int n_mt,
                     int n_sb, int ncols, int reps) {
     const int smem = 2 * 16 * BN * 32 + BN * 9 * 4;
-    CK(cudaFuncSetAttribute(wg_gemm<BN, SWAP, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    dim3 grid((n_mt + 7) / 8, (ncols + BN - 1) / BN);
-    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-    wg_gemm<BN, SWAP, MINB><<<grid, 256, smem>>>(a, XF, XE, XS, n_mt, n_sb, ncols);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    cudaEventRecord(e0);
-    for (int i = 0; i < reps; ++i) wg_gemm<BN, SWAP, MINB><<<grid, 256, smem>>>(a, XF, XE, XS, n_mt, n_sb, ncols);
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms; cudaEventElapsedTime(&ms, e0, e1);
-    return ms * 1000.0f / reps;
+    set_smem(wg_gemm<BN, MINB>, smem);
+    const dim3 grid((n_mt + 7) / 8, (ncols + BN - 1) / BN);
+    return timed([&] { wg_gemm<BN, MINB><<<grid, 256, smem>>>(a, XF, XE, XS, n_mt, n_sb, ncols); }, reps);
 }
 template <int BN, bool PP, int MINB, int NW, bool PF, bool ACCS = false>
 static float run_wg2(const MvArgs& a, const u8* XG, const float* XE, const float* XS, int n_mt, int n_sb,
                      int ncols, int reps) {
     const int smem = Wg2<BN>::SMEM + (ACCS ? NW * 32 * (BN / 2) * 4 : 0);
-    CK(cudaFuncSetAttribute(wg2_gemm<BN, PP, MINB, NW, PF, ACCS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    dim3 grid((ncols + BN - 1) / BN, (n_mt + NW - 1) / NW);
-    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-    wg2_gemm<BN, PP, MINB, NW, PF, ACCS><<<grid, NW * 32, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    cudaEventRecord(e0);
-    for (int i = 0; i < reps; ++i) wg2_gemm<BN, PP, MINB, NW, PF, ACCS><<<grid, NW * 32, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms; cudaEventElapsedTime(&ms, e0, e1);
-    return ms * 1000.0f / reps;
+    set_smem(wg2_gemm<BN, PP, MINB, NW, PF, ACCS>, smem);
+    const dim3 grid((ncols + BN - 1) / BN, (n_mt + NW - 1) / NW);
+    return timed([&] { wg2_gemm<BN, PP, MINB, NW, PF, ACCS><<<grid, NW * 32, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols); },
+                 reps);
 }
 template <int BN, int MINB>
 static float run_wg3(const MvArgs& a, const u8* XG, const float* XE, const float* XS, int n_mt, int n_sb,
                      int ncols, int reps) {
     const int smem = Wg3<BN>::SMEM;
-    CK(cudaFuncSetAttribute(wg3_gemm<BN, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    dim3 grid((ncols + BN - 1) / BN, (n_mt + 7) / 8);
-    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-    wg3_gemm<BN, MINB><<<grid, 256, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    cudaEventRecord(e0);
-    for (int i = 0; i < reps; ++i) wg3_gemm<BN, MINB><<<grid, 256, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols);
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms; cudaEventElapsedTime(&ms, e0, e1);
-    return ms * 1000.0f / reps;
+    set_smem(wg3_gemm<BN, MINB>, smem);
+    const dim3 grid((ncols + BN - 1) / BN, (n_mt + 7) / 8);
+    return timed([&] { wg3_gemm<BN, MINB><<<grid, 256, smem>>>(a, XG, XE, XS, n_mt, n_sb, ncols); }, reps);
 }
+// The engine's launch of mma_gemm (engine/mma.rs: mma_gemm_warps_n picks the warps along n).
 static float run_eng(const MvArgs& a, const uint4* XF, const float* XE, const float* XS, int n_mt,
                      int n_sb, int ncols, int reps, int sms) {
     int wn = 1;
     for (int c : {4, 2}) if (((n_mt + 7) / 8) * ((ncols + 16 * c - 1) / (16 * c)) >= sms) { wn = c; break; }
-    dim3 grid((n_mt + 7) / 8, (ncols + 16 * wn - 1) / (16 * wn));
-    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
-    mma_gemm<<<grid, 128 * wn>>>(a, XF, XE, XS, n_mt, n_sb, ncols);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    cudaEventRecord(e0);
-    for (int i = 0; i < reps; ++i) mma_gemm<<<grid, 128 * wn>>>(a, XF, XE, XS, n_mt, n_sb, ncols);
-    cudaEventRecord(e1);
-    CK(cudaEventSynchronize(e1));
-    float ms; cudaEventElapsedTime(&ms, e0, e1);
-    return ms * 1000.0f / reps;
+    const dim3 grid((n_mt + 7) / 8, (ncols + 16 * wn - 1) / (16 * wn));
+    return timed([&] { mma_gemm<<<grid, 128 * wn>>>(a, XF, XE, XS, n_mt, n_sb, ncols); }, reps);
 }
 
 int main(int argc, char** argv) {
@@ -763,7 +723,7 @@ int main(int argc, char** argv) {
 #define V_XF(NM, F) {NM, false, [](const MvArgs& a, const void* X, const float* E, const float* S, int mt, int sb, int nc, int r) { return F(a, (const uint4*)X, E, S, mt, sb, nc, r); }}
 #define V_XG(NM, F) {NM, true, [](const MvArgs& a, const void* X, const float* E, const float* S, int mt, int sb, int nc, int r) { return F(a, (const u8*)X, E, S, mt, sb, nc, r); }}
     static const Var vars[] = {
-        V_XF("w1-64", (run_wg<64, false, 1>)), V_XF("w1-32", (run_wg<32, false, 1>)),
+        V_XF("w1-64", (run_wg<64, 1>)), V_XF("w1-32", (run_wg<32, 1>)),
         V_XG("w2pp64", (run_wg2<64, true, 1, 8, false>)), V_XG("w2-64", (run_wg2<64, false, 1, 8, false>)),
         V_XG("w2-32", (run_wg2<32, false, 2, 8, false>)), V_XG("w16-32", (run_wg2<32, false, 1, 16, false>)),
         V_XG("w3-64", (run_wg3<64, 1>)), V_XG("w3-32", (run_wg3<32, 2>)),
