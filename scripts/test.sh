@@ -9,8 +9,11 @@
 # planted faults caught), then the CPU gate
 # battery (some of its models written by scripts/synth-models.sh) diffed against the
 # committed golden receipts. Everything else a test reads is in the repository (tests/data/).
+# First, clippy with warnings as errors over every target (installed with rustup if absent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cargo clippy --version > /dev/null 2>&1 || rustup component add clippy
+cargo clippy --locked --all-targets -- -D warnings
 scripts/fetch-models.sh
 cargo build --release --locked
 # The binary cargo just built, wherever CARGO_TARGET_DIR (or a config) puts it: never a stale

@@ -287,7 +287,7 @@ impl GateSpec {
                 host.push(p);
             }
         }
-        let by_size = |v: &mut Vec<Part>| v.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+        let by_size = |v: &mut Vec<Part>| v.sort_by_key(|p| std::cmp::Reverse(p.bytes));
         by_size(&mut host);
         by_size(&mut device);
         Footprint { host, device }

@@ -112,7 +112,7 @@ pub fn schedule(s: &ServeSpec, seed: u64, max_prompt: usize, max_gen: usize) -> 
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ SALT);
     let n = s.requests;
     let rows_pool = s.cache_rows();
-    let mean = (max_prompt + 1) / 2 + max_gen / 2 + 1;
+    let mean = max_prompt.div_ceil(2) + max_gen / 2 + 1;
     let gap_max = (2 * mean / rows_pool).max(1);
     let mut requests = Vec::with_capacity(n);
     let mut arrival = 0usize;
@@ -171,7 +171,7 @@ pub fn schedule(s: &ServeSpec, seed: u64, max_prompt: usize, max_gen: usize) -> 
         }
         let mut order: Vec<usize> = take
             .iter()
-            .flat_map(|&(q, k)| std::iter::repeat(q).take(k))
+            .flat_map(|&(q, k)| std::iter::repeat_n(q, k))
             .collect();
         order.shuffle(&mut rng);
         let mut rows = Vec::with_capacity(order.len());

@@ -47,6 +47,14 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     emit_after(args, &r, w.printed)
 }
 
+/// A PASS of one stage proves no boundary: said even under -q (stderr), never hidden (the
+/// gate and soak alike).
+pub(super) fn one_stage_note(p: &Prepared) {
+    if p.spec.placement.n_stages() == 1 {
+        eprintln!("ppn-gate: note: one stage: no boundary was exercised (every arm ran the reference's placement; --stages 2 or more gates a boundary)");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::GateOptions;
@@ -205,7 +213,7 @@ mod tests {
                         rng.gen_range(n as u64 + 1..=u64::MAX)
                     }
                 ),
-                &format!("`prompt_len` "),
+                "`prompt_len` ",
             ),
             3 => c(
                 format!(
@@ -368,7 +376,7 @@ mod tests {
                 Ok(t) => {
                     assert!(!t.tokens.is_empty() && t.tokens.len() <= CTX);
                     assert!(t.tokens.iter().all(|&id| (id as usize) < VOCAB));
-                    assert!(t.prompt_len.map_or(true, |p| p >= 1 && p <= t.tokens.len()));
+                    assert!(t.prompt_len.is_none_or(|p| p >= 1 && p <= t.tokens.len()));
                 }
                 Err(e) => {
                     let e = format!("{e:#}");
@@ -484,13 +492,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--chunk"));
-    }
-}
-
-/// A PASS of one stage proves no boundary: said even under -q (stderr), never hidden (the
-/// gate and soak alike).
-pub(super) fn one_stage_note(p: &Prepared) {
-    if p.spec.placement.n_stages() == 1 {
-        eprintln!("ppn-gate: note: one stage: no boundary was exercised (every arm ran the reference's placement; --stages 2 or more gates a boundary)");
     }
 }

@@ -716,12 +716,15 @@ mod tests {
         out
     }
 
+    /// A planted change: its name, the edit to the receipt, and the lines diff must print.
+    type Plant = (&'static str, fn(&mut Value), &'static [&'static str]);
+
     /// The cases the issue found: cpu vs cuda, the model's header, the devices, jitter, and a
     /// duplicated failing arm, each named by its path both ways.
     #[test]
     fn the_fields_diff_used_to_miss_are_named_by_path_both_ways() {
         let base = golden("gemma-n4-host-tapeT");
-        let cases: [(&str, fn(&mut Value), &[&str]); 6] = [
+        let cases: [Plant; 6] = [
             (
                 "kind",
                 |r| r["backend"]["kind"] = "cuda".into(),

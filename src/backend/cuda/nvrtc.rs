@@ -301,19 +301,22 @@ pub(super) fn load_image(
     Ok(module)
 }
 
+/// One job of `run_parallel`: a module build, run once on whichever thread takes it.
+pub(super) type Job<'a, T> = Box<dyn FnOnce() -> T + Send + 'a>;
+
 /// Runs `jobs` on at most as many threads as the host has cores, and returns their results
 /// in job order (None: the job panicked). NVRTC compiles one program on one thread, so a
 /// cold start's modules are built side by side: its time is the longest module's, not the
 /// sum. Which thread builds which module changes no byte of any image.
 pub(super) fn run_parallel<'a, T: Send>(
-    jobs: Vec<Box<dyn FnOnce() -> T + Send + 'a>>,
+    jobs: Vec<Job<'a, T>>,
     on_done: &(dyn Fn() + Sync),
 ) -> Vec<Option<T>> {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Mutex;
     let n = jobs.len();
     let cores = std::thread::available_parallelism().map_or(4, |c| c.get());
-    let queue: Vec<Mutex<Option<Box<dyn FnOnce() -> T + Send + 'a>>>> =
+    let queue: Vec<Mutex<Option<Job<'a, T>>>> =
         jobs.into_iter().map(|j| Mutex::new(Some(j))).collect();
     let out: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
     let next = AtomicUsize::new(0);

@@ -573,12 +573,12 @@ fn the_nvrtc_check_assembles_the_modules_as_the_backend_does() {
     // Every (kernel, width) has its slot, the slots are distinct, and each slot's module
     // head instantiates that kernel for that width class (other widths: class 0).
     let mut seen = std::collections::HashSet::new();
-    for k in 0..2 {
+    for (k, &kernel) in ATT_KERNELS.iter().enumerate().take(2) {
         for (c, &w) in ATT_WIDTHS.iter().enumerate() {
             let i = att_slot(k, w);
             assert!(seen.insert(i));
             let (name, head) = att_module(i);
-            assert_eq!(name, ATT_KERNELS[k]);
+            assert_eq!(name, kernel);
             assert_eq!(
                 head,
                 format!("#define ATT_KERNEL {k}\n#define ATT_HD {w}\n")
