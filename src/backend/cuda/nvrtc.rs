@@ -569,7 +569,7 @@ impl DevCtx {
         }
         let t0 = Instant::now();
         let mut names: Vec<String> = Vec::new();
-        let mut jobs: Vec<Box<dyn FnOnce() -> BResult<Built> + Send + '_>> = Vec::new();
+        let mut jobs: Vec<Job<'_, BResult<Built>>> = Vec::new();
         // The attention modules first: the longest of a cold start, and the pool takes its
         // jobs in order, so they start at once.
         for &i in &todo_att {

@@ -5,8 +5,6 @@
 # wrappers `PPN_L2_AHEAD=10,0,0` / `30,0,0` / `30,32,0` / `30,32,16` exec ppn-gate (MB before
 # attention: o then gate|up; before gate|up: down; before down: the next layer's q|k|v).
 # nsys was not on the machine (the script's nsys part printed nothing).
-# Issue 30 step 22 probe: L2 lookahead launches (PPN_L2_AHEAD budgets) against none, one build;
-# and Nsight Systems' per-kernel times of the graph-replayed one-row decode.
 set -u
 B=.stage/bin
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

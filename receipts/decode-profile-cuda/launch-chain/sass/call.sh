@@ -5,8 +5,6 @@
 # BIN: the build of ../l2-ahead/ (0e05443 with the l2_ahead kernel, never launched without
 # PPN_L2_AHEAD: HEAD's decode kernels) for sass-top-1[234].txt, 0e05443 (O) and N1 for
 # ../prefetch-off/sass-top-*13.txt (this file as they ran it).
-# Where one o-proj decode block's time goes: Nsight Compute source-level warp-stall sampling
-# of the fused tensor-core decode (mma_decode_f16) on the 8B Q4_K shape, one row.
 set -u
 B=${BIN:-.stage/bin/O}
 NCU=/usr/local/cuda/bin/ncu
