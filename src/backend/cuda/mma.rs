@@ -219,12 +219,30 @@ pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
     Some(1 + MMA_SET * f + slot)
 }
 
+/// Whether a one-row launch of format `ty` may take the fused decode (the kernel that
+/// prepares its row itself; engine/mma.rs mma_fused_smem has the rest of the rule): every
+/// format but Q4_K. Q4_K's unfused decode loads its first round of weights into registers
+/// before `pdl_wait` (kernels/mma.cu mma_decode_body, PRE), so their DRAM trip overlaps
+/// mma_prep and the launch boundary; the fused kernel holds its prep across that point and
+/// cannot. Measured on one H200 (2026-12-04, the same bits; BENCH.md issue 30 step 23,
+/// receipts/decode-profile-cuda/unfused-q4k/): Q4_K unfused, eager on the 8B shape's Q4_K
+/// slice 1310 -> 1394-1406 tok/s (+7 %), the full-depth Q4_K_M file 313 -> 327 (+5 %), a
+/// 1024-wide Qwen3-shaped Q4_K file under `--mma on` 1108 -> 1259 (+13 %), a 2048-wide one
+/// 1340 -> 1422 (+6 %); every one-row launch unfused, the formats without the preload lost
+/// (the narrow shapes under `--mma on`: SmolLM2's Q4_1 1424 -> 1210, -15 %; Gemma-3's Q5_0
+/// -7 %; the Q8_0 Qwen shapes -3 to -6 %), so they keep the fused kernel.
+pub(super) fn mma_fuses(ty: GgmlType) -> bool {
+    ty != GgmlType::Q4K
+}
+
 /// The MMA_KERNELS indices a device needs for matrices of `formats`: mma_prep and each
-/// format's whole set (which kernel of a set a launch takes depends on its size).
+/// format's set (which kernel of a set a launch takes depends on its size), less the
+/// fused decode kernels of a format that never fuses (mma_fuses).
 pub(super) fn mma_kernels_for(formats: &[GgmlType]) -> Vec<usize> {
     let mut v = vec![MMA_PREP];
     for &ty in formats {
-        v.extend((0..MMA_SET).filter_map(|slot| mma_kernel(ty, slot)));
+        let slots = if mma_fuses(ty) { MMA_SET } else { MMA_FUSED };
+        v.extend((0..slots).filter_map(|slot| mma_kernel(ty, slot)));
     }
     v.sort_unstable();
     v.dedup();

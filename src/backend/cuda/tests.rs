@@ -782,7 +782,8 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(mma.contains("#define MMA_ONE(F, SUF) MMA_CAT(MMA_K, MMA_SLOT)(F, SUF)"));
     let kernels =
         super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q6K]);
-    assert_eq!(kernels.len(), 11, "mma_prep and two sets of five");
+    // Q4_K's fused decode kernels are never launched (mma_fuses), so never compiled.
+    assert_eq!(kernels.len(), 9, "mma_prep, Q4_K's three, Q6_K's five");
     assert_eq!(kernels[0], super::mma::MMA_PREP);
     // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
@@ -937,13 +938,16 @@ fn mma_format_table_matches_the_host_layouts() {
 
 /// The fused decode rule (engine/mma.rs mma_fused_smem): decode-sized launches whose rows x
 /// super-blocks of prepared activations fit the shared memory budget and the block's warps
-/// in mma_fuse_rounds rounds (4 for 16 warps, 2 for 8) run as one kernel;
+/// in mma_fuse_rounds rounds (4 for 16 warps, 2 for 8) run as one kernel, except Q4_K
+/// (mma_fuses: its unfused kernel preloads its weights; measured faster at every width);
 /// the bytes are what the kernel lays out (kernels/mma.cu mma_decode_body, FUSE).
 #[test]
 fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     use super::engine::{mma_fused_smem, MMA_FUSE_UNIT};
     use super::mma::MMA_FUSE_SMEM_MAX;
+    use crate::quant::GgmlType;
     let cap = MMA_FUSE_SMEM_MAX;
+    let (q4k, q6k, q8) = (GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8_0);
     // XF (256 words), XS (8 floats), XE (1 float) per (row, super-block), as the kernel
     // carves its dynamic shared memory.
     assert_eq!(MMA_FUSE_UNIT, 4 * (256 + 8 + 1));
@@ -952,40 +956,71 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     assert!(mma.contains("float* xe = xs + (size_t)nb * n_sb * 8;"));
     // Eager (one row) on the 16-warp kernel: every width up to 61 super-blocks (Llama-3-8B's
     // 14336 included: 4 rounds); a partial last super-block counts whole (SmolLM2's 576: 3).
-    assert_eq!(mma_fused_smem(1, 576, 16, cap), Some(3 * MMA_FUSE_UNIT));
-    assert_eq!(mma_fused_smem(1, 14336, 16, cap), Some(56 * MMA_FUSE_UNIT));
+    assert_eq!(mma_fused_smem(q8, 1, 576, 16, cap), Some(3 * MMA_FUSE_UNIT));
     assert_eq!(
-        mma_fused_smem(1, 61 * 256, 16, cap),
+        mma_fused_smem(q8, 1, 14336, 16, cap),
+        Some(56 * MMA_FUSE_UNIT)
+    );
+    assert_eq!(
+        mma_fused_smem(q8, 1, 61 * 256, 16, cap),
         Some(61 * MMA_FUSE_UNIT)
     );
-    assert_eq!(mma_fused_smem(1, 62 * 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 62 * 256, 16, cap), None);
     // The rounds: 8 warps take up to 16 (row, super-block) items (2 rounds: the 8B shape's
     // 4096, not the 70B shape's 8192), 16 warps 64 (4 rounds).
-    assert_eq!(mma_fused_smem(1, 4096, 8, cap), Some(16 * MMA_FUSE_UNIT));
-    assert_eq!(mma_fused_smem(1, 17 * 256, 8, cap), None);
-    assert_eq!(mma_fused_smem(1, 32 * 256, 8, cap), None);
     assert_eq!(
-        mma_fused_smem(1, 32 * 256, 16, cap),
+        mma_fused_smem(q8, 1, 4096, 8, cap),
+        Some(16 * MMA_FUSE_UNIT)
+    );
+    assert_eq!(mma_fused_smem(q8, 1, 17 * 256, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 32 * 256, 8, cap), None);
+    assert_eq!(
+        mma_fused_smem(q8, 1, 32 * 256, 16, cap),
         Some(32 * MMA_FUSE_UNIT)
     );
-    assert_eq!(mma_fused_smem(1, 65 * 256, 16, cap), None);
-    assert_eq!(mma_fused_smem(1, 14336, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 65 * 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 14336, 8, cap), None);
     // More than one row (B = 8, measured slower fused): never, even where it would fit.
-    assert_eq!(mma_fused_smem(8, 1536, 16, cap), None);
-    assert_eq!(mma_fused_smem(8, 576, 8, cap), None);
-    assert_eq!(mma_fused_smem(2, 576, 16, cap), None);
-    assert_eq!(mma_fused_smem(8, 1536, 8, cap), None);
-    assert_eq!(mma_fused_smem(8, 2048, 16, cap), None);
-    assert_eq!(mma_fused_smem(8, 4096, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 1536, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 576, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 2, 576, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 1536, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 2048, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 4096, 16, cap), None);
     // More rows than the decode kernel's n-tile (the GEMM's), or none: never fused.
-    assert_eq!(mma_fused_smem(9, 256, 16, cap), None);
-    assert_eq!(mma_fused_smem(0, 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 9, 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 0, 256, 16, cap), None);
     // A device whose opt-in limit is smaller fuses less; a cap of 0 never.
     let c16 = 16 * MMA_FUSE_UNIT;
-    assert_eq!(mma_fused_smem(1, 4096, 16, c16), Some(c16));
-    assert_eq!(mma_fused_smem(1, 4096, 16, c16 - 1), None);
-    assert_eq!(mma_fused_smem(1, 256, 16, 0), None);
-    assert_eq!(mma_fused_smem(usize::MAX, usize::MAX, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 4096, 16, c16), Some(c16));
+    assert_eq!(mma_fused_smem(q8, 1, 4096, 16, c16 - 1), None);
+    assert_eq!(mma_fused_smem(q8, 1, 256, 16, 0), None);
+    assert_eq!(mma_fused_smem(q8, usize::MAX, usize::MAX, 16, cap), None);
+    // Q4_K: never fused, at any width or warps (mma_prep, then the unfused kernel that
+    // preloads); another format at the same shapes (Q6_K, Q8_0) keeps the rule above.
+    assert!(!super::mma::mma_fuses(q4k) && super::mma::mma_fuses(q6k));
+    for (n_in, warps) in [
+        (256, 16),
+        (1024, 16),
+        (2048, 8),
+        (4096, 16),
+        (4096, 8),
+        (14336, 16),
+    ] {
+        assert_eq!(
+            mma_fused_smem(q4k, 1, n_in, warps, cap),
+            None,
+            "{n_in} {warps}"
+        );
+    }
+    assert_eq!(
+        mma_fused_smem(q6k, 1, 14336, 16, cap),
+        Some(56 * MMA_FUSE_UNIT)
+    );
+    assert_eq!(
+        mma_fused_smem(q8, 1, 4096, 16, cap),
+        Some(16 * MMA_FUSE_UNIT)
+    );
 }
 
 /// `--mma auto`'s batch rule: a batched arm of MMA_AUTO_MIN_BATCH rows or more turns on

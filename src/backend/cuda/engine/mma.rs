@@ -12,7 +12,7 @@ use cudarc::driver::LaunchConfig;
 use super::weights::DevWeight;
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
-    mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
+    mma_fuses, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
 };
 use crate::backend::cuda::{alloc_zeroed_on, op_err, DevCtx, GpuBuf, GpuStream};
 use crate::backend::BResult;
@@ -69,7 +69,8 @@ pub(in crate::backend::cuda) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
 /// receipts/decode-profile-cuda/fuse-rounds/): a cap of 2 for both, against 4 for both, gave
 /// the 8192-wide 70B slice's eager +3 % (1518 -> 1562 tok/s, its 8-warp q|k|v and gate|up at
 /// 4 rounds now unfused) but the 8B shape's -2 % (1317 -> 1281: its 16-warp down-proj, 56
-/// super-blocks in 4 rounds, is faster fused).
+/// super-blocks in 4 rounds, is faster fused). Those were Q4_K's launches; since step 23
+/// Q4_K never fuses (cuda/mma.rs mma_fuses) and the rule serves the other formats.
 pub(super) fn mma_fuse_rounds(warps: usize) -> usize {
     if warps >= 16 {
         4
@@ -86,18 +87,22 @@ pub(super) fn mma_fuse_rounds(warps: usize) -> usize {
 pub(super) const MMA_FUSE_MAX_ROWS: usize = 1;
 
 /// The host rule for the fused decode: Some(dynamic shared memory bytes) when a launch of
-/// `rows` rows of `n_in` inputs on the decode kernel of `warps` warps (mma_decode_kernel)
-/// runs as ONE kernel that prepares its rows itself (decode sized, rows <= MMA_DECODE_MAX;
-/// its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take at most
-/// mma_fuse_rounds(warps) rounds of the block's warps), None for mma_prep then the decode kernel
-/// or GEMM. A function of the launch's shape alone (never of timing); both paths write the
+/// `rows` rows of `n_in` inputs of format `ty` on the decode kernel of `warps` warps
+/// (mma_decode_kernel) runs as ONE kernel that prepares its rows itself (decode sized, rows
+/// <= MMA_DECODE_MAX; its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take
+/// at most mma_fuse_rounds(warps) rounds of the block's warps; never a format that
+/// cuda/mma.rs mma_fuses declines, Q4_K), None for mma_prep then the decode kernel or GEMM. A function of the launch's shape alone (never of timing); both paths write the
 /// same bytes of XF/XE/XS (kernels/mma.cu mma_prep_sb), so the choice changes no bit.
 pub(in crate::backend::cuda) fn mma_fused_smem(
+    ty: GgmlType,
     rows: usize,
     n_in: usize,
     warps: usize,
     cap: usize,
 ) -> Option<usize> {
+    if !mma_fuses(ty) {
+        return None;
+    }
     let items = rows.checked_mul(n_in.div_ceil(256))?;
     let bytes = items.checked_mul(MMA_FUSE_UNIT)?;
     let rounds = items.div_ceil(warps.max(1));
@@ -239,7 +244,7 @@ impl CudaEngine {
                 shared_mem_bytes: smem,
             })
         };
-        if let Some(smem) = mma_fused_smem(rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
+        if let Some(smem) = mma_fused_smem(ty, rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
             let cfg = dec(to_u32(smem, "mma fused shared memory")?)?;
             let f = self.dx.mma_func(kernel(MMA_FUSED + k)?)?;
             let e0 = self.prof_start(s);

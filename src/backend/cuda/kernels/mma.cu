@@ -720,7 +720,10 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
     // so these loads read the same bytes after the wait as before it: the same bits. Not in
     // the fused kernels: held across the prep they cost a block an SM (116 registers), and
     // one-row eager on the 8B shape measured 3 % slower (receipts/decode-profile-cuda/
-    // preload/); unfused, B = 8 measured 8 % faster.
+    // preload/); unfused, B = 8 measured 8 % faster. With this preload, mma_prep then this
+    // kernel beat the fused Q4_K kernel on one row too (+5 to +13 % eager, BENCH.md issue 30
+    // step 23), so the host never fuses Q4_K (cuda/mma.rs mma_fuses); the emulator still
+    // runs the fused Q4_K body, which computes the same bits.
     constexpr bool PRE = F == MF_Q4K && !FUSE;
     MmaQ4kW<MT> w0;
     if constexpr (PRE) {
