@@ -33,6 +33,6 @@ M=$(ncu_stall_metrics gpu__time_duration.sum,dram__bytes_read.sum)
 $NCU $M -k regex:"mvq_w2" --launch-skip 10 --launch-count 4 \
   $B --backend cuda --model /tmp/p/l4q4k.gguf --mma off --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q \
   > "$OUT"/ncu-stalls-ffma.txt 2>&1; echo "ffma stalls exit $?"
-$NCU $M -k regex:"mma_decode_f" --launch-skip 10 --launch-count 4 \
+$NCU $M -k regex:"mma_decode_[fk]" --launch-skip 10 --launch-count 4 \
   $B --backend cuda --model /tmp/p/l4q4k.gguf --mma auto --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q \
   > "$OUT"/ncu-stalls-mma.txt 2>&1; echo "mma stalls exit $?"

@@ -119,6 +119,8 @@ pub(in crate::backend::cuda) fn mma_fused_smem(
 /// receipts/decode-profile-cuda/preload/): the 8192-wide 70B slice's o and down (256 blocks,
 /// 32 and 112 super-blocks) on 8 warps instead of two waves of 16, eager +4 %, B = 8 +6 %;
 /// the 8B shape's q|k|v (192 blocks, 16 super-blocks) on 8 warps -3 % eager, so it stays on 16.
+/// Rechecked once Q4_K's one-row launches ran unfused (BENCH.md issue 30 step 25): every one
+/// of them forced onto 8 warps, or onto 16, eager -5 to -9 % against this rule.
 /// A function of the launch's matrices alone; both compute THE ORDER of kernels/mma.cu, so
 /// the bits are the same either way (the tensor-core prototype, removed
 /// with research/ in f78de77, measured every decode variant equal).

@@ -22,8 +22,9 @@
 //! byte-wise kernels/matvec.cu; the choice is the matrix's alone, never the batch's. With
 //! `--mma on`, Q4_K and Q6_K matrices of whole 16-row tiles and super-blocks (and
 //! Q8_0/Q4_0/Q4_1/Q5_0 ones of whole blocks of 32; `--mma auto`: see `MmaMode::select`) take
-//! kernels/mma.cu instead (one fused decode launch for a decode-sized op whose rows fit its
-//! shared memory, else two: mma_prep, then the decode kernel or the GEMM; `mma_launch`). Every
+//! kernels/mma.cu instead (one fused decode launch for a one-row op whose format fuses (not
+//! Q4_K: `mma_fuses`) and whose row fits its shared memory, else two: mma_prep, then the
+//! decode kernel or the GEMM; `mma_launch`). Every
 //! launch goes through `DevCtx::launch` (programmatic dependent launch on sm_90+, see there).
 //! A stage's layer walk (`layers`) is, with `--graphs on`, captured once per (layers, rows,
 //! store order, cache) as a CUDA graph and replayed each step; the rows' positions, the only
