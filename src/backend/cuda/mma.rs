@@ -212,6 +212,8 @@ pub(super) const MMA_GEMM: usize = 2;
 pub(super) const MMA_FUSED: usize = 3;
 /// Kernels per format (kernels/mma.cu MMA_KERNEL_SET).
 pub(super) const MMA_SET: usize = 5;
+// mma_kernels_for drops a set's tail from MMA_FUSED on: the fused slots must be the last.
+const _: () = assert!(MMA_FUSED + 2 == MMA_SET);
 
 /// The MMA_KERNELS index of kernel `slot` of format `ty`'s set, None for a format without one.
 pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
@@ -241,6 +243,7 @@ pub(super) fn mma_fuses(ty: GgmlType) -> bool {
 pub(super) fn mma_kernels_for(formats: &[GgmlType]) -> Vec<usize> {
     let mut v = vec![MMA_PREP];
     for &ty in formats {
+        // The fused slots are the set's last two (asserted at MMA_SET).
         let slots = if mma_fuses(ty) { MMA_SET } else { MMA_FUSED };
         v.extend((0..slots).filter_map(|slot| mma_kernel(ty, slot)));
     }
