@@ -180,17 +180,30 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b
 #endif
 }
 
-// Per (m-tile, sub-block) constants of lane row g (low-nibble path) and g+8 (high-nibble path).
+// Per (m-tile, sub-block) constants of lane row g (low-nibble path) and g+8 (high-nibble path),
+// from the rows' scale words (sc: bytes sc[g][0..8] in x:y, sc[g+8][0..8] in z:w) and the
+// sub-block s. No conversion-unit instruction: I2F and F2F issue at 16 a clock an SM, f16x2
+// FMAs at 128, and the f32 route's six conversions a sub-block and m-tile, gone, gave the
+// one-row Q4_K decode +2.5 to +3 % eager (BENCH.md issue 30 step 26). PRMT puts the 6-bit
+// scale byte under 0x64 (the f16 1024 + sc, in both halves), and f16x2 FMAs finish each
+// constant. Every one is exact (integers up to 64512 = 1024 * 63, or sc / 16, with
+// 64 + sc / 16 exact at 64's ulp of 1/16), and so is each zero's sign (sc = 0 gives +0, -0,
+// +0, -0, as the f32 route's cvt.rn.f16 of sc, -1024 sc, sc / 16 and -64 sc did): the same
+// bits as that route.
 struct MmaKc {
     u32 a, b, c, d;
 };
-__device__ __forceinline__ MmaKc mma_kconsts(u32 scg, u32 scg8) {
-    const float fg = (float)scg, f8 = (float)scg8;
+__device__ __forceinline__ MmaKc mma_kconsts(const uint4& sc, int s) {
+    const u32 sel = (u32)(s & 3) * 0x0101u + 0x4040u;  // bytes [sc, 0x64, sc, 0x64]
+    const u32 pg = __byte_perm(s < 4 ? sc.x : sc.y, 0x64646464u, sel);
+    const u32 p8 = __byte_perm(s < 4 ? sc.z : sc.w, 0x64646464u, sel);
+    const u32 one = 0x3C003C00u, m1024 = 0xE400E400u, m64 = 0xD400D400u;
+    const u32 sixteenth = 0x2C002C00u, nzero = 0x80008000u;  // 1/16; -0 (x * y + -0 = x * y)
     MmaKc k;
-    k.a = mma_h2dup(fg);             // (1024 + q) * sc - 1024 * sc = q * sc
-    k.b = mma_h2dup(-1024.0f * fg);  // |1024 * 63| < 65504: exact
-    k.c = mma_h2dup(f8 * 0.0625f);   // (1024 + 16 q) * sc / 16 - 64 sc = q * sc
-    k.d = mma_h2dup(-64.0f * f8);
+    k.a = mma_hfma2(pg, one, m1024);        // (1024 + sc) - 1024 = sc
+    k.b = mma_hfma2(k.a, m1024, nzero);     // -1024 sc: (1024 + q) * sc - 1024 * sc = q * sc
+    k.c = mma_hfma2(p8, sixteenth, m64);    // (1024 + sc8) / 16 - 64 = sc8 / 16
+    k.d = mma_hfma2(k.c, m1024, nzero);     // -64 sc8: (1024 + 16 q) * sc8 / 16 - 64 sc8 = q * sc8
     return k;
 }
 
@@ -588,8 +601,7 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
         const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
-            const MmaKc k = mma_kconsts(mma_byte_at(w.sc[mi].x, w.sc[mi].y, ks >> 1),
-                                        mma_byte_at(w.sc[mi].z, w.sc[mi].w, ks >> 1));
+            const MmaKc k = mma_kconsts(w.sc[mi], ks >> 1);
             u32 w4[4];
             mma_afrag(mma_comp4(w.nib[mi][ks >> 2], ks & 3), k, w4);
             mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
@@ -836,8 +848,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                 for (int ni = 0; ni < GNT; ++ni) xb[ni] = xf[ni][(size_t)sb * 64 + ks * 4];
 #pragma unroll
                 for (int mi = 0; mi < GMT; ++mi) {
-                    const MmaKc k = mma_kconsts(mma_byte_at(sc[mi].x, sc[mi].y, ks >> 1),
-                                                mma_byte_at(sc[mi].z, sc[mi].w, ks >> 1));
+                    const MmaKc k = mma_kconsts(sc[mi], ks >> 1);
                     u32 w4[4];
                     mma_afrag(mma_comp4(nib[mi], kk), k, w4);
 #pragma unroll
