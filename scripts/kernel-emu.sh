@@ -10,7 +10,8 @@
 #    and ragged tiles. The planted --fault mma-row-order changes the
 #    GEMM's bits, so the check can fail. The Q4_K decode equals a double-precision matvec of
 #    the weights read back from the repacked layout, so the emulated mma means what the
-#    kernels assume.
+#    kernels assume. mma_kconsts gives the f32 route's bits for every scale pair and
+#    sub-block, zero signs included (a +0 addend for -0 would differ).
 #  - att_emu, for attention (kernels/attention.cu). Over the rows of one sequence, the store
 #    pass then the attend pass of `attention`, `attention_early` and `attention_rows`
 #    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head

@@ -8,7 +8,8 @@
 // checks that the comparison can fail and that the emulated mma means what the kernels
 // assume: the planted `--fault mma-row-order` (hi and lo swapped on launches of 2+ rows) must
 // change GEMM bits, and the Q4_K decode's outputs must equal a double-precision matvec of the
-// dequantized weights (read back from the documented repacked layout) to 1e-3 relative.
+// dequantized weights (read back from the documented repacked layout) to 1e-3 relative. And
+// mma_kconsts must give the f32 route's bits for every scale pair and sub-block.
 //
 // Usage: mma_emu [--quick]   (exit 0: every check held; 1: a check failed, named on stderr)
 #define MMA_Q4K
@@ -283,11 +284,37 @@ void check_semantics() {
     else std::printf("mma_emu: ok  Q4_K decode = dequantized matvec (worst relative error %.2e)\n", worst);
 }
 
+// mma_kconsts (PRMT under 0x64 and f16x2 FMAs, no conversion unit) against the f32 route it
+// replaced (cvt.rn.f16 of sc, -1024 sc, sc / 16 and -64 sc): every scale pair, every sub-block,
+// bit for bit, zero signs included. The comparison sees a zero's sign: the +0 addend in place of
+// -0 gives +0 for -1024 * 0 where the f32 route gives -0.
+void check_kconsts() {
+    int bad = 0;
+    for (int s = 0; s < 8; ++s)
+        for (u32 g = 0; g < 64; ++g)
+            for (u32 g8 = 0; g8 < 64; ++g8) {
+                uint4 sc = make_uint4(0x3F3F3F3Fu, 0x3F3F3F3Fu, 0x3F3F3F3Fu, 0x3F3F3F3Fu);
+                const u32 sh = 8 * (s & 3), keep = ~(255u << sh);
+                (s < 4 ? sc.x : sc.y) = ((s < 4 ? sc.x : sc.y) & keep) | (g << sh);
+                (s < 4 ? sc.z : sc.w) = ((s < 4 ? sc.z : sc.w) & keep) | (g8 << sh);
+                const MmaKc k = mma_kconsts(sc, s);
+                const float fg = (float)g, f8 = (float)g8;
+                bad += k.a != mma_h2dup(fg) || k.b != mma_h2dup(-1024.0f * fg) ||
+                       k.c != mma_h2dup(f8 * 0.0625f) || k.d != mma_h2dup(-64.0f * f8);
+            }
+    const u32 plus_zero_addend = mma_hfma2(mma_kconsts(make_uint4(0u, 0u, 0u, 0u), 0).a, 0xE400E400u, 0u);
+    if (bad) fail("mma_kconsts against the f32 route: " + std::to_string(bad) + " of 32768 differ");
+    else if (plus_zero_addend == mma_h2dup(-1024.0f * 0.0f))
+        fail("mma_kconsts check: a +0 addend's zero matches the f32 route's -0 (the check cannot see signs)");
+    else std::printf("mma_emu: ok  mma_kconsts = the f32 route, 8 sub-blocks x 64 x 64 scales, bit for bit\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
     check_semantics();
+    check_kconsts();
     check_plant();
     for (const Fmt& fm : FMTS) {
         const int wide = fm.unit == 32 ? 544 : 512;  // the 32-element formats: a partial super-block

@@ -189,7 +189,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b
 // constant. Every one is exact (integers up to 64512 = 1024 * 63, or sc / 16, with
 // 64 + sc / 16 exact at 64's ulp of 1/16), and so is each zero's sign (sc = 0 gives +0, -0,
 // +0, -0, as the f32 route's cvt.rn.f16 of sc, -1024 sc, sc / 16 and -64 sc did): the same
-// bits as that route.
+// bits as that route (the kernel emulator's mma_emu checks every scale pair and sub-block).
 struct MmaKc {
     u32 a, b, c, d;
 };
