@@ -3,9 +3,9 @@
 // and 16 warps, the fused decode kernels, the GEMM at every warps-along-n the host may pick)
 // must give each output the bits of the one-row decode of that output's column alone, for
 // every format, mode (store, += residual, act(gate) * up over interleaved m-tiles), norm or
-// none, q|k|v launches of three matrices, row counts from 1 to past two GEMM n-blocks, widths
-// with a partial last super-block (the 32-element formats) and ragged last tiles. Then two
-// checks that the comparison can fail and that the emulated mma means what the kernels
+// none (one row too), q|k|v launches of three matrices, row counts from 1 to past two GEMM
+// n-blocks, widths with a partial last super-block (the 32-element formats) and ragged last
+// tiles. Then two checks that the comparison can fail and that the emulated mma means what the kernels
 // assume: the planted `--fault mma-row-order` (hi and lo swapped on launches of 2+ rows) must
 // change GEMM bits, and the Q4_K decode's outputs must equal a double-precision matvec of the
 // dequantized weights (read back from the documented repacked layout) to 1e-3 relative. And
@@ -323,6 +323,10 @@ int main(int argc, char** argv) {
         check_case({&fm, 2, fm.f == MF_Q8_0, true, wide, {32, 32}, 8}, quick);  // gate|up, B = 8
         check_case({&fm, 0, 0, true, wide, {80}, 21}, quick);              // GEMM, ragged tiles
         if (!quick || fm.f == MF_Q4K) check_case({&fm, 2, 0, false, 256, {48, 48}, 37}, quick);
+        // One row without a norm (o, down: the fused kernels' prep without its sum of
+        // squares; 10 super-blocks, two rounds of the 8-warp kernel), and a store of two.
+        check_case({&fm, 1, 0, false, fm.unit == 32 ? 2592 : 2560, {32}, 1}, quick);
+        check_case({&fm, 0, 0, false, wide, {16, 32}, 1}, quick);
     }
     if (failures) {
         std::fprintf(stderr, "mma_emu: %d check(s) failed\n", failures);
