@@ -5,11 +5,11 @@
 // every format, mode (store, += residual, act(gate) * up over interleaved m-tiles), norm or
 // none (one row too), q|k|v launches of three matrices, row counts from 1 to past two GEMM
 // n-blocks, widths with a partial last super-block (the 32-element formats) and ragged last
-// tiles. Then two checks that the comparison can fail and that the emulated mma means what the kernels
-// assume: the planted `--fault mma-row-order` (hi and lo swapped on launches of 2+ rows) must
-// change GEMM bits, and the Q4_K decode's outputs must equal a double-precision matvec of the
-// dequantized weights (read back from the documented repacked layout) to 1e-3 relative. And
-// mma_kconsts must give the f32 route's bits for every scale pair and sub-block.
+// tiles. Then two checks that the comparison can fail and that the emulated mma means what
+// the kernels assume: the planted `--fault mma-row-order` (hi and lo swapped on launches of
+// 2+ rows) must change GEMM bits, and the Q4_K decode's outputs must equal a double-precision
+// matvec of the dequantized weights (read back from the documented repacked layout) to 1e-3
+// relative. And mma_kconsts must give the f32 route's bits for every scale pair and sub-block.
 //
 // Usage: mma_emu [--quick]   (exit 0: every check held; 1: a check failed, named on stderr)
 #define MMA_Q4K
