@@ -293,10 +293,13 @@ void check_kconsts() {
     for (int s = 0; s < 8; ++s)
         for (u32 g = 0; g < 64; ++g)
             for (u32 g8 = 0; g8 < 64; ++g8) {
-                uint4 sc = make_uint4(0x3F3F3F3Fu, 0x3F3F3F3Fu, 0x3F3F3F3Fu, 0x3F3F3F3Fu);
-                const u32 sh = 8 * (s & 3), keep = ~(255u << sh);
-                (s < 4 ? sc.x : sc.y) = ((s < 4 ? sc.x : sc.y) & keep) | (g << sh);
-                (s < 4 ? sc.z : sc.w) = ((s < 4 ? sc.z : sc.w) & keep) | (g8 << sh);
+                // The scale words' bytes: sc[g][0..8] then sc[g+8][0..8] (kernels/mma.cu).
+                u8 b[16];
+                std::memset(b, 0x3F, sizeof b);
+                b[s] = (u8)g;
+                b[8 + s] = (u8)g8;
+                uint4 sc;
+                std::memcpy(&sc, b, sizeof sc);
                 const MmaKc k = mma_kconsts(sc, s);
                 const float fg = (float)g, f8 = (float)g8;
                 bad += k.a != mma_h2dup(fg) || k.b != mma_h2dup(-1024.0f * fg) ||
