@@ -7,11 +7,12 @@
 #    picks are mma_prep then the 8- and 16-warp decode, the fused decode (every format but
 #    Q4_K, whose fused kernels it checks all the same), and the GEMM at each warps-along-n.
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
-#    and ragged tiles. The planted --fault mma-row-order changes the
-#    GEMM's bits, so the check can fail. The Q4_K decode equals a double-precision matvec of
-#    the weights read back from the repacked layout, so the emulated mma means what the
-#    kernels assume. mma_kconsts gives the f32 route's bits for every scale pair and
-#    sub-block, zero signs included (a +0 addend for -0 would differ).
+#    and ragged tiles. The planted --fault mma-row-order changes the GEMM's bits in both
+#    forms of the prepared activations (Q4_K's integer pieces, Q8_0's f16 hi and lo), so the
+#    check can fail. The Q4_K decode equals a double-precision matvec of the weights read
+#    back from the repacked layout to 1e-5, at input magnitudes 1, 1e30 and 1e-30, so the
+#    emulated integer mma means what the kernels assume; a NaN or inf input makes its row's
+#    Q4_K outputs non-finite (the clean row keeps its bits).
 #  - att_emu, for attention (kernels/attention.cu). Over the rows of one sequence, the store
 #    pass then the attend pass of `attention`, `attention_early` and `attention_rows`
 #    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head

@@ -267,9 +267,11 @@ pub fn repack_mma(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<
 /// The tensor-core layout of a Q4_K matrix (`src`: rows x cols in GGUF blocks): per (m-tile
 /// of 16 rows, super-block), m-tile-major, one MMA_BLOCK-byte block (layout in the head of
 /// kernels/mma.cu):
-///   [0, 2048)    u32 word (ks / 4) * 128 + lane * 4 + ks % 4 (lane = 4g + t) holds, at nibble
-///                h + 2 * half + 4 * pos, q[row g + 8h][ks * 16 + 8 * half + 2t + pos]: the
-///                mma A fragment of lane (g, t) for k-step ks;
+///   [0, 2048)    u32 word (s / 2) * 128 + lane * 4 + 2 (s % 2) + j (lane = 4g + t, sub-block
+///                s, j = 0, 1) holds, at byte i, q[row g][32 s + 16 j + 4t + i] in its low
+///                nibble and q[row g + 8][same k] in its high one: the u8 A fragment
+///                registers 2j (row g) and 2j + 1 (row g + 8) of lane (g, t) for the integer
+///                mma of sub-block s (m16n8k32), one mask each;
 ///   [2048, 2304) per g: scales of rows g and g+8, then mins of rows g and g+8 (8 bytes each);
 ///   [2304, 2368) per g: d, dmin of row g, d, dmin of row g+8 (f16, little endian).
 /// Every quant, scale, min, d and dmin is moved unchanged (the 6-bit pairs unpacked).
@@ -298,18 +300,16 @@ pub fn repack_mma_q4k(rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, S
             for g in 0..8 {
                 for t in 0..4 {
                     let lane = 4 * g + t;
-                    for ks in 0..16 {
-                        let mut w = 0u32;
-                        for h in 0..2 {
-                            for half in 0..2 {
-                                for pos in 0..2 {
-                                    let q = quant(blk(g + 8 * h), ks * 16 + 8 * half + 2 * t + pos);
-                                    w |= (q as u32) << (4 * (h + 2 * half + 4 * pos));
-                                }
+                    for s in 0..8 {
+                        for j in 0..2 {
+                            let mut w = [0u8; 4];
+                            for (i, b) in w.iter_mut().enumerate() {
+                                let k = 32 * s + 16 * j + 4 * t + i;
+                                *b = quant(blk(g), k) | quant(blk(g + 8), k) << 4;
                             }
+                            let at = 4 * ((s / 2) * 128 + lane * 4 + 2 * (s % 2) + j);
+                            o[at..at + 4].copy_from_slice(&w);
                         }
-                        let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
-                        o[at..at + 4].copy_from_slice(&w.to_le_bytes());
                     }
                 }
                 for (h, r) in [g, g + 8].into_iter().enumerate() {
@@ -405,7 +405,7 @@ fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
 ///   quants, u = q + bias:
 ///     Q8_0: byte (ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2r + p holds u[row g + 8 (r % 2)]
 ///           [ks * 16 + 8 (r / 2) + 2t + p] (register r of the A fragment, element p);
-///     Q4_0, Q4_1, Q5_0, Q6_K: Q4_K's nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
+///     Q4_0, Q4_1, Q5_0, Q6_K: the f16 nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
 ///           h + 2 * half + 4 * pos = u[row g + 8h][ks * 16 + 8 * half + 2t + pos] & 15);
 ///     Q5_0 also: byte 2048 + lane * 16 + ks, bit h + 2 * half + 4 * pos = that u's bit 4;
 ///     Q6_K also (u = the raw 6 bits, value q = u - 32): u32 2048 / 4 + (ks / 8) * 128 +
@@ -619,11 +619,12 @@ pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[
 
 /// Host mirror of the tensor-core kernels' reading of a repacked matrix: the weights
 /// w = (d * sc) * q - dmin * m (the crate's f32 Q4_K expression) rebuilt from the layout as
-/// the kernel's lanes see it: the PTX m16n8k16 A-fragment definition (reg 0: row g, k 2t,
-/// 2t+1; reg 1: row g+8; reg 2: row g, k 2t+8, 2t+9; reg 3: row g+8, k 2t+8..) and mma.cu's
-/// nibble-to-register masks (afrag: bits 0/16, 4/20, 8/24, 12/28), with each register's
-/// sub-block scale byte (ks / 2) of its row. Derived from those definitions, not from
-/// `repack_mma_q4k`'s loops: the two must agree (tests), as bench.py --cpu checks.
+/// the kernel's lanes see it: the PTX m16n8k32 u8 A-fragment definition (reg 0: row g, k 4t
+/// .. 4t+3; reg 1: row g+8; reg 2: row g, k 16+4t ..; reg 3: row g+8, k 16+4t ..; byte i the
+/// element k + i) and mma.cu's mma_q4k_afrag (regs 0, 1 from word 2 (s % 2) of the lane's
+/// sub-block pair, low and high nibbles; regs 2, 3 from the next word), with each register's
+/// sub-block scale byte s of its row. Derived from those definitions, not from
+/// `repack_mma_q4k`'s loops: the two must agree (tests).
 #[cfg(test)]
 pub(crate) fn mma_q4k_weights(rows: usize, cols: usize, packed: &[u8]) -> Vec<f32> {
     let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
@@ -634,21 +635,28 @@ pub(crate) fn mma_q4k_weights(rows: usize, cols: usize, packed: &[u8]) -> Vec<f3
             let o = &packed[(mt * n_sb + sb) * MMA_BLOCK..(mt * n_sb + sb + 1) * MMA_BLOCK];
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
-                for ks in 0..16 {
-                    let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
-                    let word = u32::from_le_bytes([o[at], o[at + 1], o[at + 2], o[at + 3]]);
-                    let k0 = ks * 16 + 2 * t;
-                    // (register's low-nibble bit, its row offset, its first k)
-                    for (bit, dr, k) in [(0, 0, k0), (4, 8, k0), (8, 0, k0 + 8), (12, 8, k0 + 8)] {
-                        let r = g + dr;
+                for s in 0..8 {
+                    let word = |j: usize| {
+                        let at = 4 * ((s / 2) * 128 + lane * 4 + 2 * (s % 2) + j);
+                        u32::from_le_bytes([o[at], o[at + 1], o[at + 2], o[at + 3]])
+                    };
+                    // (register's word, its nibble shift, its row offset, its first k)
+                    for (wj, shift, dr, k0) in [
+                        (0, 0, 0, 4 * t),
+                        (0, 4, 8, 4 * t),
+                        (1, 0, 0, 16 + 4 * t),
+                        (1, 4, 8, 16 + 4 * t),
+                    ] {
+                        let reg = word(wj);
                         let h = dr / 8;
-                        let sc = o[2048 + 32 * g + 8 * h + ks / 2] as f32;
-                        let m = o[2048 + 32 * g + 16 + 8 * h + ks / 2] as f32;
+                        let sc = o[2048 + 32 * g + 8 * h + s] as f32;
+                        let m = o[2048 + 32 * g + 16 + 8 * h + s] as f32;
                         let d = h16(o, 2304 + 8 * g + 4 * h);
                         let dmin = h16(o, 2304 + 8 * g + 4 * h + 2);
-                        for (p, shift) in [(0, bit), (1, bit + 16)] {
-                            let q = ((word >> shift) & 15) as f32;
-                            let e = (mt * MMA_TILE_ROWS + r) * cols + sb * 256 + k + p;
+                        for i in 0..4 {
+                            let q = ((reg >> (8 * i + shift)) & 15) as f32;
+                            let e =
+                                (mt * MMA_TILE_ROWS + g + dr) * cols + sb * 256 + 32 * s + k0 + i;
                             w[e] = (d * sc) * q - dmin * m;
                         }
                     }
@@ -863,7 +871,7 @@ mod tests {
         for (e, (g, w)) in got.iter().zip(&want).enumerate() {
             assert_eq!(g.to_bits(), w.to_bits(), "element {e}: {g} vs {w}");
         }
-        // Negative control: swap two nibble words of one lane (k-steps 0 and 1).
+        // Negative control: swap two nibble words of one lane (sub-block 0's halves).
         let mut bad = packed.clone();
         for i in 0..4 {
             bad.swap(i, 4 + i);

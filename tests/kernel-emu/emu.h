@@ -12,7 +12,8 @@
 // What it does NOT model, and so what it cannot prove: the tensor cores' own summation order
 // inside one mma (emu_mma16816 is a fixed, deterministic function of one output's row of A,
 // column of B and C input, the property THE ORDER of kernels/mma.cu rests on, not the
-// hardware's rounding), timing, memory ordering between blocks, caches, and the
+// hardware's rounding; the integer mma, emu_imma16832, has no rounding to model: its
+// result is the hardware's exactly), timing, memory ordering between blocks, caches, and the
 // non-coherent and prefetch paths (plain loads here). So two kernels that agree bit for bit
 // here feed every output the same mma inputs in the same sequence and the same f32
 // epilogue: their indexing, tiling and THE ORDER agree. Whether the hardware agrees is the
@@ -52,6 +53,7 @@ struct alignas(16) float4 {
     float x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 inline int min(int a, int b) { return a < b ? a : b; }
@@ -72,6 +74,17 @@ inline float __uint_as_float(unsigned i) { return emu_bits<float>(i); }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+// cvt.rni.s32.f32 and cvt.rzi.s32.f32: to nearest even, toward zero; as PTX's cvt, NaN gives 0
+// and values past the int range saturate (C++'s own conversion leaves both undefined).
+inline int emu_f2i(float f, bool nearest) {
+    if (f != f) return 0;
+    const double r = nearest ? std::nearbyint((double)f) : std::trunc((double)f);  // default mode: nearest even
+    if (r >= 2147483647.0) return 2147483647;
+    if (r <= -2147483648.0) return (int)0x80000000u;
+    return (int)r;
+}
+inline int __float2int_rn(float f) { return emu_f2i(f, true); }
+inline int __float2int_rz(float f) { return emu_f2i(f, false); }
 template <class T>
 inline T __ldg(const T* p) {
     return *p;
@@ -212,15 +225,23 @@ inline T __shfl_down_sync(unsigned, T v, int d) {  // a lane past 31 keeps its o
 // its own A row, B column and C: the 16 exact products summed in k order in double, then C,
 // rounded once to f32. Not the hardware's rounding (see the head), but, as the hardware's,
 // independent of every other row, column and lane.
-inline void emu_mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+// Both mma forms' exchange: the lane's A registers, B registers and C bits into its slot
+// (0..3, 4..5, 6..9), then the warp's barrier, after which every lane reads every slot.
+inline EmuWarp& emu_mma_post(const unsigned (&a)[4], unsigned b0, unsigned b1, const unsigned (&c)[4]) {
     EmuWarp& w = emu_warp();
-    const int l = emu_lane();
-    unsigned* s = w.slot[l];
+    unsigned* s = w.slot[emu_lane()];
     for (int i = 0; i < 4; ++i) s[i] = a[i];
     s[4] = b0;
     s[5] = b1;
-    for (int i = 0; i < 4; ++i) std::memcpy(&s[6 + i], &d[i], 4);
+    for (int i = 0; i < 4; ++i) s[6 + i] = c[i];
     emu_arrive_and_wait(w.bar);
+    return w;
+}
+inline void emu_mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    unsigned cb[4];
+    std::memcpy(cb, d, sizeof cb);
+    EmuWarp& w = emu_mma_post(a, b0, b1, cb);
+    const int l = emu_lane();
     auto A = [&](int r, int k) {  // A[r][k]
         const int g = r & 7, hi = r >> 3, t = (k & 7) >> 1, reg = (k >= 8 ? 2 : 0) + hi;
         return emu_h2f((unsigned short)(w.slot[4 * g + t][reg] >> (16 * (k & 1))));
@@ -242,6 +263,37 @@ inline void emu_mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, uns
         double acc = 0.0;
         for (int k = 0; k < 16; ++k) acc += (double)A(r, k) * (double)B(k, c);
         out[i] = (float)(acc + (double)C(r, c));
+    }
+    emu_arrive_and_wait(w.bar);
+    for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+// mma.sync.aligned.m16n8k32.row.col.s32.u8.{s8,u8}.s32, D = A B + C, with PTX's fragment
+// layout (lane = 4 g + t): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..],
+// a3 = A[g+8][16+4t..] (byte i the element k + i, u8); b0 = B[4t..4t+3][g], b1 =
+// B[16+4t..][g] (s8 when sb, else u8); c as emu_mma16816's. Integer products and sums: the
+// hardware's result exactly (wrapping at 2^32, as s32 accumulation does; the kernels stay
+// far inside it), so this one models the rounding too (there is none).
+inline void emu_imma16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1, bool sb) {
+    const unsigned cb[4] = {(unsigned)d[0], (unsigned)d[1], (unsigned)d[2], (unsigned)d[3]};
+    EmuWarp& w = emu_mma_post(a, b0, b1, cb);
+    const int l = emu_lane();
+    auto A = [&](int r, int k) {  // A[r][k], u8
+        const int g = r & 7, t = (k & 15) >> 2, reg = (k >= 16 ? 2 : 0) + (r >> 3);
+        return (long long)((w.slot[4 * g + t][reg] >> (8 * (k & 3))) & 255u);
+    };
+    auto B = [&](int k, int c) {  // B[k][c]
+        const int t = (k & 15) >> 2, reg = k >= 16 ? 5 : 4;
+        const unsigned byte = (w.slot[4 * c + t][reg] >> (8 * (k & 3))) & 255u;
+        return sb ? (long long)(signed char)byte : (long long)byte;
+    };
+    int out[4];
+    const int g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; ++i) {
+        const int r = g + (i >= 2 ? 8 : 0), c = 2 * t + (i & 1);
+        long long acc = (int)w.slot[4 * g + t][6 + i];
+        for (int k = 0; k < 32; ++k) acc += A(r, k) * B(k, c);
+        out[i] = (int)(unsigned)(unsigned long long)acc;
     }
     emu_arrive_and_wait(w.bar);
     for (int i = 0; i < 4; ++i) d[i] = out[i];

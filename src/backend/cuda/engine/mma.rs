@@ -169,11 +169,12 @@ pub(in crate::backend::cuda) const MMA_DECODE_MAX: usize = 8;
 
 impl CudaEngine {
     /// The tensor-core launch (kernels/mma.cu) over `mats`, every one in the mma layout:
-    /// mma_prep (the rows normalized as stage_rows does, then split into f16 fragments),
-    /// then for all `rows` at once the decode kernel (up to MMA_DECODE_MAX rows) or the
-    /// GEMM, each ending in mv_finish (store, += residual, act(gate) * up); or, when
-    /// mma_fused_smem takes the launch's shape, one fused decode kernel that prepares the
-    /// rows itself with mma_prep's expressions. Every output is THE ORDER of
+    /// mma_prep (the rows normalized as stage_rows does, then split into B fragments: Q4_K's
+    /// int8 pieces, the other formats' f16 hi and lo), then for all `rows` at once the
+    /// decode kernel (up to MMA_DECODE_MAX rows) or the GEMM, each ending in mv_finish
+    /// (store, += residual, act(gate) * up); or, when mma_fused_smem takes the launch's
+    /// shape, one fused decode kernel that prepares the rows itself with mma_prep's
+    /// expressions. Every output is THE ORDER of
     /// kernels/mma.cu, whatever the rows: the kernel choice is timing only.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn mma_launch(
@@ -274,9 +275,12 @@ impl CudaEngine {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
+        // Q4_K's integer pieces, the other formats' f16 hi and lo (kernels/mma.cu, "Prepared
+        // activations"): every matrix of the launch is of format ty (checked above).
+        let ints = i32::from(ty == GgmlType::Q4K);
         let e0 = self.prof_start(s);
-        let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant)];
-        // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant); a.x holds a.rows rows
+        let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant), kp(&ints)];
+        // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant, int ints); a.x holds a.rows rows
         // of n_in floats (engine scratch of max_rows, rows checked by callers; the head's x
         // offset is checked), n_in a multiple of 32 (float4-aligned rows; the kernel reads
         // no input at or past n_in, checked above per format); a.norm, when

@@ -1,37 +1,54 @@
-// The tensor-core matvec / GEMM (`--mma on`) for Q4_K and (below, "32-element formats") Q8_0,
-// Q4_0, Q4_1, Q5_0, and Q6_K on the same code path: mma.sync m16n8k16, f16 in, f32 accumulate,
-// ported from the prototype research/mma-q4k/mma_q4k.cu (removed in f78de77, git history
-// keeps it; measured there on an H200: every column's bits equal its bits run alone, decode
-// B = 1..8 and GEMM C = 16/64/512 alike). Compiled only into
-// the mma module (`#define MMA_Q4K`, with common.cu, ffn.cu and matvec.cu for MvArgs and
-// mv_finish); the main module sees an empty file.
+// The tensor-core matvec / GEMM (`--mma on`) for Q4_K (integer mma.sync m16n8k32: u8 weights,
+// int8 pieces of the activations, exact s32 sums) and (below, "32-element formats") Q8_0,
+// Q4_0, Q4_1, Q5_0, and Q6_K (mma.sync m16n8k16, f16 in, f32 accumulate), ported from the
+// prototype research/mma-q4k/mma_q4k.cu (removed in f78de77, git history keeps it; measured
+// there on an H200: every column's bits equal its bits run alone, decode B = 1..8 and GEMM
+// C = 16/64/512 alike). Compiled only into the mma module (`#define MMA_Q4K`, with common.cu,
+// ffn.cu and matvec.cu for MvArgs and mv_finish); the main module sees an empty file.
 //
-// THE ORDER (every output y[row, col] of every kernel here, whatever the batch, the column's
-// place in a tile, the tile or launch shape; fixed by n_in alone):
-//   for each super-block sb (256 inputs) independently:
-//     S_sb = 0; for ks in 0..16: S_sb = mma(A_ks, Xhi_ks, S_sb); S_sb = mma(A_ks, Xlo_ks, S_sb)
-//       A: the row's 16 values sc_s * q of k-step ks, EXACT small integers in f16 (<= 945);
-//       Xhi + Xlo: the column's 16 inputs times 2^-E_sb (a power of two per column and
-//       super-block) split into two f16s (hi = rn(x'), lo = rn(x' - hi)).
+// THE ORDER of Q4_K (every output y[row, col] of every kernel here, whatever the batch, the
+// column's place in a tile, the tile or launch shape; fixed by n_in alone). Everything up to
+// one rounding per super-block is exact integer arithmetic, so no sum's order matters there,
+// not even the tensor cores' own inside one mma:
+//   per column and super-block sb (mma_prep): E_sb with max |x| * 2^-E_sb in [2^20, 2^21),
+//     v_k = rn_int(x_k * 2^-E_sb) (|v| <= 2^21; round to nearest even), split exactly as
+//     v = 2^8 u + l, u = 2^8 h + m (h int8 in [-32, 32], m and l uint8; |u| <= 2^13);
+//   for each super-block sb independently, with three integer mma a sub-block s (u8 q
+//   times s8 h, u8 m, u8 l: D_h, D_m, D_l over its 32 k):
+//     P_s = 2^8 D_h + D_m = sum q_k u_k,  L_s = D_l = sum q_k l_k         (s = 0..8)
+//     H_sb = sum over s of sc_s * P_s,   L_sb = sum over s of sc_s * L_s  (exact in int32:
+//            |H| <= 8 * 63 * 32 * 15 * 2^13 < 2^31, L < 2^26)
+//     S_sb = 2^8 H_sb + L_sb = sum over s and k of sc_s q_k v_k          (exact in int64)
 //     msum_sb = 0; for s in 0..8: msum_sb = fmaf(m_s, xsum_s, msum_sb)   (xsum: mma_prep's order)
-//     v_sb = fmaf(d, S_sb * 2^E_sb, (-dmin) * msum_sb)
+//     v_sb = fmaf(d, rn_f32(S_sb) * 2^E_sb, (-dmin) * msum_sb)      (the one rounding of S)
 //   y = 0; for sb in 0..n_sb: y = y + v_sb;   then mv_finish (kernels/matvec.cu) as every
 //   other matvec: store, += residual, or act(gate) * up.
-// Each mma output element is its own row-by-column dot plus its own C input, so column j's
-// bits cannot depend on the other columns (the hardware claim the prototype measured,
-// with a planted batch-dependent order caught). v_sb depends on sb alone, so the decode
-// kernel computes super-blocks in parallel warps and adds them afterwards in sb order, and
-// the GEMM walks them in order in registers: the same bits. The input x of a column is
-// normalized (a norm launch) by mma_prep with stage_rows' expressions (kernels/norm.cu), per
-// column: a row's prepared bytes never depend on the other rows of its launch. The fused
-// decode kernels (mma_decode_f8/f16) prepare their rows themselves, in shared memory, with
-// the same function (mma_prep_sb) and norm order: the same bytes, so the same bits.
+// Why integers (BENCH.md issue 30 step 29, the probe): the weights' nibbles are already u8
+// integers, so the A fragment is a mask a register where the f16 route rebuilt sc * q per
+// k-step with f16x2 FMAs, and 3 integer mma a sub-block replace 4 f16 ones; three int8 pieces
+// keep 22 bits (sign included) of each activation against its super-block's largest (two
+// pieces, 16 bits, measured 2.1e-4 rms on the CPU, too close to the oracle's 1e-3), and 21 of
+// magnitude, not 22, so that H fits an int32: two 32-bit accumulators an output, no 64-bit
+// arithmetic but the one combine a super-block. Blocks whose largest |x| is below 2^-106 (E
+// clamped) keep fewer bits: a function of x alone all the same. A non-finite input becomes an integer here, but its sub-block sum xsum is
+// non-finite too, and so is m_s * xsum_s whatever m_s (0 * inf and 0 * NaN are NaN): msum,
+// v_sb and y are non-finite, as the input's row must be (kernel-emu checks it).
+// v_sb depends on sb alone, so the decode kernel computes super-blocks in parallel warps and
+// adds them afterwards in sb order, and the GEMM walks them in order in registers: the same
+// bits. The input x of a column is normalized (a norm launch) by mma_prep with stage_rows'
+// expressions (kernels/norm.cu), per column: a row's prepared bytes never depend on the other
+// rows of its launch. The fused decode kernels (mma_decode_f8/f16) prepare their rows
+// themselves, in shared memory, with the same function (mma_prep_sb) and norm order: the same
+// bytes, so the same bits.
 //
 // Weights (crate::quant::repack::repack_mma_q4k): per (m-tile of 16 rows, super-block) one
 // 2368-byte block:
-//   [0, 2048)    nibbles: u32 word (ks / 4) * 128 + lane * 4 + ks % 4 is lane (g = lane / 4,
-//                t = lane % 4)'s k-step ks: nibble i = h + 2 * half + 4 * pos holds
-//                q[row g + 8h][k = ks * 16 + 8 * half + 2t + pos]
+//   [0, 2048)    nibbles: u32 word (s / 2) * 128 + lane * 4 + 2 (s % 2) + j (lane = 4g + t,
+//                sub-block s, j = 0, 1) is lane (g, t)'s A fragment half j of sub-block s:
+//                byte i = q[row g][32 s + 16 j + 4t + i] | q[row g+8][same k] << 4, so
+//                w & 0x0F0F0F0F is mma register 2j (row g) and (w >> 4) & 0x0F0F0F0F register
+//                2j + 1 (row g+8) of m16n8k32's u8 A (PTX: a0 row g, k 4t..4t+3; a1 row g+8;
+//                a2 row g, k 16+4t..; a3 row g+8)
 //   [2048, 2304) per g: sc[g][0..8], sc[g+8][0..8], m[g][0..8], m[g+8][0..8]   (bytes, 6-bit)
 //   [2304, 2368) per g: d[g], dmin[g], d[g+8], dmin[g+8]                       (f16 bits)
 // A launch's m-tiles are its matrices' tiles back to back (modes 0, 1), or in mode 2 gate
@@ -59,9 +76,12 @@
 // an fmaf and a mul), one add per block per output.
 // Weights (crate::quant::repack::repack_mma_b32), per (m-tile, super-block) one MmaF<F>::BLK
 // block, the bytes of its 16 x 8 GGUF blocks: quants (Q8_0: 4096 B, byte (ks/2)*512 +
-// lane*16 + (ks%2)*8 + 2r + p = u of A register r, element p; the others: Q4_K's 2048-byte
-// nibble words; Q5_0 then 512 B of fifth bits, lane's 16 bytes, byte ks, bit = nibble index),
-// then per g 16-byte words of f16 d[g][0..8], d[g+8][0..8] (Q4_1 also m[g][..], m[g+8][..]).
+// lane*16 + (ks%2)*8 + 2r + p = u of A register r, element p; the others: the f16 nibble
+// words, 2048 B: u32 word (ks / 4) * 128 + lane * 4 + ks % 4 is lane (g, t)'s k-step ks,
+// nibble h + 2 * half + 4 * pos holding u[row g + 8h][ks * 16 + 8 * half + 2t + pos], so
+// m32_afrag's masks put nibbles 0/4, 1/5, 2/6, 3/7 in registers 0..3; Q5_0 then 512 B of
+// fifth bits, lane's 16 bytes, byte ks, bit = nibble index), then per g 16-byte words of f16
+// d[g][0..8], d[g+8][0..8] (Q4_1 also m[g][..], m[g+8][..]).
 // Stored quants are u = q + BIAS (unsigned); m32_afrag subtracts BIAS exactly.
 //
 // THE ORDER of Q6_K (F = MF_Q6_K; n_in a multiple of 256; fixed by n_in alone): the 32-element
@@ -75,17 +95,22 @@
 //                                          m32_dscale says why)
 //       u_sb = u_sb + v
 //   y = 0; for sb in 0..n_sb: y = y + u_sb;   then mv_finish.
-// Why not A = sc * (q - 32), as Q4_K folds its scale into A: |sc * (q - 32)| reaches 4096,
+// Why not A = sc * (q - 32), the scale folded into A: |sc * (q - 32)| reaches 4096,
 // past f16's exact integers (2048), so A would round. The scale goes to the f32 epilogue, a
 // mul and an add per k-step per output (the 32-element formats': per 2 k-steps).
-// Weights (repack_mma_b32), 3360 bytes per (m-tile, super-block), GGUF's 16 x 210: Q4_K's
-// 2048-byte nibble words of the low 4 bits; at 2048 the high 2 bits, lane's 32 bytes as
+// Weights (repack_mma_b32), 3360 bytes per (m-tile, super-block), GGUF's 16 x 210: the f16
+// nibble words of the low 4 bits; at 2048 the high 2 bits, lane's 32 bytes as
 // uint4 j at 2048 + 512 j + 16 lane, u32 (ks / 2) % 4 of uint4 ks / 8 holding k-step pair
 // ks / 2: bits 4i + 2 (ks % 2) + {0, 1} = bits 4, 5 of nibble i's q; at 3072 per g the int8
 // sc[g][0..16], sc[g+8][0..16]; at 3328 per g the f16 d[g], d[g+8].
-// Prepared activations (mma_prep), per column and super-block:
-//   XF: 256 u32: uint4 (ks * 4 + t) = {hi(k0, k0+1), hi(k0+8, k0+9), lo(k0, k0+1), lo(k0+8, k0+9)}
-//       with k0 = ks * 16 + 2t: the B fragment (col = g) of lane (g, t), hi and lo.
+// Prepared activations (mma_prep), per column and super-block, 256 u32 of XF in one of two
+// forms (the launch's format picks: mma_prep's `ints`):
+//   the 32-element formats and Q6_K: uint4 (ks * 4 + t) = {hi(k0, k0+1), hi(k0+8, k0+9),
+//       lo(k0, k0+1), lo(k0+8, k0+9)} with k0 = ks * 16 + 2t: the f16 B fragment (col = g)
+//       of lane (g, t), hi and lo;
+//   Q4_K: words (s * 4 + t) * 8 + 2p + j (sub-block s, piece p = h, m, l, j = 0, 1) hold
+//       piece p of v[32 s + 16 j + 4t + i] in byte i: the int8 B fragment (b0 = k 4t..4t+3,
+//       b1 = k 16 + 4t.., col g) of lane (g, t) for piece p; words 6, 7 of each 8 are zero.
 //   XE: 2^E (f32);  XS: the 8 sub-block sums of x (f32, fixed order).
 
 #if defined(MMA_Q4K)
@@ -180,46 +205,75 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b
 #endif
 }
 
-// Per (m-tile, sub-block) constants of lane row g (low-nibble path) and g+8 (high-nibble path),
-// from the rows' scale words (sc: bytes sc[g][0..8] in x:y, sc[g+8][0..8] in z:w) and the
-// sub-block s. No conversion-unit instruction: I2F and F2F issue at 16 a clock an SM, f16x2
-// FMAs at 128, and the f32 route's six conversions a sub-block and m-tile, gone, gave the
-// one-row Q4_K decode +2.5 to +3 % eager (BENCH.md issue 30 step 26). PRMT puts the 6-bit
-// scale byte under 0x64 (the f16 1024 + sc, in both halves), and f16x2 FMAs finish each
-// constant. Every one is exact (integers up to 64512 = 1024 * 63, or sc / 16, with
-// 64 + sc / 16 exact at 64's ulp of 1/16), and so is each zero's sign (sc = 0 gives +0, -0,
-// +0, -0, as the f32 route's cvt.rn.f16 of sc, -1024 sc, sc / 16 and -64 sc did): the same
-// bits as that route (the kernel emulator's mma_emu checks every scale pair and sub-block).
-struct MmaKc {
-    u32 a, b, c, d;
+// D = A * B + D, u8 A (row-major 16 x 32), int8 B (col-major 32 x 8: s8 when SB, else u8),
+// s32 accumulate: every product and sum an exact integer (the kernels keep each D below
+// 2^31), so the tensor cores' summation order inside the mma cannot show. Fragments (PTX,
+// lane = 4g + t): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..]
+// (byte i the element k + i); b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]; d0, d1 = D[g][2t],
+// D[g][2t+1], d2, d3 = D[g+8][2t], D[g+8][2t+1] (m16n8k16's C layout).
+template <bool SB>
+__device__ __forceinline__ void imma16832(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if defined(PPN_EMU)
+    emu_imma16832(d, a, b0, b1, SB);
+#else
+    if constexpr (SB)
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0, %1, %2, %3}, "
+            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// The Q4_K A fragment of sub-block s from the lane's nibble uint4 of its sub-block pair
+// (s / 2): words 2 (s % 2) and 2 (s % 2) + 1 (the head's layout), each a LOP3 for row g's
+// nibbles and a shift and a LOP3 for row g+8's. The quants as u8 integers: nothing rounds.
+__device__ __forceinline__ void mma_q4k_afrag(const uint4& nib, int s, u32 (&a)[4]) {
+    const u32 w0 = mma_comp4(nib, 2 * (s & 1)), w1 = mma_comp4(nib, 2 * (s & 1) + 1);
+    a[0] = w0 & 0x0F0F0F0Fu;         // row g,   k 4t..4t+3
+    a[1] = (w0 >> 4) & 0x0F0F0F0Fu;  // row g+8, k 4t..4t+3
+    a[2] = w1 & 0x0F0F0F0Fu;         // row g,   k 16+4t..
+    a[3] = (w1 >> 4) & 0x0F0F0F0Fu;  // row g+8, k 16+4t..
+}
+
+// P_s and L_s of THE ORDER for the four outputs of a C fragment: the three pieces' integer
+// mma (hb: {h0, h1, m0, m1} of the column's B fragments, lb: {l0, l1}), then P = 2^8 D_h +
+// D_m (sum q * u, |P| <= 32 * 15 * 2^13 < 2^22: exact in int32) and L = D_l.
+__device__ __forceinline__ void mma_q4k_dot(const u32 (&a)[4], const uint4& hb, const uint2& lb,
+                                            int (&P)[4], int (&L)[4]) {
+    int dh[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int c = 0; c < 4; ++c) L[c] = 0;
+    imma16832<true>(dh, a, hb.x, hb.y);
+    imma16832<false>(dm, a, hb.z, hb.w);
+    imma16832<false>(L, a, lb.x, lb.y);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) P[c] = dh[c] * 256 + dm[c];
+}
+
+// The accumulators of one C fragment's four outputs: H_sb and L_sb of THE ORDER.
+struct MmaQ4kS {
+    int h[4], l[4];
 };
-__device__ __forceinline__ MmaKc mma_kconsts(const uint4& sc, int s) {
-    const u32 sel = (u32)(s & 3) * 0x0101u + 0x4040u;  // bytes [sc, 0x64, sc, 0x64]
-    const u32 pg = __byte_perm(s < 4 ? sc.x : sc.y, 0x64646464u, sel);
-    const u32 p8 = __byte_perm(s < 4 ? sc.z : sc.w, 0x64646464u, sel);
-    const u32 one = 0x3C003C00u, m1024 = 0xE400E400u, m64 = 0xD400D400u;
-    const u32 sixteenth = 0x2C002C00u, nzero = 0x80008000u;  // 1/16; -0 (x * y + -0 = x * y)
-    MmaKc k;
-    k.a = mma_hfma2(pg, one, m1024);        // (1024 + sc) - 1024 = sc
-    k.b = mma_hfma2(k.a, m1024, nzero);     // -1024 sc: (1024 + q) * sc - 1024 * sc = q * sc
-    k.c = mma_hfma2(p8, sixteenth, m64);    // (1024 + sc8) / 16 - 64 = sc8 / 16
-    k.d = mma_hfma2(k.c, m1024, nzero);     // -64 sc8: (1024 + 16 q) * sc8 / 16 - 64 sc8 = q * sc8
-    return k;
+// H += sc_s * P_s, L += sc_s * L_s for the four outputs (rows g: c = 0, 1 with scg; rows
+// g+8: c = 2, 3 with sc8), exact in int32 (the head's bounds). sc: the m-tile's scale uint4.
+__device__ __forceinline__ void mma_q4k_acc(MmaQ4kS& S, const int (&P)[4], const int (&L)[4],
+                                            const uint4& sc, int s) {
+    const int scg = (int)mma_byte_at(sc.x, sc.y, s), sc8 = (int)mma_byte_at(sc.z, sc.w, s);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        const int k = c < 2 ? scg : sc8;
+        S.h[c] += k * P[c];
+        S.l[c] += k * L[c];
+    }
 }
 
-// The A fragment of one k-step from its packed word. (w & mask) | 0x6400 puts a nibble in
-// the mantissa of 1024.0 (f16), exactly; the FMA's result q * sc <= 945 is an integer < 2048,
-// so it is exact too: A holds the weights' integer part without any rounding.
-__device__ __forceinline__ void mma_afrag(u32 w, const MmaKc& k, u32 (&a)[4]) {
-    const u32 w8 = w >> 8;
-    a[0] = mma_hfma2((w & 0x000F000Fu) | 0x64006400u, k.a, k.b);   // row g,   k0, k0+1
-    a[1] = mma_hfma2((w & 0x00F000F0u) | 0x64006400u, k.c, k.d);   // row g+8, k0, k0+1
-    a[2] = mma_hfma2((w8 & 0x000F000Fu) | 0x64006400u, k.a, k.b);  // row g,   k0+8, k0+9
-    a[3] = mma_hfma2((w8 & 0x00F000F0u) | 0x64006400u, k.c, k.d);  // row g+8, k0+8, k0+9
-}
-
-// v_sb of one output (THE ORDER). m03/m47: the row's 8 mins (bytes); xs: the column's 8
-// sub-block sums; e = 2^E_sb of the column. S * e is exact (a power of two).
+// v_sb of one output (THE ORDER). S: rn_f32(S_sb); m03/m47: the row's 8 mins (bytes); xs:
+// the column's 8 sub-block sums; e = 2^E_sb of the column. S * e is exact (a power of two).
 __device__ __forceinline__ float mma_sb_value(float S, float d, float dmin, u32 m03, u32 m47,
                                               const float (&xs)[8], float e) {
     float ms = 0.0f;
@@ -228,7 +282,30 @@ __device__ __forceinline__ float mma_sb_value(float S, float d, float dmin, u32 
     return fmaf(d, __fmul_rn(S, e), __fmul_rn(-dmin, ms));
 }
 
-// The four v of one C fragment: rows g, g+8 x columns 2t (xa, ea), 2t+1 (xb, eb).
+// The GEMM's form of the same sums: S_sb += sc_s * (2^8 P_s + L_s) in one int64 an output
+// (2^8 P + L = sum q * v: |.| <= 32 * 15 * 2^21 < 2^31, exact in int32). Every partial sum is
+// exact, so this grouping gives the decode's H and L form's S to the bit (fewer live
+// registers in the GEMM's 2 x 2 tiles: ptxas stored 80 spill bytes with H and L, 68 so).
+__device__ __forceinline__ void mma_q4k_acc64(long long (&S)[4], const int (&P)[4],
+                                              const int (&L)[4], const uint4& sc, int s) {
+    const int scg = (int)mma_byte_at(sc.x, sc.y, s), sc8 = (int)mma_byte_at(sc.z, sc.w, s);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) S[c] += (long long)(c < 2 ? scg : sc8) * (P[c] * 256 + L[c]);
+}
+
+// rn_f32(S_sb) of the four outputs: S = 2^8 H + L exact in int64 (|S| < 2^40), rounded once
+// (cvt.rn.f32.s64: THE ORDER's one rounding of S).
+__device__ __forceinline__ void mma_q4k_round(const MmaQ4kS& S, float (&f)[4]) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) f[c] = (float)((long long)S.h[c] * 256 + S.l[c]);
+}
+__device__ __forceinline__ void mma_q4k_round(const long long (&S)[4], float (&f)[4]) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) f[c] = (float)S[c];
+}
+
+// The four v of one C fragment: rows g, g+8 x columns 2t (xa, ea), 2t+1 (xb, eb), from the
+// fragment's rn_f32(S_sb).
 __device__ __forceinline__ void mma_frag_values(const float (&S)[4], uint2 dd, uint4 mn,
                                                 const float (&xa)[8], const float (&xb)[8],
                                                 float ea, float eb, float (&v)[4]) {
@@ -322,7 +399,7 @@ struct MmaF<MF_Q6_K> {
 
 // Constants of the 32-element formats' A build: rows g: (1024 + u) * 1 - (1024 + BIAS) = q;
 // rows g+8 (u sits 4 bits up): (1024 + 16u) / 16 - (64 + BIAS) = q. Every operand and result
-// is an integer (or 1/16) exact in f16, so A holds q exactly (as Q4_K's mma_afrag).
+// is an integer (or 1/16) exact in f16, so A holds q exactly.
 struct M32c {
     u32 one, b, c16, d;
 };
@@ -338,7 +415,7 @@ __device__ __forceinline__ M32c m32_consts() {
 
 // The A fragment of k-step 4 * k4 + kk from the lane's k4-group quant words qv and (Q5_0) the
 // k-step's high-bit byte hb. Q8_0: byte 2r + p of the k-step's 8 bytes is register r's element
-// p; PRMT puts it under 0x64 (1024 + u, u = q + 128). Nibble formats: the Q4_K nibble layout.
+// p; PRMT puts it under 0x64 (1024 + u, u = q + 128). Nibble formats: the f16 nibble words.
 template <int F>
 __device__ __forceinline__ void m32_afrag(const uint4 (&qv)[MmaF<F>::NQ], u32 hb, int kk,
                                           const M32c& k, u32 (&a)[4]) {
@@ -439,18 +516,55 @@ __device__ __forceinline__ void m32_add_block(float (&u)[4], const float (&S)[4]
 // sum (the same function of the same row). Columns from ncols up to the grid's (the GEMM's
 // last n-tile; the decode kernel reads none past ncols) are written as zeros. Each column
 // alone decides its own bytes.
-// plant (`--fault mma-row-order`, the negative control): a launch of more than one row stores
-// each super-block's lo fragments where hi belong and hi where lo belong, so the mma chain
-// adds lo before hi: an order that depends on the launch's rows, which the gate must catch
-// (the prototype measured this swap changing most outputs' bits).
+// plant (`--fault mma-row-order`, the negative control): a launch of more than one row
+// computes its rows otherwise, which the gate must catch. The f16 form stores each
+// super-block's lo fragments where hi belong and hi where lo belong, so the mma chain adds lo
+// before hi: an order that depends on the launch's rows (the prototype measured this swap
+// changing most outputs' bits). The integer form (Q4_K), whose sums have no order to swap,
+// rounds x * 2^-E toward zero instead of to nearest: each v off by at most one unit of 2^-20
+// of the block's largest, most outputs' bits changed (kernel-emu checks it).
+// The Q4_K form of a lane's 8 inputs x (k = 8L..8L+7 of the super-block, L = 4s + q: sub-block
+// s, its quarter q) into the column's 256 XF words (the head's layout) and its 2^E *xe; m:
+// the super-block's largest |x|. E: m * 2^-E in [2^20, 2^21), so |v| <= 2^21 (the bound
+// THE ORDER's int32 sums rely on), clamped so 2^E and 2^-E are normal f32 (all-zero or tiny
+// blocks take E = -126; their values round to small integers, a function of x alone).
+__device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float m, int L, u32* xf,
+                                              float* xe, bool trunc) {
+    int E = ((__float_as_int(m) >> 23) & 255) - 147;
+    if (E < -126) E = -126;
+    const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
+    const int s = L >> 2, q = L & 3;
+    // Inputs 4j..4j+3 of the lane are k = 32 s + 8 q + 4 j + i: fragment word (q >> 1) (b0 for
+    // k < 16 of the sub-block, b1 past it) of lane t = 2 (q & 1) + j.
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        u32 ph = 0, pm = 0, pl = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float xs = __fmul_rn(x[4 * j + i], sinv);  // exact: a power of two
+            const int v = trunc ? __float2int_rz(xs) : __float2int_rn(xs);
+            ph |= ((u32)(v >> 16) & 255u) << (8 * i);  // v >> 16: arithmetic, so h is signed
+            pm |= ((u32)(v >> 8) & 255u) << (8 * i);
+            pl |= ((u32)v & 255u) << (8 * i);
+        }
+        u32* w = xf + (s * 4 + 2 * (q & 1) + j) * 8 + (q >> 1);
+        w[0] = ph;
+        w[2] = pm;
+        w[4] = pl;
+        w[6] = 0u;  // padding: never read, written so the scratch holds no stale bytes
+    }
+    if (L == 0) *xe = e;
+}
+
 // One warp's share of mma_prep: super-block sb (< n_sb) of the row X (n inputs; normalized with
 // inv and the norm weights g when g is set), into the column's XF words xf (256), its 2^E *xe
 // and its 8 sub-block sums xs. Lane L takes inputs 8L..8L+7. Pointers are generic: mma_prep
 // writes global scratch, the fused decode kernel (mma_prep_block) shared memory, with these
-// same expressions, so the bytes are the same either way. swap: the planted fault (below).
+// same expressions, so the bytes are the same either way. ints: Q4_K's integer form, else
+// the f16 one; plant: the planted fault (above).
 __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, float inv, int n,
                                             int sb, int L, u32* xf, float* xe, float* xs,
-                                            bool swap) {
+                                            bool ints, bool plant) {
     const int e0 = sb * 256 + L * 8;
     // n is a multiple of 32, so a lane's 8 inputs are all in the row or all past it.
     const bool in = e0 < n;
@@ -469,32 +583,37 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
     for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    // E: max |x| * 2^-E in [2^14, 2^15) so hi keeps 11 bits of the block's largest values
-    // and lo (2^-11 below) stays normal in f16 for all but negligible elements. Clamped so
-    // both 2^E and 2^-E are normal f32 (all-zero or subnormal blocks take E = -126).
-    int E = ((__float_as_int(m) >> 23) & 255) - 141;
-    if (E < -126) E = -126;
-    const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
-    u32 hw[4], lw[4];
+    if (ints) {
+        mma_prep_ints(x, m, L, xf, xe, plant);
+    } else {
+        // E: max |x| * 2^-E in [2^14, 2^15) so hi keeps 11 bits of the block's largest values
+        // and lo (2^-11 below) stays normal in f16 for all but negligible elements. Clamped so
+        // both 2^E and 2^-E are normal f32 (all-zero or subnormal blocks take E = -126).
+        int E = ((__float_as_int(m) >> 23) & 255) - 141;
+        if (E < -126) E = -126;
+        const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
+        u32 hw[4], lw[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        u32 hh[2], ll[2];
+        for (int j = 0; j < 4; ++j) {
+            u32 hh[2], ll[2];
 #pragma unroll
-        for (int p = 0; p < 2; ++p) {
-            const float xs = __fmul_rn(x[2 * j + p], sinv);  // exact: a power of two
-            const unsigned short h = mma_f2h(xs);
-            hh[p] = h;
-            ll[p] = mma_f2h(__fsub_rn(xs, mma_h2f(h)));  // xs - hi is exact in f32
+            for (int p = 0; p < 2; ++p) {
+                const float xs = __fmul_rn(x[2 * j + p], sinv);  // exact: a power of two
+                const unsigned short h = mma_f2h(xs);
+                hh[p] = h;
+                ll[p] = mma_f2h(__fsub_rn(xs, mma_h2f(h)));  // xs - hi is exact in f32
+            }
+            hw[j] = hh[0] | (hh[1] << 16);
+            lw[j] = ll[0] | (ll[1] << 16);
         }
-        hw[j] = hh[0] | (hh[1] << 16);
-        lw[j] = ll[0] | (ll[1] << 16);
-    }
-    // Lane L holds inputs 8L..8L+7: k-step L/2, half L%2, pairs t = 0..3.
-    u32* out = xf + (L >> 1) * 16 + (L & 1);
+        // Lane L holds inputs 8L..8L+7: k-step L/2, half L%2, pairs t = 0..3.
+        u32* out = xf + (L >> 1) * 16 + (L & 1);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-        out[j * 4] = swap ? lw[j] : hw[j];
-        out[j * 4 + 2] = swap ? hw[j] : lw[j];
+        for (int j = 0; j < 4; ++j) {
+            out[j * 4] = plant ? lw[j] : hw[j];
+            out[j * 4 + 2] = plant ? hw[j] : lw[j];
+        }
+        if (L == 0) *xe = e;
     }
     // Sub-block sums: each lane's 8 in order, then ((l0 + l1) + (l2 + l3)) over its 4 lanes.
     float s = x[0];
@@ -503,14 +622,14 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
     const float q = __fadd_rn(s, __shfl_down_sync(0xFFFFFFFFu, s, 1));
     const float r = __fadd_rn(q, __shfl_down_sync(0xFFFFFFFFu, q, 2));
     if ((L & 3) == 0) xs[L >> 2] = r;
-    if (L == 0) *xe = e;
 }
 
 // mma_prep: in the whole program, or a module of its own (MMA_SET -1).
 #if !defined(MMA_SET) || MMA_SET < 0
 extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __restrict__ XF,
                                                            float* __restrict__ XE,
-                                                           float* __restrict__ XS, int plant) {
+                                                           float* __restrict__ XS, int plant,
+                                                           int ints) {
     __shared__ float red[8];
     pdl_trigger();
     pdl_wait();
@@ -530,8 +649,10 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     const float* X = a.x + (size_t)col * n;
     const float inv = a.norm ? 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + a.eps) : 0.0f;
     const size_t i = (size_t)col * n_sb + sb;
-    // the fault only: THE ORDER is hi, then lo
-    if (sb < n_sb) mma_prep_sb(X, a.norm, inv, n, sb, L, XF + i * 256, XE + i, XS + i * 8, plant && a.rows > 1);
+    // ints: the launch's matrices are Q4_K (engine/mma.rs), uniform over the grid. plant: the
+    // fault only, on launches of more than one row.
+    if (sb < n_sb)
+        mma_prep_sb(X, a.norm, inv, n, sb, L, XF + i * 256, XE + i, XS + i * 8, ints != 0, plant && a.rows > 1);
 }
 #endif
 
@@ -544,14 +665,14 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
 // (lanes, shuffles and expressions unchanged), and the plant under the same condition (a
 // launch of more than one row). Ends with a barrier: the block reads every column.
 __device__ __forceinline__ void mma_prep_block(const MvArgs& a, int n_sb, int nb, int plant,
-                                               u32* xf, float* xe, float* xs) {
+                                               bool ints, u32* xf, float* xe, float* xs) {
     __shared__ float red[64], inv[8];
     const int n = a.n_in, warp = threadIdx.x >> 5, L = threadIdx.x & 31, nw = blockDim.x >> 5;
     if (a.norm) sumsq256_rows_inv(a.x, n, nb, a.eps, red, inv);  // a.norm: uniform
     for (int it = warp; it < nb * n_sb; it += nw) {
         const int col = it / n_sb, sb = it - col * n_sb;
         mma_prep_sb(a.x + (size_t)col * n, a.norm, a.norm ? inv[col] : 0.0f, n, sb, L,
-                    xf + (size_t)it * 256, xe + it, xs + (size_t)it * 8, plant && a.rows > 1);
+                    xf + (size_t)it * 256, xe + it, xs + (size_t)it * 8, ints, plant && a.rows > 1);
     }
     __syncthreads();
 }
@@ -560,7 +681,6 @@ __device__ __forceinline__ void mma_prep_block(const MvArgs& a, int n_sb, int nb
 // dependent launch a kernel starts while mma_prep still writes them, which the read-only
 // contract of ld.global.nc does not allow; only the weights take it.)
 
-// The value of super-block sb (Q4_K: v_sb; 32-element formats: u_sb) for the C fragments of
 // One warp's Q4_K weights of a super-block of MT m-tiles, as mma_q4k_load reads them: the
 // decode's load half, so that the first round's can leave before pdl_wait (mma_decode_body).
 template <int MT>
@@ -589,31 +709,40 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
                                            const uint4* XF, const float* XE, const float* XS,
                                            int nb, int lane, float (&v)[MT][4]) {
     const int g = lane >> 2, t = lane & 3;
-    float S[MT][4];
+    MmaQ4kS S[MT];
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) S[mi][c] = 0.0f;
-    const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
+        for (int c = 0; c < 4; ++c) S[mi].h[c] = S[mi].l[c] = 0;
+    // Lane (g, t)'s B fragments of column g: uint4 2 (4 s + t) = {h0, h1, m0, m1}, then {l0, l1}.
+    const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + 2 * t;
 #pragma unroll
-    for (int ks = 0; ks < 16; ++ks) {
+    for (int s = 0; s < 8; ++s) {
         // Columns past nb are zeros: they change nothing in the real columns.
-        const uint4 xb = g < nb ? xf[ks * 4] : make_uint4(0u, 0u, 0u, 0u);
+        uint4 hb = make_uint4(0u, 0u, 0u, 0u);
+        uint2 lb = make_uint2(0u, 0u);
+        if (g < nb) {
+            hb = xf[s * 8];
+            lb = *(const uint2*)(xf + s * 8 + 1);
+        }
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
-            const MmaKc k = mma_kconsts(w.sc[mi], ks >> 1);
-            u32 w4[4];
-            mma_afrag(mma_comp4(w.nib[mi][ks >> 2], ks & 3), k, w4);
-            mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
-            mma16816(S[mi], w4, xb.z, xb.w);
+            u32 a[4];
+            int P[4], L[4];
+            mma_q4k_afrag(w.nib[mi][s >> 1], s, a);
+            mma_q4k_dot(a, hb, lb, P, L);
+            mma_q4k_acc(S[mi], P, L, w.sc[mi], s);
         }
     }
     float xa[8], xc[8], ea, ec;
     mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
     mma_load_xs(XS, XE, 2 * t + 1, nb, n_sb, sb, xc, ec);
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-        mma_frag_values(S[mi], w.dd[mi], w.mn[mi], xa, xc, ea, ec, v[mi]);
+    for (int mi = 0; mi < MT; ++mi) {
+        float f[4];
+        mma_q4k_round(S[mi], f);
+        mma_frag_values(f, w.dd[mi], w.mn[mi], xa, xc, ea, ec, v[mi]);
+    }
 }
 
 // MT m-tiles x the decode's one n-tile (columns < nb; zeros past them), one warp.
@@ -749,7 +878,7 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         u32* xf = (u32*)mma_xsm;
         float* xs = (float*)(xf + (size_t)nb * n_sb * 256);
         float* xe = xs + (size_t)nb * n_sb * 8;
-        mma_prep_block(a, n_sb, nb, plant, xf, xe, xs);
+        mma_prep_block(a, n_sb, nb, plant, F == MF_Q4K, xf, xe, xs);
         XF = (const uint4*)xf;
         XE = xe;
         XS = xs;
@@ -818,46 +947,53 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                                             int lane, float (&acc)[GMT][GNT][4]) {
     const int g = lane >> 2, t = lane & 3;
     if constexpr (F == MF_Q4K) {
-        uint4 sc[GMT], mn[GMT];
-        uint2 dd[GMT];
+        // The scales now, the mins and d, dmin after the sums (fewer live registers across
+        // them: the GEMM is capped at 128, and S takes two an output).
+        uint4 sc[GMT];
 #pragma unroll
-        for (int mi = 0; mi < GMT; ++mi) {
-            const u8* b = blk[mi] + (size_t)sb * MMA_BLK;
-            sc[mi] = __ldg((const uint4*)(b + MMA_SC_OFF + g * 32));
-            mn[mi] = __ldg((const uint4*)(b + MMA_SC_OFF + g * 32 + 16));
-            dd[mi] = __ldg((const uint2*)(b + MMA_DD_OFF + g * 8));
-        }
-        float S[GMT][GNT][4];
+        for (int mi = 0; mi < GMT; ++mi)
+            sc[mi] = __ldg((const uint4*)(blk[mi] + (size_t)sb * MMA_BLK + MMA_SC_OFF + g * 32));
+        long long S[GMT][GNT][4];  // mma_q4k_acc64: the decode's S, grouped otherwise
 #pragma unroll
         for (int mi = 0; mi < GMT; ++mi)
 #pragma unroll
             for (int ni = 0; ni < GNT; ++ni)
 #pragma unroll
-                for (int c = 0; c < 4; ++c) S[mi][ni][c] = 0.0f;
+                for (int c = 0; c < 4; ++c) S[mi][ni][c] = 0;
 #pragma unroll
-        for (int k4 = 0; k4 < 4; ++k4) {
+        for (int p = 0; p < 4; ++p) {  // sub-block pairs: one nibble uint4 each
             uint4 nib[GMT];
 #pragma unroll
             for (int mi = 0; mi < GMT; ++mi)
-                nib[mi] = __ldg((const uint4*)(blk[mi] + (size_t)sb * MMA_BLK + k4 * 512 + lane * 16));
+                nib[mi] = __ldg((const uint4*)(blk[mi] + (size_t)sb * MMA_BLK + p * 512 + lane * 16));
 #pragma unroll
-            for (int kk = 0; kk < 4; ++kk) {
-                const int ks = k4 * 4 + kk;
-                uint4 xb[GNT];
+            for (int j = 0; j < 2; ++j) {
+                const int s = 2 * p + j;
+                // xf[ni] points at lane (g, t)'s fragments (mma_gemm_body: + 2t uint4s). One
+                // n-tile's at a time, the A fragments rebuilt for each (six integer ops):
+                // fewer live registers than every n-tile's fragments at once.
 #pragma unroll
-                for (int ni = 0; ni < GNT; ++ni) xb[ni] = xf[ni][(size_t)sb * 64 + ks * 4];
+                for (int ni = 0; ni < GNT; ++ni) {
+                    const uint4 hb = xf[ni][(size_t)sb * 64 + s * 8];
+                    const uint2 lb = *(const uint2*)(xf[ni] + (size_t)sb * 64 + s * 8 + 1);
 #pragma unroll
-                for (int mi = 0; mi < GMT; ++mi) {
-                    const MmaKc k = mma_kconsts(sc[mi], ks >> 1);
-                    u32 w4[4];
-                    mma_afrag(mma_comp4(nib[mi], kk), k, w4);
-#pragma unroll
-                    for (int ni = 0; ni < GNT; ++ni) {
-                        mma16816(S[mi][ni], w4, xb[ni].x, xb[ni].y);  // hi, then lo: THE ORDER
-                        mma16816(S[mi][ni], w4, xb[ni].z, xb[ni].w);
+                    for (int mi = 0; mi < GMT; ++mi) {
+                        u32 a[4];
+                        int P[4], L[4];
+                        mma_q4k_afrag(nib[mi], s, a);
+                        mma_q4k_dot(a, hb, lb, P, L);
+                        mma_q4k_acc64(S[mi][ni], P, L, sc[mi], s);
                     }
                 }
             }
+        }
+        uint4 mn[GMT];
+        uint2 dd[GMT];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi) {
+            const u8* b = blk[mi] + (size_t)sb * MMA_BLK;
+            mn[mi] = __ldg((const uint4*)(b + MMA_SC_OFF + g * 32 + 16));
+            dd[mi] = __ldg((const uint2*)(b + MMA_DD_OFF + g * 8));
         }
 #pragma unroll
         for (int ni = 0; ni < GNT; ++ni) {
@@ -867,8 +1003,9 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
             mma_load_xs(XS, XE, c0 + 1, ncols, n_sb, sb, xc, ec);
 #pragma unroll
             for (int mi = 0; mi < GMT; ++mi) {
-                float v[4];
-                mma_frag_values(S[mi][ni], dd[mi], mn[mi], xa, xc, ea, ec, v);
+                float v[4], f[4];
+                mma_q4k_round(S[mi][ni], f);
+                mma_frag_values(f, dd[mi], mn[mi], xa, xc, ea, ec, v);
 #pragma unroll
                 for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], v[c]);
             }
@@ -877,7 +1014,8 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
         typedef MmaF<F> T;
         // Q5_0's high bits once per super-block; the quants and the scales' 32-bit words
         // (d rows g, g+8 of the group's 2 blocks; Q4_1 also m) per k4 group (4 k-steps, 2
-        // blocks), as Q4_K's nibbles: fewer live registers than whole scale words.
+        // blocks), as Q4_K's nibbles (per sub-block pair): fewer live registers than whole
+        // scale words.
         uint4 hb[GMT][T::HBN];
         u32 dd[GMT];  // Q6_K: f16 d of rows g, g + 8
 #pragma unroll
@@ -1013,8 +1151,8 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
     }
     const uint4* xf[GNT];
 #pragma unroll
-    for (int ni = 0; ni < GNT; ++ni)
-        xf[ni] = XF + (size_t)(min(ntb + ni, n_nt - 1) * 8 + g) * n_sb * 64 + t;
+    for (int ni = 0; ni < GNT; ++ni)  // lane (g, t)'s first B fragment (the head's two forms)
+        xf[ni] = XF + (size_t)(min(ntb + ni, n_nt - 1) * 8 + g) * n_sb * 64 + (F == MF_Q4K ? 2 * t : t);
     for (int sb = 0; sb < n_sb; ++sb)  // super-blocks in order: THE ORDER's y = y + v_sb
         mma_gemm_sb<F, GMT, GNT>(blk, sb, n_sb, nblk, xf, XE, XS, ntb, ncols, lane, acc);
 #pragma unroll
@@ -1054,8 +1192,11 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
 }
 // The five kernels of format F's set, named with suffix SUF (empty for Q4_K, as before the
 // other formats), one macro each so that a module can hold one of them.
+// Q4_K's 8-warp decode is held to two blocks an SM (128 registers): left free, ptxas took
+// 138 for the integer route and so one block an SM, half the warps the f16 route's 127 had.
+#define MMA_K8_BLOCKS(F) ((F) == MF_Q4K ? 2 : 1)
 #define MMA_K0(F, SUF)                                                                          \
-    extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8##SUF(MMA_ARGS) {       \
+    extern "C" __global__ void __launch_bounds__(8 * 32, MMA_K8_BLOCKS(F)) mma_decode_k8##SUF(MMA_ARGS) { \
         mma_decode_kernel<F, 2, 8, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0);                \
     }
 #define MMA_K1(F, SUF)                                                                          \
