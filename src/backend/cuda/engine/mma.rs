@@ -174,8 +174,8 @@ impl CudaEngine {
     /// decode kernel (up to MMA_DECODE_MAX rows) or the GEMM, each ending in mv_finish
     /// (store, += residual, act(gate) * up); or, when mma_fused_smem takes the launch's
     /// shape, one fused decode kernel that prepares the rows itself with mma_prep's
-    /// expressions. Every output is THE ORDER of
-    /// kernels/mma.cu, whatever the rows: the kernel choice is timing only.
+    /// expressions. Every output is THE ORDER of kernels/mma.cu, whatever the rows: the
+    /// kernel choice is timing only.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn mma_launch(
         &self,

@@ -15,10 +15,9 @@
 //     v = 2^8 u + l, u = 2^8 h + m (h int8 in [-32, 32], m and l uint8; |u| <= 2^13);
 //   for each super-block sb independently, with three integer mma a sub-block s (u8 q
 //   times s8 h, u8 m, u8 l: D_h, D_m, D_l over its 32 k):
-//     P_s = 2^8 D_h + D_m = sum q_k u_k,  L_s = D_l = sum q_k l_k         (s = 0..8)
-//     H_sb = sum over s of sc_s * P_s,   L_sb = sum over s of sc_s * L_s  (exact in int32:
-//            |H| <= 8 * 63 * 32 * 15 * 2^13 < 2^31, L < 2^26)
-//     S_sb = 2^8 H_sb + L_sb = sum over s and k of sc_s q_k v_k          (exact in int64)
+//     D_s = 2^16 D_h + 2^8 D_m + D_l = sum q_k v_k     (s = 0..8; exact in int32:
+//           |D| <= 32 * 15 * 2^21 < 2^31)
+//     S_sb = sum over s of sc_s * D_s                  (exact in int64: |S| < 2^40)
 //     msum_sb = 0; for s in 0..8: msum_sb = fmaf(m_s, xsum_s, msum_sb)   (xsum: mma_prep's order)
 //     v_sb = fmaf(d, rn_f32(S_sb) * 2^E_sb, (-dmin) * msum_sb)      (the one rounding of S)
 //   y = 0; for sb in 0..n_sb: y = y + v_sb;   then mv_finish (kernels/matvec.cu) as every
@@ -27,12 +26,12 @@
 // integers, so the A fragment is a mask a register where the f16 route rebuilt sc * q per
 // k-step with f16x2 FMAs, and 3 integer mma a sub-block replace 4 f16 ones; three int8 pieces
 // keep 22 bits (sign included) of each activation against its super-block's largest (two
-// pieces, 16 bits, measured 2.1e-4 rms on the CPU, too close to the oracle's 1e-3), and 21 of
-// magnitude, not 22, so that H fits an int32: two 32-bit accumulators an output, no 64-bit
-// arithmetic but the one combine a super-block. Blocks whose largest |x| is below 2^-106 (E
-// clamped) keep fewer bits: a function of x alone all the same. A non-finite input becomes an integer here, but its sub-block sum xsum is
-// non-finite too, and so is m_s * xsum_s whatever m_s (0 * inf and 0 * NaN are NaN): msum,
-// v_sb and y are non-finite, as the input's row must be (kernel-emu checks it).
+// pieces, 16 bits, measured 2.1e-4 rms on the CPU, too close to the oracle's 1e-3), 21 of
+// them magnitude so that a sub-block's D_s fits an int32. Blocks whose largest |x| is below
+// 2^-106 (E clamped) keep fewer bits: a function of x alone all the same. A non-finite input
+// becomes an integer here, but its sub-block sum xsum is non-finite too, and so is
+// m_s * xsum_s whatever m_s (0 * inf and 0 * NaN are NaN): msum, v_sb and y are non-finite,
+// as the input's row must be (kernel-emu checks it).
 // v_sb depends on sb alone, so the decode kernel computes super-blocks in parallel warps and
 // adds them afterwards in sb order, and the GEMM walks them in order in registers: the same
 // bits. The input x of a column is normalized (a norm launch) by mma_prep with stage_rows'
@@ -110,7 +109,8 @@
 //       of lane (g, t), hi and lo;
 //   Q4_K: words (s * 4 + t) * 8 + 2p + j (sub-block s, piece p = h, m, l, j = 0, 1) hold
 //       piece p of v[32 s + 16 j + 4t + i] in byte i: the int8 B fragment (b0 = k 4t..4t+3,
-//       b1 = k 16 + 4t.., col g) of lane (g, t) for piece p; words 6, 7 of each 8 are zero.
+//       b1 = k 16 + 4t.., col g) of lane (g, t) for piece p; words 6, 7 of each 8 are unused
+//       (never written, never read).
 //   XE: 2^E (f32);  XS: the 8 sub-block sums of x (f32, fixed order).
 
 #if defined(MMA_Q4K)
@@ -240,36 +240,32 @@ __device__ __forceinline__ void mma_q4k_afrag(const uint4& nib, int s, u32 (&a)[
     a[3] = (w1 >> 4) & 0x0F0F0F0Fu;  // row g+8, k 16+4t..
 }
 
-// P_s and L_s of THE ORDER for the four outputs of a C fragment: the three pieces' integer
-// mma (hb: {h0, h1, m0, m1} of the column's B fragments, lb: {l0, l1}), then P = 2^8 D_h +
-// D_m (sum q * u, |P| <= 32 * 15 * 2^13 < 2^22: exact in int32) and L = D_l.
+// D_s of THE ORDER for the four outputs of a C fragment: the three pieces' integer mma
+// (hb: {h0, h1, m0, m1} of the column's B fragments, lb: {l0, l1}), then 2^16 D_h + 2^8 D_m
+// + D_l = sum q * v, exact in int32 (|D| <= 32 * 15 * 2^21 < 2^31).
 __device__ __forceinline__ void mma_q4k_dot(const u32 (&a)[4], const uint4& hb, const uint2& lb,
-                                            int (&P)[4], int (&L)[4]) {
-    int dh[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0};
-#pragma unroll
-    for (int c = 0; c < 4; ++c) L[c] = 0;
+                                            int (&D)[4]) {
+    int dh[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
     imma16832<true>(dh, a, hb.x, hb.y);
     imma16832<false>(dm, a, hb.z, hb.w);
-    imma16832<false>(L, a, lb.x, lb.y);
+    imma16832<false>(dl, a, lb.x, lb.y);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) P[c] = dh[c] * 256 + dm[c];
+    for (int c = 0; c < 4; ++c) D[c] = dh[c] * 65536 + dm[c] * 256 + dl[c];
 }
 
-// The accumulators of one C fragment's four outputs: H_sb and L_sb of THE ORDER.
-struct MmaQ4kS {
-    int h[4], l[4];
-};
-// H += sc_s * P_s, L += sc_s * L_s for the four outputs (rows g: c = 0, 1 with scg; rows
-// g+8: c = 2, 3 with sc8), exact in int32 (the head's bounds). sc: the m-tile's scale uint4.
-__device__ __forceinline__ void mma_q4k_acc(MmaQ4kS& S, const int (&P)[4], const int (&L)[4],
-                                            const uint4& sc, int s) {
+// S_sb += sc_s * D_s for the four outputs (rows g: c = 0, 1 with scg; rows g+8: c = 2, 3
+// with sc8), exact in int64 (|S| <= 8 * 63 * 2^31 < 2^40). sc: the m-tile's scale uint4.
+__device__ __forceinline__ void mma_q4k_acc(long long (&S)[4], const int (&D)[4], const uint4& sc,
+                                            int s) {
     const int scg = (int)mma_byte_at(sc.x, sc.y, s), sc8 = (int)mma_byte_at(sc.z, sc.w, s);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-        const int k = c < 2 ? scg : sc8;
-        S.h[c] += k * P[c];
-        S.l[c] += k * L[c];
-    }
+    for (int c = 0; c < 4; ++c) S[c] += (long long)(c < 2 ? scg : sc8) * D[c];
+}
+
+// rn_f32(S_sb) of the four outputs, rounded once (cvt.rn.f32.s64: THE ORDER's one rounding).
+__device__ __forceinline__ void mma_q4k_round(const long long (&S)[4], float (&f)[4]) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) f[c] = (float)S[c];
 }
 
 // v_sb of one output (THE ORDER). S: rn_f32(S_sb); m03/m47: the row's 8 mins (bytes); xs:
@@ -280,28 +276,6 @@ __device__ __forceinline__ float mma_sb_value(float S, float d, float dmin, u32 
 #pragma unroll
     for (int s = 0; s < 8; ++s) ms = fmaf((float)mma_byte_at(m03, m47, s), xs[s], ms);
     return fmaf(d, __fmul_rn(S, e), __fmul_rn(-dmin, ms));
-}
-
-// The GEMM's form of the same sums: S_sb += sc_s * (2^8 P_s + L_s) in one int64 an output
-// (2^8 P + L = sum q * v: |.| <= 32 * 15 * 2^21 < 2^31, exact in int32). Every partial sum is
-// exact, so this grouping gives the decode's H and L form's S to the bit (fewer live
-// registers in the GEMM's 2 x 2 tiles: ptxas stored 80 spill bytes with H and L, 68 so).
-__device__ __forceinline__ void mma_q4k_acc64(long long (&S)[4], const int (&P)[4],
-                                              const int (&L)[4], const uint4& sc, int s) {
-    const int scg = (int)mma_byte_at(sc.x, sc.y, s), sc8 = (int)mma_byte_at(sc.z, sc.w, s);
-#pragma unroll
-    for (int c = 0; c < 4; ++c) S[c] += (long long)(c < 2 ? scg : sc8) * (P[c] * 256 + L[c]);
-}
-
-// rn_f32(S_sb) of the four outputs: S = 2^8 H + L exact in int64 (|S| < 2^40), rounded once
-// (cvt.rn.f32.s64: THE ORDER's one rounding of S).
-__device__ __forceinline__ void mma_q4k_round(const MmaQ4kS& S, float (&f)[4]) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) f[c] = (float)((long long)S.h[c] * 256 + S.l[c]);
-}
-__device__ __forceinline__ void mma_q4k_round(const long long (&S)[4], float (&f)[4]) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) f[c] = (float)S[c];
 }
 
 // The four v of one C fragment: rows g, g+8 x columns 2t (xa, ea), 2t+1 (xb, eb), from the
@@ -551,7 +525,6 @@ __device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float m, int 
         w[0] = ph;
         w[2] = pm;
         w[4] = pl;
-        w[6] = 0u;  // padding: never read, written so the scratch holds no stale bytes
     }
     if (L == 0) *xe = e;
 }
@@ -709,11 +682,11 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
                                            const uint4* XF, const float* XE, const float* XS,
                                            int nb, int lane, float (&v)[MT][4]) {
     const int g = lane >> 2, t = lane & 3;
-    MmaQ4kS S[MT];
+    long long S[MT][4];
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) S[mi].h[c] = S[mi].l[c] = 0;
+        for (int c = 0; c < 4; ++c) S[mi][c] = 0;
     // Lane (g, t)'s B fragments of column g: uint4 2 (4 s + t) = {h0, h1, m0, m1}, then {l0, l1}.
     const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + 2 * t;
 #pragma unroll
@@ -728,10 +701,10 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             u32 a[4];
-            int P[4], L[4];
+            int D[4];
             mma_q4k_afrag(w.nib[mi][s >> 1], s, a);
-            mma_q4k_dot(a, hb, lb, P, L);
-            mma_q4k_acc(S[mi], P, L, w.sc[mi], s);
+            mma_q4k_dot(a, hb, lb, D);
+            mma_q4k_acc(S[mi], D, w.sc[mi], s);
         }
     }
     float xa[8], xc[8], ea, ec;
@@ -953,7 +926,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
         for (int mi = 0; mi < GMT; ++mi)
             sc[mi] = __ldg((const uint4*)(blk[mi] + (size_t)sb * MMA_BLK + MMA_SC_OFF + g * 32));
-        long long S[GMT][GNT][4];  // mma_q4k_acc64: the decode's S, grouped otherwise
+        long long S[GMT][GNT][4];
 #pragma unroll
         for (int mi = 0; mi < GMT; ++mi)
 #pragma unroll
@@ -979,10 +952,10 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
                     for (int mi = 0; mi < GMT; ++mi) {
                         u32 a[4];
-                        int P[4], L[4];
+                        int D[4];
                         mma_q4k_afrag(nib[mi], s, a);
-                        mma_q4k_dot(a, hb, lb, P, L);
-                        mma_q4k_acc64(S[mi][ni], P, L, sc[mi], s);
+                        mma_q4k_dot(a, hb, lb, D);
+                        mma_q4k_acc(S[mi][ni], D, sc[mi], s);
                     }
                 }
             }
@@ -1192,11 +1165,8 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
 }
 // The five kernels of format F's set, named with suffix SUF (empty for Q4_K, as before the
 // other formats), one macro each so that a module can hold one of them.
-// Q4_K's 8-warp decode is held to two blocks an SM (128 registers): left free, ptxas took
-// 138 for the integer route and so one block an SM, half the warps the f16 route's 127 had.
-#define MMA_K8_BLOCKS(F) ((F) == MF_Q4K ? 2 : 1)
 #define MMA_K0(F, SUF)                                                                          \
-    extern "C" __global__ void __launch_bounds__(8 * 32, MMA_K8_BLOCKS(F)) mma_decode_k8##SUF(MMA_ARGS) { \
+    extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8##SUF(MMA_ARGS) {       \
         mma_decode_kernel<F, 2, 8, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0);                \
     }
 #define MMA_K1(F, SUF)                                                                          \
