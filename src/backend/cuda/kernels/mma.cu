@@ -11,13 +11,15 @@
 // one rounding per super-block is exact integer arithmetic, so no sum's order matters there,
 // not even the tensor cores' own inside one mma:
 //   per column and super-block sb (mma_prep): E_sb with max |x| * 2^-E_sb in [2^20, 2^21),
-//     v_k = rn_int(x_k * 2^-E_sb) (|v| <= 2^21; round to nearest even), split exactly as
-//     v = 2^8 u + l, u = 2^8 h + m (h int8 in [-32, 32], m and l uint8; |u| <= 2^13);
-//   for each super-block sb independently, with three integer mma a sub-block s (u8 q
-//   times s8 h, u8 m, u8 l: D_h, D_m, D_l over its 32 k):
-//     D_s = 2^16 D_h + 2^8 D_m + D_l = sum q_k v_k     (s = 0..8; exact in int32:
-//           |D| <= 32 * 15 * 2^21 < 2^31)
-//     S_sb = sum over s of sc_s * D_s                  (exact in int64: |S| < 2^40)
+//     v_k = rn_int(x_k * 2^-E_sb) (|v| <= 2^21; round to nearest even), split exactly into
+//     balanced base-256 digits v = 2^8 u + l, u = 2^8 h + m (l, m in [-128, 127], h in
+//     [-32, 32], each an s8; |u| <= 2^13);
+//   for each super-block sb independently, with integer mma (u8 q times the s8 digits:
+//   D_h, D_m, D_l over a sub-block s's 32 k; three mma, or for a one-row launch one, its B
+//   columns the three digits):
+//     D_s = 2^16 D_h + 2^8 D_m + D_l = sum q_k v_k     (s = 0..8)
+//     S_sb = sum over s of sc_s * D_s                  (exact: |S| < 2^40; the kernels sum it
+//                                                      as two int32 halves, mma_q4k_dot)
 //     msum_sb = 0; for s in 0..8: msum_sb = fmaf(m_s, xsum_s, msum_sb)   (xsum: mma_prep's order)
 //     v_sb = fmaf(d, rn_f32(S_sb) * 2^E_sb, (-dmin) * msum_sb)      (the one rounding of S)
 //   y = 0; for sb in 0..n_sb: y = y + v_sb;   then mv_finish (kernels/matvec.cu) as every
@@ -27,9 +29,10 @@
 // k-step with f16x2 FMAs, and 3 integer mma a sub-block replace 4 f16 ones; three int8 pieces
 // keep 22 bits (sign included) of each activation against its super-block's largest (two
 // pieces, 16 bits, measured 2.1e-4 rms on the CPU, too close to the oracle's 1e-3), 21 of
-// them magnitude so that a sub-block's D_s fits an int32. Blocks whose largest |x| is below
+// them magnitude so that the halves of S fit an int32. Blocks whose largest |x| is below
 // 2^-106 (E clamped) keep fewer bits: a function of x alone all the same. A non-finite input
-// becomes an integer here, but its sub-block sum xsum is non-finite too, and so is
+// becomes an integer here (cvt saturates or gives 0, then clamped to |v| <= 2^21, so every
+// integer sum keeps its bound), but its sub-block sum xsum is non-finite too, and so is
 // m_s * xsum_s whatever m_s (0 * inf and 0 * NaN are NaN): msum, v_sb and y are non-finite,
 // as the input's row must be (kernel-emu checks it).
 // v_sb depends on sb alone, so the decode kernel computes super-blocks in parallel warps and
@@ -205,27 +208,20 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b
 #endif
 }
 
-// D = A * B + D, u8 A (row-major 16 x 32), int8 B (col-major 32 x 8: s8 when SB, else u8),
-// s32 accumulate: every product and sum an exact integer (the kernels keep each D below
-// 2^31), so the tensor cores' summation order inside the mma cannot show. Fragments (PTX,
-// lane = 4g + t): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..]
-// (byte i the element k + i); b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]; d0, d1 = D[g][2t],
-// D[g][2t+1], d2, d3 = D[g+8][2t], D[g+8][2t+1] (m16n8k16's C layout).
-template <bool SB>
+// D = A * B + D, u8 A (row-major 16 x 32), s8 B (col-major 32 x 8), s32 accumulate: every
+// product and sum an exact integer (the kernels keep each D below 2^31), so the tensor
+// cores' summation order inside the mma cannot show. Fragments (PTX, lane = 4g + t):
+// a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..] (byte i the
+// element k + i); b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]; d0, d1 = D[g][2t], D[g][2t+1],
+// d2, d3 = D[g+8][2t], D[g+8][2t+1] (m16n8k16's C layout).
 __device__ __forceinline__ void imma16832(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
 #if defined(PPN_EMU)
-    emu_imma16832(d, a, b0, b1, SB);
+    emu_imma16832(d, a, b0, b1, true);
 #else
-    if constexpr (SB)
-        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0, %1, %2, %3}, "
-            "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
 
@@ -240,32 +236,75 @@ __device__ __forceinline__ void mma_q4k_afrag(const uint4& nib, int s, u32 (&a)[
     a[3] = (w1 >> 4) & 0x0F0F0F0Fu;  // row g+8, k 16+4t..
 }
 
-// D_s of THE ORDER for the four outputs of a C fragment: the three pieces' integer mma
-// (hb: {h0, h1, m0, m1} of the column's B fragments, lb: {l0, l1}), then 2^16 D_h + 2^8 D_m
-// + D_l = sum q * v, exact in int32 (|D| <= 32 * 15 * 2^21 < 2^31).
+// The four outputs' S_sb of THE ORDER, kept as two int32 halves: S_sb = 2^8 S_hm + S_l with
+// S_hm = sum over s of sc_s (2^8 D_h + D_m) and S_l = sum over s of sc_s D_l. Each half is
+// exact in int32 (mma_prep's clamped digits, finite input or not: |2^8 D_h + D_m| = |sum q u|
+// <= 32 * 15 * 2^13, times 63, 8 times: < 1.99e9 < 2^31; |D_l| <= 32 * 15 * 128, |S_l| <
+// 2^25), so their combination is S_sb exactly, in whatever order the sub-blocks, pieces and
+// lanes add: the same S as sum sc_s (2^16 D_h + 2^8 D_m + D_l) in int64 (the head's form),
+// with 32-bit multiply-adds and no sign extension.
+struct MmaQ4kS {
+    int hm[4], l[4];
+};
+__device__ __forceinline__ void mma_q4k_zero(MmaQ4kS& S) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) S.hm[c] = S.l[c] = 0;
+}
+
+// Byte s (0..8) of hi:lo, one PRMT (s is a constant after unrolling).
+__device__ __forceinline__ int mma_sc_byte(u32 lo, u32 hi, int s) {
+    return (int)__byte_perm(s < 4 ? lo : hi, 0u, 0x4440u + (u32)(s & 3));
+}
+
+// Sub-block s of the four outputs (columns 2t, 2t+1 of rows g, g+8): the three pieces'
+// integer mma (hb: {h0, h1, m0, m1} of the column's B fragments, lb: {l0, l1}), then S_hm +=
+// sc_s (2^8 D_h + D_m), S_l += sc_s D_l (rows g: c = 0, 1 with scg; rows g+8: c = 2, 3 with
+// sc8; sc: the m-tile's scale uint4).
 __device__ __forceinline__ void mma_q4k_dot(const u32 (&a)[4], const uint4& hb, const uint2& lb,
-                                            int (&D)[4]) {
+                                            const uint4& sc, int s, MmaQ4kS& S) {
     int dh[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
-    imma16832<true>(dh, a, hb.x, hb.y);
-    imma16832<false>(dm, a, hb.z, hb.w);
-    imma16832<false>(dl, a, lb.x, lb.y);
+    imma16832(dh, a, hb.x, hb.y);
+    imma16832(dm, a, hb.z, hb.w);
+    imma16832(dl, a, lb.x, lb.y);
+    const int scg = mma_sc_byte(sc.x, sc.y, s), sc8 = mma_sc_byte(sc.z, sc.w, s);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) D[c] = dh[c] * 65536 + dm[c] * 256 + dl[c];
+    for (int c = 0; c < 4; ++c) {
+        const int k = c < 2 ? scg : sc8;
+        S.hm[c] += k * (dh[c] * 256 + dm[c]);
+        S.l[c] += k * dl[c];
+    }
 }
 
-// S_sb += sc_s * D_s for the four outputs (rows g: c = 0, 1 with scg; rows g+8: c = 2, 3
-// with sc8), exact in int64 (|S| <= 8 * 63 * 2^31 < 2^40). sc: the m-tile's scale uint4.
-__device__ __forceinline__ void mma_q4k_acc(long long (&S)[4], const int (&D)[4], const uint4& sc,
-                                            int s) {
-    const int scg = (int)mma_byte_at(sc.x, sc.y, s), sc8 = (int)mma_byte_at(sc.z, sc.w, s);
+// rn_f32(S_sb) of the four outputs, rounded once (S_sb = 2^8 S_hm + S_l exact in int64, then
+// cvt.rn.f32.s64: THE ORDER's one rounding).
+__device__ __forceinline__ void mma_q4k_round(const MmaQ4kS& S, float (&f)[4]) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) S[c] += (long long)(c < 2 ? scg : sc8) * D[c];
+    for (int c = 0; c < 4; ++c) f[c] = (float)((long long)S.hm[c] * 256 + S.l[c]);
 }
 
-// rn_f32(S_sb) of the four outputs, rounded once (cvt.rn.f32.s64: THE ORDER's one rounding).
-__device__ __forceinline__ void mma_q4k_round(const long long (&S)[4], float (&f)[4]) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c) f[c] = (float)S[c];
+// The one-row decode's sub-block s (nb = 1): ONE integer mma whose B columns are the single
+// column's three pieces, h in column 0, m in 1, l in 3 (2 and 4..7 zero), instead of three
+// mma with 7 of 8 columns zero. Lane (g, t)'s C fragment then holds D[g][2t], D[g][2t+1] and
+// rows g+8's: lane t = 0 D_h and D_m, lane t = 1 zero and D_l, lanes t = 2, 3 zeros, so the
+// one expression sc_s (2^8 c0 + c1) is S_hm's term in lane 0 and S_l's in lane 1 (hm[0] row
+// g, hm[2] row g+8; a lane's other slots stay zero). mma_q4k_row_round joins the halves.
+// b: the lane's piece (its g's) of the column's B fragments, zeros for the unused columns.
+__device__ __forceinline__ void mma_q4k_row_dot(const u32 (&a)[4], const uint2& b, const uint4& sc,
+                                                int s, MmaQ4kS& S) {
+    int d[4] = {0, 0, 0, 0};
+    imma16832(d, a, b.x, b.y);
+    S.hm[0] += mma_sc_byte(sc.x, sc.y, s) * (d[0] * 256 + d[1]);
+    S.hm[2] += mma_sc_byte(sc.z, sc.w, s) * (d[2] * 256 + d[3]);
+}
+
+// rn_f32(S_sb) of the one row's outputs in lane t = 0 (f[0] row g, f[2] row g+8: column 0),
+// S_l from lane t = 1 by a shuffle (every lane takes part; the other slots are unused).
+__device__ __forceinline__ void mma_q4k_row_round(const MmaQ4kS& S, float (&f)[4]) {
+    const int lg = __shfl_down_sync(0xffffffffu, S.hm[0], 1);
+    const int l8 = __shfl_down_sync(0xffffffffu, S.hm[2], 1);
+    f[0] = (float)((long long)S.hm[0] * 256 + lg);
+    f[2] = (float)((long long)S.hm[2] * 256 + l8);
+    f[1] = f[3] = 0.0f;
 }
 
 // v_sb of one output (THE ORDER). S: rn_f32(S_sb); m03/m47: the row's 8 mins (bytes); xs:
@@ -516,10 +555,17 @@ __device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float m, int 
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const float xs = __fmul_rn(x[4 * j + i], sinv);  // exact: a power of two
-            const int v = trunc ? __float2int_rz(xs) : __float2int_rn(xs);
-            ph |= ((u32)(v >> 16) & 255u) << (8 * i);  // v >> 16: arithmetic, so h is signed
-            pm |= ((u32)(v >> 8) & 255u) << (8 * i);
-            pl |= ((u32)v & 255u) << (8 * i);
+            int v = trunc ? __float2int_rz(xs) : __float2int_rn(xs);
+            // |v| <= 2^21 for every finite input already; the clamp bounds a non-finite
+            // input's saturated integer the same way, so no sum below can overflow.
+            v = max(-2097152, min(2097152, v));
+            // Balanced base-256 digits, each an s8: v = 2^16 h + 2^8 m + l, l and m in
+            // [-128, 127], h in [-32, 32] (v / 2^8 - l / 2^8 = u, |u| <= 2^13).
+            const int l = ((v + 128) & 255) - 128, u = (v - l) >> 8;  // exact: v - l = 2^8 u
+            const int m = ((u + 128) & 255) - 128, h = (u - m) >> 8;
+            ph |= ((u32)h & 255u) << (8 * i);
+            pm |= ((u32)m & 255u) << (8 * i);
+            pl |= ((u32)l & 255u) << (8 * i);
         }
         u32* w = xf + (s * 4 + 2 * (q & 1) + j) * 8 + (q >> 1);
         w[0] = ph;
@@ -682,11 +728,40 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
                                            const uint4* XF, const float* XE, const float* XS,
                                            int nb, int lane, float (&v)[MT][4]) {
     const int g = lane >> 2, t = lane & 3;
-    long long S[MT][4];
+    MmaQ4kS S[MT];
 #pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
+    for (int mi = 0; mi < MT; ++mi) mma_q4k_zero(S[mi]);
+    if (nb == 1) {  // the one-row decode (warp-uniform): one mma a sub-block and m-tile
+        // Lane (g, t)'s piece of column 0: uint2 index 0 (h), 1 (m) of uint4 2 (4 s + t), 2
+        // (l: the first half of the next uint4); p < 0: a zero column.
+        const int p = g == 0 ? 0 : g == 1 ? 1 : g == 3 ? 2 : -1;
+        const uint2* xr = (const uint2*)(XF + (size_t)sb * 64 + 2 * t) + p;
 #pragma unroll
-        for (int c = 0; c < 4; ++c) S[mi][c] = 0;
+        for (int s = 0; s < 8; ++s) {
+            const uint2 b = p >= 0 ? xr[s * 16] : make_uint2(0u, 0u);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                u32 a[4];
+                mma_q4k_afrag(w.nib[mi][s >> 1], s, a);
+                mma_q4k_row_dot(a, b, w.sc[mi], s, S[mi]);
+            }
+        }
+        // Column 0's values only (lane t = 0's v[0], v[2]: mma_frag_values' expressions); the
+        // other slots are columns past nb, never stored.
+        float xa[8], ea;
+        mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            float f[4];
+            mma_q4k_row_round(S[mi], f);
+            const uint2 dd = w.dd[mi];
+            const uint4 mn = w.mn[mi];
+            v[mi][0] = mma_sb_value(f[0], mma_h2f(dd.x), mma_h2f(dd.x >> 16), mn.x, mn.y, xa, ea);
+            v[mi][2] = mma_sb_value(f[2], mma_h2f(dd.y), mma_h2f(dd.y >> 16), mn.z, mn.w, xa, ea);
+            v[mi][1] = v[mi][3] = 0.0f;
+        }
+        return;
+    }
     // Lane (g, t)'s B fragments of column g: uint4 2 (4 s + t) = {h0, h1, m0, m1}, then {l0, l1}.
     const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + 2 * t;
 #pragma unroll
@@ -701,10 +776,8 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             u32 a[4];
-            int D[4];
             mma_q4k_afrag(w.nib[mi][s >> 1], s, a);
-            mma_q4k_dot(a, hb, lb, D);
-            mma_q4k_acc(S[mi], D, w.sc[mi], s);
+            mma_q4k_dot(a, hb, lb, w.sc[mi], s, S[mi]);
         }
     }
     float xa[8], xc[8], ea, ec;
@@ -926,13 +999,11 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
         for (int mi = 0; mi < GMT; ++mi)
             sc[mi] = __ldg((const uint4*)(blk[mi] + (size_t)sb * MMA_BLK + MMA_SC_OFF + g * 32));
-        long long S[GMT][GNT][4];
+        MmaQ4kS S[GMT][GNT];
 #pragma unroll
         for (int mi = 0; mi < GMT; ++mi)
 #pragma unroll
-            for (int ni = 0; ni < GNT; ++ni)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) S[mi][ni][c] = 0;
+            for (int ni = 0; ni < GNT; ++ni) mma_q4k_zero(S[mi][ni]);
 #pragma unroll
         for (int p = 0; p < 4; ++p) {  // sub-block pairs: one nibble uint4 each
             uint4 nib[GMT];
@@ -952,10 +1023,8 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
                     for (int mi = 0; mi < GMT; ++mi) {
                         u32 a[4];
-                        int D[4];
                         mma_q4k_afrag(nib[mi], s, a);
-                        mma_q4k_dot(a, hb, lb, D);
-                        mma_q4k_acc(S[mi][ni], D, sc[mi], s);
+                        mma_q4k_dot(a, hb, lb, sc[mi], s, S[mi][ni]);
                     }
                 }
             }
@@ -1166,7 +1235,7 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
 // The five kernels of format F's set, named with suffix SUF (empty for Q4_K, as before the
 // other formats), one macro each so that a module can hold one of them.
 #define MMA_K0(F, SUF)                                                                          \
-    extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_k8##SUF(MMA_ARGS) {       \
+    extern "C" __global__ void __launch_bounds__(8 * 32, MMA_K8_MINB(F)) mma_decode_k8##SUF(MMA_ARGS) { \
         mma_decode_kernel<F, 2, 8, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0);                \
     }
 #define MMA_K1(F, SUF)                                                                          \
@@ -1185,6 +1254,11 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
     extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_f16##SUF(MMA_FARGS) {    \
         mma_decode_kernel<F, 2, 16, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
     }
+// Q4_K's 8-warp decode held to 128 registers, two blocks an SM (16 warps, as main's f16 route
+// had at 127): unbounded, ptxas gives the integer route 134 and so one block an SM, half the
+// warps on the launches that pick it (the 8B shape's gate|up, 896 blocks). The other formats'
+// 8-warp kernels keep their measured 136-142 registers (one block an SM).
+#define MMA_K8_MINB(F) ((F) == MF_Q4K ? 2 : 1)
 #define MMA_KERNEL_SET(F, SUF) MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF)
 #if !defined(MMA_SET)
 // Every kernel in one program (scripts/nvrtc-check.py compiles it so).
