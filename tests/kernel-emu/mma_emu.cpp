@@ -297,7 +297,7 @@ void check_semantics(float scale) {
 }
 
 // A non-finite input (NaN, +inf) of a row makes every Q4_K output of that row non-finite, in
-// the decode and the GEMM: its integer pieces hide it (cvt to an integer saturates, or gives
+// the decode (of several rows, and of the row alone) and the GEMM: its integer pieces hide it (cvt to an integer saturates, or gives
 // 0 for NaN), its sub-block's sum does not (kernels/mma.cu head). The other rows keep their
 // one-row decode's bits. The check can fail: with the sums' non-finite values replaced by
 // zeros (`hide`), the rows come out finite.
@@ -319,6 +319,17 @@ void check_nonfinite() {
             return;
         }
     }
+    // The one-row decode (its own path: one mma a sub-block, the digits as B columns) of the
+    // NaN row and of the inf row alone.
+    for (int r = 1; r < 3; ++r) {
+        const std::vector<float> y = run(L, 0, r, 1, 0);
+        int finite = 0;
+        for (int o = 0; o < c.n_out[0]; ++o) finite += std::isfinite(y[o]);
+        if (finite) {
+            fail("non-finite input, row " + std::to_string(r) + " decoded alone: " + std::to_string(finite) + " finite outputs");
+            return;
+        }
+    }
     // The control: the same rows with the bad values' sums zeroed out, i.e. what the integer
     // pieces alone would give: finite outputs, so the check above sees the difference.
     Launch H = L;
@@ -328,7 +339,7 @@ void check_nonfinite() {
     int finite = 0;
     for (size_t i = 0; i < y.size(); ++i) finite += std::isfinite(y[i]);
     if (finite != (int)y.size()) fail("non-finite control: zeroed inputs gave non-finite outputs");
-    else std::printf("mma_emu: ok  Q4_K NaN and inf inputs give non-finite rows (decode, GEMM), the clean row its bits\n");
+    else std::printf("mma_emu: ok  Q4_K NaN and inf inputs give non-finite rows (decode of 3 rows and of each alone, GEMM), the clean row its bits\n");
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 #           top-1 and top-20 against HF (oracle-compare.py, tol 1e-3), N and O side by side;
 #           a soak x10 of N = 2, every arm, --mma on.
 # Staged here before the call, carried as .stage (gitignored): bin/N (this tree's stripped
-# release build), bin/O (6378f70's), gguf-0.19.0-py3-none-any.whl (pip download --no-deps
+# release build), bin/O (6378f70's), for call 2 bin/N1 (0aa6c2f's), gguf-0.19.0-py3-none-any.whl (pip download --no-deps
 # --only-binary=:all: gguf==0.19.0), oracle_gpu.py (../shared/oracle/), and for call 3
 # llama.cpp.tgz (../shared/anchors/). Run each as OUT=$OUT receipts/.../callK.sh.
 set -u
