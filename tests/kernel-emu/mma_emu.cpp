@@ -296,11 +296,12 @@ void check_semantics(float scale) {
     else std::printf("mma_emu: ok  Q4_K decode = dequantized matvec%s (worst relative error %.2e)\n", buf, worst);
 }
 
-// A non-finite input (NaN, +inf) of a row makes every Q4_K output of that row non-finite, in
-// the decode (of several rows, and of the row alone) and the GEMM: its integer pieces hide it (cvt to an integer saturates, or gives
-// 0 for NaN), its sub-block's sum does not (kernels/mma.cu head). The other rows keep their
-// one-row decode's bits. The check can fail: with the sums' non-finite values replaced by
-// zeros (`hide`), the rows come out finite.
+// A non-finite input (NaN, +inf) of a row makes every Q4_K output of that row non-finite,
+// in the decode (of several rows, and of the row alone) and the GEMM: its integer pieces
+// hide it (cvt to an integer saturates, or gives 0 for NaN; then clamped), its sub-block's
+// sum does not (kernels/mma.cu head). The other rows keep their one-row decode's bits. The
+// check can fail: with the sums' non-finite values replaced by zeros (`hide`), the rows come
+// out finite.
 void check_nonfinite() {
     Case c{&FMTS[0], 0, 0, false, 512, {32}, 3};
     Launch L = make_launch(c);
@@ -326,7 +327,8 @@ void check_nonfinite() {
         int finite = 0;
         for (int o = 0; o < c.n_out[0]; ++o) finite += std::isfinite(y[o]);
         if (finite) {
-            fail("non-finite input, row " + std::to_string(r) + " decoded alone: " + std::to_string(finite) + " finite outputs");
+            fail("non-finite input, row " + std::to_string(r) + " decoded alone: " +
+                 std::to_string(finite) + " finite outputs");
             return;
         }
     }
@@ -339,7 +341,9 @@ void check_nonfinite() {
     int finite = 0;
     for (size_t i = 0; i < y.size(); ++i) finite += std::isfinite(y[i]);
     if (finite != (int)y.size()) fail("non-finite control: zeroed inputs gave non-finite outputs");
-    else std::printf("mma_emu: ok  Q4_K NaN and inf inputs give non-finite rows (decode of 3 rows and of each alone, GEMM), the clean row its bits\n");
+    else
+        std::printf("mma_emu: ok  Q4_K NaN and inf inputs give non-finite rows (decode of 3 rows and of each "
+                    "alone, GEMM), the clean row its bits\n");
 }
 
 }  // namespace

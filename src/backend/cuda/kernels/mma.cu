@@ -735,7 +735,7 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
         // Lane (g, t)'s piece of column 0: uint2 index 0 (h), 1 (m) of uint4 2 (4 s + t), 2
         // (l: the first half of the next uint4); p < 0: a zero column.
         const int p = g == 0 ? 0 : g == 1 ? 1 : g == 3 ? 2 : -1;
-        const uint2* xr = (const uint2*)(XF + (size_t)sb * 64 + 2 * t) + p;
+        const uint2* xr = (const uint2*)(XF + (size_t)sb * 64 + 2 * t) + max(p, 0);  // in bounds
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
             const uint2 b = p >= 0 ? xr[s * 16] : make_uint2(0u, 0u);
@@ -1257,7 +1257,8 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
 // Q4_K's 8-warp decode held to 128 registers, two blocks an SM (16 warps, as main's f16 route
 // had at 127): unbounded, ptxas gives the integer route 134 and so one block an SM, half the
 // warps on the launches that pick it (the 8B shape's gate|up, 896 blocks). The other formats'
-// 8-warp kernels keep their measured 136-142 registers (one block an SM).
+// 8-warp kernels keep their measured register counts (ptxas, sm_90: 159 to 192, one block an
+// SM).
 #define MMA_K8_MINB(F) ((F) == MF_Q4K ? 2 : 1)
 #define MMA_KERNEL_SET(F, SUF) MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF)
 #if !defined(MMA_SET)
