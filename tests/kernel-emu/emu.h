@@ -268,13 +268,13 @@ inline void emu_mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, uns
     for (int i = 0; i < 4; ++i) d[i] = out[i];
 }
 
-// mma.sync.aligned.m16n8k32.row.col.s32.u8.{s8,u8}.s32, D = A B + C, with PTX's fragment
+// mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32, D = A B + C, with PTX's fragment
 // layout (lane = 4 g + t): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..],
 // a3 = A[g+8][16+4t..] (byte i the element k + i, u8); b0 = B[4t..4t+3][g], b1 =
-// B[16+4t..][g] (s8 when sb, else u8); c as emu_mma16816's. Integer products and sums: the
+// B[16+4t..][g] (s8); c as emu_mma16816's. Integer products and sums: the
 // hardware's result exactly (wrapping at 2^32, as s32 accumulation does; the kernels stay
 // far inside it), so this one models the rounding too (there is none).
-inline void emu_imma16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1, bool sb) {
+inline void emu_imma16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
     const unsigned cb[4] = {(unsigned)d[0], (unsigned)d[1], (unsigned)d[2], (unsigned)d[3]};
     EmuWarp& w = emu_mma_post(a, b0, b1, cb);
     const int l = emu_lane();
@@ -285,7 +285,7 @@ inline void emu_imma16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsi
     auto B = [&](int k, int c) {  // B[k][c]
         const int t = (k & 15) >> 2, reg = k >= 16 ? 5 : 4;
         const unsigned byte = (w.slot[4 * c + t][reg] >> (8 * (k & 3))) & 255u;
-        return sb ? (long long)(signed char)byte : (long long)byte;
+        return (long long)(signed char)byte;
     };
     int out[4];
     const int g = l >> 2, t = l & 3;

@@ -300,8 +300,8 @@ void check_semantics(float scale) {
 // in the decode (of several rows, and of the row alone) and the GEMM: its integer pieces
 // hide it (cvt to an integer saturates, or gives 0 for NaN; then clamped), its sub-block's
 // sum does not (kernels/mma.cu head). The other rows keep their one-row decode's bits. The
-// check can fail: with the sums' non-finite values replaced by zeros (`hide`), the rows come
-// out finite.
+// check can fail: the control below, the same rows with the bad inputs zeroed, comes out
+// finite.
 void check_nonfinite() {
     Case c{&FMTS[0], 0, 0, false, 512, {32}, 3};
     Launch L = make_launch(c);

@@ -152,8 +152,9 @@ __device__ __forceinline__ uint2 mma_ld8(const u8* p) {
 __device__ __forceinline__ u32 mma_comp4(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-__device__ __forceinline__ u32 mma_byte_at(u32 lo, u32 hi, int s) {  // byte s (0..8) of hi:lo
-    return ((s < 4 ? lo : hi) >> (8 * (s & 3))) & 255u;
+// Byte s (0..8) of hi:lo, one PRMT (s is a constant after unrolling).
+__device__ __forceinline__ u32 mma_byte_at(u32 lo, u32 hi, int s) {
+    return __byte_perm(s < 4 ? lo : hi, 0u, 0x4440u + (u32)(s & 3));
 }
 
 // f32 -> f16 pair {f, f} (round to nearest; every value used here is exact in f16).
@@ -216,7 +217,7 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b
 // d2, d3 = D[g+8][2t], D[g+8][2t+1] (m16n8k16's C layout).
 __device__ __forceinline__ void imma16832(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
 #if defined(PPN_EMU)
-    emu_imma16832(d, a, b0, b1, true);
+    emu_imma16832(d, a, b0, b1);
 #else
     asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
@@ -251,11 +252,6 @@ __device__ __forceinline__ void mma_q4k_zero(MmaQ4kS& S) {
     for (int c = 0; c < 4; ++c) S.hm[c] = S.l[c] = 0;
 }
 
-// Byte s (0..8) of hi:lo, one PRMT (s is a constant after unrolling).
-__device__ __forceinline__ int mma_sc_byte(u32 lo, u32 hi, int s) {
-    return (int)__byte_perm(s < 4 ? lo : hi, 0u, 0x4440u + (u32)(s & 3));
-}
-
 // Sub-block s of the four outputs (columns 2t, 2t+1 of rows g, g+8): the three pieces'
 // integer mma (hb: {h0, h1, m0, m1} of the column's B fragments, lb: {l0, l1}), then S_hm +=
 // sc_s (2^8 D_h + D_m), S_l += sc_s D_l (rows g: c = 0, 1 with scg; rows g+8: c = 2, 3 with
@@ -266,7 +262,7 @@ __device__ __forceinline__ void mma_q4k_dot(const u32 (&a)[4], const uint4& hb, 
     imma16832(dh, a, hb.x, hb.y);
     imma16832(dm, a, hb.z, hb.w);
     imma16832(dl, a, lb.x, lb.y);
-    const int scg = mma_sc_byte(sc.x, sc.y, s), sc8 = mma_sc_byte(sc.z, sc.w, s);
+    const int scg = (int)mma_byte_at(sc.x, sc.y, s), sc8 = (int)mma_byte_at(sc.z, sc.w, s);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const int k = c < 2 ? scg : sc8;
@@ -275,11 +271,14 @@ __device__ __forceinline__ void mma_q4k_dot(const u32 (&a)[4], const uint4& hb, 
     }
 }
 
-// rn_f32(S_sb) of the four outputs, rounded once (S_sb = 2^8 S_hm + S_l exact in int64, then
-// cvt.rn.f32.s64: THE ORDER's one rounding).
+// rn_f32(S_sb) from its halves: S_sb = 2^8 S_hm + S_l exact in int64, then cvt.rn.f32.s64,
+// THE ORDER's one rounding.
+__device__ __forceinline__ float mma_q4k_f32(int hm, int l) { return (float)((long long)hm * 256 + l); }
+
+// rn_f32(S_sb) of the four outputs.
 __device__ __forceinline__ void mma_q4k_round(const MmaQ4kS& S, float (&f)[4]) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) f[c] = (float)((long long)S.hm[c] * 256 + S.l[c]);
+    for (int c = 0; c < 4; ++c) f[c] = mma_q4k_f32(S.hm[c], S.l[c]);
 }
 
 // The one-row decode's sub-block s (nb = 1): ONE integer mma whose B columns are the single
@@ -293,8 +292,8 @@ __device__ __forceinline__ void mma_q4k_row_dot(const u32 (&a)[4], const uint2& 
                                                 int s, MmaQ4kS& S) {
     int d[4] = {0, 0, 0, 0};
     imma16832(d, a, b.x, b.y);
-    S.hm[0] += mma_sc_byte(sc.x, sc.y, s) * (d[0] * 256 + d[1]);
-    S.hm[2] += mma_sc_byte(sc.z, sc.w, s) * (d[2] * 256 + d[3]);
+    S.hm[0] += (int)mma_byte_at(sc.x, sc.y, s) * (d[0] * 256 + d[1]);
+    S.hm[2] += (int)mma_byte_at(sc.z, sc.w, s) * (d[2] * 256 + d[3]);
 }
 
 // rn_f32(S_sb) of the one row's outputs in lane t = 0 (f[0] row g, f[2] row g+8: column 0),
@@ -302,8 +301,8 @@ __device__ __forceinline__ void mma_q4k_row_dot(const u32 (&a)[4], const uint2& 
 __device__ __forceinline__ void mma_q4k_row_round(const MmaQ4kS& S, float (&f)[4]) {
     const int lg = __shfl_down_sync(0xffffffffu, S.hm[0], 1);
     const int l8 = __shfl_down_sync(0xffffffffu, S.hm[2], 1);
-    f[0] = (float)((long long)S.hm[0] * 256 + lg);
-    f[2] = (float)((long long)S.hm[2] * 256 + l8);
+    f[0] = mma_q4k_f32(S.hm[0], lg);
+    f[2] = mma_q4k_f32(S.hm[2], l8);
     f[1] = f[3] = 0.0f;
 }
 
@@ -317,17 +316,21 @@ __device__ __forceinline__ float mma_sb_value(float S, float d, float dmin, u32 
     return fmaf(d, __fmul_rn(S, e), __fmul_rn(-dmin, ms));
 }
 
+// The v of rows g (Sg, into vg) and g+8 (S8, into v8) in one column (xs, e), from their
+// rn_f32(S_sb); dd, mn: the rows' d, dmin and mins.
+__device__ __forceinline__ void mma_col_values(float Sg, float S8, uint2 dd, uint4 mn,
+                                               const float (&xs)[8], float e, float& vg, float& v8) {
+    vg = mma_sb_value(Sg, mma_h2f(dd.x), mma_h2f(dd.x >> 16), mn.x, mn.y, xs, e);
+    v8 = mma_sb_value(S8, mma_h2f(dd.y), mma_h2f(dd.y >> 16), mn.z, mn.w, xs, e);
+}
+
 // The four v of one C fragment: rows g, g+8 x columns 2t (xa, ea), 2t+1 (xb, eb), from the
 // fragment's rn_f32(S_sb).
 __device__ __forceinline__ void mma_frag_values(const float (&S)[4], uint2 dd, uint4 mn,
                                                 const float (&xa)[8], const float (&xb)[8],
                                                 float ea, float eb, float (&v)[4]) {
-    const float dg = mma_h2f(dd.x), mg = mma_h2f(dd.x >> 16);
-    const float d8 = mma_h2f(dd.y), m8 = mma_h2f(dd.y >> 16);
-    v[0] = mma_sb_value(S[0], dg, mg, mn.x, mn.y, xa, ea);
-    v[1] = mma_sb_value(S[1], dg, mg, mn.x, mn.y, xb, eb);
-    v[2] = mma_sb_value(S[2], d8, m8, mn.z, mn.w, xa, ea);
-    v[3] = mma_sb_value(S[3], d8, m8, mn.z, mn.w, xb, eb);
+    mma_col_values(S[0], S[2], dd, mn, xa, ea, v[0], v[2]);
+    mma_col_values(S[1], S[3], dd, mn, xb, eb, v[1], v[3]);
 }
 
 __device__ __forceinline__ void mma_load_xs(const float* XS, const float* XE, int col, int ncols,
@@ -537,15 +540,10 @@ __device__ __forceinline__ void m32_add_block(float (&u)[4], const float (&S)[4]
 // rounds x * 2^-E toward zero instead of to nearest: each v off by at most one unit of 2^-20
 // of the block's largest, most outputs' bits changed (kernel-emu checks it).
 // The Q4_K form of a lane's 8 inputs x (k = 8L..8L+7 of the super-block, L = 4s + q: sub-block
-// s, its quarter q) into the column's 256 XF words (the head's layout) and its 2^E *xe; m:
-// the super-block's largest |x|. E: m * 2^-E in [2^20, 2^21), so |v| <= 2^21 (the bound
-// THE ORDER's int32 sums rely on), clamped so 2^E and 2^-E are normal f32 (all-zero or tiny
-// blocks take E = -126; their values round to small integers, a function of x alone).
-__device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float m, int L, u32* xf,
-                                              float* xe, bool trunc) {
-    int E = ((__float_as_int(m) >> 23) & 255) - 147;
-    if (E < -126) E = -126;
-    const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
+// s, its quarter q) into the column's 256 XF words (the head's layout); sinv = 2^-E
+// (mma_prep_sb: |v| <= 2^21, the bound THE ORDER's int32 sums rely on).
+__device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float sinv, int L, u32* xf,
+                                              bool trunc) {
     const int s = L >> 2, q = L & 3;
     // Inputs 4j..4j+3 of the lane are k = 32 s + 8 q + 4 j + i: fragment word (q >> 1) (b0 for
     // k < 16 of the sub-block, b1 past it) of lane t = 2 (q & 1) + j.
@@ -572,7 +570,6 @@ __device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float m, int 
         w[2] = pm;
         w[4] = pl;
     }
-    if (L == 0) *xe = e;
 }
 
 // One warp's share of mma_prep: super-block sb (< n_sb) of the row X (n inputs; normalized with
@@ -602,15 +599,17 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
     for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    // E: max |x| * 2^-E in [2^20, 2^21) for Q4_K's integers (|v| <= 2^21); in [2^14, 2^15)
+    // for the f16 form, so hi keeps 11 bits of the block's largest values and lo (2^-11
+    // below) stays normal in f16 for all but negligible elements. Clamped so both 2^E and
+    // 2^-E are normal f32 (all-zero or tiny blocks take E = -126; their values round to small
+    // integers or keep fewer bits, a function of x alone).
+    int E = ((__float_as_int(m) >> 23) & 255) - (ints ? 147 : 141);
+    if (E < -126) E = -126;
+    const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
     if (ints) {
-        mma_prep_ints(x, m, L, xf, xe, plant);
+        mma_prep_ints(x, sinv, L, xf, plant);
     } else {
-        // E: max |x| * 2^-E in [2^14, 2^15) so hi keeps 11 bits of the block's largest values
-        // and lo (2^-11 below) stays normal in f16 for all but negligible elements. Clamped so
-        // both 2^E and 2^-E are normal f32 (all-zero or subnormal blocks take E = -126).
-        int E = ((__float_as_int(m) >> 23) & 255) - 141;
-        if (E < -126) E = -126;
-        const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
         u32 hw[4], lw[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -632,8 +631,8 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
             out[j * 4] = plant ? lw[j] : hw[j];
             out[j * 4 + 2] = plant ? hw[j] : lw[j];
         }
-        if (L == 0) *xe = e;
     }
+    if (L == 0) *xe = e;
     // Sub-block sums: each lane's 8 in order, then ((l0 + l1) + (l2 + l3)) over its 4 lanes.
     float s = x[0];
 #pragma unroll
@@ -746,18 +745,15 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
                 mma_q4k_row_dot(a, b, w.sc[mi], s, S[mi]);
             }
         }
-        // Column 0's values only (lane t = 0's v[0], v[2]: mma_frag_values' expressions); the
-        // other slots are columns past nb, never stored.
+        // Column 0's values only (lane t = 0's v[0], v[2]); the other slots are columns past
+        // nb, never stored.
         float xa[8], ea;
         mma_load_xs(XS, XE, 2 * t, nb, n_sb, sb, xa, ea);
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             float f[4];
             mma_q4k_row_round(S[mi], f);
-            const uint2 dd = w.dd[mi];
-            const uint4 mn = w.mn[mi];
-            v[mi][0] = mma_sb_value(f[0], mma_h2f(dd.x), mma_h2f(dd.x >> 16), mn.x, mn.y, xa, ea);
-            v[mi][2] = mma_sb_value(f[2], mma_h2f(dd.y), mma_h2f(dd.y >> 16), mn.z, mn.w, xa, ea);
+            mma_col_values(f[0], f[2], w.dd[mi], w.mn[mi], xa, ea, v[mi][0], v[mi][2]);
             v[mi][1] = v[mi][3] = 0.0f;
         }
         return;
