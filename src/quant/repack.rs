@@ -240,7 +240,8 @@ pub const MMA_TILE_ROWS: usize = 16;
 /// super-block padded); whole m-tiles of rows. A function of the matrix alone, never of a
 /// batch (which formats an engine takes is `--mma`'s, cuda/mma.rs MmaSel).
 pub fn mma_ok(ty: GgmlType, rows: usize, cols: usize) -> bool {
-    let cols_ok = (ty == GgmlType::Q4K || mma_b32(ty)) && cols.is_multiple_of(mma_col_unit(ty));
+    let kq = matches!(ty, GgmlType::Q4K | GgmlType::Q6K);
+    let cols_ok = (kq || mma_b32(ty)) && cols.is_multiple_of(mma_col_unit(ty));
     cols_ok && rows > 0 && rows.is_multiple_of(MMA_TILE_ROWS) && cols > 0
 }
 
@@ -257,10 +258,10 @@ pub fn mma_col_unit(ty: GgmlType) -> usize {
 
 /// The tensor-core layout of any format `mma_ok` takes.
 pub fn repack_mma(ty: GgmlType, rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, String> {
-    if ty == GgmlType::Q4K {
-        repack_mma_q4k(rows, cols, src)
-    } else {
-        repack_mma_b32(ty, rows, cols, src)
+    match ty {
+        GgmlType::Q4K => repack_mma_q4k(rows, cols, src),
+        GgmlType::Q6K => repack_mma_q6k(rows, cols, src),
+        _ => repack_mma_b32(ty, rows, cols, src),
     }
 }
 
@@ -327,12 +328,93 @@ pub fn repack_mma_q4k(rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, S
     Ok(out)
 }
 
-/// The formats of `repack_mma_b32`'s layout (kernels/mma.cu MF_Q8_0..MF_Q6_K): the 32-element
-/// ones and Q6_K (its 16-element sub-blocks scaled the same way, one k-step each).
+/// Q6_K's tensor-core block (kernels/mma.cu MMA6_*): the high pairs, the int8 scales and the
+/// f16 d start here.
+pub(crate) const Q6K_HI_OFF: usize = 2048;
+pub(crate) const Q6K_SC_OFF: usize = 3072;
+pub(crate) const Q6K_DOFF: usize = 3328;
+
+/// The raw 6-bit quant q (value q - 32) of element j (0..256) of a GGUF Q6_K block: ql's
+/// nibble | qh's pair << 4, bit positions as quant/dequant.rs.
+fn q6k_quant(b: &[u8], j: usize) -> u8 {
+    let (h, s, l) = (j / 128, (j % 128) / 32, j % 32);
+    let within = s * 32 + l;
+    let lo = (b[h * 64 + within % 64] >> (4 * (within / 64))) & 15;
+    lo | (((b[128 + h * 32 + l] >> (2 * s)) & 3) << 4)
+}
+
+/// The tensor-core layout of a Q6_K matrix (`src`: rows x cols in GGUF blocks, cols a
+/// multiple of 256): per (m-tile of 16 rows, super-block), m-tile-major, one 3360-byte block
+/// (layout in the head of kernels/mma.cu), for lane (g, t) = lane / 4, lane % 4, 32-k chunk s
+/// (sub-blocks 2s, 2s + 1), half j (k 32 s + 16 j + 4t + i, i = 0..3):
+///   [0, 2048)    Q4_K's nibble words: u32 (s / 2) * 128 + lane * 4 + 2 (s % 2) + j, byte i =
+///                q[row g][k] & 15 | (q[row g + 8][k] & 15) << 4;
+///   [2048, 3072) the high pairs: u32 512 + (s / 4) * 128 + lane * 4 + s % 4, byte i bits
+///                2 (h + 2j) + {0, 1} = q[row g + 8h][k] >> 4 (kernels/mma.cu
+///                mma_q6k_afrag's hw);
+///   [3072, 3328) per g: the int8 scales of row g, then row g + 8, each its even
+///                sub-blocks (0, 2, .., 14) then its odd ones;
+///   [3328, 3360) per g: d of row g, d of row g + 8 (f16, little endian).
+/// Every quant, scale and d is moved unchanged (the kernels take q - 32 as an s8).
+pub fn repack_mma_q6k(rows: usize, cols: usize, src: &[u8]) -> Result<Vec<u8>, String> {
+    let ty = GgmlType::Q6K;
+    if !mma_ok(ty, rows, cols) {
+        return Err(format!(
+            "Q6_K matrix {rows} x {cols}: the tensor-core layout needs rows a multiple of \
+             {MMA_TILE_ROWS} and columns of 256"
+        ));
+    }
+    let n_sb = cols / 256;
+    let in_row = n_sb * ty.block_bytes();
+    check_len(ty, rows, cols, src, in_row)?;
+    let blk_bytes = mma_block_bytes(ty).expect("Q6_K has a block size");
+    let mut out = vec![0u8; rows / MMA_TILE_ROWS * n_sb * blk_bytes];
+    par_units(&mut out, n_sb * blk_bytes, |mt, tile| {
+        for sb in 0..n_sb {
+            let blk = |r: usize| {
+                let at = (mt * MMA_TILE_ROWS + r) * in_row + sb * 210;
+                &src[at..at + 210]
+            };
+            let o = &mut tile[sb * blk_bytes..(sb + 1) * blk_bytes];
+            for g in 0..8 {
+                for t in 0..4 {
+                    let lane = 4 * g + t;
+                    for s in 0..8 {
+                        let mut hw = [0u8; 4];
+                        for j in 0..2 {
+                            let mut w = [0u8; 4];
+                            for (i, b) in w.iter_mut().enumerate() {
+                                let k = 32 * s + 16 * j + 4 * t + i;
+                                let (qg, q8) = (q6k_quant(blk(g), k), q6k_quant(blk(g + 8), k));
+                                *b = (qg & 15) | (q8 & 15) << 4;
+                                hw[i] |= (qg >> 4) << (4 * j) | (q8 >> 4) << (4 * j + 2);
+                            }
+                            let at = 4 * ((s / 2) * 128 + lane * 4 + 2 * (s % 2) + j);
+                            o[at..at + 4].copy_from_slice(&w);
+                        }
+                        let at = Q6K_HI_OFF + 4 * ((s / 4) * 128 + lane * 4 + s % 4);
+                        o[at..at + 4].copy_from_slice(&hw);
+                    }
+                }
+                for (h, r) in [g, g + 8].into_iter().enumerate() {
+                    let b = blk(r);
+                    for sub in 0..16 {
+                        o[Q6K_SC_OFF + 32 * g + 16 * h + 8 * (sub % 2) + sub / 2] = b[192 + sub];
+                    }
+                    o[Q6K_DOFF + 4 * g + 2 * h..][..2].copy_from_slice(&b[208..210]);
+                }
+            }
+        }
+    });
+    Ok(out)
+}
+
+/// The formats of `repack_mma_b32`'s layout (kernels/mma.cu MF_Q8_0..MF_Q5_0): the
+/// 32-element ones.
 pub fn mma_b32(ty: GgmlType) -> bool {
     matches!(
         ty,
-        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q6K
+        GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0
     )
 }
 
@@ -352,26 +434,21 @@ pub fn mma_block_bytes(ty: GgmlType) -> Option<usize> {
     })
 }
 
-/// Per 32-element format and Q6_K: (offset of the scale area, 16-byte scale words per row
-/// pair g, offset of Q5_0's / Q6_K's high-bit plane, the bias of the stored quant u = q +
-/// bias). Mirrors MmaF<F> of kernels/mma.cu.
+/// Per 32-element format: (offset of the scale area, 16-byte scale words per row pair g,
+/// offset of Q5_0's high-bit plane, the bias of the stored quant u = q + bias). Mirrors
+/// MmaF<F> of kernels/mma.cu.
 pub(crate) fn b32_geometry(ty: GgmlType) -> (usize, usize, Option<usize>, i32) {
     match ty {
         GgmlType::Q8_0 => (4096, 2, None, 128),
         GgmlType::Q4_0 => (2048, 2, None, 8),
         GgmlType::Q4_1 => (2048, 4, None, 0),
         GgmlType::Q5_0 => (2560, 2, Some(2048), 16),
-        GgmlType::Q6K => (3072, 2, Some(2048), 32),
         _ => unreachable!("mma_b32 formats only"),
     }
 }
 
-/// Q6_K's f16 d of its super-block, per g: d[g], d[g + 8] (MmaF<MF_Q6_K>::DDOFF).
-pub(crate) const Q6K_DOFF: usize = 3328;
-
-/// The stored unsigned quant u = q + bias of element j (0..32, Q6_K 0..256) of a GGUF block
-/// of `ty` (Q8_0: the i8 plus 128; Q4_0, Q4_1: the nibble; Q5_0: nibble | high bit << 4;
-/// Q6_K: the 6-bit ql | qh << 4, bit positions as quant/dequant.rs).
+/// The stored unsigned quant u = q + bias of element j (0..32) of a GGUF block of `ty`
+/// (Q8_0: the i8 plus 128; Q4_0, Q4_1: the nibble; Q5_0: nibble | high bit << 4).
 fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
     let nib = |at: usize| {
         if j < 16 {
@@ -388,33 +465,23 @@ fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
             let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
             nib(6) | ((((qh >> j) & 1) as u8) << 4)
         }
-        GgmlType::Q6K => {
-            let (h, s, l) = (j / 128, (j % 128) / 32, j % 32);
-            let within = s * 32 + l;
-            let lo = (b[h * 64 + within % 64] >> (4 * (within / 64))) & 15;
-            lo | (((b[128 + h * 32 + l] >> (2 * s)) & 3) << 4)
-        }
         _ => unreachable!("mma_b32 formats only"),
     }
 }
 
 /// The tensor-core layout of a Q8_0, Q4_0, Q4_1 or Q5_0 matrix (`src`: rows x cols in GGUF
 /// blocks of 32; cols a multiple of 32, the last super-block padded with zero bytes, which
-/// the kernels never add), or of a Q6_K one (cols a multiple of 256): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
+/// the kernels never add): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
 /// one mma_block_bytes(ty) block (kernels/mma.cu MmaF<F>), for lane (g, t) = lane / 4, lane % 4:
 ///   quants, u = q + bias:
 ///     Q8_0: byte (ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2r + p holds u[row g + 8 (r % 2)]
 ///           [ks * 16 + 8 (r / 2) + 2t + p] (register r of the A fragment, element p);
-///     Q4_0, Q4_1, Q5_0, Q6_K: the f16 nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
+///     Q4_0, Q4_1, Q5_0: the f16 nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
 ///           h + 2 * half + 4 * pos = u[row g + 8h][ks * 16 + 8 * half + 2t + pos] & 15);
 ///     Q5_0 also: byte 2048 + lane * 16 + ks, bit h + 2 * half + 4 * pos = that u's bit 4;
-///     Q6_K also (u = the raw 6 bits, value q = u - 32): u32 2048 / 4 + (ks / 8) * 128 +
-///           lane * 4 + (ks / 2) % 4, bits 4i + 2 (ks % 2) + {0, 1} = bits 4, 5 of nibble
-///           i's u (i = h + 2 * half + 4 * pos as above);
 ///   scales at the format's offset, per g 16-byte words: d[g][0..8], d[g+8][0..8] (f16, the
-///   super-block's eight blocks), Q4_1 then m[g][0..8], m[g+8][0..8]; Q6_K: the int8
-///   sc[g][0..16], sc[g+8][0..16], and at 3328 + 4g the f16 d[g], d[g+8].
-/// Every quant, d, m and sc is moved unchanged.
+///   super-block's eight blocks), Q4_1 then m[g][0..8], m[g+8][0..8].
+/// Every quant, d and m is moved unchanged.
 pub fn repack_mma_b32(
     ty: GgmlType,
     rows: usize,
@@ -424,15 +491,13 @@ pub fn repack_mma_b32(
     if !mma_ok(ty, rows, cols) || !mma_b32(ty) {
         return Err(format!(
             "{} matrix {rows} x {cols}: the 32-element tensor-core layout takes Q8_0, Q4_0, \
-             Q4_1 or Q5_0 with rows a multiple of {MMA_TILE_ROWS} and columns of 32, or Q6_K \
-             with columns of 256",
+             Q4_1 or Q5_0 with rows a multiple of {MMA_TILE_ROWS} and columns of 32",
             ty.name()
         ));
     }
     let (bb, bl) = (ty.block_bytes(), ty.block_len());
     let (nblk, n_sb) = (cols / bl, cols.div_ceil(256));
     let in_row = nblk * bb;
-    let q6 = ty == GgmlType::Q6K;
     check_len(ty, rows, cols, src, in_row)?;
     let blk_bytes = mma_block_bytes(ty).expect("mma_b32 formats have a block size");
     let (doff, nd, hboff, _) = b32_geometry(ty);
@@ -455,7 +520,6 @@ pub fn repack_mma_b32(
                 for ks in 0..16 {
                     let mut w = 0u32;
                     let mut hb = 0u8;
-                    let mut h6 = 0u32;
                     for h in 0..2 {
                         for half in 0..2 {
                             for pos in 0..2 {
@@ -467,7 +531,6 @@ pub fn repack_mma_b32(
                                 } else {
                                     w |= ((v & 15) as u32) << (4 * i);
                                     hb |= ((v >> 4) & 1) << i;
-                                    h6 |= (((v >> 4) & 3) as u32) << (4 * i + 2 * (ks % 2));
                                 }
                             }
                         }
@@ -476,27 +539,10 @@ pub fn repack_mma_b32(
                         let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
                         o[at..at + 4].copy_from_slice(&w.to_le_bytes());
                     }
-                    match hboff {
-                        Some(hbo) if q6 => {
-                            let at = hbo + 4 * ((ks / 8) * 128 + lane * 4 + (ks / 2) % 4);
-                            for (i, by) in h6.to_le_bytes().into_iter().enumerate() {
-                                o[at + i] |= by; // the pair's other k-step: other bits
-                            }
-                        }
-                        Some(hbo) => o[hbo + lane * 16 + ks] = hb,
-                        None => {}
+                    if let Some(hbo) = hboff {
+                        o[hbo + lane * 16 + ks] = hb;
                     }
                 }
-            }
-            if q6 {
-                for g in 0..8 {
-                    for (h, r) in [g, g + 8].into_iter().enumerate() {
-                        let b = block(r, sb).expect("Q6_K: whole super-blocks");
-                        o[doff + 32 * g + 16 * h..][..16].copy_from_slice(&b[192..208]);
-                        o[Q6K_DOFF + 4 * g + 2 * h..][..2].copy_from_slice(&b[208..210]);
-                    }
-                }
-                continue;
             }
             for g in 0..8 {
                 for (j, (r, off)) in [(g, 0), (g + 8, 0), (g, 2), (g + 8, 2)]
@@ -521,10 +567,8 @@ pub fn repack_mma_b32(
 /// weight d * q (Q4_1: d * q + m, the crate's f32 expressions) rebuilt from the layout as
 /// kernels/mma.cu's lanes see it: m32_afrag's PRMT selectors (Q8_0: register r from bytes
 /// 2r, 2r + 1 of its k-step's 8) or nibble masks (bits 0/16, 4/20 of w and of w >> 8) with
-/// the Q5_0 high-bit spread (t = hb & 15 | (hb & 0xF0) << 12, then << 4, 7, 2, 5) or Q6_K's
-/// (m32_hbits' word, then << 4, << 4, >> 4, >> 4 under masks), minus the bias, and
-/// m32_add_block's scale words (d[g + 8h][b] at word h, m at word 2 + h; Q6_K m32_dscale's
-/// d * sc: the crate's (d * sc) * q). Derived
+/// the Q5_0 high-bit spread (t = hb & 15 | (hb & 0xF0) << 12, then << 4, 7, 2, 5), minus the
+/// bias, and m32_add_block's scale words (d[g + 8h][b] at word h, m at word 2 + h). Derived
 /// from those definitions, not from `repack_mma_b32`'s loops: the two must agree (tests).
 /// Padding columns (past `cols`) are not rebuilt.
 #[cfg(test)]
@@ -559,25 +603,14 @@ pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[
                         ]
                     } else {
                         let wd = word(4 * ((ks / 4) * 128 + lane * 4 + ks % 4));
-                        let (h0, h1, h2, h3) = if ty == GgmlType::Q6K {
-                            let at = 4 * ((ks / 8) * 128 + lane * 4 + (ks / 2) % 4);
-                            let hb = word(hboff.unwrap() + at) >> (2 * (ks % 2));
-                            (
-                                (hb << 4) & 0x0030_0030,
-                                (hb << 4) & 0x0300_0300,
-                                (hb >> 4) & 0x0030_0030,
-                                (hb >> 4) & 0x0300_0300,
-                            )
-                        } else {
-                            let hb = hboff.map_or(0, |h| o[h + lane * 16 + ks] as u32);
-                            let t2 = (hb & 0x0F) | ((hb & 0xF0) << 12);
-                            (
-                                (t2 << 4) & 0x0010_0010,
-                                (t2 << 7) & 0x0100_0100,
-                                (t2 << 2) & 0x0010_0010,
-                                (t2 << 5) & 0x0100_0100,
-                            )
-                        };
+                        let hb = hboff.map_or(0, |h| o[h + lane * 16 + ks] as u32);
+                        let t2 = (hb & 0x0F) | ((hb & 0xF0) << 12);
+                        let (h0, h1, h2, h3) = (
+                            (t2 << 4) & 0x0010_0010,
+                            (t2 << 7) & 0x0100_0100,
+                            (t2 << 2) & 0x0010_0010,
+                            (t2 << 5) & 0x0100_0100,
+                        );
                         let w8 = wd >> 8;
                         // The register's two 16-bit halves less 0x6400's place: u, or 16 u.
                         let lo = |v: u32| [v & 0xFFFF, v >> 16];
@@ -596,18 +629,64 @@ pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[
                             }
                             let b = (k + p) / 32;
                             let q = (uv as i32 - bias) as f32;
-                            let d = if ty == GgmlType::Q6K {
-                                let sc = o[doff + 32 * g + 16 * h + ks] as i8 as f32;
-                                h16(o, Q6K_DOFF + 4 * g + 2 * h) * sc
-                            } else {
-                                h16(o, doff + g * 16 * nd + 16 * h + 2 * b)
-                            };
+                            let d = h16(o, doff + g * 16 * nd + 16 * h + 2 * b);
                             w[(mt * MMA_TILE_ROWS + r) * cols + c] = if nd == 4 {
                                 let m = h16(o, doff + g * 16 * nd + 16 * (2 + h) + 2 * b);
                                 d * q + m
                             } else {
                                 d * q // Q8_0's q * d: the same product
                             };
+                        }
+                    }
+                }
+            }
+        }
+    }
+    w
+}
+
+/// Host mirror of the tensor-core kernels' reading of a repacked Q6_K matrix: the weights
+/// w = (d * sc) * (q - 32) (the crate's f32 Q6_K expression) rebuilt from the layout as the
+/// kernel's lanes see it: the PTX m16n8k32 A-fragment definition (as `mma_q4k_weights`,
+/// bytes s8) and mma.cu's mma_q6k_afrag (nibble words as Q4_K's; the high pair from word s
+/// % 4 of the lane's high uint4 s / 4, << 4, << 2, as is, >> 2 under 0x30 for registers
+/// 0..3; then + 0x60 and ^ 0x80 per byte), with the scale of the register's sub-block (2s
+/// for registers 0, 1; 2s + 1 for 2, 3) read as mma_q6k_sc does (its row's 16 bytes, even
+/// sub-blocks first). Derived from those definitions, not from `repack_mma_q6k`'s loops:
+/// the two must agree (tests).
+#[cfg(test)]
+pub(crate) fn mma_q6k_weights(rows: usize, cols: usize, packed: &[u8]) -> Vec<f32> {
+    let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
+    let blk = mma_block_bytes(GgmlType::Q6K).unwrap();
+    let n_sb = cols / 256;
+    let mut w = vec![f32::NAN; rows * cols];
+    for mt in 0..rows / MMA_TILE_ROWS {
+        for sb in 0..n_sb {
+            let o = &packed[(mt * n_sb + sb) * blk..(mt * n_sb + sb + 1) * blk];
+            let word = |at: usize| u32::from_le_bytes([o[at], o[at + 1], o[at + 2], o[at + 3]]);
+            for lane in 0..32 {
+                let (g, t) = (lane / 4, lane % 4);
+                for s in 0..8 {
+                    let nib = |j: usize| word(4 * ((s / 2) * 128 + lane * 4 + 2 * (s % 2) + j));
+                    let hw = word(Q6K_HI_OFF + 16 * ((s / 4) * 32 + lane) + 4 * (s % 4));
+                    let (m, hm) = (0x0F0F_0F0Fu32, 0x3030_3030u32);
+                    let regs = [
+                        (nib(0) & m) | ((hw << 4) & hm),
+                        ((nib(0) >> 4) & m) | ((hw << 2) & hm),
+                        (nib(1) & m) | (hw & hm),
+                        ((nib(1) >> 4) & m) | ((hw >> 2) & hm),
+                    ]
+                    .map(|x| x.wrapping_add(0x6060_6060) ^ 0x8080_8080);
+                    for (r, reg) in regs.into_iter().enumerate() {
+                        let (h, j) = (r % 2, r / 2);
+                        let sub = 2 * s + j;
+                        let sc = o[Q6K_SC_OFF + 32 * g + 16 * h + 8 * (sub % 2) + sub / 2] as i8;
+                        let d = h16(o, Q6K_DOFF + 4 * g + 2 * h);
+                        for i in 0..4 {
+                            let q = (reg >> (8 * i)) as u8 as i8;
+                            let k = 32 * s + 16 * j + 4 * t + i;
+                            let e = (mt * MMA_TILE_ROWS + g + 8 * h) * cols + sb * 256 + k;
+                            w[e] = (d * sc as f32) * q as f32;
                         }
                     }
                 }
@@ -886,31 +965,69 @@ mod tests {
         );
     }
 
-    /// The formats of `repack_mma_b32` (the 32-element formats and Q6_K), as the tests walk them.
-    const MMA_B32_TYPES: [GgmlType; 5] = [
+    /// Q6_K's tensor-core layout rebuilt by the lanes' mirror (`mma_q6k_weights`) is every
+    /// weight of the dequantized matrix, bit for bit, on two shapes; each of a moved nibble
+    /// word, moved high pairs, a moved scale and a moved d is caught (the negative controls).
+    #[test]
+    fn mma_q6k_layout_round_trips_to_the_dequantized_matrix() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(23);
+        for (rows, cols) in [(32usize, 512usize), (16, 768)] {
+            let v: Vec<f32> = (0..rows * cols)
+                .map(|_| rng.gen_range(-2.0f32..2.0))
+                .collect();
+            let src = quantize(GgmlType::Q6K, &v).unwrap();
+            let mut want = vec![0f32; rows * cols];
+            dequantize(GgmlType::Q6K, &src, &mut want).unwrap();
+            let packed = repack_mma_q6k(rows, cols, &src).unwrap();
+            assert_eq!(packed.len(), rows * cols / 256 * 210, "GGUF's bytes");
+            let got = mma_q6k_weights(rows, cols, &packed);
+            for (e, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.to_bits(), w.to_bits(), "{cols}: element {e}: {g} vs {w}");
+            }
+            // Lane 0's nibble words of chunk 0 (halves j = 0, 1); its high words of chunks
+            // 0, 1; row 0's scales of sub-blocks 0 and 2; d of rows 0 and 8.
+            for (a, b) in [
+                (0usize, 4usize),
+                (Q6K_HI_OFF, Q6K_HI_OFF + 4),
+                (Q6K_SC_OFF, Q6K_SC_OFF + 1),
+                (Q6K_DOFF, Q6K_DOFF + 2),
+            ] {
+                let mut bad = packed.clone();
+                bad.swap(a, b);
+                bad.swap(a + 1, b + 1);
+                let worse = mma_q6k_weights(rows, cols, &bad);
+                assert!(
+                    worse
+                        .iter()
+                        .zip(&want)
+                        .any(|(g, w)| g.to_bits() != w.to_bits()),
+                    "moved bytes {a} <-> {b} went unnoticed"
+                );
+            }
+        }
+        let e = repack_mma_q6k(16, 576, &[0; 16 * 2 * 210]).unwrap_err();
+        assert!(e.contains("Q6_K matrix 16 x 576"), "{e}");
+        let e = repack_mma_q6k(16, 256, &[0; 100]).unwrap_err();
+        assert!(e.contains("100 bytes"), "{e}");
+    }
+
+    /// The formats of `repack_mma_b32` (the 32-element formats), as the tests walk them.
+    const MMA_B32_TYPES: [GgmlType; 4] = [
         GgmlType::Q8_0,
         GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_0,
-        GgmlType::Q6K,
     ];
 
-    /// Each 32-element format's and Q6_K's tensor-core layout rebuilt by the lanes' mirror
+    /// Each 32-element format's tensor-core layout rebuilt by the lanes' mirror
     /// (`mma_b32_weights`) is every weight of the dequantized matrix, bit for bit, at a width
-    /// of whole super-blocks and (not Q6_K) at SmolLM2's 576 (a last super-block of 64
-    /// columns, padded); a moved quant byte and a moved scale are each caught, and for Q6_K
-    /// also moved high bits and a moved d (negative controls).
+    /// of whole super-blocks and at SmolLM2's 576 (a last super-block of 64 columns,
+    /// padded); a moved quant byte and a moved scale are each caught (negative controls).
     #[test]
     fn mma_b32_layouts_round_trip_to_the_dequantized_matrix() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
         for ty in MMA_B32_TYPES {
-            let q6 = ty == GgmlType::Q6K;
-            let shapes: &[(usize, usize)] = if q6 {
-                &[(32, 512), (16, 768)]
-            } else {
-                &[(32, 512), (16, 576)]
-            };
-            for &(rows, cols) in shapes {
+            for (rows, cols) in [(32usize, 512usize), (16, 576)] {
                 let v: Vec<f32> = (0..rows * cols)
                     .map(|_| rng.gen_range(-2.0f32..2.0))
                     .collect();
@@ -937,16 +1054,10 @@ mod tests {
                 }
                 let (doff, _, hboff, _) = b32_geometry(ty);
                 // Negative controls: a quant byte moved (k-step 0 <-> 1 of lane 0), and the
-                // d of block 0 of row 0 moved to block 1 (Q6_K: scales 0, 1 <-> 2, 3 of row
-                // 0); Q6_K also lane 0's high-bit words of k-steps 0/1 <-> 2/3, and d of
-                // rows 0 <-> 8.
+                // d of block 0 of row 0 moved to block 1; Q5_0 also lane 0's high-bit bytes
+                // of k-steps 0, 1 <-> 4, 5.
                 let mut moves = vec![(0usize, 4usize), (doff, doff + 2)];
-                if q6 {
-                    moves.extend([
-                        (hboff.unwrap(), hboff.unwrap() + 4),
-                        (Q6K_DOFF, Q6K_DOFF + 2),
-                    ]);
-                }
+                moves.extend(hboff.map(|h| (h, h + 4)));
                 for (a, b) in moves {
                     let mut bad = packed.clone();
                     bad.swap(a, b);
@@ -965,14 +1076,15 @@ mod tests {
         }
     }
 
-    /// THE ORDER of kernels/mma.cu for the 32-element formats and Q6_K, emulated on the host
-    /// (the prep's 2^E and hi/lo split in f32 as mma_prep does, each block's mma chain (32
-    /// columns; Q6_K's: 16) in float64 rounded to f32 once: the hardware's f32 accumulation
-    /// is within that of it, then v_b (Q6_K: (d * sc) * (S * 2^E)), u_sb and y with the
-    /// kernels' f32 expressions) against a float64 dot of the dequantized weights: within
-    /// 4e-6 of |W||x| (the tensor-core prototype measured Q4_K at 2.4e-7 on the GPU). Inputs with
-    /// outliers (+-50 beside 1e-4 values); Q6_K at 512 columns (whole super-blocks). Negative
-    /// control: the same order without the lo halves (f16 activations) misses the bound.
+    /// THE ORDER of kernels/mma.cu for the 32-element formats, emulated on the host (the
+    /// prep's 2^E and hi/lo split in f32 as mma_prep does, each block's mma chain (32 columns)
+    /// in float64 rounded to f32 once: the hardware's f32 accumulation is within that of it,
+    /// then v_b, u_sb and y with the kernels' f32 expressions) against a float64 dot of the
+    /// dequantized weights: within 4e-6 of |W||x| (the tensor-core prototype measured Q4_K at
+    /// 2.4e-7 on the GPU). Inputs with outliers (+-50 beside 1e-4 values). Negative control:
+    /// the same order without the lo halves (f16 activations) misses the bound. (The integer
+    /// formats, Q4_K and Q6_K, are checked by the kernel emulator, tests/kernel-emu/mma_emu.cpp,
+    /// against a float64 matvec.)
     #[test]
     fn mma_b32_order_emulated_matches_a_float64_dot() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
@@ -1003,8 +1115,7 @@ mod tests {
             }
         }
         for ty in MMA_B32_TYPES {
-            let q6 = ty == GgmlType::Q6K;
-            let cols = if q6 { 512 } else { cols_all };
+            let cols = cols_all;
             let v: Vec<f32> = (0..rows * cols)
                 .map(|_| rng.gen_range(-2.0f32..2.0))
                 .collect();
@@ -1013,7 +1124,7 @@ mod tests {
             dequantize(ty, &src, &mut w).unwrap();
             let (.., bias) = b32_geometry(ty);
             let (bb, bl) = (ty.block_bytes(), ty.block_len());
-            let cl = if q6 { 16 } else { 32 }; // columns of one chain (one scale)
+            let cl = 32; // columns of one chain (one scale)
             let h16 = |b: &[u8], at: usize| half::f16::from_le_bytes([b[at], b[at + 1]]).to_f32();
             let order = |r: usize, with_lo: bool| {
                 let mut y = 0f32;
@@ -1033,9 +1144,6 @@ mod tests {
                         let vb = if ty == GgmlType::Q4_1 {
                             let xsum = x[c * 32..c * 32 + 32].iter().sum::<f32>();
                             h16(blk, 0).mul_add(sx, h16(blk, 2) * xsum)
-                        } else if q6 {
-                            // m32_dscale: d * sc, exact in f32.
-                            (h16(blk, 208) * (blk[192 + j0 / 16] as i8 as f32)) * sx
                         } else {
                             h16(blk, 0) * sx
                         };
@@ -1102,8 +1210,8 @@ mod tests {
             !mma_ok(GgmlType::Q6K, 32, 576),
             "Q6_K needs whole super-blocks"
         );
-        let e = repack_mma_b32(GgmlType::Q6K, 16, 576, &[0; 16 * 2 * 210]).unwrap_err();
-        assert!(e.contains("q6_k matrix 16 x 576"), "{e}");
+        let e = repack_mma_b32(GgmlType::Q6K, 16, 256, &[0; 16 * 210]).unwrap_err();
+        assert!(e.to_lowercase().contains("q6_k"), "{e}");
         let e = repack_mma_q4k(40, 256, &[0; 40 * 144]).unwrap_err();
         assert!(e.contains("40 x 256"), "{e}");
         let e = repack_mma_q4k(16, 256, &[0; 100]).unwrap_err();

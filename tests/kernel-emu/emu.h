@@ -268,19 +268,21 @@ inline void emu_mma16816(float (&d)[4], const unsigned (&a)[4], unsigned b0, uns
     for (int i = 0; i < 4; ++i) d[i] = out[i];
 }
 
-// mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32, D = A B + C, with PTX's fragment
-// layout (lane = 4 g + t): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..],
-// a3 = A[g+8][16+4t..] (byte i the element k + i, u8); b0 = B[4t..4t+3][g], b1 =
-// B[16+4t..][g] (s8); c as emu_mma16816's. Integer products and sums: the
-// hardware's result exactly (wrapping at 2^32, as s32 accumulation does; the kernels stay
-// far inside it), so this one models the rounding too (there is none).
-inline void emu_imma16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+// mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 (a_s8: .s8.s8), D = A B + C, with PTX's
+// fragment layout (lane = 4 g + t): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 =
+// A[g][16+4t..], a3 = A[g+8][16+4t..] (byte i the element k + i, u8, or s8 with a_s8); b0 =
+// B[4t..4t+3][g], b1 = B[16+4t..][g] (s8); c as emu_mma16816's. Integer products and sums:
+// the hardware's result exactly (wrapping at 2^32, as s32 accumulation does; the kernels
+// stay far inside it), so this one models the rounding too (there is none). m16n8k16 (s8)
+// is its first half: a2 = a3 = b1 = 0 (kernels/mma.cu imma16816s).
+inline void emu_imma16832(int (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1, bool a_s8 = false) {
     const unsigned cb[4] = {(unsigned)d[0], (unsigned)d[1], (unsigned)d[2], (unsigned)d[3]};
     EmuWarp& w = emu_mma_post(a, b0, b1, cb);
     const int l = emu_lane();
-    auto A = [&](int r, int k) {  // A[r][k], u8
+    auto A = [&](int r, int k) {  // A[r][k], u8 (or s8)
         const int g = r & 7, t = (k & 15) >> 2, reg = (k >= 16 ? 2 : 0) + (r >> 3);
-        return (long long)((w.slot[4 * g + t][reg] >> (8 * (k & 3))) & 255u);
+        const unsigned byte = (w.slot[4 * g + t][reg] >> (8 * (k & 3))) & 255u;
+        return a_s8 ? (long long)(signed char)byte : (long long)byte;
     };
     auto B = [&](int k, int c) {  // B[k][c]
         const int t = (k & 15) >> 2, reg = k >= 16 ? 5 : 4;

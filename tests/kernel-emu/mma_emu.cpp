@@ -7,11 +7,12 @@
 // n-blocks, widths with a partial last super-block (the 32-element formats) and ragged last
 // tiles. Then checks that the comparison can fail and that the emulated mma means what the
 // kernels assume: the planted `--fault mma-row-order` (on launches of 2+ rows: hi and lo
-// swapped in the f16 form, Q8_0 here; x rounded toward zero in Q4_K's integer form) must
-// change GEMM bits; the Q4_K decode's outputs must equal a double-precision matvec of the
-// dequantized weights (read back from the documented repacked layout) to 1e-5 of sum |w x|
-// (its integer pieces keep 22 bits), with inputs of ordinary and hostile (1e30, 1e-30)
-// magnitudes; and a NaN or inf input of a row makes every Q4_K output of that row non-finite.
+// swapped in the f16 form, Q8_0 here; x rounded toward zero in the integer form, Q4_K and
+// Q6_K) must change GEMM bits; the Q4_K and Q6_K decodes' and GEMM's outputs must equal a
+// double-precision matvec of the dequantized weights (read back from the documented
+// repacked layouts) to 1e-5 of sum |w x| (the integer pieces keep 22 bits), with inputs of
+// ordinary and hostile (1e30, 1e-30) magnitudes; and a NaN or inf input of a row makes
+// every Q4_K and Q6_K output of that row non-finite.
 //
 // Usage: mma_emu [--quick]   (exit 0: every check held; 1: a check failed, named on stderr)
 #define MMA_Q4K
@@ -50,7 +51,7 @@ const Fmt FMTS[] = {
      mma_decode_f16_q4_1},
     {"q5_0", MF_Q5_0, 2816, 32, mma_decode_k8_q5_0, mma_decode_k16_q5_0, mma_gemm_q5_0, mma_decode_f8_q5_0,
      mma_decode_f16_q5_0},
-    {"q6_k", MF_Q6_K, 3360, 256, mma_decode_k8_q6_k, mma_decode_k16_q6_k, mma_gemm_q6_k, mma_decode_f8_q6_k,
+    {"q6_k", MF_Q6_K, MMA6_BLK, 256, mma_decode_k8_q6_k, mma_decode_k16_q6_k, mma_gemm_q6_k, mma_decode_f8_q6_k,
      mma_decode_f16_q6_k},
 };
 
@@ -72,8 +73,8 @@ std::vector<u8> make_weights(const Fmt& fm, int n_out, int n_sb) {
         if (fm.f == MF_Q4K) {
             for (int j = 0; j < 256; ++j) w[o + MMA_SC_OFF + j] &= 63;  // 6-bit scales and mins
             for (int j = 0; j < 32; ++j) put16(w, o + MMA_DD_OFF + 2 * j, rand_scale());
-        } else if (fm.f == MF_Q6_K) {
-            for (int j = 0; j < 16; ++j) put16(w, o + 3328 + 2 * j, rand_scale());
+        } else if (fm.f == MF_Q6_K) {  // every quant and int8 scale byte is valid as drawn
+            for (int j = 0; j < 16; ++j) put16(w, o + MMA6_DD_OFF + 2 * j, rand_scale());
         } else {
             const int nd = fm.f == MF_Q4_1 ? 4 : 2, doff = fm.blk - 8 * 16 * nd;
             for (int j = 0; j < 8 * 8 * nd; ++j) put16(w, o + doff + 2 * j, rand_scale());
@@ -137,7 +138,7 @@ std::vector<float> run(const Launch& L, int kind, int r0, int rows, int plant) {
         std::vector<u32> XF((size_t)cols * n_sb * 256);
         std::vector<float> XE((size_t)cols * n_sb), XS((size_t)cols * n_sb * 8);
         emu_launch(mma_prep, dim3{(unsigned)cols, (unsigned)((n_sb + 7) / 8), 1}, dim3{256, 1, 1}, 0, a,
-                   XF.data(), XE.data(), XS.data(), plant, (int)(c.fm->f == MF_Q4K));
+                   XF.data(), XE.data(), XS.data(), plant, (int)(c.fm->f == MF_Q4K || c.fm->f == MF_Q6_K));
         const uint4* xf = (const uint4*)XF.data();
         if (!gemm) {
             emu_launch(kind == 0 ? c.fm->k8 : c.fm->k16, dim3{(unsigned)((n_mt + 1) / 2), 1, 1},
@@ -234,7 +235,8 @@ void check_case(const Case& c, bool quick) {
 }
 
 // The planted row-order fault must change the GEMM's bits (the comparison can fail), in both
-// forms of the prepared activations (fm: Q4_K's integer pieces, Q8_0's f16 hi and lo).
+// forms of the prepared activations (fm: Q4_K's and Q6_K's integer pieces, Q8_0's f16 hi
+// and lo).
 void check_plant(const Fmt& fm) {
     Case c{&fm, 0, 0, true, 512, {32}, 12};
     const Launch L = make_launch(c);
@@ -250,60 +252,76 @@ void check_plant(const Fmt& fm) {
         std::printf("mma_emu: ok  %s plant mma-row-order changes %zu of %zu GEMM outputs\n", fm.name, diff, clean.size());
 }
 
-// The Q4_K decode against a double-precision matvec of the weights read back from the
-// repacked layout (kernels/mma.cu head): the emulated mma's fragments mean what the kernels
-// assume, and THE ORDER computes the matvec. Its integer activations keep 22 bits of each
-// super-block's largest, so the bound is 1e-5 of sum |w x|, at ordinary magnitudes and at
-// hostile ones (rows scaled by `scale`: 1e30 and 1e-30 keep every product normal in f32).
-void check_semantics(float scale) {
-    Case c{&FMTS[0], 0, 0, false, 768, {48}, 3};
+// Weight (o, k) of an integer format's matrix w (n_sb super-blocks), read back from the
+// repacked layout of the head of kernels/mma.cu: Q4_K d * sc * q - dmin * m; Q6_K d * sc *
+// (q - 32) (q: the nibble word as Q4_K's, the high pair from the lane's high-bit word).
+double int_weight(const Fmt& fm, const std::vector<u8>& w, int n_sb, int o, int k) {
+    const int mt = o / 16, row = o % 16, g = row % 8, h = row / 8, sb = k / 256;
+    const u8* b = &w[((size_t)mt * n_sb + sb) * fm.blk];
+    k %= 256;
+    // Sub-block chunk s (32 k), half j (b0 or b1's k), lane t, byte i.
+    const int s = k / 32, j = (k % 32) / 16, t = (k % 16) / 4, i = k % 4, lane = 4 * g + t;
+    u32 word;
+    std::memcpy(&word, b + 4 * ((s / 2) * 128 + lane * 4 + 2 * (s % 2) + j), 4);
+    const int lo = (word >> (8 * i + 4 * h)) & 15;
+    auto h16 = [&](int at) { return (double)emu_h2f((unsigned short)(b[at] | (b[at + 1] << 8))); };
+    if (fm.f == MF_Q4K) {
+        const int sc = b[MMA_SC_OFF + g * 32 + h * 8 + s], mn = b[MMA_SC_OFF + g * 32 + 16 + h * 8 + s];
+        return h16(MMA_DD_OFF + g * 8 + h * 4) * sc * lo - h16(MMA_DD_OFF + g * 8 + h * 4 + 2) * mn;
+    }
+    u32 hw;
+    std::memcpy(&hw, b + MMA6_HI_OFF + 16 * ((s / 4) * 32 + lane) + 4 * (s % 4), 4);
+    const int q = lo | (((hw >> (8 * i + 2 * (h + 2 * j))) & 3) << 4);
+    const int sub = 2 * s + j;
+    const int sc = (signed char)b[MMA6_SC_OFF + g * 32 + h * 16 + 8 * (sub % 2) + sub / 2];
+    return h16(MMA6_DD_OFF + g * 4 + h * 2) * sc * (q - 32);
+}
+
+// An integer format's decode (Q4_K, Q6_K) against a double-precision matvec of the weights
+// read back from the repacked layout (int_weight): the emulated mma's fragments mean what
+// the kernels assume, and THE ORDER computes the matvec. Its integer activations keep 22
+// bits of each super-block's largest, so the bound is 1e-5 of sum |w x|, at ordinary
+// magnitudes and at hostile ones (rows scaled by `scale`: 1e30 and 1e-30 keep every product
+// normal in f32). The one-row path and the several-row path alike (kinds: rows decoded one
+// at a time, then all three in one launch; the k16 decode and the GEMM).
+void check_semantics(const Fmt& fm, float scale) {
+    Case c{&fm, 0, 0, false, 768, {48}, 3};
     Launch L = make_launch(c);
     for (auto& v : L.x) v *= scale;
     const int n_sb = L.n_sb;
-    const std::vector<u8>& w = L.w[0];
     double worst = 0.0;
+    const std::vector<float> all = run(L, 1, 0, c.rows, 0), gemm = run(L, 5, 0, c.rows, 0);
     for (int r = 0; r < c.rows; ++r) {
         const std::vector<float> y = run(L, 1, r, 1, 0);
         for (int o = 0; o < c.n_out[0]; ++o) {
-            const int mt = o / 16, row = o % 16, g = row % 8, h = row / 8;
             double acc = 0.0, mag = 0.0;
-            for (int sb = 0; sb < n_sb; ++sb) {
-                const u8* b = &w[((size_t)mt * n_sb + sb) * MMA_BLK];
-                const double d = emu_h2f((unsigned short)(b[MMA_DD_OFF + g * 8 + h * 4] | (b[MMA_DD_OFF + g * 8 + h * 4 + 1] << 8)));
-                const double dm = emu_h2f((unsigned short)(b[MMA_DD_OFF + g * 8 + h * 4 + 2] | (b[MMA_DD_OFF + g * 8 + h * 4 + 3] << 8)));
-                for (int k = 0; k < 256; ++k) {
-                    // The head's layout: sub-block s, half j (b0 or b1's k), lane t, byte i;
-                    // row g's nibble low, g+8's high.
-                    const int s = k / 32, j = (k % 32) / 16, t = (k % 16) / 4, i = k % 4;
-                    const int lane = 4 * g + t;
-                    u32 word;
-                    std::memcpy(&word, b + 4 * ((s / 2) * 128 + lane * 4 + 2 * (s % 2) + j), 4);
-                    const int q = (word >> (8 * i + 4 * h)) & 15;
-                    const int sc = b[MMA_SC_OFF + g * 32 + h * 8 + s], mn = b[MMA_SC_OFF + g * 32 + 16 + h * 8 + s];
-                    const double wv = d * sc * q - dm * mn;
-                    const double xv = L.x[(size_t)r * c.n_in + sb * 256 + k];
-                    acc += wv * xv;
-                    mag += std::fabs(wv * xv);
-                }
+            for (int k = 0; k < c.n_in; ++k) {
+                const double wv = int_weight(fm, L.w[0], n_sb, o, k), xv = L.x[(size_t)r * c.n_in + k];
+                acc += wv * xv;
+                mag += std::fabs(wv * xv);
             }
-            const double err = std::fabs((double)y[o] - acc) / (mag > 0 ? mag : 1.0);
-            if (err > worst) worst = err;
+            for (float got : {y[o], all[(size_t)r * c.n_out[0] + o], gemm[(size_t)r * c.n_out[0] + o]}) {
+                const double err = std::fabs((double)got - acc) / (mag > 0 ? mag : 1.0);
+                if (!(err <= worst)) worst = err;  // NaN too
+            }
         }
     }
     char buf[96];
     std::snprintf(buf, sizeof buf, " (x scaled by %g)", (double)scale);
-    if (worst > 1e-5) fail("Q4_K decode against the dequantized matvec" + std::string(buf) + ": relative error " + std::to_string(worst));
-    else std::printf("mma_emu: ok  Q4_K decode = dequantized matvec%s (worst relative error %.2e)\n", buf, worst);
+    if (!(worst <= 1e-5))
+        fail(std::string(fm.name) + " decode against the dequantized matvec" + buf + ": relative error " + std::to_string(worst));
+    else
+        std::printf("mma_emu: ok  %s decode and GEMM = dequantized matvec%s (worst relative error %.2e)\n", fm.name, buf, worst);
 }
 
-// A non-finite input (NaN, +inf) of a row makes every Q4_K output of that row non-finite,
-// in the decode (of several rows, and of the row alone) and the GEMM: its integer pieces
-// hide it (cvt to an integer saturates, or gives 0 for NaN; then clamped), its sub-block's
-// sum does not (kernels/mma.cu head). The other rows keep their one-row decode's bits. The
-// check can fail: the control below, the same rows with the bad inputs zeroed, comes out
-// finite.
-void check_nonfinite() {
-    Case c{&FMTS[0], 0, 0, false, 512, {32}, 3};
+// A non-finite input (NaN, +inf) of a row makes every output of that row non-finite, for an
+// integer format (Q4_K, Q6_K), in the decode (of several rows, and of the row alone) and the
+// GEMM: its integer pieces hide it (cvt to an integer saturates, or gives 0 for NaN; then
+// clamped), its super-block's 2^E does not (NaN: kernels/mma.cu mma_prep_sb; Q4_K's
+// sub-block sums would too). The other rows keep their one-row decode's bits. The check can
+// fail: the control below, the same rows with the bad inputs zeroed, comes out finite.
+void check_nonfinite(const Fmt& fm) {
+    Case c{&fm, 0, 0, false, 512, {32}, 3};
     Launch L = make_launch(c);
     L.x[(size_t)1 * c.n_in + 37] = std::nanf("");
     L.x[(size_t)2 * c.n_in + 300] = INFINITY;
@@ -315,7 +333,7 @@ void check_nonfinite() {
             for (int o = 0; o < c.n_out[0]; ++o) finite_bad += std::isfinite(y[(size_t)r * c.n_out[0] + o]);
         for (int o = 0; o < c.n_out[0]; ++o) row0_bad += __float_as_uint(y[o]) != __float_as_uint(one[o]);
         if (finite_bad || row0_bad) {
-            fail("non-finite inputs (kind " + std::to_string(kind) + "): " + std::to_string(finite_bad) +
+            fail(std::string(fm.name) + ": non-finite inputs (kind " + std::to_string(kind) + "): " + std::to_string(finite_bad) +
                  " finite outputs of the NaN and inf rows, " + std::to_string(row0_bad) + " of the clean row off its one-row bits");
             return;
         }
@@ -327,7 +345,7 @@ void check_nonfinite() {
         int finite = 0;
         for (int o = 0; o < c.n_out[0]; ++o) finite += std::isfinite(y[o]);
         if (finite) {
-            fail("non-finite input, row " + std::to_string(r) + " decoded alone: " +
+            fail(std::string(fm.name) + ": non-finite input, row " + std::to_string(r) + " decoded alone: " +
                  std::to_string(finite) + " finite outputs");
             return;
         }
@@ -340,20 +358,20 @@ void check_nonfinite() {
     const std::vector<float> y = run(H, 0, 0, c.rows, 0);
     int finite = 0;
     for (size_t i = 0; i < y.size(); ++i) finite += std::isfinite(y[i]);
-    if (finite != (int)y.size()) fail("non-finite control: zeroed inputs gave non-finite outputs");
+    if (finite != (int)y.size()) fail(std::string(fm.name) + ": non-finite control: zeroed inputs gave non-finite outputs");
     else
-        std::printf("mma_emu: ok  Q4_K NaN and inf inputs give non-finite rows (decode of 3 rows and of each "
-                    "alone, GEMM), the clean row its bits\n");
+        std::printf("mma_emu: ok  %s NaN and inf inputs give non-finite rows (decode of 3 rows and of each "
+                    "alone, GEMM), the clean row its bits\n", fm.name);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
     const bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-    check_semantics(1.0f);
-    check_semantics(1e30f);
-    check_semantics(1e-30f);
-    check_nonfinite();
+    check_semantics(FMTS[0], 1.0f);
+    check_semantics(FMTS[0], 1e30f);
+    check_semantics(FMTS[0], 1e-30f);
+    check_nonfinite(FMTS[0]);
     check_plant(FMTS[0]);
     check_plant(FMTS[1]);
     for (const Fmt& fm : FMTS) {
@@ -368,6 +386,13 @@ int main(int argc, char** argv) {
         check_case({&fm, 1, 0, false, fm.unit == 32 ? 2592 : 2560, {32}, 1}, quick);
         check_case({&fm, 0, 0, false, wide, {16, 32}, 1}, quick);
     }
+    // Q6_K's integer route (after the cases: their drawn data as before it was added).
+    const Fmt& q6 = FMTS[5];
+    check_semantics(q6, 1.0f);
+    check_semantics(q6, 1e30f);
+    check_semantics(q6, 1e-30f);
+    check_nonfinite(q6);
+    check_plant(q6);
     if (failures) {
         std::fprintf(stderr, "mma_emu: %d check(s) failed\n", failures);
         return 1;

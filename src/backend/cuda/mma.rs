@@ -94,7 +94,7 @@ impl MmaMode {
 pub struct MmaSel {
     /// Q4_K matrices of whole super-blocks.
     pub q4k: bool,
-    /// Q8_0, Q4_0, Q4_1, Q5_0 and Q6_K matrices (repack::mma_b32).
+    /// Q8_0, Q4_0, Q4_1, Q5_0 (repack::mma_b32) and Q6_K matrices.
     pub b32: bool,
 }
 
@@ -234,7 +234,14 @@ pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
 /// (the narrow shapes under `--mma on`: SmolLM2's Q4_1 1424 -> 1210, -15 %; Gemma-3's Q5_0
 /// -7 %; the Q8_0 Qwen shapes -3 to -6 %), so they keep the fused kernel.
 pub(super) fn mma_fuses(ty: GgmlType) -> bool {
-    ty != GgmlType::Q4K
+    !mma_ints(ty)
+}
+
+/// Whether matrices of `ty` take the integer route (kernels/mma.cu MmaF<F>::INTS): Q4_K and
+/// Q6_K, whose launches mma_prep feeds with integer pieces of the activations (its `ints`)
+/// and whose decode preloads its first weights (so never fuses, as `mma_fuses` says).
+pub(in crate::backend::cuda) fn mma_ints(ty: GgmlType) -> bool {
+    matches!(ty, GgmlType::Q4K | GgmlType::Q6K)
 }
 
 /// The MMA_KERNELS indices a device needs for matrices of `formats`: mma_prep and each

@@ -782,8 +782,12 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     assert!(mma.contains("#define MMA_ONE(F, SUF) MMA_CAT(MMA_K, MMA_SLOT)(F, SUF)"));
     let kernels =
         super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q6K]);
-    // Q4_K's fused decode kernels are never launched (mma_fuses), so never compiled.
-    assert_eq!(kernels.len(), 9, "mma_prep, Q4_K's three, Q6_K's five");
+    // The integer formats' fused decode kernels are never launched (mma_fuses), so never
+    // compiled.
+    assert_eq!(kernels.len(), 7, "mma_prep, Q4_K's three, Q6_K's three");
+    let kernels =
+        super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q8_0]);
+    assert_eq!(kernels.len(), 9, "mma_prep, Q4_K's three, Q8_0's five");
     assert_eq!(kernels[0], super::mma::MMA_PREP);
     // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
@@ -806,7 +810,7 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         let set = format!("MMA_KERNEL_SET({tag}, {suf})");
         assert!(mma.contains(&set), "{set}");
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
-            let (slot, warps) = super::engine::mma_decode_kernel(*ty, n_mt, 16, 132);
+            let (slot, warps) = super::engine::mma_decode_kernel(n_mt, 16, 132);
             let k = super::mma::mma_kernel(*ty, slot).unwrap();
             assert_eq!(k, 1 + 5 * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
@@ -822,14 +826,11 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         MMA_KERNELS.len(),
         1 + super::mma::MMA_SET * MMA_FORMATS.len()
     );
-    // Q6_K decodes on 8 warps at every size (its 16-warp kernel spills); Q4_K on 16 when
-    // the launch is small.
-    use crate::quant::GgmlType::{Q4K, Q6K};
-    assert_eq!(super::engine::mma_decode_kernel(Q6K, 2, 16, 132).1, 8);
-    assert_eq!(super::engine::mma_decode_kernel(Q4K, 2, 16, 132).1, 16);
+    // Every format on 16 warps when the launch is small (a function of its shape alone).
+    assert_eq!(super::engine::mma_decode_kernel(2, 16, 132).1, 16);
     // One wave of 16-warp blocks (<= SMs), or two short ones (< 2 x SMs, one round of 16
     // super-blocks); a second wave of longer blocks goes to 8 warps (three blocks an SM).
-    let warps = |n_mt, n_sb| super::engine::mma_decode_kernel(Q4K, n_mt, n_sb, 132).1;
+    let warps = |n_mt, n_sb| super::engine::mma_decode_kernel(n_mt, n_sb, 132).1;
     assert_eq!(warps(264, 112), 16, "132 blocks: one wave");
     assert_eq!(warps(266, 112), 8, "133 blocks of 7 rounds: two waves");
     assert_eq!(warps(384, 16), 16, "8B q|k|v: 192 blocks of one round");
@@ -842,7 +843,7 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // functions that read XF/XE/XS). Negative control below.
     for (body, reader) in [
         ("mma_decode_body", "mma_dec_sb<F, MT>("),
-        ("mma_decode_body", "mma_q4k_sb<MT>("),
+        ("mma_decode_body", "mma_int_sb<F, MT>("),
         // the fused decode's prep reads a.x (the previous kernel's output)
         ("mma_decode_body", "mma_prep_block("),
         ("mma_gemm_body", "XF +"),
@@ -857,14 +858,18 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // The one load before pdl_wait that is not a prefetch (the unfused Q4_K decode's first
     // round, mma_decode_body) reads weights only: mma_q4k_load takes the tile bases and
     // nothing of XF/XE/XS or a.x. Negative control: a load of X is caught.
-    let load = &mma[mma.find("void mma_q4k_load(").expect("mma_q4k_load")..];
-    let load = &load[..load.find("\n}\n").expect("its end")];
     let reads_x = |b: &str| {
         ["XF", "XE", "XS", "a.x", "xf"]
             .iter()
             .any(|x| b.contains(x))
     };
-    assert!(!reads_x(load), "mma_q4k_load reads only weights");
+    for f in ["mma_q4k_load", "mma_q6k_load", "mma_int_load"] {
+        let load = &mma[mma.find(&format!("void {f}(")).expect(f)..];
+        let load = &load[..load.find("\n}\n").expect("its end")];
+        assert!(!reads_x(load), "{f} reads only weights");
+    }
+    let load = &mma[mma.find("void mma_q6k_load(").unwrap()..];
+    let load = &load[..load.find("\n}\n").unwrap()];
     assert!(reads_x(&load.replacen(
         "w.dd[mi] = ",
         "w.dd[mi] = XF[0].x + ",
@@ -872,7 +877,7 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     )));
     let body = &mma[mma.find("void mma_decode_body(").unwrap()..];
     let wait = body.find("pdl_wait();").unwrap();
-    assert!(body[..wait].contains("mma_q4k_load<MT>(base, warp, lane, w0)"));
+    assert!(body[..wait].contains("mma_int_load<F, MT>(base, warp, lane, w0)"));
     let gemm = &mma[mma.find("void mma_gemm_body(").unwrap()..];
     assert!(gemm.find("pdl_wait();").unwrap() < gemm.find("mma_gemm_sb<F, GMT, GNT>(").unwrap());
     let prep = &mma[mma.find(" mma_prep(MvArgs a").expect("mma_prep")..];
@@ -884,14 +889,14 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
 }
 
 /// The layout constants of kernels/mma.cu's MmaF<F> (block size, scale area, scale words per
-/// row pair, high-bit plane, quant bias; Q6_K's d area) are the host layout's
-/// (repack::mma_block_bytes, b32_geometry, Q6K_DOFF), format by format: the kernels read
-/// where `repack_mma_b32` wrote, which the host round-trip tests alone cannot show. And
-/// the Q6_K high-bit spread in m32_afrag / m32_hbits is the one `mma_b32_weights` mirrors.
-/// Negative control: a changed constant is caught.
+/// row pair, high-bit plane, quant bias) are the host layout's (repack::mma_block_bytes,
+/// b32_geometry), format by format, and Q6_K's block (MMA6_*) is repack's (Q6K_*): the
+/// kernels read where `repack_mma_b32` / `repack_mma_q6k` wrote, which the host round-trip
+/// tests alone cannot show. And Q6_K's A build in mma_q6k_afrag is the one `mma_q6k_weights`
+/// mirrors. Negative control: a changed constant is caught.
 #[test]
 fn mma_format_table_matches_the_host_layouts() {
-    use crate::quant::repack::{b32_geometry, mma_block_bytes, Q6K_DOFF};
+    use crate::quant::repack::{b32_geometry, mma_block_bytes, Q6K_DOFF, Q6K_HI_OFF, Q6K_SC_OFF};
     let mma = source("mma.cu");
     let field = |text: &str, tag: &str, name: &str| -> Option<usize> {
         let at = text.find(&format!("struct MmaF<{tag}> {{"))?;
@@ -904,33 +909,43 @@ fn mma_format_table_matches_the_host_layouts() {
         (GgmlType::Q4_0, "MF_Q4_0"),
         (GgmlType::Q4_1, "MF_Q4_1"),
         (GgmlType::Q5_0, "MF_Q5_0"),
-        (GgmlType::Q6K, "MF_Q6_K"),
     ] {
         let (doff, nd, hboff, bias) = b32_geometry(ty);
         let f = |name: &str| field(mma, tag, name).unwrap_or_else(|| panic!("{tag} {name}"));
         assert_eq!(Some(f("BLK")), mma_block_bytes(ty), "{tag} BLK");
+        assert_eq!(f("INTS"), 0, "{tag} INTS");
         assert_eq!(f("DOFF"), doff, "{tag} DOFF");
         assert_eq!(f("ND"), nd, "{tag} ND");
         assert_eq!(f("HB") > 0, hboff.is_some(), "{tag} HB");
         assert_eq!(f("HBOFF"), hboff.unwrap_or(0), "{tag} HBOFF");
         assert_eq!(f("BIAS") as i32, bias, "{tag} BIAS");
-        let q6 = ty == GgmlType::Q6K;
-        assert_eq!(f("DDOFF"), if q6 { Q6K_DOFF } else { 0 }, "{tag} DDOFF");
-        assert_eq!(f("KPB"), if q6 { 1 } else { 2 }, "{tag}: k-steps per scale");
     }
-    let moved = mma.replacen("BLK = 3360", "BLK = 3376", 1);
+    let define = |text: &str, name: &str| -> Option<usize> {
+        let v = text.split(&format!("#define {name} ")).nth(1)?;
+        v.split_whitespace().next()?.parse().ok()
+    };
+    assert!(mma.contains("enum { BLK = MMA6_BLK, INTS = 1 };"));
+    assert!(mma.contains("enum { BLK = MMA_BLK, INTS = 1 };"));
+    assert_eq!(define(mma, "MMA6_BLK"), mma_block_bytes(GgmlType::Q6K));
+    assert_eq!(define(mma, "MMA6_HI_OFF"), Some(Q6K_HI_OFF));
+    assert_eq!(define(mma, "MMA6_SC_OFF"), Some(Q6K_SC_OFF));
+    assert_eq!(define(mma, "MMA6_DD_OFF"), Some(Q6K_DOFF));
+    let moved = mma.replacen("#define MMA6_SC_OFF 3072", "#define MMA6_SC_OFF 3088", 1);
+    assert_ne!(define(&moved, "MMA6_SC_OFF"), Some(Q6K_SC_OFF));
+    let moved = mma.replacen("BLK = 2816", "BLK = 2832", 1);
     assert_ne!(
-        field(&moved, "MF_Q6_K", "BLK"),
-        mma_block_bytes(GgmlType::Q6K)
+        field(&moved, "MF_Q5_0", "BLK"),
+        mma_block_bytes(GgmlType::Q5_0)
     );
-    // The Q6_K spread: hb's slot bits 0-1 above each nibble (the mirror's masks and shifts).
+    // Q6_K's A build: the high pair under each nibble, then q - 32 per byte (the mirror's
+    // masks, shifts and constants).
     for line in [
-        "h0 = (hb << 4) & 0x00300030u;",
-        "h1 = (hb << 4) & 0x03000300u;",
-        "h2 = (hb >> 4) & 0x00300030u;",
-        "h3 = (hb >> 4) & 0x03000300u;",
-        "return mma_comp4(hb[ks >> 3], (ks >> 1) & 3) >> (2 * (ks & 1));",
-        "(float)(int)(signed char)((w >> (8 * (ks & 3))) & 255u)",
+        "a[0] = (((w0 & M) | ((hw << 4) & H)) + B) ^ X;",
+        "a[1] = ((((w0 >> 4) & M) | ((hw << 2) & H)) + B) ^ X;",
+        "a[2] = (((w1 & M) | (hw & H)) + B) ^ X;",
+        "a[3] = ((((w1 >> 4) & M) | ((hw >> 2) & H)) + B) ^ X;",
+        "const u32 M = 0x0F0F0F0Fu, H = 0x30303030u, B = 0x60606060u, X = 0x80808080u;",
+        "return (int)(signed char)(u8)(mma_comp4(sc, 2 * (j & 1) + (j >> 3)) >> (8 * ((j >> 1) & 3)));",
     ] {
         assert!(mma.contains(line), "mma.cu: {line}");
     }
@@ -996,9 +1011,11 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     assert_eq!(mma_fused_smem(q8, 1, 4096, 16, c16 - 1), None);
     assert_eq!(mma_fused_smem(q8, 1, 256, 16, 0), None);
     assert_eq!(mma_fused_smem(q8, usize::MAX, usize::MAX, 16, cap), None);
-    // Q4_K: never fused, at any width or warps (mma_prep, then the unfused kernel that
-    // preloads); another format at the same shapes (Q6_K, Q8_0) keeps the rule above.
-    assert!(!super::mma::mma_fuses(q4k) && super::mma::mma_fuses(q6k));
+    // Q4_K and Q6_K (the integer formats): never fused, at any width or warps (mma_prep, then
+    // the unfused kernel that preloads); another format at the same shapes (Q8_0) keeps the
+    // rule above.
+    assert!(!super::mma::mma_fuses(q4k) && !super::mma::mma_fuses(q6k));
+    assert!(super::mma::mma_fuses(q8));
     for (n_in, warps) in [
         (256, 16),
         (1024, 16),
@@ -1012,9 +1029,10 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
             None,
             "{n_in} {warps}"
         );
+        assert_eq!(mma_fused_smem(q6k, 1, n_in, warps, cap), None);
     }
     assert_eq!(
-        mma_fused_smem(q6k, 1, 14336, 16, cap),
+        mma_fused_smem(q8, 1, 14336, 16, cap),
         Some(56 * MMA_FUSE_UNIT)
     );
     assert_eq!(

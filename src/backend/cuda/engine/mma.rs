@@ -12,7 +12,7 @@ use cudarc::driver::LaunchConfig;
 use super::weights::DevWeight;
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
-    mma_fuses, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
+    mma_fuses, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
 };
 use crate::backend::cuda::{alloc_zeroed_on, op_err, DevCtx, GpuBuf, GpuStream};
 use crate::backend::BResult;
@@ -111,12 +111,12 @@ pub(in crate::backend::cuda) fn mma_fused_smem(
 }
 
 /// The mma decode kernel slot of a launch of `n_mt` m-tiles (2 per block) of `n_sb`
-/// super-blocks, format `ty`: 16 warps (super-blocks in flight) when its blocks run in one
+/// super-blocks: 16 warps (super-blocks in flight) when its blocks run in one
 /// wave (at most one a block per SM: a 512-thread block of 80-128 registers holds an SM),
 /// or in two short ones (under two per SM, and one round: n_sb <= 16); else 8 (three blocks an
-/// SM at 80 registers, so one wave up to 3 x SMs). Q6_K always 8 (its 16-warp kernel spills
-/// ~50 bytes a thread under the 128-register cap of a 512-thread block; the 8-warp one spills
-/// none: scripts/nvrtc-check.py builds both). Measured on one H200 (2026-12-01, same bits,
+/// SM at 80 registers, so one wave up to 3 x SMs). Every format alike (Q6_K took 8 always
+/// while its f16 route's 16-warp kernel spilled ~50 bytes a thread; its integer route's
+/// spills 4: scripts/nvrtc-check.py builds both). Measured on one H200 (2026-12-01, same bits,
 /// receipts/decode-profile-cuda/preload/): the 8192-wide 70B slice's o and down (256 blocks,
 /// 32 and 112 super-blocks) on 8 warps instead of two waves of 16, eager +4 %, B = 8 +6 %;
 /// the 8B shape's q|k|v (192 blocks, 16 super-blocks) on 8 warps -3 % eager, so it stays on 16.
@@ -126,13 +126,12 @@ pub(in crate::backend::cuda) fn mma_fused_smem(
 /// the bits are the same either way (the tensor-core prototype, removed
 /// with research/ in f78de77, measured every decode variant equal).
 pub(in crate::backend::cuda) fn mma_decode_kernel(
-    ty: GgmlType,
     n_mt: usize,
     n_sb: usize,
     sms: usize,
 ) -> (usize, u32) {
     let blocks = n_mt.div_ceil(2);
-    if ty != GgmlType::Q6K && (blocks <= sms || (blocks < 2 * sms && n_sb <= 16)) {
+    if blocks <= sms || (blocks < 2 * sms && n_sb <= 16) {
         (MMA_DECODE_K16, 16)
     } else {
         (MMA_DECODE_K8, 8)
@@ -238,7 +237,7 @@ impl CudaEngine {
             to_i32(n_sb, "mma super-blocks")?,
             to_i32(rows, "rows")?,
         );
-        let (k, warps) = mma_decode_kernel(ty, n_mt, n_sb, self.dx.sms);
+        let (k, warps) = mma_decode_kernel(n_mt, n_sb, self.dx.sms);
         let (fused_kind, dec_kind) = MMA_PROF[Self::prof_op(mode, mats.len(), norm.is_some())];
         // The decode kernels' grid, fused or not: 2 m-tiles a block.
         let dec = |smem: u32| -> BResult<LaunchConfig> {
@@ -275,9 +274,9 @@ impl CudaEngine {
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
-        // Q4_K's integer pieces, the other formats' f16 hi and lo (kernels/mma.cu, "Prepared
-        // activations"): every matrix of the launch is of format ty (checked above).
-        let ints = i32::from(ty == GgmlType::Q4K);
+        // Q4_K's and Q6_K's integer pieces, the other formats' f16 hi and lo (kernels/mma.cu,
+        // "Prepared activations"): every matrix of the launch is of format ty (checked above).
+        let ints = i32::from(mma_ints(ty));
         let e0 = self.prof_start(s);
         let mut p = [kp(&a), kp(&xf), kp(&xe), kp(&xs), kp(&plant), kp(&ints)];
         // SAFETY: mma_prep(MvArgs a, u32* XF, float* XE, float* XS, int plant, int ints); a.x holds a.rows rows

@@ -1,6 +1,6 @@
-// The tensor-core matvec / GEMM (`--mma on`) for Q4_K (integer mma.sync m16n8k32: u8 weights,
-// int8 pieces of the activations, exact s32 sums) and (below, "32-element formats") Q8_0,
-// Q4_0, Q4_1, Q5_0, and Q6_K (mma.sync m16n8k16, f16 in, f32 accumulate), ported from the
+// The tensor-core matvec / GEMM (`--mma on`) for Q4_K and Q6_K (integer mma.sync: u8 / s8
+// weights, int8 pieces of the activations, exact s32 sums) and (below, "32-element
+// formats") Q8_0, Q4_0, Q4_1, Q5_0 (mma.sync m16n8k16, f16 in, f32 accumulate), ported from the
 // prototype research/mma-q4k/mma_q4k.cu (removed in f78de77, git history keeps it; measured
 // there on an H200: every column's bits equal its bits run alone, decode B = 1..8 and GEMM
 // C = 16/64/512 alike). Compiled only into the mma module (`#define MMA_Q4K`, with common.cu,
@@ -32,9 +32,9 @@
 // them magnitude so that the halves of S fit an int32. Blocks whose largest |x| is below
 // 2^-106 (E clamped) keep fewer bits: a function of x alone all the same. A non-finite input
 // becomes an integer here (cvt saturates or gives 0, then clamped to |v| <= 2^21, so every
-// integer sum keeps its bound), but its sub-block sum xsum is non-finite too, and so is
-// m_s * xsum_s whatever m_s (0 * inf and 0 * NaN are NaN): msum, v_sb and y are non-finite,
-// as the input's row must be (kernel-emu checks it).
+// integer sum keeps its bound), but its super-block's 2^E_sb is NaN (mma_prep_sb), and its
+// sub-block sum xsum non-finite too: v_sb and y are NaN, as the input's row must be
+// non-finite (kernel-emu checks it).
 // v_sb depends on sb alone, so the decode kernel computes super-blocks in parallel warps and
 // adds them afterwards in sb order, and the GEMM walks them in order in registers: the same
 // bits. The input x of a column is normalized (a norm launch) by mma_prep with stage_rows'
@@ -86,41 +86,64 @@
 // d[g][0..8], d[g+8][0..8] (Q4_1 also m[g][..], m[g+8][..]).
 // Stored quants are u = q + BIAS (unsigned); m32_afrag subtracts BIAS exactly.
 //
-// THE ORDER of Q6_K (F = MF_Q6_K; n_in a multiple of 256; fixed by n_in alone): the 32-element
-// formats' order with blocks of 16, one per k-step (sub-block j of 16 = k-step ks):
-//   for each super-block sb independently:
-//     u_sb = 0; for ks in 0..16:
-//       S = 0; S = mma(A_ks, Xhi_ks, S); S = mma(A_ks, Xlo_ks, S)
-//         A: the row's q - 32 (-32..31; q the raw 6 bits), exact in f16;
-//       v = (d * sc_ks) * (S * 2^E_sb)     (d: the row's f16 super-block scale, sc_ks its
-//                                          int8 sub-block scale; d * sc_ks exact in f32:
-//                                          m32_dscale says why)
-//       u_sb = u_sb + v
-//   y = 0; for sb in 0..n_sb: y = y + u_sb;   then mv_finish.
-// Why not A = sc * (q - 32), the scale folded into A: |sc * (q - 32)| reaches 4096,
-// past f16's exact integers (2048), so A would round. The scale goes to the f32 epilogue, a
-// mul and an add per k-step per output (the 32-element formats': per 2 k-steps).
-// Weights (repack_mma_b32), 3360 bytes per (m-tile, super-block), GGUF's 16 x 210: the f16
-// nibble words of the low 4 bits; at 2048 the high 2 bits, lane's 32 bytes as
-// uint4 j at 2048 + 512 j + 16 lane, u32 (ks / 2) % 4 of uint4 ks / 8 holding k-step pair
-// ks / 2: bits 4i + 2 (ks % 2) + {0, 1} = bits 4, 5 of nibble i's q; at 3072 per g the int8
-// sc[g][0..16], sc[g+8][0..16]; at 3328 per g the f16 d[g], d[g+8].
+// THE ORDER of Q6_K (F = MF_Q6_K; n_in a multiple of 256; fixed by n_in alone): Q4_K's, with
+// signed 6-bit weights, sub-blocks of 16 and no mins. Exact integers up to one rounding per
+// super-block:
+//   per column and super-block sb: mma_prep's integer pieces, Q4_K's (E_sb, v_k, h, m, l);
+//   for each super-block sb independently, with integer mma (s8 q - 32 times the s8 digits):
+//     D_j = 2^16 D_h + 2^8 D_m + D_l = sum (q_k - 32) v_k   (j = 0..16, its 16 k; exact in
+//                                                          int32: |D_j| <= 2^30)
+//     S_sb = sum over j of sc_j * D_j                 (sc_j the row's int8 sub-block scale;
+//                                                     exact: |S| <= 2^41)
+//     v_sb = d * (rn_f32(S_sb) * 2^E_sb)              (d the row's f16 scale; the one
+//                                                     rounding of S, then two of f32)
+//   y = 0; for sb in 0..n_sb: y = y + v_sb;   then mv_finish.
+// How the kernels sum S (every way the same integer): the multi-row decode and the GEMM run
+// three m16n8k16 a sub-block (one per piece; k = 16 is one sub-block, whose scale differs
+// from its neighbour's) and add sc_j * D_j in int64 (mma_q6k_dot); the one-row decode runs
+// ONE m16n8k32 a 32-k chunk, its B columns the two sub-blocks' pieces, and joins int32 lane
+// sums (mma_q6k_row_dot, mma_q6k_row_round). A non-finite input: 2^E_sb is NaN (mma_prep_sb),
+// so every v_sb of its super-block, and y, are NaN.
+// Why integers (replacing the f16 route's per-k-step chains, `(d * sc) * (S * 2^E)` each,
+// 2 mma a 16-k step with a 4-HFMA2 A build): the A build is masks and one add and xor a
+// register (mma_q6k_afrag), the sums exact, and the one-row decode one mma a 32-k chunk;
+// the one-row launch is the FFMA kernels' (mvq) busiest Q6_K case (a Q4_K_M file's
+// ffn_down, v and vocabulary head).
+// Weights (crate::quant::repack::repack_mma_q6k), 3360 bytes per (m-tile, super-block),
+// GGUF's 16 x 210:
+//   [0, 2048)    the low nibbles, Q4_K's words: u32 (s / 2) * 128 + lane * 4 + 2 (s % 2) +
+//                j (chunk s, half j) byte i = q[row g][32 s + 16 j + 4t + i] & 15 |
+//                (q[row g+8][same k] & 15) << 4;
+//   [2048, 3072) the high pairs: uint4 s / 4 of lane at 2048 + 512 (s / 4) + 16 lane, its
+//                u32 s % 4 (hw of chunk s) byte i holding at bits 2 (h + 2j) + {0, 1} the
+//                pair of row g + 8h, half j's element (mma_q6k_afrag);
+//   [3072, 3328) per g: the int8 scales of row g, then row g+8, each its even sub-blocks
+//                (0, 2, .., 14) then its odd ones (mma_q6k_sc; a one-row lane takes the half
+//                of its sub-blocks, t < 2 even, t >= 2 odd);
+//   [3328, 3360) per g: d[g], d[g+8] (f16 bits).
 // Prepared activations (mma_prep), per column and super-block, 256 u32 of XF in one of two
 // forms (the launch's format picks: mma_prep's `ints`):
-//   the 32-element formats and Q6_K: uint4 (ks * 4 + t) = {hi(k0, k0+1), hi(k0+8, k0+9),
+//   the 32-element formats: uint4 (ks * 4 + t) = {hi(k0, k0+1), hi(k0+8, k0+9),
 //       lo(k0, k0+1), lo(k0+8, k0+9)} with k0 = ks * 16 + 2t: the f16 B fragment (col = g)
 //       of lane (g, t), hi and lo;
-//   Q4_K: words (s * 4 + t) * 8 + 2p + j (sub-block s, piece p = h, m, l, j = 0, 1) hold
+//   Q4_K, Q6_K: words (s * 4 + t) * 8 + 2p + j (chunk s, piece p = h, m, l, j = 0, 1) hold
 //       piece p of v[32 s + 16 j + 4t + i] in byte i: the int8 B fragment (b0 = k 4t..4t+3,
 //       b1 = k 16 + 4t.., col g) of lane (g, t) for piece p; words 6, 7 of each 8 are unused
 //       (never written, never read).
-//   XE: 2^E (f32);  XS: the 8 sub-block sums of x (f32, fixed order).
+//   XE: 2^E (f32; the integer form: NaN for a super-block holding a non-finite input);
+//   XS: the 8 sub-block sums of x (f32, fixed order; Q6_K reads none).
 
 #if defined(MMA_Q4K)
 
 #define MMA_BLK 2368
 #define MMA_SC_OFF 2048
 #define MMA_DD_OFF 2304
+// Q6_K's block (the head's layout): nibbles as Q4_K's, then the high pairs, the int8 scales
+// (per g: rows g, g+8, each even sub-blocks then odd) and the f16 d (per g: d[g], d[g+8]).
+#define MMA6_BLK 3360
+#define MMA6_HI_OFF 2048
+#define MMA6_SC_OFF 3072
+#define MMA6_DD_OFF 3328
 
 // Weights are read once per launch: no L1 allocation (keeps x in L1). Read-only for the
 // engine's life (uploaded at build), so the non-coherent path is valid.
@@ -226,6 +249,33 @@ __device__ __forceinline__ void imma16832(int (&d)[4], const u32 (&a)[4], u32 b0
 #endif
 }
 
+// The same with a signed A (s8 x s8): Q6_K's q - 32.
+__device__ __forceinline__ void imma16832s(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if defined(PPN_EMU)
+    emu_imma16832(d, a, b0, b1, true);
+#else
+    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// D = A * B + D, s8 A (16 x 16) and B (16 x 8), s32 accumulate (m16n8k16): a0 = A[g][4t..4t+3],
+// a1 = A[g+8][4t..], b0 = B[4t..4t+3][g] (byte i the element k + i); D as imma16832's. The
+// first half of imma16832's k: one 16-element sub-block of Q6_K's.
+__device__ __forceinline__ void imma16816s(int (&d)[4], u32 a0, u32 a1, u32 b0) {
+#if defined(PPN_EMU)
+    const u32 a[4] = {a0, a1, 0u, 0u};
+    emu_imma16832(d, a, b0, 0u, true);
+#else
+    asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+        "{%0, %1, %2, %3};"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+#endif
+}
+
 // The Q4_K A fragment of sub-block s from the lane's nibble uint4 of its sub-block pair
 // (s / 2): words 2 (s % 2) and 2 (s % 2) + 1 (the head's layout), each a LOP3 for row g's
 // nibbles and a shift and a LOP3 for row g+8's. The quants as u8 integers: nothing rounds.
@@ -235,6 +285,14 @@ __device__ __forceinline__ void mma_q4k_afrag(const uint4& nib, int s, u32 (&a)[
     a[1] = (w0 >> 4) & 0x0F0F0F0Fu;  // row g+8, k 4t..4t+3
     a[2] = w1 & 0x0F0F0F0Fu;         // row g,   k 16+4t..
     a[3] = (w1 >> 4) & 0x0F0F0F0Fu;  // row g+8, k 16+4t..
+}
+
+// Lane (g, t)'s integer B fragments of its column (g) for chunk s: {h0, h1, m0, m1} and
+// {l0, l1} (xf: the column's super-block words + 2t uint4s, the head's layout); zeros when
+// `live` is false (a column past the launch's).
+__device__ __forceinline__ void mma_int_bfrag(const uint4* xf, int s, bool live, uint4& hb, uint2& lb) {
+    hb = live ? xf[s * 8] : make_uint4(0u, 0u, 0u, 0u);
+    lb = live ? *(const uint2*)(xf + s * 8 + 1) : make_uint2(0u, 0u);
 }
 
 // The four outputs' S_sb of THE ORDER, kept as two int32 halves: S_sb = 2^8 S_hm + S_l with
@@ -333,6 +391,88 @@ __device__ __forceinline__ void mma_frag_values(const float (&S)[4], uint2 dd, u
     mma_col_values(S[1], S[3], dd, mn, xb, eb, v[1], v[3]);
 }
 
+// ---- Q6_K on the integer tensor cores (THE ORDER of Q6_K, the head; F = MF_Q6_K).
+// The s8 A fragment of 32-k chunk s (sub-blocks 2s: registers 0, 1; 2s + 1: registers 2, 3)
+// from the lane's nibble uint4 of chunk pair s / 2 (Q4_K's words) and its high-pair word hw
+// of chunk s (byte i: bits 0-1 the high pair of row g's element 4t + i, 2-3 row g+8's, 4-5
+// row g's element 16 + 4t + i, 6-7 row g+8's). Each byte becomes q - 32 (q = nibble | pair
+// << 4, 0..63): adding 0x60 (q + 96 <= 159: no carry into the next byte) then flipping bit
+// 7 maps 0..31 to 224..255 (-32..-1) and 32..63 to 0..31. Nothing rounds.
+__device__ __forceinline__ void mma_q6k_afrag(const uint4& nib, u32 hw, int s, u32 (&a)[4]) {
+    const u32 w0 = mma_comp4(nib, 2 * (s & 1)), w1 = mma_comp4(nib, 2 * (s & 1) + 1);
+    const u32 M = 0x0F0F0F0Fu, H = 0x30303030u, B = 0x60606060u, X = 0x80808080u;
+    a[0] = (((w0 & M) | ((hw << 4) & H)) + B) ^ X;         // row g,   k 4t..4t+3
+    a[1] = ((((w0 >> 4) & M) | ((hw << 2) & H)) + B) ^ X;  // row g+8, k 4t..
+    a[2] = (((w1 & M) | (hw & H)) + B) ^ X;                // row g,   k 16+4t..
+    a[3] = ((((w1 >> 4) & M) | ((hw >> 2) & H)) + B) ^ X;  // row g+8, k 16+4t..
+}
+
+// Sub-block j's int8 scale from a row's scale uint4 (even sub-blocks in bytes 0..7, odd in
+// 8..15: the head's layout).
+__device__ __forceinline__ int mma_q6k_sc(const uint4& sc, int j) {
+    return (int)(signed char)(u8)(mma_comp4(sc, 2 * (j & 1) + (j >> 3)) >> (8 * ((j >> 1) & 3)));
+}
+
+// Chunk s of the four outputs of a C fragment (columns 2t, 2t+1 x rows g, g+8), S_sb kept
+// in int64: for each of its sub-blocks j = 2s + jj, three m16n8k16 (the pieces h, m, l of
+// the columns' B halves jj: hb = {h0, h1, m0, m1}, lb = {l0, l1}), then S += sc_j (2^16 D_h
+// + 2^8 D_m + D_l). Exact: 2^16 D_h + 2^8 D_m + D_l = sum (q - 32) v over 16 k, |.| <= 16 *
+// 32 * 2^21 = 2^30 in int32 (each partial sum too), times |sc_j| <= 128, 16 times: |S_sb| <=
+// 2^41 in int64.
+__device__ __forceinline__ void mma_q6k_dot(const u32 (&a)[4], const uint4& hb, const uint2& lb,
+                                            const uint4& scg, const uint4& sc8, int s,
+                                            long long (&S)[4]) {
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+        int dh[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
+        imma16816s(dh, a[2 * jj], a[2 * jj + 1], jj ? hb.y : hb.x);
+        imma16816s(dm, a[2 * jj], a[2 * jj + 1], jj ? hb.w : hb.z);
+        imma16816s(dl, a[2 * jj], a[2 * jj + 1], jj ? lb.y : lb.x);
+        const int kg = mma_q6k_sc(scg, 2 * s + jj), k8 = mma_q6k_sc(sc8, 2 * s + jj);
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+            S[c] += (long long)(c < 2 ? kg : k8) * (dh[c] * 65536 + dm[c] * 256 + dl[c]);
+    }
+}
+
+// The one-row decode's chunk s (nb = 1): ONE m16n8k32 whose B columns are the one column's
+// pieces, sub-block 2s's h, m, l in columns 0, 1, 3 (b0 only), 2s + 1's in 4, 5, 7 (b1 only;
+// 2 and 6 zero). Lane (g, t)'s C fragment then holds columns 2t, 2t + 1 of rows g, g+8:
+// t = 0 D_h, D_m of sub-block 2s; t = 1 zero, D_l; t = 2, 3 the same of 2s + 1, whose scale
+// the lane takes (sg, s8: the lane's 8 scales of rows g, g+8, sub-blocks 2s + (t >> 1)). So
+// X += sc c0, Y += sc c1 sum the lane's share: |X| <= 8 * 128 * 16 * 32 * 32 = 2^24, |Y| <=
+// 2^26 (|D_m|, |D_l| <= 16 * 32 * 128): exact in int32. mma_q6k_row_round joins the lanes.
+__device__ __forceinline__ void mma_q6k_row_dot(const u32 (&a)[4], const uint2& b, const uint2& sg,
+                                                const uint2& s8, int s, int (&X)[2], int (&Y)[2]) {
+    int d[4] = {0, 0, 0, 0};
+    imma16832s(d, a, b.x, b.y);
+    const u32 wg = s < 4 ? sg.x : sg.y, w8 = s < 4 ? s8.x : s8.y;
+    const int kg = (int)(signed char)(u8)(wg >> (8 * (s & 3))), k8 = (int)(signed char)(u8)(w8 >> (8 * (s & 3)));
+    X[0] += kg * d[0];
+    Y[0] += kg * d[1];
+    X[1] += k8 * d[2];
+    Y[1] += k8 * d[3];
+}
+
+// rn_f32(S_sb) of rows g (f[0]) and g+8 (f[1]) of the one column, in lane t = 0: S_sb = 2^16
+// (X_0 + X_2) + 2^8 (Y_0 + Y_2) + (Y_1 + Y_3) (lane t's X_t, Y_t), exact in int64, then
+// THE ORDER's one rounding (every lane takes part in the shuffles; only t = 0's is used).
+__device__ __forceinline__ void mma_q6k_row_round(const int (&X)[2], const int (&Y)[2], float (&f)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int x = X[r] + __shfl_down_sync(0xffffffffu, X[r], 2);
+        const int y = Y[r] + __shfl_down_sync(0xffffffffu, Y[r], 2);
+        const int l = __shfl_down_sync(0xffffffffu, y, 1);
+        f[r] = (float)((long long)x * 65536 + (long long)y * 256 + l);
+    }
+}
+
+// v_sb of one Q6_K output: d * (rn_f32(S_sb) * 2^E) (S * e exact: a power of two; e NaN for a
+// super-block holding a non-finite input, mma_prep_sb).
+__device__ __forceinline__ float mma_q6k_value(float S, float d, float e) {
+    return __fmul_rn(d, __fmul_rn(S, e));
+}
+
 __device__ __forceinline__ void mma_load_xs(const float* XS, const float* XE, int col, int ncols,
                                             int n_sb, int sb, float (&xs)[8], float& e) {
     if (col < ncols) {
@@ -372,45 +512,38 @@ __device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb,
 #define MF_Q4_1 3
 #define MF_Q5_0 4
 #define MF_Q6_K 5
-// BLK: bytes per (m-tile, super-block); for the 32-element formats (repack::repack_mma_b32):
-// NQ: 16-byte quant words per lane per 4 k-steps (k4 group); DOFF: the scale area (per g: ND
-// uint4s: d[g][0..8], d[g+8][0..8] and, with MIN, m[g][0..8], m[g+8][0..8], f16); HB: a
-// Q5_0 high-bit plane at HBOFF (lane's uint4, byte ks, bit i = bit 4 of nibble i's quant);
-// BIAS: stored u = q + BIAS (unsigned), so q = u - BIAS exactly. KPB: k-steps per scaled
-// block (2: blocks of 32; Q6_K 1: its sub-blocks of 16). HBN: uint4s of high bits per lane.
-// Q6_K (HB 2): 2-bit high parts, lane's 32 bytes at HBOFF + j * 512 + lane * 16, one u32 per
-// k-step pair; its scale area holds int8 sub-block scales (per g: sc[g][0..16], sc[g+8][0..16])
-// and DDOFF the super-block's f16 d (per g: d[g], d[g+8]).
+// BLK: bytes per (m-tile, super-block); INTS: the integer route (Q4_K, Q6_K: mma_prep's
+// integer pieces, the u8 / s8 integer mma, one rounding a super-block); for the 32-element
+// formats (repack::repack_mma_b32): NQ: 16-byte quant words per lane per 4 k-steps (k4
+// group); DOFF: the scale area (per g: ND uint4s: d[g][0..8], d[g+8][0..8] and, with MIN,
+// m[g][0..8], m[g+8][0..8], f16); HB: a Q5_0 high-bit plane at HBOFF (lane's uint4, byte ks,
+// bit i = bit 4 of nibble i's quant); BIAS: stored u = q + BIAS (unsigned), so q = u - BIAS
+// exactly.
 template <int F>
 struct MmaF;
 template <>
 struct MmaF<MF_Q4K> {
-    enum { BLK = MMA_BLK };
+    enum { BLK = MMA_BLK, INTS = 1 };
 };
 template <>
 struct MmaF<MF_Q8_0> {
-    enum { BLK = 4352, DOFF = 4096, NQ = 2, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 128,
-           KPB = 2, HBN = 1, DDOFF = 0 };
+    enum { BLK = 4352, INTS = 0, DOFF = 4096, NQ = 2, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 128 };
 };
 template <>
 struct MmaF<MF_Q4_0> {
-    enum { BLK = 2304, DOFF = 2048, NQ = 1, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 8,
-           KPB = 2, HBN = 1, DDOFF = 0 };
+    enum { BLK = 2304, INTS = 0, DOFF = 2048, NQ = 1, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 8 };
 };
 template <>
 struct MmaF<MF_Q4_1> {
-    enum { BLK = 2560, DOFF = 2048, NQ = 1, ND = 4, HB = 0, HBOFF = 0, MIN = 1, BIAS = 0,
-           KPB = 2, HBN = 1, DDOFF = 0 };
+    enum { BLK = 2560, INTS = 0, DOFF = 2048, NQ = 1, ND = 4, HB = 0, HBOFF = 0, MIN = 1, BIAS = 0 };
 };
 template <>
 struct MmaF<MF_Q5_0> {
-    enum { BLK = 2816, DOFF = 2560, NQ = 1, ND = 2, HB = 1, HBOFF = 2048, MIN = 0, BIAS = 16,
-           KPB = 2, HBN = 1, DDOFF = 0 };
+    enum { BLK = 2816, INTS = 0, DOFF = 2560, NQ = 1, ND = 2, HB = 1, HBOFF = 2048, MIN = 0, BIAS = 16 };
 };
 template <>
 struct MmaF<MF_Q6_K> {
-    enum { BLK = 3360, DOFF = 3072, NQ = 1, ND = 2, HB = 2, HBOFF = 2048, MIN = 0, BIAS = 32,
-           KPB = 1, HBN = 2, DDOFF = 3328 };
+    enum { BLK = MMA6_BLK, INTS = 1 };
 };
 
 // Constants of the 32-element formats' A build: rows g: (1024 + u) * 1 - (1024 + BIAS) = q;
@@ -453,14 +586,6 @@ __device__ __forceinline__ void m32_afrag(const uint4 (&qv)[MmaF<F>::NQ], u32 hb
             h1 = (t << 7) & 0x01000100u;  // bits 1, 5  -> 8, 24
             h2 = (t << 2) & 0x00100010u;  // bits 2, 6  -> 4, 20 (of w >> 8)
             h3 = (t << 5) & 0x01000100u;  // bits 3, 7  -> 8, 24 (of w >> 8)
-        } else if constexpr (MmaF<F>::HB == 2) {
-            // Q6_K: hb's nibble slot i holds, at its bits 0-1, bits 4-5 of nibble i's u (the
-            // caller shifted odd k-steps' pair down); each pair goes just above its nibble:
-            // u < 64, so (1024 + u) and (1024 + 16 u) <= 2032 stay exact f16 integers.
-            h0 = (hb << 4) & 0x00300030u;  // slots 0, 4 (bits 0, 16)  -> 4, 20
-            h1 = (hb << 4) & 0x03000300u;  // slots 1, 5 (bits 4, 20)  -> 8, 24
-            h2 = (hb >> 4) & 0x00300030u;  // slots 2, 6 (bits 8, 24)  -> 4, 20 (of w >> 8)
-            h3 = (hb >> 4) & 0x03000300u;  // slots 3, 7 (bits 12, 28) -> 8, 24 (of w >> 8)
         }
         a[0] = mma_hfma2((w & 0x000F000Fu) | h0 | 0x64006400u, k.one, k.b);
         a[1] = mma_hfma2((w & 0x00F000F0u) | h1 | 0x64006400u, k.c16, k.d);
@@ -469,26 +594,14 @@ __device__ __forceinline__ void m32_afrag(const uint4 (&qv)[MmaF<F>::NQ], u32 hb
     }
 }
 
-// The high bits of k-step ks from a lane's HBN uint4s (m32_afrag's hb): Q5_0 byte ks of one;
-// Q6_K the k-step pair's u32 (word (ks / 2) % 4 of uint4 ks / 8), odd k-steps 2 bits down.
-template <int F>
-__device__ __forceinline__ u32 m32_hbits(const uint4 (&hb)[MmaF<F>::HBN], int ks) {
-    if constexpr (MmaF<F>::HB == 2) return mma_comp4(hb[ks >> 3], (ks >> 1) & 3) >> (2 * (ks & 1));
-    else return (mma_comp4(hb[0], ks >> 2) >> (8 * (ks & 3))) & 255u;
+// The high bits of k-step ks from a lane's high-bit uint4 (m32_afrag's hb): Q5_0's byte ks.
+__device__ __forceinline__ u32 m32_hbits(const uint4& hb, int ks) {
+    return (mma_comp4(hb, ks >> 2) >> (8 * (ks & 3))) & 255u;
 }
 
-// The scale of k-step ks's block for one row from the row's scale word of k4 group ks / 4
-// (`w`): the f16 d of block ks / 2 (half (ks / 2) % 2), or Q6_K's d * sc with sc the int8
-// of sub-block ks (byte ks % 4) and d the row's f16 super-block scale (`d`). Why d * sc is
-// exact in f32: d has 11 significant bits, sc 8 (|sc| <= 128), the product at most 19 < 24,
-// and d * sc >= 2^-24 in magnitude (or zero) cannot underflow f32: no rounding, so it equals
-// the crate's dequantizer's d * sc (quant/dequant.rs), and A = q - 32 (|q - 32| <= 32) is an
-// exact f16 where sc * (q - 32) (up to 4096) would not be.
-template <int F>
-__device__ __forceinline__ float m32_dscale(u32 w, int ks, float d) {
-    if constexpr (F == MF_Q6_K) return __fmul_rn(d, (float)(int)(signed char)((w >> (8 * (ks & 3))) & 255u));
-    else return mma_h2f(w >> (16 * ((ks >> 1) & 1)));
-}
+// The f16 d of k-step ks's block (ks / 2) for one row from the row's scale word of k4 group
+// ks / 4 (`w`: blocks 2 (ks / 4), 2 (ks / 4) + 1, low half first).
+__device__ __forceinline__ float m32_d(u32 w, int ks) { return mma_h2f(w >> (16 * ((ks >> 1) & 1))); }
 
 // f16 number j (0..8) of a uint4 of eight.
 __device__ __forceinline__ float m32_h8(const uint4& v, int j) {
@@ -536,12 +649,12 @@ __device__ __forceinline__ void m32_add_block(float (&u)[4], const float (&S)[4]
 // computes its rows otherwise, which the gate must catch. The f16 form stores each
 // super-block's lo fragments where hi belong and hi where lo belong, so the mma chain adds lo
 // before hi: an order that depends on the launch's rows (the prototype measured this swap
-// changing most outputs' bits). The integer form (Q4_K), whose sums have no order to swap,
-// rounds x * 2^-E toward zero instead of to nearest: each v off by at most one unit of 2^-20
-// of the block's largest, most outputs' bits changed (kernel-emu checks it).
-// The Q4_K form of a lane's 8 inputs x (k = 8L..8L+7 of the super-block, L = 4s + q: sub-block
-// s, its quarter q) into the column's 256 XF words (the head's layout); sinv = 2^-E
-// (mma_prep_sb: |v| <= 2^21, the bound THE ORDER's int32 sums rely on).
+// changing most outputs' bits). The integer form (Q4_K, Q6_K), whose sums have no order to
+// swap, rounds x * 2^-E toward zero instead of to nearest: each v off by at most one unit of
+// 2^-20 of the block's largest, most outputs' bits changed (kernel-emu checks both formats).
+// The integer form (Q4_K, Q6_K) of a lane's 8 inputs x (k = 8L..8L+7 of the super-block, L =
+// 4s + q: 32-k chunk s, its quarter q) into the column's 256 XF words (the head's layout);
+// sinv = 2^-E (mma_prep_sb: |v| <= 2^21, the bound THE ORDER's int32 sums rely on).
 __device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float sinv, int L, u32* xf,
                                               bool trunc) {
     const int s = L >> 2, q = L & 3;
@@ -576,7 +689,7 @@ __device__ __forceinline__ void mma_prep_ints(const float (&x)[8], float sinv, i
 // inv and the norm weights g when g is set), into the column's XF words xf (256), its 2^E *xe
 // and its 8 sub-block sums xs. Lane L takes inputs 8L..8L+7. Pointers are generic: mma_prep
 // writes global scratch, the fused decode kernel (mma_prep_block) shared memory, with these
-// same expressions, so the bytes are the same either way. ints: Q4_K's integer form, else
+// same expressions, so the bytes are the same either way. ints: the integer form, else
 // the f16 one; plant: the planted fault (above).
 __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, float inv, int n,
                                             int sb, int L, u32* xf, float* xe, float* xs,
@@ -594,9 +707,14 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
 #pragma unroll
         for (int i = 0; i < 8; ++i) x[i] = (x[i] * inv) * g[i];  // stage_rows' expression
     }
+    // The integer forms count a NaN as +inf here (fmaxf drops NaN), so that m is +inf exactly
+    // when the super-block holds a non-finite input (below: 2^E NaN).
     float m = 0.0f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(x[i]));
+    for (int i = 0; i < 8; ++i) {
+        const float ax = fabsf(x[i]);
+        m = fmaxf(m, ints && !(ax <= 3.40282347e38f) ? __int_as_float(0x7f800000) : ax);
+    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
     // E: max |x| * 2^-E in [2^20, 2^21) for Q4_K's integers (|v| <= 2^21); in [2^14, 2^15)
@@ -606,7 +724,12 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
     // integers or keep fewer bits, a function of x alone).
     int E = ((__float_as_int(m) >> 23) & 255) - (ints ? 147 : 141);
     if (E < -126) E = -126;
-    const float sinv = __int_as_float((127 - E) << 23), e = __int_as_float((127 + E) << 23);
+    const float sinv = __int_as_float((127 - E) << 23);
+    // The integer forms' 2^E is NaN for a super-block holding a non-finite input: its integer
+    // pieces cannot carry it (cvt saturates, or gives 0 for NaN; then clamped), so THE
+    // ORDER's rn_f32(S) * 2^E makes every output of the column non-finite, as the input's
+    // row must be (Q6_K has no other term that would; Q4_K's mins term would too).
+    const float e = ints && m > 3.40282347e38f ? __int_as_float(0x7fffffff) : __int_as_float((127 + E) << 23);
     if (ints) {
         mma_prep_ints(x, sinv, L, xf, plant);
     } else {
@@ -667,8 +790,8 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
     const float* X = a.x + (size_t)col * n;
     const float inv = a.norm ? 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + a.eps) : 0.0f;
     const size_t i = (size_t)col * n_sb + sb;
-    // ints: the launch's matrices are Q4_K (engine/mma.rs), uniform over the grid. plant: the
-    // fault only, on launches of more than one row.
+    // ints: the launch's matrices are Q4_K or Q6_K (engine/mma.rs), uniform over the grid.
+    // plant: the fault only, on launches of more than one row.
     if (sb < n_sb)
         mma_prep_sb(X, a.norm, inv, n, sb, L, XF + i * 256, XE + i, XS + i * 8, ints != 0, plant && a.rows > 1);
 }
@@ -762,13 +885,9 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
     const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + 2 * t;
 #pragma unroll
     for (int s = 0; s < 8; ++s) {
-        // Columns past nb are zeros: they change nothing in the real columns.
-        uint4 hb = make_uint4(0u, 0u, 0u, 0u);
-        uint2 lb = make_uint2(0u, 0u);
-        if (g < nb) {
-            hb = xf[s * 8];
-            lb = *(const uint2*)(xf + s * 8 + 1);
-        }
+        uint4 hb;
+        uint2 lb;
+        mma_int_bfrag(xf, s, g < nb, hb, lb);  // columns past nb: zeros, changing nothing
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             u32 a[4];
@@ -787,21 +906,143 @@ __device__ __forceinline__ void mma_q4k_sb(const MmaQ4kW<MT>& w, int sb, int n_s
     }
 }
 
+// One warp's Q6_K weights of a super-block of MT m-tiles (as MmaQ4kW): the nibble uint4s of
+// the four chunk pairs, the high-pair uint4s of chunks 0..3 and 4..7, the scale uint4s of
+// rows g and g+8, and their d (low half row g).
+template <int MT>
+struct MmaQ6kW {
+    uint4 nib[MT][4], hi[MT][2], scg[MT], sc8[MT];
+    u32 dd[MT];
+};
+template <int MT>
+__device__ __forceinline__ void mma_q6k_load(const u8* const (&base)[MT], int sb, int lane,
+                                             MmaQ6kW<MT>& w) {
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+        const u8* blk = base[mi] + (size_t)sb * MMA6_BLK;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w.nib[mi][i] = mma_ld16(blk + i * 512 + lane * 16);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) w.hi[mi][i] = mma_ld16(blk + MMA6_HI_OFF + i * 512 + lane * 16);
+        w.scg[mi] = mma_ld16(blk + MMA6_SC_OFF + g * 32);
+        w.sc8[mi] = mma_ld16(blk + MMA6_SC_OFF + g * 32 + 16);
+        w.dd[mi] = __ldg((const u32*)(blk + MMA6_DD_OFF + g * 4));
+    }
+}
+
+// The compute half (as mma_q4k_sb): the super-block's v of THE ORDER from weights in registers.
+// XS: unused (Q6_K has no mins), taken for mma_int_sb's one signature.
+template <int MT>
+__device__ __forceinline__ void mma_q6k_sb(const MmaQ6kW<MT>& w, int sb, int n_sb,
+                                           const uint4* XF, const float* XE, const float* XS,
+                                           int nb, int lane, float (&v)[MT][4]) {
+    const int g = lane >> 2, t = lane & 3;
+    if (nb == 1) {  // the one-row decode (warp-uniform): one mma a chunk and m-tile
+        // Lane (g, t)'s B column g: piece p (uint2 0 h, 1 m, 2 l of the column's uint4s 2 (4 s
+        // + t), + 1), its half b0 (g < 4: sub-block 2s) or b1 (g >= 4: 2s + 1); p < 0 zeros.
+        const int gg = g & 3, p = gg == 0 ? 0 : gg == 1 ? 1 : gg == 3 ? 2 : -1;
+        const uint2* xr = (const uint2*)(XF + (size_t)sb * 64 + 2 * t) + max(p, 0);  // in bounds
+        uint2 sg[MT], s8[MT];  // the lane's sub-blocks' scales: 2s + (t >> 1), byte s
+        int X[MT][2], Y[MT][2];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            sg[mi] = t >= 2 ? make_uint2(w.scg[mi].z, w.scg[mi].w) : make_uint2(w.scg[mi].x, w.scg[mi].y);
+            s8[mi] = t >= 2 ? make_uint2(w.sc8[mi].z, w.sc8[mi].w) : make_uint2(w.sc8[mi].x, w.sc8[mi].y);
+            X[mi][0] = X[mi][1] = Y[mi][0] = Y[mi][1] = 0;
+        }
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            const uint2 c = p >= 0 ? xr[s * 16] : make_uint2(0u, 0u);
+            const uint2 b = g < 4 ? make_uint2(c.x, 0u) : make_uint2(0u, c.y);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                u32 a[4];
+                mma_q6k_afrag(w.nib[mi][s >> 1], mma_comp4(w.hi[mi][s >> 2], s & 3), s, a);
+                mma_q6k_row_dot(a, b, sg[mi], s8[mi], s, X[mi], Y[mi]);
+            }
+        }
+        // Column 0's values only (lane t = 0's v[0], v[2]); the other slots are columns past
+        // nb, never stored.
+        const float e = XE[sb];
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            float f[2];
+            mma_q6k_row_round(X[mi], Y[mi], f);
+            v[mi][0] = mma_q6k_value(f[0], mma_h2f(w.dd[mi]), e);
+            v[mi][2] = mma_q6k_value(f[1], mma_h2f(w.dd[mi] >> 16), e);
+            v[mi][1] = v[mi][3] = 0.0f;
+        }
+        return;
+    }
+    // Lane (g, t)'s B fragments of column g: uint4 2 (4 s + t) = {h0, h1, m0, m1}, then {l0, l1}.
+    const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + 2 * t;
+    long long S[MT][4];
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) S[mi][c] = 0;
+#pragma unroll
+    for (int s = 0; s < 8; ++s) {
+        uint4 hb;
+        uint2 lb;
+        mma_int_bfrag(xf, s, g < nb, hb, lb);  // columns past nb: zeros, changing nothing
+#pragma unroll
+        for (int mi = 0; mi < MT; ++mi) {
+            u32 a[4];
+            mma_q6k_afrag(w.nib[mi][s >> 1], mma_comp4(w.hi[mi][s >> 2], s & 3), s, a);
+            mma_q6k_dot(a, hb, lb, w.scg[mi], w.sc8[mi], s, S[mi]);
+        }
+    }
+    const float ea = m32_xe(XE, 2 * t, nb, n_sb, sb), ec = m32_xe(XE, 2 * t + 1, nb, n_sb, sb);
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+        const float dg = mma_h2f(w.dd[mi]), d8 = mma_h2f(w.dd[mi] >> 16);
+        v[mi][0] = mma_q6k_value((float)S[mi][0], dg, ea);
+        v[mi][1] = mma_q6k_value((float)S[mi][1], dg, ec);
+        v[mi][2] = mma_q6k_value((float)S[mi][2], d8, ea);
+        v[mi][3] = mma_q6k_value((float)S[mi][3], d8, ec);
+    }
+}
+
+// The integer formats' weights in registers (MmaIntW<F, MT>::T), their load and compute
+// halves: the decode's one structure for Q4_K and Q6_K.
+template <int F, int MT>
+struct MmaIntW {
+    typedef MmaQ4kW<MT> T;
+};
+template <int MT>
+struct MmaIntW<MF_Q6_K, MT> {
+    typedef MmaQ6kW<MT> T;
+};
+template <int F, int MT>
+__device__ __forceinline__ void mma_int_load(const u8* const (&base)[MT], int sb, int lane,
+                                             typename MmaIntW<F, MT>::T& w) {
+    if constexpr (F == MF_Q6_K) mma_q6k_load<MT>(base, sb, lane, w);
+    else mma_q4k_load<MT>(base, sb, lane, w);
+}
+template <int F, int MT>
+__device__ __forceinline__ void mma_int_sb(const typename MmaIntW<F, MT>::T& w, int sb, int n_sb,
+                                           const uint4* XF, const float* XE, const float* XS,
+                                           int nb, int lane, float (&v)[MT][4]) {
+    if constexpr (F == MF_Q6_K) mma_q6k_sb<MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
+    else mma_q4k_sb<MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
+}
+
 // MT m-tiles x the decode's one n-tile (columns < nb; zeros past them), one warp.
 template <int F, int MT>
 __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, int n_sb,
                                            int nblk, const uint4* XF, const float* XE,
                                            const float* XS, int nb, int lane, float (&v)[MT][4]) {
     const int g = lane >> 2, t = lane & 3;
-    if constexpr (F == MF_Q4K) {
-        MmaQ4kW<MT> w;
-        mma_q4k_load<MT>(base, sb, lane, w);
-        mma_q4k_sb<MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
+    if constexpr (MmaF<F>::INTS) {
+        typename MmaIntW<F, MT>::T w;
+        mma_int_load<F, MT>(base, sb, lane, w);
+        mma_int_sb<F, MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
     } else {
         typedef MmaF<F> T;
         // Every weight load of the super-block issued up front (as Q4_K's).
-        uint4 q[MT][4][T::NQ], hb[MT][T::HBN], dm[MT][T::ND];
-        u32 dd[MT];  // Q6_K: f16 d of rows g (low half), g + 8 (high half)
+        uint4 q[MT][4][T::NQ], hb[MT], dm[MT][T::ND];
 #pragma unroll
         for (int mi = 0; mi < MT; ++mi) {
             const u8* blk = base[mi] + (size_t)sb * T::BLK;
@@ -810,12 +1051,9 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
 #pragma unroll
                 for (int j = 0; j < T::NQ; ++j)
                     q[mi][k4][j] = mma_ld16(blk + (k4 * T::NQ + j) * 512 + lane * 16);
-#pragma unroll
-            for (int j = 0; j < T::HBN; ++j)
-                hb[mi][j] = T::HB ? mma_ld16(blk + T::HBOFF + j * 512 + lane * 16) : make_uint4(0u, 0u, 0u, 0u);
+            hb[mi] = T::HB ? mma_ld16(blk + T::HBOFF + lane * 16) : make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
             for (int j = 0; j < T::ND; ++j) dm[mi][j] = mma_ld16(blk + T::DOFF + g * 16 * T::ND + 16 * j);
-            dd[mi] = T::DDOFF ? __ldg((const u32*)(blk + T::DDOFF + g * 4)) : 0u;
         }
         const float ea = m32_xe(XE, 2 * t, nb, n_sb, sb), ec = m32_xe(XE, 2 * t + 1, nb, n_sb, sb);
         const M32c k = m32_consts<F>();
@@ -827,7 +1065,7 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
         const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + t;
 #pragma unroll
         for (int ks = 0; ks < 16; ++ks) {
-            if (ks % T::KPB == 0) {  // a block's chain starts from zero: THE ORDER
+            if (ks % 2 == 0) {  // a block's chain starts from zero: THE ORDER
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
@@ -838,20 +1076,20 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
 #pragma unroll
             for (int mi = 0; mi < MT; ++mi) {
                 u32 w4[4];
-                m32_afrag<F>(q[mi][ks >> 2], m32_hbits<F>(hb[mi], ks), ks & 3, k, w4);
+                m32_afrag<F>(q[mi][ks >> 2], m32_hbits(hb[mi], ks), ks & 3, k, w4);
                 mma16816(S[mi], w4, xb.x, xb.y);  // hi, then lo: THE ORDER
                 mma16816(S[mi], w4, xb.z, xb.w);
             }
-            const int b = ks >> 1;  // the 32 columns of ks (Q6_K's block ks lies in them)
-            if (ks % T::KPB == T::KPB - 1 && sb * 8 + b < nblk) {  // u_sb += v, block order
+            const int b = ks >> 1;  // the 32 columns of ks
+            if (ks % 2 == 1 && sb * 8 + b < nblk) {  // u_sb += v, block order
                 const float xa = T::MIN ? m32_xs(XS, 2 * t, nb, n_sb, sb, b) : 0.0f;
                 const float xc = T::MIN ? m32_xs(XS, 2 * t + 1, nb, n_sb, sb, b) : 0.0f;
 #pragma unroll
                 for (int mi = 0; mi < MT; ++mi) {
                     const float mg = T::MIN ? m32_h8(dm[mi][2 & (T::ND - 1)], b) : 0.0f;
                     const float m8 = T::MIN ? m32_h8(dm[mi][3 & (T::ND - 1)], b) : 0.0f;
-                    const float dg = m32_dscale<F>(mma_comp4(dm[mi][0], ks >> 2), ks, mma_h2f(dd[mi]));
-                    const float d8 = m32_dscale<F>(mma_comp4(dm[mi][1], ks >> 2), ks, mma_h2f(dd[mi] >> 16));
+                    const float dg = m32_d(mma_comp4(dm[mi][0], ks >> 2), ks);
+                    const float d8 = m32_d(mma_comp4(dm[mi][1], ks >> 2), ks);
                     m32_add_block<F>(v[mi], S[mi], dg, d8, mg, m8, xa, xc, ea, ec);
                 }
             }
@@ -888,29 +1126,31 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         // the last such lane the block's last byte (a Q4_K block spans up to 20 lines; a
         // Q8_0 block's last lines beyond 32 lanes are left to the loads).
         constexpr int BLK = MmaF<F>::BLK;
-        if (!(F == MF_Q4K && !FUSE) && warp < n_sb && lane * 128 < BLK + 127) {
+        if (!(MmaF<F>::INTS && !FUSE) && warp < n_sb && lane * 128 < BLK + 127) {
             const u8* p = base[mi] + (size_t)warp * BLK + min(lane * 128, BLK - 1);
 #if !defined(PPN_EMU)  // a hint only: the emulator skips it
             asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #endif
         }
     }
-    // Q4_K, unfused (mma_prep ran before): the first round's weights are loaded into
-    // registers here, not only asked of L2, so their DRAM trip overlaps the previous
-    // kernel's tail and pdl_wait. Safe before pdl_wait: no kernel writes weights (each matrix
-    // is uploaded, in its stream's order, before the first launch that reads it, which waits
-    // for the upload: programmatic launch overlaps a kernel with the previous KERNEL only),
-    // so these loads read the same bytes after the wait as before it: the same bits. Not in
-    // the fused kernels: held across the prep they cost a block an SM (116 registers), and
-    // one-row eager on the 8B shape measured 3 % slower (receipts/decode-profile-cuda/
-    // preload/); unfused, B = 8 measured 8 % faster. With this preload, mma_prep then this
-    // kernel beat the fused Q4_K kernel on one row too (+5 to +13 % eager, BENCH.md issue 30
-    // step 23), so the host never fuses Q4_K (cuda/mma.rs mma_fuses); the emulator still
-    // runs the fused Q4_K body, which computes the same bits.
-    constexpr bool PRE = F == MF_Q4K && !FUSE;
-    MmaQ4kW<MT> w0;
+    // The integer formats (Q4_K, Q6_K), unfused (mma_prep ran before): the first round's
+    // weights are loaded into registers here, not only asked of L2, so their DRAM trip
+    // overlaps the previous kernel's tail and pdl_wait. Safe before pdl_wait: no kernel writes
+    // weights (each matrix is uploaded, in its stream's order, before the first launch that
+    // reads it, which waits for the upload: programmatic launch overlaps a kernel with the
+    // previous KERNEL only), so these loads read the same bytes after the wait as before it:
+    // the same bits. Not in the fused kernels: held across the prep they cost a block an SM
+    // (116 registers), and one-row eager on the 8B shape measured 3 % slower
+    // (receipts/decode-profile-cuda/preload/); unfused, B = 8 measured 8 % faster. With this
+    // preload, mma_prep then this kernel beat the fused Q4_K kernel on one row too (+5 to +13 %
+    // eager, BENCH.md issue 30 step 23), so the host never fuses Q4_K (cuda/mma.rs
+    // mma_fuses); the emulator still runs the fused bodies, which compute the same bits.
+    // Q6_K's integer route takes the same structure, Q4_K's shape: the same reasoning, not
+    // yet its own measurement.
+    constexpr bool PRE = MmaF<F>::INTS && !FUSE;
+    typename MmaIntW<F, MT>::T w0;
     if constexpr (PRE) {
-        if (warp < n_sb) mma_q4k_load<MT>(base, warp, lane, w0);
+        if (warp < n_sb) mma_int_load<F, MT>(base, warp, lane, w0);
     }
     pdl_wait();
     if constexpr (FUSE) {
@@ -920,7 +1160,7 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         u32* xf = (u32*)mma_xsm;
         float* xs = (float*)(xf + (size_t)nb * n_sb * 256);
         float* xe = xs + (size_t)nb * n_sb * 8;
-        mma_prep_block(a, n_sb, nb, plant, F == MF_Q4K, xf, xe, xs);
+        mma_prep_block(a, n_sb, nb, plant, MmaF<F>::INTS != 0, xf, xe, xs);
         XF = (const uint4*)xf;
         XE = xe;
         XS = xs;
@@ -931,8 +1171,8 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         if (sb < n_sb) {
             float v[MT][4];
             if constexpr (PRE) {
-                if (r > 0) mma_q4k_load<MT>(base, sb, lane, w0);  // round 0's: before pdl_wait
-                mma_q4k_sb<MT>(w0, sb, n_sb, XF, XE, XS, nb, lane, v);
+                if (r > 0) mma_int_load<F, MT>(base, sb, lane, w0);  // round 0's: before pdl_wait
+                mma_int_sb<F, MT>(w0, sb, n_sb, XF, XE, XS, nb, lane, v);
             } else {
                 mma_dec_sb<F, MT>(base, sb, n_sb, nblk, XF, XE, XS, nb, lane, v);
             }
@@ -1014,8 +1254,9 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                 // fewer live registers than every n-tile's fragments at once.
 #pragma unroll
                 for (int ni = 0; ni < GNT; ++ni) {
-                    const uint4 hb = xf[ni][(size_t)sb * 64 + s * 8];
-                    const uint2 lb = *(const uint2*)(xf[ni] + (size_t)sb * 64 + s * 8 + 1);
+                    uint4 hb;
+                    uint2 lb;
+                    mma_int_bfrag(xf[ni] + (size_t)sb * 64, s, true, hb, lb);
 #pragma unroll
                     for (int mi = 0; mi < GMT; ++mi) {
                         u32 a[4];
@@ -1048,24 +1289,84 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                 for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], v[c]);
             }
         }
-        } else {
+    } else if constexpr (F == MF_Q6_K) {
+        // Q4_K's walk, d after the sums; per chunk pair one nibble uint4, the pair's high-pair
+        // words (uint2: chunks 2p, 2p + 1) and the scale words of its four sub-blocks (rows g,
+        // g+8: words p / 2 (even) and 2 + p / 2 (odd), in their places of a uint4 for
+        // mma_q6k_sc; its other words unread), per n-tile the A fragments rebuilt: fewer live
+        // registers (the GEMM is capped at 128, S takes two an output).
+        long long S[GMT][GNT][4];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+            for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) S[mi][ni][c] = 0;
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            uint4 nib[GMT], scg[GMT], sc8[GMT];
+            uint2 hw[GMT];
+#pragma unroll
+            for (int mi = 0; mi < GMT; ++mi) {
+                const u8* b = blk[mi] + (size_t)sb * MMA6_BLK;
+                nib[mi] = __ldg((const uint4*)(b + p * 512 + lane * 16));
+                hw[mi] = __ldg((const uint2*)(b + MMA6_HI_OFF + (p >> 1) * 512 + lane * 16 + (p & 1) * 8));
+                const u32* sw = (const u32*)(b + MMA6_SC_OFF + g * 32);
+                scg[mi] = sc8[mi] = make_uint4(0u, 0u, 0u, 0u);
+                if (p < 2) {
+                    scg[mi].x = __ldg(sw), scg[mi].z = __ldg(sw + 2);
+                    sc8[mi].x = __ldg(sw + 4), sc8[mi].z = __ldg(sw + 6);
+                } else {
+                    scg[mi].y = __ldg(sw + 1), scg[mi].w = __ldg(sw + 3);
+                    sc8[mi].y = __ldg(sw + 5), sc8[mi].w = __ldg(sw + 7);
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const int s = 2 * p + j;
+#pragma unroll
+                for (int ni = 0; ni < GNT; ++ni) {
+                    uint4 hb;
+                    uint2 lb;
+                    mma_int_bfrag(xf[ni] + (size_t)sb * 64, s, true, hb, lb);
+#pragma unroll
+                    for (int mi = 0; mi < GMT; ++mi) {
+                        u32 a[4];
+                        mma_q6k_afrag(nib[mi], j ? hw[mi].y : hw[mi].x, s, a);
+                        mma_q6k_dot(a, hb, lb, scg[mi], sc8[mi], s, S[mi][ni]);
+                    }
+                }
+            }
+        }
+        u32 dd[GMT];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi)
+            dd[mi] = __ldg((const u32*)(blk[mi] + (size_t)sb * MMA6_BLK + MMA6_DD_OFF + g * 4));
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni) {
+            const int c0 = (ntb + ni) * 8 + 2 * t;
+            const float ea = m32_xe(XE, c0, ncols, n_sb, sb), ec = m32_xe(XE, c0 + 1, ncols, n_sb, sb);
+#pragma unroll
+            for (int mi = 0; mi < GMT; ++mi) {
+                const float dg = mma_h2f(dd[mi]), d8 = mma_h2f(dd[mi] >> 16);
+                const float v[4] = {mma_q6k_value((float)S[mi][ni][0], dg, ea),
+                                    mma_q6k_value((float)S[mi][ni][1], dg, ec),
+                                    mma_q6k_value((float)S[mi][ni][2], d8, ea),
+                                    mma_q6k_value((float)S[mi][ni][3], d8, ec)};
+#pragma unroll
+                for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], v[c]);
+            }
+        }
+    } else {
         typedef MmaF<F> T;
         // Q5_0's high bits once per super-block; the quants and the scales' 32-bit words
         // (d rows g, g+8 of the group's 2 blocks; Q4_1 also m) per k4 group (4 k-steps, 2
         // blocks), as Q4_K's nibbles (per sub-block pair): fewer live registers than whole
         // scale words.
-        uint4 hb[GMT][T::HBN];
-        u32 dd[GMT];  // Q6_K: f16 d of rows g, g + 8
+        uint4 hb[GMT];
 #pragma unroll
-        for (int mi = 0; mi < GMT; ++mi) {
-            const u8* b = blk[mi] + (size_t)sb * T::BLK;
-            // Q6_K's second high-bit uint4 (k-steps 8..15) is loaded at k4 = 2 below: fewer
-            // live registers across the first half (the GEMM is capped at 128).
-#pragma unroll
-            for (int j = 0; j < T::HBN; ++j)
-                hb[mi][j] = T::HB && j == 0 ? __ldg((const uint4*)(b + T::HBOFF + j * 512 + lane * 16)) : make_uint4(0u, 0u, 0u, 0u);
-            dd[mi] = T::DDOFF ? __ldg((const u32*)(b + T::DDOFF + g * 4)) : 0u;
-        }
+        for (int mi = 0; mi < GMT; ++mi)
+            hb[mi] = T::HB ? __ldg((const uint4*)(blk[mi] + (size_t)sb * T::BLK + T::HBOFF + lane * 16)) : make_uint4(0u, 0u, 0u, 0u);
         float ea[GNT], ec[GNT];
 #pragma unroll
         for (int ni = 0; ni < GNT; ++ni) {
@@ -1083,13 +1384,6 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                 for (int c = 0; c < 4; ++c) u[mi][ni][c] = 0.0f;  // u_sb = 0
 #pragma unroll
         for (int k4 = 0; k4 < 4; ++k4) {
-            if constexpr (T::HBN == 2) {
-                if (k4 == 2) {
-#pragma unroll
-                    for (int mi = 0; mi < GMT; ++mi)
-                        hb[mi][1] = __ldg((const uint4*)(blk[mi] + (size_t)sb * T::BLK + T::HBOFF + 512 + lane * 16));
-                }
-            }
             uint4 q[GMT][T::NQ];
             u32 dw[GMT][T::ND];
 #pragma unroll
@@ -1105,7 +1399,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
             for (int kk = 0; kk < 4; ++kk) {
                 const int ks = k4 * 4 + kk;
-                if (kk % T::KPB == 0) {  // a block's chain starts from zero: THE ORDER
+                if (kk % 2 == 0) {  // a block's chain starts from zero: THE ORDER
 #pragma unroll
                     for (int mi = 0; mi < GMT; ++mi)
 #pragma unroll
@@ -1119,7 +1413,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
 #pragma unroll
                 for (int mi = 0; mi < GMT; ++mi) {
                     u32 w4[4];
-                    m32_afrag<F>(q[mi], m32_hbits<F>(hb[mi], ks), kk, k, w4);
+                    m32_afrag<F>(q[mi], m32_hbits(hb[mi], ks), kk, k, w4);
 #pragma unroll
                     for (int ni = 0; ni < GNT; ++ni) {
                         mma16816(S[mi][ni], w4, xb[ni].x, xb[ni].y);  // hi, then lo: THE ORDER
@@ -1127,7 +1421,7 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                     }
                 }
                 const int b = ks >> 1;
-                if (kk % T::KPB == T::KPB - 1 && sb * 8 + b < nblk) {  // u_sb += v, block order
+                if (kk % 2 == 1 && sb * 8 + b < nblk) {  // u_sb += v, block order
 #pragma unroll
                     for (int ni = 0; ni < GNT; ++ni) {
                         const int c0 = (ntb + ni) * 8 + 2 * t;
@@ -1138,9 +1432,8 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                             const int sh = 16 * (b & 1);  // block b's f16 in word b / 2 = k4
                             const float mg = T::MIN ? mma_h2f(dw[mi][2 & (T::ND - 1)] >> sh) : 0.0f;
                             const float m8 = T::MIN ? mma_h2f(dw[mi][3 & (T::ND - 1)] >> sh) : 0.0f;
-                            m32_add_block<F>(u[mi][ni], S[mi][ni], m32_dscale<F>(dw[mi][0], ks, mma_h2f(dd[mi])),
-                                             m32_dscale<F>(dw[mi][1], ks, mma_h2f(dd[mi] >> 16)), mg, m8, xa, xc,
-                                             ea[ni], ec[ni]);
+                            m32_add_block<F>(u[mi][ni], S[mi][ni], m32_d(dw[mi][0], ks), m32_d(dw[mi][1], ks),
+                                             mg, m8, xa, xc, ea[ni], ec[ni]);
                         }
                     }
                 }
@@ -1190,7 +1483,7 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
     const uint4* xf[GNT];
 #pragma unroll
     for (int ni = 0; ni < GNT; ++ni)  // lane (g, t)'s first B fragment (the head's two forms)
-        xf[ni] = XF + (size_t)(min(ntb + ni, n_nt - 1) * 8 + g) * n_sb * 64 + (F == MF_Q4K ? 2 * t : t);
+        xf[ni] = XF + (size_t)(min(ntb + ni, n_nt - 1) * 8 + g) * n_sb * 64 + (MmaF<F>::INTS ? 2 * t : t);
     for (int sb = 0; sb < n_sb; ++sb)  // super-blocks in order: THE ORDER's y = y + v_sb
         mma_gemm_sb<F, GMT, GNT>(blk, sb, n_sb, nblk, xf, XE, XS, ntb, ncols, lane, acc);
 #pragma unroll
@@ -1255,7 +1548,7 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
 // warps on the launches that pick it (the 8B shape's gate|up, 896 blocks). The other formats'
 // 8-warp kernels keep their measured register counts (ptxas, sm_90: 159 to 192, one block an
 // SM).
-#define MMA_K8_MINB(F) ((F) == MF_Q4K ? 2 : 1)
+#define MMA_K8_MINB(F) (MmaF<F>::INTS ? 2 : 1)
 #define MMA_KERNEL_SET(F, SUF) MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF)
 #if !defined(MMA_SET)
 // Every kernel in one program (scripts/nvrtc-check.py compiles it so).
