@@ -173,13 +173,13 @@ impl CudaBackend {
     pub fn mma_note(&self, model: &crate::model::Model) -> String {
         let n_embd = model.cfg.n_embd;
         let sel = self.mma.select(n_embd, self.mma_rows, self.mma_batch);
-        let q4k_taken = model
+        let ints_taken = model
             .layers
             .iter()
             .flat_map(|l| l.matrices())
             .chain([&model.output])
-            .any(|w| w.ty == crate::quant::GgmlType::Q4K && sel.takes(w.ty, w.rows, w.cols));
-        mma_note(self.mma, n_embd, self.mma_rows, self.mma_batch, q4k_taken)
+            .any(|w| super::mma::mma_ints(w.ty) && sel.takes(w.ty, w.rows, w.cols));
+        mma_note(self.mma, n_embd, self.mma_rows, self.mma_batch, ints_taken)
     }
 
     /// Whether engines replay graphs, and where they cannot although asked, why (receipts

@@ -15,10 +15,14 @@ use super::{op_err, DevCtx};
 use crate::backend::BResult;
 use crate::quant::GgmlType;
 
-/// `--mma auto` turns the tensor-core path on for the Q4_K matrices of models at least this
-/// wide. Why 4096: the widths it was measured on against the FFMA kernels (llama8b- and
-/// llama70b-shaped Q4_K files, one H200, 2026-11-30: B=8 2.2-2.8x and prefill512 4x the FFMA
-/// kernels, eager 7-10 % slower, each at or above llama.cpp). The narrow models (SmolLM2's
+/// `--mma auto` turns the tensor-core path on for the Q4_K and Q6_K matrices (the integer
+/// route) of models at least this wide. Why 4096: the widths it was measured on against the
+/// FFMA kernels (llama8b- and llama70b-shaped Q4_K files, one H200, 2026-11-30: B=8 2.2-2.8x
+/// and prefill512 4x the FFMA kernels, eager 7-10 % slower, each at or above llama.cpp).
+/// Q6_K joined Q4_K when it took the integer route (its one-row decode one mma a 32-k chunk,
+/// as Q4_K's a sub-block), for a Q4_K_M file's ffn_down, v and vocabulary head: not yet
+/// measured on a GPU (receipts/decode-profile-cuda/int-mma/ holds the calls that decide it;
+/// drop this rule's Q6_K if they show it slower than the FFMA kernels). The narrow models (SmolLM2's
 /// 576, Gemma-3's 640) are latency-bound at decode, where mma's extra prep launch per op costs
 /// most (measured on their shapes: eager 25 % / 15 % slower), so decode-only runs keep the
 /// FFMA kernels there.
@@ -72,7 +76,7 @@ impl MmaMode {
         match self {
             MmaMode::Off => MmaSel::default(),
             MmaMode::On => MmaSel {
-                q4k: true,
+                ints: true,
                 b32: true,
             },
             MmaMode::Auto => {
@@ -80,7 +84,7 @@ impl MmaMode {
                 let wide = n_embd >= MMA_AUTO_MIN_EMBD;
                 let batch = batch_rows >= MMA_AUTO_MIN_BATCH;
                 MmaSel {
-                    q4k: chunks || wide || batch,
+                    ints: chunks || wide || batch,
                     b32: chunks || batch,
                 }
             }
@@ -92,8 +96,8 @@ impl MmaMode {
 /// of the model and the setting alone, the same for every engine of a gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct MmaSel {
-    /// Q4_K matrices of whole super-blocks.
-    pub q4k: bool,
+    /// Q4_K and Q6_K matrices of whole super-blocks (the integer route, `mma_ints`).
+    pub ints: bool,
     /// Q8_0, Q4_0, Q4_1, Q5_0 (repack::mma_b32) and Q6_K matrices.
     pub b32: bool,
 }
@@ -101,26 +105,23 @@ pub struct MmaSel {
 impl MmaSel {
     /// Whether a matrix of `ty`, `rows` x `cols` takes the tensor-core layout and kernels.
     pub fn takes(self, ty: GgmlType, rows: usize, cols: usize) -> bool {
-        let on = if ty == GgmlType::Q4K {
-            self.q4k
-        } else {
-            self.b32
-        };
+        let on = if mma_ints(ty) { self.ints } else { self.b32 };
         on && crate::quant::repack::mma_ok(ty, rows, cols)
     }
 }
 
 /// `--mma` as receipts record it (`CudaBackend::mma_note`): on, off, or auto with what it
-/// chose and why. `q4k_taken`: whether any matrix of the model takes the Q4_K path under
-/// that choice (auto's width rule turns on Q4_K only: a model without a Q4_K matrix that
-/// takes it, a Q8_0 file, runs no tensor-core kernel, and the note says so).
+/// chose and why. `ints_taken`: whether any matrix of the model takes the integer route
+/// (Q4_K, Q6_K) under that choice (auto's width rule turns on those only: a model without
+/// such a matrix that takes it, a Q8_0 file, runs no tensor-core kernel, and the note says
+/// so).
 /// `batch_rows` as `MmaMode::select`'s.
 pub fn mma_note(
     mode: MmaMode,
     n_embd: usize,
     prime_rows: usize,
     batch_rows: usize,
-    q4k_taken: bool,
+    ints_taken: bool,
 ) -> String {
     let sel = mode.select(n_embd, prime_rows, batch_rows);
     match mode {
@@ -134,11 +135,11 @@ pub fn mma_note(
         MmaMode::Auto if sel.b32 => format!(
             "auto: on, every format it takes (rows a step {batch_rows} >= {MMA_AUTO_MIN_BATCH})"
         ),
-        MmaMode::Auto if sel.q4k && q4k_taken => {
-            format!("auto: on, Q4_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
+        MmaMode::Auto if sel.ints && ints_taken => {
+            format!("auto: on, Q4_K and Q6_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
         }
-        MmaMode::Auto if sel.q4k => format!(
-            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"
+        MmaMode::Auto if sel.ints => format!(
+            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K and Q6_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto => format!(
             "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"

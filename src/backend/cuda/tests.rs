@@ -1044,13 +1044,17 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
 /// `--mma auto`'s batch rule: a batched arm of MMA_AUTO_MIN_BATCH rows or more turns on
 /// every format the path takes (Q4_K, Q8_0, Q6_K...) at any width, the narrow models'
 /// (SmolLM2's 576, Gemma-3's 640) included; one row fewer keeps them on FFMA (a wide model
-/// then keeps Q4_K only); the note says which rule chose, with the numbers. Negative control:
+/// then keeps Q4_K and Q6_K only); the note says which rule chose, with the numbers. Negative control:
 /// the rule's edges both ways, and `off` whatever the batch.
 #[test]
 fn mma_auto_takes_every_format_for_batched_runs() {
     use super::{mma_note, MmaMode, MMA_AUTO_MIN_BATCH as B, MMA_AUTO_MIN_EMBD as W};
     use GgmlType::*;
-    for ty in [Q8_0, Q6K, Q4_0] {
+    assert!(MmaMode::Auto.select(W - 256, 0, B).takes(Q6K, 32, W - 256));
+    assert!(!MmaMode::Auto
+        .select(W - 256, 0, B - 1)
+        .takes(Q6K, 32, W - 256));
+    for ty in [Q8_0, Q4_0] {
         assert!(
             MmaMode::Auto.select(W, 0, B).takes(ty, 32, W),
             "{}",
@@ -1085,7 +1089,7 @@ fn mma_auto_takes_every_format_for_batched_runs() {
         format!("auto: on, every format it takes (rows a step {B} >= {B})")
     );
     let note = mma_note(MmaMode::Auto, W, 0, B - 1, true);
-    assert!(note.starts_with("auto: on, Q4_K"), "{note}");
+    assert!(note.starts_with("auto: on, Q4_K and Q6_K"), "{note}");
     let note = mma_note(MmaMode::Auto, 576, 0, B - 1, false);
     assert!(
         note.starts_with("auto: off (n_embd 576 <")
@@ -1096,7 +1100,8 @@ fn mma_auto_takes_every_format_for_batched_runs() {
     assert!(note.contains("prime chunks of 512"), "{note}");
 }
 
-/// `--mma auto`: Q4_K at MMA_AUTO_MIN_EMBD and wider, nothing else, in runs that prime no
+/// `--mma auto`: Q4_K and Q6_K (the integer route) at MMA_AUTO_MIN_EMBD and wider, nothing
+/// else, in runs that prime no
 /// chunk of MMA_AUTO_MIN_ROWS rows; in runs that do, every format the path takes, at any
 /// width. On: every format; off: none. Only whole m-tiles of whole blocks of 32 take the
 /// 32-element formats' layout (SmolLM2's 576 and Gemma-3's 640 included).
@@ -1137,9 +1142,12 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
             ty.name()
         );
     }
-    // Q6_K: whole super-blocks only, with the 32-element formats (on; auto's prime rule);
+    // Q6_K: whole super-blocks only, with Q4_K (auto's width rule; on; auto's prime rule);
     // Gemma-3's 640 is 2.5 of them: FFMA.
-    assert!(!auto.takes(Q6K, 32, W), "auto took q6_k");
+    assert!(auto.takes(Q6K, 32, W), "auto left q6_k");
+    assert!(!MmaMode::Auto
+        .select(W - 1, R - 1, 0)
+        .takes(Q6K, 32, W - 256));
     assert!(MmaMode::On.select(W, 0, 0).takes(Q6K, 32, W));
     assert!(MmaMode::Auto.select(640, R, 0).takes(Q6K, 4096, 2048));
     assert!(MmaMode::On.select(W, 0, 0).takes(Q6K, W, 14336));
@@ -1154,12 +1162,13 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
     );
     assert_eq!(
         mma_note(MmaMode::Auto, W, 0, 0, true),
-        format!("auto: on, Q4_K (n_embd {W} >= {W})")
+        format!("auto: on, Q4_K and Q6_K (n_embd {W} >= {W})")
     );
-    // A wide model without a Q4_K matrix (a Q8_0 file): auto runs no tensor-core kernel.
+    // A wide model without a Q4_K or Q6_K matrix (a Q8_0 file): auto runs no tensor-core
+    // kernel.
     assert_eq!(
         mma_note(MmaMode::Auto, W, 0, 0, false),
-        format!("auto: off (n_embd {W} >= {W} turns on Q4_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R}, rows a step 0 < {B})")
+        format!("auto: off (n_embd {W} >= {W} turns on Q4_K and Q6_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R}, rows a step 0 < {B})")
     );
     assert!(mma_note(MmaMode::Auto, 576, 16, 0, false).starts_with("auto: off (n_embd 576 <"));
     assert_eq!(mma_note(MmaMode::On, 576, 0, 0, true), "on");
