@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Issue 30 step 30, call 1: the Q4_K tensor-core path on the integer mma (N: the step's
-# tree; O: main's build at 6378f70, the f16 route) gated on the GPU. Proves:
+# Issue 30 steps 30 and 31, call 1: the Q4_K and Q6_K tensor-core paths on the integer mma
+# gated on the GPU (N: the tree of both steps, the build at 33efeab, whose Q4_K bits are step
+# 30's alone, 76429e7's, by the kernel emulator's case hashes; O: main's build at 6378f70, the
+# f16 route). Proves:
 #  mma.txt  gpu-validate's mma section with N: every format's small file (Q4_K, Q8_0, Q4_1,
 #           Q5_0, Q4_0, Q6_K, a Q4_K_M mix, 576/640 wide) PASSes every decode and chunk arm at
-#           N = 1, 2 under --mma on; mma-row-order FAILs in both forms of the prep (q4_k's
-#           integer pieces, batched and prime; q8_0, smol576, q6_k); --pdl off and --graphs off
-#           `diff` same as on (q4_k, q4_k_m);
-#  hf.txt   HF transformers' tapes made here (oracle_gpu.py; a prompt of 24 seeded tokens,
-#           12 generated; one tape a file, to fit the call's 10 minutes) on 4096-wide Q4_K_M
-#           files (llama8b and qwen7b presets, 4 layers): every arm PASS at N = 1, 2, 3 under --mma auto and on; the reference's
-#           top-1 and top-20 against HF (oracle-compare.py, tol 1e-3), N and O side by side;
-#           a soak x10 of N = 2, every arm, --mma on.
-# Staged here before the call, carried as .stage (gitignored): bin/N (this tree's stripped
-# release build), bin/O (6378f70's), for call 2 bin/N1 (0aa6c2f's), gguf-0.19.0-py3-none-any.whl (pip download --no-deps
-# --only-binary=:all: gguf==0.19.0), oracle_gpu.py (../shared/oracle/), and for call 3
-# llama.cpp.tgz (../shared/anchors/). Run each as OUT=$OUT receipts/.../callK.sh.
+#           N = 1, 2 under --mma on; mma-row-order FAILs in both forms of the prep (q4_k's and
+#           q6_k's integer pieces, batched and prime; q8_0, smol576); --pdl off and --graphs
+#           off `diff` same as on (q4_k, q4_k_m);
+#  hf.txt   HF transformers' tapes made here (oracle_gpu.py; a prompt of 24 seeded tokens, 12
+#           generated; one tape a file, to fit the call's 10 minutes) on 4096-wide Q4_K_M
+#           files (llama8b and qwen7b presets, 4 layers; their Q6_K v and ffn_down on the
+#           integer route under both settings): every arm PASS at N = 1, 2, 3 under --mma auto
+#           and on; the reference's top-1 and top-20 against HF (oracle-compare.py, tol 1e-3),
+#           N and O side by side; a soak x10 of N = 2, every arm, --mma on.
+# Staged here before the call, carried as .stage (gitignored): bin/N6 (this tree's stripped
+# release build, 33efeab), bin/O (6378f70's), for call 2 bin/N (76429e7's: step 30 alone),
+# gguf-0.19.0-py3-none-any.whl (pip download --no-deps --only-binary=:all: gguf==0.19.0),
+# oracle_gpu.py (../shared/oracle/), and for call 3 llama.cpp.tgz (../shared/anchors/). Run
+# each as OUT=$OUT receipts/.../callK.sh.
 set -u
-N=.stage/bin/N O=.stage/bin/O
+N=.stage/bin/N6 O=.stage/bin/O
 nvidia-smi -L
 SECTIONS=mma scripts/gpu-validate.sh $N $OUT/mma > /dev/null 2>&1
 cp $OUT/mma/summary.txt $OUT/mma.txt; rm -rf $OUT/mma
