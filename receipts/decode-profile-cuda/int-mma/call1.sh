@@ -13,7 +13,9 @@
 #           files (llama8b and qwen7b presets, 4 layers; their Q6_K v and ffn_down on the
 #           integer route under both settings): every arm PASS at N = 1, 2, 3 under --mma auto
 #           and on; the reference's top-1 and top-20 against HF (oracle-compare.py, tol 1e-3),
-#           N and O side by side; a soak x10 of N = 2, every arm, --mma on.
+#           N and O side by side; a soak x10 of N = 2, every arm, --mma on (hf.txt's soak
+#           line came from this grep's first form, which took the first run's line, `1/10
+#           PASS`; soak-x10-tail.txt has the summary, 10/10 PASS).
 # Staged here before the call, carried as .stage (gitignored): bin/N6 (this tree's stripped
 # release build, 33efeab), bin/O (6378f70's), for call 2 bin/N (76429e7's: step 30 alone),
 # gguf-0.19.0-py3-none-any.whl (pip download --no-deps --only-binary=:all: gguf==0.19.0),
@@ -50,6 +52,6 @@ for m in l8b-q4km q7b-q4km; do
 done
 $N soak --runs 10 --backend cuda -q --mma on --model $W/l8b-q4km.gguf --stages 2 --devices 0,0 \
   --arms eager,pipelined,batched,prime,verify --batch 8 --chunk 16 --prompt-len 40 --gen-len 24 --out $W/soak > $W/soak.txt 2>&1
-echo "soak x10 l8b-q4km N=2 --mma on: exit $? $(grep -oE '[0-9]+/10 PASS' $W/soak.txt | head -1)" >> $H
+echo "soak x10 l8b-q4km N=2 --mma on: exit $? $(grep -E '^[0-9]+/10 PASS' $W/soak.txt | tail -1)" >> $H
 cat $OUT/mma.txt | tail -n 45
 cat $H

@@ -20,9 +20,10 @@ use crate::quant::GgmlType;
 /// FFMA kernels (llama8b- and llama70b-shaped Q4_K files, one H200, 2026-11-30: B=8 2.2-2.8x
 /// and prefill512 4x the FFMA kernels, eager 7-10 % slower, each at or above llama.cpp).
 /// Q6_K joined Q4_K when it took the integer route (its one-row decode one mma a 32-k chunk,
-/// as Q4_K's a sub-block), for a Q4_K_M file's ffn_down, v and vocabulary head: not yet
-/// measured on a GPU (receipts/decode-profile-cuda/int-mma/ holds the calls that decide it;
-/// drop this rule's Q6_K if they show it slower than the FFMA kernels). The narrow models (SmolLM2's
+/// as Q4_K's a sub-block), for a Q4_K_M file's ffn_down, v and vocabulary head. Measured on
+/// one H200 (2026-12-05, the same call, receipts/decode-profile-cuda/int-mma/speed.txt): the
+/// full-depth 8B Q4_K_M file's eager 400.2 tok/s with Q6_K on FFMA, 469.1 with it here
+/// (+17 %), B=8 2432 -> 2600 (BENCH.md issue 30 steps 30 and 31). The narrow models (SmolLM2's
 /// 576, Gemma-3's 640) are latency-bound at decode, where mma's extra prep launch per op costs
 /// most (measured on their shapes: eager 25 % / 15 % slower), so decode-only runs keep the
 /// FFMA kernels there.

@@ -1145,8 +1145,8 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
     // preload, mma_prep then this kernel beat the fused Q4_K kernel on one row too (+5 to +13 %
     // eager, BENCH.md issue 30 step 23), so the host never fuses Q4_K (cuda/mma.rs
     // mma_fuses); the emulator still runs the fused bodies, which compute the same bits.
-    // Q6_K's integer route takes the same structure, Q4_K's shape: the same reasoning, not
-    // yet its own measurement.
+    // Q6_K's integer route takes the same structure (measured as a whole, BENCH.md issue 30
+    // step 31, not against a fused Q6_K kernel of its own).
     constexpr bool PRE = MmaF<F>::INTS && !FUSE;
     typename MmaIntW<F, MT>::T w0;
     if constexpr (PRE) {
