@@ -5,7 +5,8 @@
 #  - mma_emu, for the tensor-core kernels (kernels/mma.cu). Every kernel the host may pick for
 #    a launch gives every output the bits of the one-row decode of its column alone. The
 #    picks are mma_prep then the 8- and 16-warp decode, the fused decode (every format but
-#    Q4_K, whose fused kernels it checks all the same), and the GEMM at each warps-along-n.
+#    Q4_K and Q6_K, whose fused kernels it checks all the same), and the GEMM at each
+#    warps-along-n.
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
 #    and ragged tiles. The planted --fault mma-row-order changes the GEMM's bits in both
 #    forms of the prepared activations (Q4_K's and Q6_K's integer pieces, Q8_0's f16 hi and

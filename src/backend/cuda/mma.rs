@@ -225,7 +225,9 @@ pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
 
 /// Whether a one-row launch of format `ty` may take the fused decode (the kernel that
 /// prepares its row itself; engine/mma.rs mma_fused_smem has the rest of the rule): every
-/// format but Q4_K. Q4_K's unfused decode loads its first round of weights into registers
+/// format but the integer ones (`mma_ints`: Q4_K, and since step 31 Q6_K, which shares Q4_K's
+/// decode structure, measured as a whole in BENCH.md issue 30 steps 30 and 31, not fused
+/// against unfused). Q4_K's unfused decode loads its first round of weights into registers
 /// before `pdl_wait` (kernels/mma.cu mma_decode_body, PRE), so their DRAM trip overlaps
 /// mma_prep and the launch boundary; the fused kernel holds its prep across that point and
 /// cannot. Measured on one H200 (2026-12-04, the same bits; BENCH.md issue 30 step 23,

@@ -70,7 +70,8 @@ pub(in crate::backend::cuda) const MMA_FUSE_UNIT: usize = 4 * (256 + 8 + 1);
 /// the 8192-wide 70B slice's eager +3 % (1518 -> 1562 tok/s, its 8-warp q|k|v and gate|up at
 /// 4 rounds now unfused) but the 8B shape's -2 % (1317 -> 1281: its 16-warp down-proj, 56
 /// super-blocks in 4 rounds, is faster fused). Those were Q4_K's launches; since step 23
-/// Q4_K never fuses (cuda/mma.rs mma_fuses) and the rule serves the other formats.
+/// Q4_K never fuses, since step 31 Q6_K neither (cuda/mma.rs mma_fuses), and the rule serves
+/// the other formats.
 pub(super) fn mma_fuse_rounds(warps: usize) -> usize {
     if warps >= 16 {
         4
@@ -91,7 +92,8 @@ pub(super) const MMA_FUSE_MAX_ROWS: usize = 1;
 /// (mma_decode_kernel) runs as ONE kernel that prepares its rows itself (decode sized, rows
 /// <= MMA_DECODE_MAX; its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take
 /// at most mma_fuse_rounds(warps) rounds of the block's warps; never a format that
-/// cuda/mma.rs mma_fuses declines, Q4_K), None for mma_prep then the decode kernel or GEMM.
+/// cuda/mma.rs mma_fuses declines, Q4_K and Q6_K), None for mma_prep then the decode kernel
+/// or GEMM.
 /// A function of the launch's shape and format alone (never of timing); both paths write the
 /// same bytes of XF/XE/XS (kernels/mma.cu mma_prep_sb), so the choice changes no bit.
 pub(in crate::backend::cuda) fn mma_fused_smem(

@@ -1543,11 +1543,11 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
     extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_f16##SUF(MMA_FARGS) {    \
         mma_decode_kernel<F, 2, 16, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
     }
-// Q4_K's 8-warp decode held to 128 registers, two blocks an SM (16 warps, as main's f16 route
-// had at 127): unbounded, ptxas gives the integer route 134 and so one block an SM, half the
-// warps on the launches that pick it (the 8B shape's gate|up, 896 blocks). The other formats'
-// 8-warp kernels keep their measured register counts (ptxas, sm_90: 159 to 192, one block an
-// SM).
+// The integer formats' 8-warp decode held to 128 registers, two blocks an SM (16 warps, as
+// the f16 route had at 127): unbounded, ptxas gives Q4_K's 134 and Q6_K's 220, so one block
+// an SM, half the warps on the launches that pick it (the 8B shape's gate|up, 896 blocks);
+// bounded, Q4_K spills nothing and Q6_K 20 bytes. The other formats' 8-warp kernels keep
+// their measured register counts (ptxas, sm_90: 159 to 192, one block an SM).
 #define MMA_K8_MINB(F) (MmaF<F>::INTS ? 2 : 1)
 #define MMA_KERNEL_SET(F, SUF) MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF)
 #if !defined(MMA_SET)
