@@ -19,8 +19,9 @@
 # Staged here before the call, carried as .stage (gitignored): bin/N6 (this tree's stripped
 # release build, 33efeab), bin/O (6378f70's), for call 2 bin/N (76429e7's: step 30 alone),
 # gguf-0.19.0-py3-none-any.whl (pip download --no-deps --only-binary=:all: gguf==0.19.0),
-# oracle_gpu.py (../shared/oracle/), and for call 3 llama.cpp.tgz (../shared/anchors/). Run
-# each as OUT=$OUT receipts/.../callK.sh.
+# oracle_gpu.py (HF transformers' greedy continuation of a GGUF file, the script that
+# gpu-validate.sh's ORACLE_STAGE folder holds), and for call 3 llama.cpp.tgz (llama.cpp's
+# source, bench-vs-llamacpp.sh's TARBALL). Run each as OUT=$OUT receipts/.../callK.sh.
 set -u
 N=.stage/bin/N6 O=.stage/bin/O
 nvidia-smi -L

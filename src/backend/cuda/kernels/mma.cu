@@ -232,38 +232,31 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const u32 (&a)[4], u32 b
 #endif
 }
 
-// D = A * B + D, u8 A (row-major 16 x 32), s8 B (col-major 32 x 8), s32 accumulate: every
-// product and sum an exact integer (the kernels keep each D below 2^31), so the tensor
-// cores' summation order inside the mma cannot show. Fragments (PTX, lane = 4g + t):
-// a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 = A[g+8][16+4t..] (byte i the
-// element k + i); b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]; d0, d1 = D[g][2t], D[g][2t+1],
-// d2, d3 = D[g+8][2t], D[g+8][2t+1] (m16n8k16's C layout).
+// D = A * B + D, u8 A (row-major 16 x 32; SA: s8, Q6_K's q - 32), s8 B (col-major 32 x 8),
+// s32 accumulate: every product and sum an exact integer (the kernels keep each D below
+// 2^31), so the tensor cores' summation order inside the mma cannot show. Fragments (PTX,
+// lane = 4g + t): a0 = A[g][4t..4t+3], a1 = A[g+8][4t..], a2 = A[g][16+4t..], a3 =
+// A[g+8][16+4t..] (byte i the element k + i); b0 = B[4t..4t+3][g], b1 = B[16+4t..][g]; d0, d1 =
+// D[g][2t], D[g][2t+1], d2, d3 = D[g+8][2t], D[g+8][2t+1] (m16n8k16's C layout).
+#define MMA_IMMA_K32(AB)                                                                   \
+    asm("mma.sync.aligned.m16n8k32.row.col.s32." AB ".s32 {%0, %1, %2, %3}, "           \
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                                  \
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])                                 \
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+template <bool SA = false>
 __device__ __forceinline__ void imma16832(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
 #if defined(PPN_EMU)
-    emu_imma16832(d, a, b0, b1);
+    emu_imma16832(d, a, b0, b1, SA);
 #else
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (SA) MMA_IMMA_K32("s8.s8");
+    else MMA_IMMA_K32("u8.s8");
 #endif
 }
-
-// The same with a signed A (s8 x s8): Q6_K's q - 32.
-__device__ __forceinline__ void imma16832s(int (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-#if defined(PPN_EMU)
-    emu_imma16832(d, a, b0, b1, true);
-#else
-    asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
+#undef MMA_IMMA_K32
 
 // D = A * B + D, s8 A (16 x 16) and B (16 x 8), s32 accumulate (m16n8k16): a0 = A[g][4t..4t+3],
 // a1 = A[g+8][4t..], b0 = B[4t..4t+3][g] (byte i the element k + i); D as imma16832's. The
-// first half of imma16832's k: one 16-element sub-block of Q6_K's.
+// first half of imma16832<true>'s k: one 16-element sub-block of Q6_K's.
 __device__ __forceinline__ void imma16816s(int (&d)[4], u32 a0, u32 a1, u32 b0) {
 #if defined(PPN_EMU)
     const u32 a[4] = {a0, a1, 0u, 0u};
@@ -445,7 +438,7 @@ __device__ __forceinline__ void mma_q6k_dot(const u32 (&a)[4], const uint4& hb, 
 __device__ __forceinline__ void mma_q6k_row_dot(const u32 (&a)[4], const uint2& b, const uint2& sg,
                                                 const uint2& s8, int s, int (&X)[2], int (&Y)[2]) {
     int d[4] = {0, 0, 0, 0};
-    imma16832s(d, a, b.x, b.y);
+    imma16832<true>(d, a, b.x, b.y);
     const u32 wg = s < 4 ? sg.x : sg.y, w8 = s < 4 ? s8.x : s8.y;
     const int kg = (int)(signed char)(u8)(wg >> (8 * (s & 3))), k8 = (int)(signed char)(u8)(w8 >> (8 * (s & 3)));
     X[0] += kg * d[0];
