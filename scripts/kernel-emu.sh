@@ -8,7 +8,8 @@
 #    Q4_K and Q6_K, whose fused kernels it checks all the same), and the GEMM at each
 #    warps-along-n.
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
-#    and ragged tiles. The planted --fault mma-row-order changes the GEMM's bits in both
+#    and ragged tiles; the mixed Q4_K|Q6_K decode (one launch over Q4_K's matrices then
+#    Q6_K's) gives each output its format's own launch's bits. The planted --fault mma-row-order changes the GEMM's bits in both
 #    forms of the prepared activations (Q4_K's and Q6_K's integer pieces, Q8_0's f16 hi and
 #    lo), so the check can fail. The Q4_K and Q6_K decodes (one row, three rows, the GEMM)
 #    equal a double-precision matvec of the weights read back from the repacked layout to

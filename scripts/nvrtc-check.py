@@ -31,6 +31,7 @@ ARCH = os.environ.get("NVRTC_ARCH", "compute_90")
 ATT_WIDTHS = [64, 128, 256, 0]  # src/backend/cuda/nvrtc.rs ATT_WIDTHS
 MMA_FORMATS = 6       # src/backend/cuda/mma.rs MMA_FORMATS
 MMA_SET_KERNELS = 5   # src/backend/cuda/mma.rs MMA_SET
+MMA_MIX_KERNELS = 2   # src/backend/cuda/mma.rs MMA_MIX_KERNELS
 
 
 # The engine's compile options (src/backend/cuda/mod.rs compile_options), less the
@@ -155,6 +156,10 @@ def main():
         for slot in range(MMA_SET_KERNELS):
             modules.append((f"mma set {fset} kernel {slot}",
                             f"#define MMA_Q4K\n#define MMA_SET {fset}\n#define MMA_SLOT {slot}\n" + mma_src))
+    # The mixed Q4_K-then-Q6_K decode (mma.rs MMA_MIX: set 6, slots 0 and 1 only).
+    for slot in range(MMA_MIX_KERNELS):
+        modules.append((f"mma set {MMA_FORMATS} kernel {slot}",
+                        f"#define MMA_Q4K\n#define MMA_SET {MMA_FORMATS}\n#define MMA_SLOT {slot}\n" + mma_src))
     if all_:
         modules.append(("mma q4k", "#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])))
     only = os.environ.get("ONLY")

@@ -12,7 +12,8 @@
 // double-precision matvec of the dequantized weights (read back from the documented
 // repacked layouts) to 1e-5 of sum |w x| (the integer pieces keep 22 bits), with inputs of
 // ordinary and hostile (1e30, 1e-30) magnitudes; and a NaN or inf input of a row makes
-// every Q4_K and Q6_K output of that row non-finite.
+// every Q4_K and Q6_K output of that row non-finite. The mixed decode (Q4_K's matrices then
+// Q6_K's in one launch) gives each output its format's own launch's bits.
 //
 // Usage: mma_emu [--quick]   (exit 0: every check held; 1: a check failed, named on stderr)
 #define MMA_Q4K
@@ -364,6 +365,71 @@ void check_nonfinite(const Fmt& fm) {
                     "alone, GEMM), the clean row its bits\n", fm.name);
 }
 
+// The mixed decode (kernels/mma.cu mma_decode_mix, engine/mma.rs mma_mix_split): one launch
+// over two Q4_K matrices (q, k: 4 m-tiles) then a Q6_K one (v) gives every output the bits of
+// its format's own decode launch over the same rows, at one row and at five, on 8 and 16 warps.
+// The check can fail: the same launch with a wrong split (2: k's tiles read as Q6_K) differs.
+void check_mix(int rows) {
+    const Fmt& q4 = FMTS[0];
+    const Fmt& q6 = FMTS[5];
+    const Case c4{&q4, 0, 0, true, 512, {32, 32}, rows}, c6{&q6, 0, 0, true, 512, {16}, rows};
+    const Launch L4 = make_launch(c4);
+    Launch L6 = make_launch(c6);
+    L6.x = L4.x;
+    L6.g = L4.g;
+    std::vector<float> ref = run(L4, 0, 0, rows, 0);
+    const std::vector<float> r6 = run(L6, 0, 0, rows, 0);
+    ref.insert(ref.end(), r6.begin(), r6.end());
+    const int n_sb = L4.n_sb, n_mt = L4.n_mt + L6.n_mt;
+    auto mixed = [&](int warps, int split) {
+        const std::vector<const std::vector<u8>*> w = {&L4.w[0], &L4.w[1], &L6.w[0]};
+        const int n_out[3] = {32, 32, 16};
+        std::vector<std::vector<float>> ys(3);
+        MvArgs a{};
+        for (int m = 0; m < 3; ++m) {
+            ys[m].assign((size_t)rows * n_out[m], 0.0f);
+            a.m[m].w = w[m]->data();
+            a.m[m].y = ys[m].data();
+            a.m[m].n_out = n_out[m];
+        }
+        a.x = L4.x.data();
+        a.norm = L4.g.data();
+        a.n_mat = 3;
+        a.n_in = 512;
+        a.rows = rows;
+        a.eps = 1e-5f;
+        std::vector<u32> XF((size_t)rows * n_sb * 256);
+        std::vector<float> XE((size_t)rows * n_sb), XS((size_t)rows * n_sb * 8);
+        emu_launch(mma_prep, dim3{(unsigned)rows, (unsigned)((n_sb + 7) / 8), 1}, dim3{256, 1, 1}, 0, a, XF.data(),
+                   XE.data(), XS.data(), 0, 1);
+        emu_launch(warps == 8 ? mma_decode_k8_mix : mma_decode_k16_mix, dim3{(unsigned)((n_mt + 1) / 2), 1, 1},
+                   dim3{(unsigned)(32 * warps), 1, 1}, 0, a, (const uint4*)XF.data(), (const float*)XE.data(),
+                   (const float*)XS.data(), n_mt, n_sb, rows, split);
+        std::vector<float> out;
+        for (auto& y : ys) out.insert(out.end(), y.begin(), y.end());
+        return out;
+    };
+    auto differs = [&](const std::vector<float>& y) {
+        size_t d = 0;
+        for (size_t i = 0; i < y.size(); ++i) d += __float_as_uint(y[i]) != __float_as_uint(ref[i]);
+        return d;
+    };
+    for (int warps : {8, 16}) {
+        const size_t d = differs(mixed(warps, L4.n_mt));
+        if (d) {
+            fail("mixed q4_k|q6_k decode, " + std::to_string(warps) + " warps, rows " + std::to_string(rows) + ": " +
+                 std::to_string(d) + " outputs off their format's own launch");
+            return;
+        }
+    }
+    const size_t d = differs(mixed(16, 2));
+    if (d * 4 < ref.size())
+        fail("mixed q4_k|q6_k decode: a wrong split changed only " + std::to_string(d) + " outputs");
+    else
+        std::printf("mma_emu: ok  mixed q4_k|q6_k decode (q, k Q4_K, v Q6_K) rows %d = each format's own launch, "
+                    "8 and 16 warps; a wrong split changes %zu of %zu\n", rows, d, ref.size());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -393,6 +459,8 @@ int main(int argc, char** argv) {
     check_semantics(q6, 1e-30f);
     check_nonfinite(q6);
     check_plant(q6);
+    check_mix(1);
+    check_mix(5);
     if (failures) {
         std::fprintf(stderr, "mma_emu: %d check(s) failed\n", failures);
         return 1;

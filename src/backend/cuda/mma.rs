@@ -169,8 +169,8 @@ pub(crate) const MMA_FORMATS: [(GgmlType, &str); 6] = [
 pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"];
 /// The kernels of the mma module: mma_prep, then per MMA_FORMATS entry its decode (8 and 16
 /// warps), GEMM and fused decode (8 and 16 warps; its own prep in shared memory) kernels
-/// (mma_kernel indexes them).
-pub(crate) const MMA_KERNELS: [&str; 31] = [
+/// (mma_kernel indexes them), then the mixed Q4_K-then-Q6_K decode (8 and 16 warps, MMA_MIX).
+pub(crate) const MMA_KERNELS: [&str; 33] = [
     "mma_prep",
     "mma_decode_k8",
     "mma_decode_k16",
@@ -202,6 +202,8 @@ pub(crate) const MMA_KERNELS: [&str; 31] = [
     "mma_gemm_q6_k",
     "mma_decode_f8_q6_k",
     "mma_decode_f16_q6_k",
+    "mma_decode_k8_mix",
+    "mma_decode_k16_mix",
 ];
 
 /// Index of mma_prep in MMA_KERNELS.
@@ -216,6 +218,14 @@ pub(super) const MMA_FUSED: usize = 3;
 pub(super) const MMA_SET: usize = 5;
 // mma_kernels_for drops a set's tail from MMA_FUSED on: the fused slots must be the last.
 const _: () = assert!(MMA_FUSED + 2 == MMA_SET);
+
+/// The MMA_KERNELS index of the mixed decode with 8 warps (then 16: + MMA_DECODE_K16), after
+/// every format's set: one launch over Q4_K's matrices then Q6_K's (kernels/mma.cu
+/// mma_decode_mix; engine/mma.rs mma_mix_split says when), module set MMA_FORMATS.len().
+pub(super) const MMA_MIX: usize = 1 + MMA_SET * MMA_FORMATS.len();
+/// Kernels of the mixed decode (slots MMA_DECODE_K8, MMA_DECODE_K16).
+pub(super) const MMA_MIX_KERNELS: usize = 2;
+const _: () = assert!(MMA_MIX + MMA_MIX_KERNELS == MMA_KERNELS.len());
 
 /// The MMA_KERNELS index of kernel `slot` of format `ty`'s set, None for a format without one.
 pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
@@ -258,6 +268,10 @@ pub(super) fn mma_kernels_for(formats: &[GgmlType]) -> Vec<usize> {
         let slots = if mma_fuses(ty) { MMA_SET } else { MMA_FUSED };
         v.extend((0..slots).filter_map(|slot| mma_kernel(ty, slot)));
     }
+    // Both integer formats: a Q4_K_M file's q|k|v (Q4_K q and k, Q6_K v) decodes as one launch.
+    if formats.contains(&GgmlType::Q4K) && formats.contains(&GgmlType::Q6K) {
+        v.extend(MMA_MIX..MMA_MIX + MMA_MIX_KERNELS);
+    }
     v.sort_unstable();
     v.dedup();
     v
@@ -269,7 +283,11 @@ pub(super) fn mma_module_head(i: usize) -> String {
     if i == MMA_PREP {
         return "#define MMA_Q4K\n#define MMA_SET -1\n".to_string();
     }
-    let (f, slot) = ((i - 1) / MMA_SET, (i - 1) % MMA_SET);
+    let (f, slot) = if i >= MMA_MIX {
+        (MMA_FORMATS.len(), i - MMA_MIX)
+    } else {
+        ((i - 1) / MMA_SET, (i - 1) % MMA_SET)
+    };
     format!("#define MMA_Q4K\n#define MMA_SET {f}\n#define MMA_SLOT {slot}\n")
 }
 

@@ -783,8 +783,19 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     let kernels =
         super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q6K]);
     // The integer formats' fused decode kernels are never launched (mma_fuses), so never
-    // compiled.
-    assert_eq!(kernels.len(), 7, "mma_prep, Q4_K's three, Q6_K's three");
+    // compiled; both integer formats bring the mixed decode's two.
+    assert_eq!(
+        kernels.len(),
+        9,
+        "mma_prep, Q4_K's three, Q6_K's three, the mixed two"
+    );
+    assert_eq!(kernels[7..], [super::mma::MMA_MIX, super::mma::MMA_MIX + 1]);
+    let kernels = super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q6K]);
+    assert_eq!(
+        kernels.len(),
+        4,
+        "mma_prep, Q6_K's three: no mixed decode without Q4_K"
+    );
     let kernels =
         super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q8_0]);
     assert_eq!(kernels.len(), 9, "mma_prep, Q4_K's three, Q8_0's five");
@@ -824,8 +835,57 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     }
     assert_eq!(
         MMA_KERNELS.len(),
-        1 + super::mma::MMA_SET * MMA_FORMATS.len()
+        1 + super::mma::MMA_SET * MMA_FORMATS.len() + super::mma::MMA_MIX_KERNELS
     );
+    // The mixed decode (Q4_K's matrices then Q6_K's): its own module set after the formats',
+    // its kernels in the decode slots' order, one macro each.
+    for (slot, warps) in [
+        (super::mma::MMA_DECODE_K8, 8),
+        (super::mma::MMA_DECODE_K16, 16),
+    ] {
+        let i = super::mma::MMA_MIX + slot;
+        assert_eq!(MMA_KERNELS[i], format!("mma_decode_k{warps}_mix"));
+        assert_eq!(
+            super::mma::mma_module_head(i),
+            format!(
+                "#define MMA_Q4K\n#define MMA_SET {}\n#define MMA_SLOT {slot}\n",
+                MMA_FORMATS.len()
+            )
+        );
+        assert!(mma.contains(&format!(
+            "#elif MMA_SET == {} && MMA_SLOT == {slot}\nMMA_M{slot}\n",
+            MMA_FORMATS.len()
+        )));
+    }
+    assert!(py.contains(&format!(
+        "MMA_MIX_KERNELS = {}",
+        super::mma::MMA_MIX_KERNELS
+    )));
+    // When a launch is mixed (engine/mma.rs mma_mix_split): decode sized, not gate|up, Q4_K's
+    // matrices (an even m-tile count) then Q6_K's.
+    {
+        use crate::quant::GgmlType::{Q4K, Q6K, Q8_0};
+        let split = super::engine::mma_mix_split;
+        let qkv = [(Q4K, 4096), (Q4K, 1024), (Q6K, 1024)];
+        assert_eq!(split(&qkv, 1, false), Some(320));
+        assert_eq!(split(&qkv, 8, false), Some(320));
+        assert_eq!(split(&qkv, 9, false), None, "the GEMM: a launch per format");
+        assert_eq!(split(&qkv, 1, true), None, "gate|up");
+        assert_eq!(
+            split(&[(Q6K, 1024), (Q4K, 4096)], 1, false),
+            None,
+            "Q6_K first"
+        );
+        assert_eq!(
+            split(&[(Q4K, 16), (Q6K, 16)], 1, false),
+            None,
+            "odd Q4_K tiles"
+        );
+        assert_eq!(split(&[(Q4K, 32), (Q6K, 16)], 1, false), Some(2));
+        assert_eq!(split(&[(Q4K, 32), (Q8_0, 16)], 1, false), None, "not Q6_K");
+        assert_eq!(split(&[(Q4K, 32), (Q4K, 16)], 1, false), None, "one format");
+        assert_eq!(split(&[(Q6K, 32), (Q6K, 16)], 1, false), None, "one format");
+    }
     // Every format on 16 warps when the launch is small (a function of its shape alone).
     assert_eq!(super::engine::mma_decode_kernel(2, 16, 132).1, 16);
     // One wave of 16-warp blocks (<= SMs), or two short ones (< 2 x SMs, one round of 16

@@ -9,6 +9,7 @@
 
 use cudarc::driver::LaunchConfig;
 
+use super::mma::mma_mix_split;
 use super::weights::{DevLayer, DevWeight};
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP, MODE_STORE};
 use crate::backend::cuda::{
@@ -441,6 +442,18 @@ impl CudaEngine {
             if mats.iter().all(|(w, _)| w.mma && w.ty == w0.ty) {
                 // (pre_fuses never holds for an mma matrix: `pre` is None here.)
                 return self.mma_launch(s, mats, x, norm, rows, mode, op);
+            }
+        }
+        // Q4_K's and Q6_K's matrices (a Q4_K_M file's q|k|v, v Q6_K) decode as ONE launch,
+        // Q4_K's first (engine/mma.rs mma_mix_split): each output has its own pointer, so the
+        // launch order of the matrices is free, and each its format's bits.
+        if mats.iter().all(|(w, _)| w.mma) {
+            let mut ord: Vec<(&DevWeight, u64)> = Vec::with_capacity(mats.len());
+            ord.extend(mats.iter().filter(|(w, _)| w.ty == GgmlType::Q4K));
+            ord.extend(mats.iter().filter(|(w, _)| w.ty != GgmlType::Q4K));
+            let tys: Vec<(GgmlType, usize)> = ord.iter().map(|(w, _)| (w.ty, w.rows)).collect();
+            if mma_mix_split(&tys, rows, mode == MODE_GATE_UP).is_some() {
+                return self.mma_launch(s, &ord, x, norm, rows, mode, op);
             }
         }
         let rest_buf: Vec<(&DevWeight, u64)>;

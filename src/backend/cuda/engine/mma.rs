@@ -12,7 +12,8 @@ use cudarc::driver::LaunchConfig;
 use super::weights::DevWeight;
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
-    mma_fuses, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_PREP,
+    mma_fuses, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_MIX,
+    MMA_PREP,
 };
 use crate::backend::cuda::{alloc_zeroed_on, op_err, DevCtx, GpuBuf, GpuStream};
 use crate::backend::BResult;
@@ -164,6 +165,32 @@ const MMA_PROF: [(&str, &str); 5] = [
     ("mma decode fused store", "mma decode store"),
 ];
 
+/// The mixed decode's rule (kernels/mma.cu mma_decode_mix): Some(m-tiles of the Q4_K
+/// matrices) when a launch of `rows` rows over matrices of `tys` (each `n_out` rows, in
+/// launch order) may go out as ONE decode launch, Q4_K's then Q6_K's: decode sized (rows <=
+/// MMA_DECODE_MAX), not gate|up (one format by construction), at least one matrix of each,
+/// every Q4_K one before every Q6_K one (engine/matvec.rs orders an op's matrices so), and an
+/// even Q4_K m-tile count (a block's two m-tiles of one format). None: a launch per format.
+/// Each output is its format's decode body's (the same bits as those launches; kernel-emu's
+/// mixed case checks it), so the rule is timing only: it saves a prep and a decode launch per
+/// op (a Q4_K_M file's q|k|v where v is Q6_K), measured in BENCH.md issue 30 step 32.
+pub(in crate::backend::cuda) fn mma_mix_split(
+    tys: &[(GgmlType, usize)],
+    rows: usize,
+    gate_up: bool,
+) -> Option<usize> {
+    if rows > MMA_DECODE_MAX || gate_up {
+        return None;
+    }
+    let q4 = tys.iter().take_while(|(t, _)| *t == GgmlType::Q4K).count();
+    let rest = &tys[q4..];
+    if q4 == 0 || rest.is_empty() || rest.iter().any(|(t, _)| *t != GgmlType::Q6K) {
+        return None;
+    }
+    let split: usize = tys[..q4].iter().map(|(_, n)| n / 16).sum();
+    split.is_multiple_of(2).then_some(split)
+}
+
 /// Rows of a launch the decode kernel takes (one n-tile of 8 columns); more go to the GEMM.
 /// Timing only: both kernels compute THE ORDER (the GPU script's chunk gates check it).
 pub(in crate::backend::cuda) const MMA_DECODE_MAX: usize = 8;
@@ -192,13 +219,19 @@ impl CudaEngine {
             return Err(self.err(&op(), "an mma launch on an engine without mma scratch"));
         };
         let ty = mats[0].0.ty;
-        if mats.iter().any(|(w, _)| !w.mma || w.ty != ty) {
+        let gate_up = mode == MODE_GATE_UP;
+        // Q4_K's matrices then Q6_K's in one decode launch (mma_mix_split), or one format.
+        let tys: Vec<(GgmlType, usize)> = mats.iter().map(|(w, _)| (w.ty, w.rows)).collect();
+        let mix = mma_mix_split(&tys, rows, gate_up);
+        if mats
+            .iter()
+            .any(|(w, _)| !w.mma || (mix.is_none() && w.ty != ty))
+        {
             return Err(self.err(
                 &op(),
                 "an mma launch over a matrix not in the mma layout or of another format",
             ));
         }
-        let gate_up = mode == MODE_GATE_UP;
         if gate_up && (mats.len() != 2 || mats[0].0.rows != mats[1].0.rows) {
             return Err(self.err(&op(), "mma gate|up needs two matrices of one shape"));
         }
@@ -249,6 +282,7 @@ impl CudaEngine {
                 shared_mem_bytes: smem,
             })
         };
+        // (mma_fuses declines Q4_K, so a mixed launch never fuses.)
         if let Some(smem) = mma_fused_smem(ty, rows, n_in, warps as usize, self.dx.mma_fuse_cap()) {
             let cfg = dec(to_u32(smem, "mma fused shared memory")?)?;
             let f = self.dx.mma_func(kernel(MMA_FUSED + k)?)?;
@@ -294,7 +328,11 @@ impl CudaEngine {
         }
         .map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, "mma prep", e0);
-        let (f, cfg, kind) = if decode {
+        let (f, cfg, kind) = if mix.is_some() {
+            // The mixed decode: MMA_MIX's kernels in the decode slots' order (k), with one
+            // argument more (mt_split, below).
+            (self.dx.mma_func(MMA_MIX + k)?, dec(0)?, dec_kind)
+        } else if decode {
             (self.dx.mma_func(kernel(k)?)?, dec(0)?, dec_kind)
         } else {
             // g2x2w4x4: a block covers 4 x 2 m-tiles and wn x 2 n-tiles of 8 columns (wn = 4,
@@ -312,6 +350,7 @@ impl CudaEngine {
             (self.dx.mma_func(kernel(MMA_GEMM)?)?, cfg, "mma gemm")
         };
         let e0 = self.prof_start(s);
+        let split_i = to_i32(mix.unwrap_or(0), "mma mixed split")?;
         let mut p = [
             kp(&a),
             kp(&xf),
@@ -320,10 +359,19 @@ impl CudaEngine {
             kp(&n_mt_i),
             kp(&n_sb_i),
             kp(&rows_i),
+            kp(&split_i),
         ];
+        let p = if mix.is_some() {
+            &mut p[..]
+        } else {
+            &mut p[..7]
+        };
         // SAFETY: mma_decode_k8/k16/mma_gemm of format ty (MMA_KERNEL_SET: MvArgs a, const
-        // uint4* XF, const float* XE, const float* XS, int n_mt, int n_sb, int ncols); every
-        // matrix is of format ty (checked above) and its pointer holds n_out / 16 m-tiles of
+        // uint4* XF, const float* XE, const float* XS, int n_mt, int n_sb, int ncols), or the
+        // mixed decode (mma_decode_k8_mix/k16_mix: the same and int mt_split, the 8th
+        // argument, passed only then); every matrix is of format ty (checked above; mixed:
+        // the first mt_split m-tiles Q4_K's, the rest Q6_K's, mma_mix_split) and its pointer
+        // holds n_out / 16 m-tiles of
         // n_sb blocks of mma_block_bytes(ty) (repack_mma at upload, n_out a multiple of 16;
         // the kernels read blocks of 32 below n_in only, n_in checked a multiple of the
         // format's unit above) and n_mt counts them as the kernel maps them (mode 2:
@@ -334,7 +382,7 @@ impl CudaEngine {
         // scratch of max_rows, or the head's checked logits range); the decode kernel's
         // grid covers ceil(n_mt / 2) blocks of 2 m-tiles, the GEMM's its 8 x 2wn tile blocks
         // (the kernel reads its warps along n from blockDim).
-        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+        unsafe { self.dx.launch(s, f, &cfg, p) }.map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, kind, e0);
         Ok(())
     }

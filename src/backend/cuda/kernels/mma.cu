@@ -1543,6 +1543,28 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
 // their measured register counts (ptxas, sm_90: 159 to 192, one block an SM).
 #define MMA_K8_MINB(F) (MmaF<F>::INTS ? 2 : 1)
 #define MMA_KERNEL_SET(F, SUF) MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF)
+// The mixed decode (MMA_SET 6, engine/mma.rs mma_mix_split): ONE launch over Q4_K's matrices
+// then Q6_K's, for a Q4_K_M file's q|k|v, whose v is Q6_K in about half the layers. The
+// first mt_split m-tiles (even: a block's two m-tiles are of one format) are Q4_K's, the rest
+// Q6_K's; each block runs its format's body, unchanged, over the launch's m-tile numbering
+// (mma_tile maps a tile to its matrix; each matrix's blocks are its format's size). Both
+// formats read mma_prep's integer pieces, so one prep serves the launch. Every output is its
+// format's decode body's, so the bits of the two launches it replaces (kernel-emu checks it);
+// what it saves is a prep and a decode launch in the layer's chain (BENCH.md issue 30 step 32).
+template <int KP>
+__device__ __forceinline__ void mma_decode_mix(MMA_ARGS, int mt_split) {
+    __shared__ __align__(16) float red[KP][2 * 128];
+    if ((int)blockIdx.x * 2 < mt_split) mma_decode_body<MF_Q4K, 2, KP, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0, red);
+    else mma_decode_body<MF_Q6_K, 2, KP, false>(a, XF, XE, XS, n_mt, n_sb, ncols, 0, red);
+}
+#define MMA_M0                                                                                   \
+    extern "C" __global__ void __launch_bounds__(8 * 32, 2) mma_decode_k8_mix(MMA_ARGS, int mt_split) { \
+        mma_decode_mix<8>(a, XF, XE, XS, n_mt, n_sb, ncols, mt_split);                           \
+    }
+#define MMA_M1                                                                                   \
+    extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_k16_mix(MMA_ARGS, int mt_split) { \
+        mma_decode_mix<16>(a, XF, XE, XS, n_mt, n_sb, ncols, mt_split);                          \
+    }
 #if !defined(MMA_SET)
 // Every kernel in one program (scripts/nvrtc-check.py compiles it so).
 MMA_KERNEL_SET(MF_Q4K, )
@@ -1551,6 +1573,8 @@ MMA_KERNEL_SET(MF_Q4_0, _q4_0)
 MMA_KERNEL_SET(MF_Q4_1, _q4_1)
 MMA_KERNEL_SET(MF_Q5_0, _q5_0)
 MMA_KERNEL_SET(MF_Q6_K, _q6_k)
+MMA_M0
+MMA_M1
 #elif MMA_SET >= 0
 // The engine's modules: ONE kernel each, MMA_SLOT of format MMA_SET's set (src/backend/cuda/
 // mma.rs mma_module_head), so a cold start compiles only the kernels its formats need, all
@@ -1570,6 +1594,10 @@ MMA_ONE(MF_Q4_1, _q4_1)
 MMA_ONE(MF_Q5_0, _q5_0)
 #elif MMA_SET == 5
 MMA_ONE(MF_Q6_K, _q6_k)
+#elif MMA_SET == 6 && MMA_SLOT == 0
+MMA_M0
+#elif MMA_SET == 6 && MMA_SLOT == 1
+MMA_M1
 #else
 #error "MMA_SET names no format of MMA_FORMATS"
 #endif
