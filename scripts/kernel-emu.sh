@@ -32,6 +32,10 @@
 #    (mvq_d8: a warp deals 8 narrow rows' units to its 32 lanes) at widths 32 to 992, clean
 #    and planted, and over three matrices in one launch (its consecutive-rows path and its
 #    per-row lookup). The planted --fault row-count-order changes bits, so the check can fail.
+# Every harness runs under AddressSanitizer and UBSan: a kernel that reads or writes past a
+# buffer (its own, a weight matrix, a __shared__ array) stops the run there, an access a GPU
+# would make without a word; so does a vector load off its alignment (emu.h's uint4 is
+# alignas(16), as CUDA's: a GPU faults on it).
 # What it cannot prove (emu.h says why): the hardware's own rounding inside an mma, timing,
 # and memory ordering on a GPU. The GPU scripts (scripts/gpu-validate.sh) show those.
 # Usage: scripts/kernel-emu.sh [--quick]   (needs g++ 12+; exit 0 when every check held)
@@ -41,9 +45,15 @@ dir="${KERNEL_EMU_DIR:-target/kernel-emu}"
 mkdir -p "$dir"
 # -ffp-contract=off: every f32 + and * rounds once, as the engine's NVRTC options (--fmad=false).
 # -O1: as fast to run as -O2 here and a third quicker to build (CI time).
+# AddressSanitizer and UBSan: a kernel's access past its buffer, which a GPU makes silently
+# (another allocation's bytes, different from run to run), or an undefined shift or overflow
+# stops the harness with the kernel's line (emu.h tells ASan of its fiber switches). Leak
+# checking is off: the harnesses exit with what they allocated, and LeakSanitizer needs ptrace,
+# which some containers refuse.
+export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 build() {
-    ${CXX:-g++} -std=c++20 -O1 -ffp-contract=off -DPPN_EMU -include tests/kernel-emu/emu.h \
-        -Wno-unknown-pragmas -o "$dir/$1" "tests/kernel-emu/$1.cpp"
+    ${CXX:-g++} -std=c++20 -O1 -ffp-contract=off -fsanitize=address,undefined -fno-sanitize-recover=all \
+        -DPPN_EMU -include tests/kernel-emu/emu.h -Wno-unknown-pragmas -o "$dir/$1" "tests/kernel-emu/$1.cpp"
 }
 # All at once; each build's status checked (a failed build must not leave an old binary
 # to run).
@@ -51,12 +61,11 @@ H=(mma_emu att_emu mvq_emu norm_emu)
 declare -A pid
 for h in "${H[@]}"; do rm -f "$dir/$h"; build "$h" & pid[$h]=$!; done
 for h in "${H[@]}"; do wait "${pid[$h]}" || { echo "kernel-emu: building $h failed" >&2; exit 1; }; done
-"$dir/att_emu"
-"$dir/norm_emu"
-# mvq_emu beside mma_emu (two cores); its lines after mma_emu's.
-"$dir/mvq_emu" > "$dir/mvq_emu.log" 2>&1 & v=$!
+# Two lanes on two cores (CI's machine): mma_emu, the longest, alone; att_emu, norm_emu and
+# mvq_emu one after another beside it. Each lane's lines are printed once both have ended.
+( "$dir/att_emu" && "$dir/norm_emu" && "$dir/mvq_emu" ) > "$dir/lane2.log" 2>&1 & v=$!
 r=0 rv=0
-"$dir/mma_emu" "$@" || r=$?
+"$dir/mma_emu" "$@" > "$dir/mma_emu.log" 2>&1 || r=$?
 wait "$v" || rv=$?
-cat "$dir/mvq_emu.log"
-[ "$r" -eq 0 ] && [ "$rv" -eq 0 ] || { echo "kernel-emu: a check failed (mma_emu exit $r, mvq_emu exit $rv)" >&2; exit 1; }
+cat "$dir/lane2.log" "$dir/mma_emu.log"
+[ "$r" -eq 0 ] && [ "$rv" -eq 0 ] || { echo "kernel-emu: a check failed (mma_emu exit $r; att_emu, norm_emu, mvq_emu exit $rv)" >&2; exit 1; }

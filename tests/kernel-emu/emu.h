@@ -14,13 +14,16 @@
 // column of B and C input, the property THE ORDER of kernels/mma.cu rests on, not the
 // hardware's rounding; the integer mma, emu_imma16832, has no rounding to model: its
 // result is the hardware's exactly), timing, memory ordering between blocks, caches, and the
-// non-coherent and prefetch paths (plain loads here). So two kernels that agree bit for bit
+// non-coherent and prefetch paths (plain loads here). scripts/kernel-emu.sh builds the
+// harnesses with AddressSanitizer and UBSan: a kernel's load or store past its buffer (which
+// a GPU performs silently, reading another allocation's bytes) or off its alignment (uint4
+// below is alignas(16), as CUDA's; a GPU faults) stops the run with its line;
+// the fiber switches below tell ASan whose stack runs. So two kernels that agree bit for bit
 // here feed every output the same mma inputs in the same sequence and the same f32
 // epilogue: their indexing, tiling and THE ORDER agree. Whether the hardware agrees is the
 // GPU's to show (scripts/gpu-validate.sh); the emulator finds the indexing bugs first.
 #pragma once
 
-#include <csetjmp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -30,6 +33,45 @@
 #include <memory>
 #include <ucontext.h>
 #include <vector>
+
+// AddressSanitizer's fiber annotations (no-ops in a build without it): every switch between
+// the scheduler's stack and a thread's says which stack comes next, so ASan neither takes a
+// thread's stack for an overflow of the scheduler's nor loses its fake frames.
+#if !defined(__SANITIZE_ADDRESS__) && defined(__has_feature)
+#if __has_feature(address_sanitizer)  // clang's spelling
+#define __SANITIZE_ADDRESS__ 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#define EMU_ASAN 1
+#else
+#define EMU_ASAN 0
+#endif
+inline void emu_switch_start(void** fake, const void* bottom, size_t size) {
+#if EMU_ASAN
+    __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+    (void)fake, (void)bottom, (void)size;
+#endif
+}
+// A thread's stack before its first entry: whatever an earlier block's thread left poisoned
+// there (its last frames, left by a jump, never returned from) cleared.
+inline void emu_stack_fresh(void* p, size_t size) {
+#if EMU_ASAN
+    __asan_unpoison_memory_region(p, size);
+#else
+    (void)p, (void)size;
+#endif
+}
+inline void emu_switch_finish(void* fake, const void** bottom, size_t* size) {
+#if EMU_ASAN
+    __sanitizer_finish_switch_fiber(fake, bottom, size);
+#else
+    (void)fake, (void)bottom, (void)size;
+#endif
+}
 
 #define __device__
 #define __host__
@@ -134,8 +176,8 @@ inline unsigned emu_hsub2(unsigned a, unsigned b) {
 }
 
 // ---- threads, warps, blocks: a block's threads are fibers of one OS thread, each on its own
-// stack, switched cooperatively at every barrier (_setjmp / _longjmp after a first entry by
-// makecontext: no signal-mask system call per switch). A barrier's waiters poll: a fiber that
+// stack, switched cooperatively at every barrier (emu_jump after a first entry by makecontext:
+// no system call per switch). A barrier's waiters poll: a fiber that
 // arrives early yields until the barrier's generation moves.
 struct EmuBar {
     int expected = 0, count = 0, gen = 0;
@@ -144,10 +186,24 @@ struct EmuWarp {
     EmuBar bar;
     alignas(16) unsigned slot[32][12];
 };
+// A context switch: GCC's __builtin_setjmp / __builtin_longjmp (the frame and stack pointers
+// and a resume address; the compiler spills every call-saved register around the setjmp),
+// not the C library's: those are intercepted under AddressSanitizer, whose no-return hook
+// makes a sigaltstack system call at every switch (scripts/kernel-emu.sh took 2 minutes on
+// two cores so, 71 seconds with these).
+// __builtin_longjmp may not sit in the function of its __builtin_setjmp: emu_jump is its own.
+typedef void* EmuJmp[5];
+// The compiler also puts ASan's no-return hook before any call it knows does not return:
+// emu_jump is not instrumented, and the volatile test keeps its callers from knowing.
+inline volatile bool emu_jumps = true;
+[[gnu::noinline, gnu::no_sanitize_address]] inline void emu_jump(EmuJmp& to) {
+    if (emu_jumps) __builtin_longjmp(to, 1);
+}
 struct EmuFiber {
-    std::jmp_buf env;
+    EmuJmp env;
     ucontext_t start;
     bool started = false, done = false;
+    void* fake = nullptr;  // ASan's fake stack of this thread while it is switched out
 };
 struct EmuBlock {
     explicit EmuBlock(int threads) : fibers(threads) {
@@ -160,8 +216,11 @@ struct EmuBlock {
     EmuBar bar;
     std::vector<std::unique_ptr<EmuWarp>> warps;
     std::vector<EmuFiber> fibers;
-    std::jmp_buf sched;
+    EmuJmp sched;
     int cur = 0;
+    void* sched_fake = nullptr;  // the scheduler's, while a thread runs
+    const void* sched_bottom = nullptr;  // the scheduler's stack (ASan: a switch's target)
+    size_t sched_size = 0;
 };
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 inline EmuBlock* emu_block = nullptr;
@@ -172,7 +231,12 @@ inline EmuWarp& emu_warp() { return *emu_block->warps[threadIdx.x >> 5]; }
 // Back to the scheduler; returns when the scheduler resumes this fiber.
 inline void emu_yield() {
     EmuBlock* b = emu_block;
-    if (!_setjmp(b->fibers[b->cur].env)) _longjmp(b->sched, 1);
+    EmuFiber& f = b->fibers[b->cur];
+    if (!__builtin_setjmp(f.env)) {
+        emu_switch_start(&f.fake, b->sched_bottom, b->sched_size);
+        emu_jump(b->sched);
+    }
+    emu_switch_finish(f.fake, nullptr, nullptr);  // resumed: this thread's stack again
 }
 inline void emu_arrive_and_wait(EmuBar& bar) {
     const int g = bar.gen;
@@ -314,11 +378,14 @@ inline std::function<void()>* emu_entry = nullptr;
 inline void emu_fiber_main() {
     EmuBlock* b = emu_block;
     const int i = b->cur;
+    // First entry from the scheduler: its stack's bounds, the target of every switch back.
+    emu_switch_finish(nullptr, &b->sched_bottom, &b->sched_size);
     (*emu_entry)();
     emu_arrive_and_drop(b->warps[i >> 5]->bar);
     emu_arrive_and_drop(b->bar);
     b->fibers[i].done = true;
-    _longjmp(b->sched, 1);
+    emu_switch_start(nullptr, b->sched_bottom, b->sched_size);  // this stack ends for good
+    emu_jump(b->sched);
 }
 
 // The order the emulator runs a grid's blocks in: CUDA promises none, so a kernel that
@@ -353,9 +420,11 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
                 if (f.done) continue;
                 blk.cur = i;
                 threadIdx = dim3{(unsigned)i, 0, 0};
-                if (!_setjmp(blk.sched)) {
+                if (!__builtin_setjmp(blk.sched)) {
+                    emu_switch_start(&blk.sched_fake, emu_stacks[i].get(), STACK);
                     if (!f.started) {
                         f.started = true;
+                        emu_stack_fresh(emu_stacks[i].get(), STACK);
                         getcontext(&f.start);
                         f.start.uc_stack.ss_sp = emu_stacks[i].get();
                         f.start.uc_stack.ss_size = STACK;
@@ -363,8 +432,9 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
                         makecontext(&f.start, emu_fiber_main, 0);
                         setcontext(&f.start);
                     }
-                    _longjmp(f.env, 1);
+                    emu_jump(f.env);
                 }
+                emu_switch_finish(blk.sched_fake, nullptr, nullptr);  // back on the scheduler's stack
                 if (f.done) --left;
             }
         }

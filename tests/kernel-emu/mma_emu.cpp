@@ -381,8 +381,12 @@ void check_mix(int rows) {
     const std::vector<float> r6 = run(L6, 0, 0, rows, 0);
     ref.insert(ref.end(), r6.begin(), r6.end());
     const int n_sb = L4.n_sb, n_mt = L4.n_mt + L6.n_mt;
+    // q and k with zero bytes past their end: the wrong split below reads k's tiles at Q6_K's
+    // larger block stride (a launch the host never makes), which must stay in bounds.
+    std::vector<u8> q = L4.w[0], k = L4.w[1];
+    k.resize(k.size() + (size_t)2 * n_sb * MMA6_BLK, 0);
     auto mixed = [&](int warps, int split) {
-        const std::vector<const std::vector<u8>*> w = {&L4.w[0], &L4.w[1], &L6.w[0]};
+        const std::vector<const std::vector<u8>*> w = {&q, &k, &L6.w[0]};
         const int n_out[3] = {32, 32, 16};
         std::vector<std::vector<float>> ys(3);
         MvArgs a{};
