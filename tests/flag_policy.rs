@@ -284,6 +284,41 @@ fn a_missing_model_names_its_os_error_once() {
     assert_eq!(t.matches("(os error 2)").count(), 1, "{t}");
 }
 
+/// A model path that is no regular file is refused before a read, naming what it is: reading
+/// /dev/zero whole never ended (the process grew until the kernel killed it), and a FIFO with
+/// no writer blocks for ever. The same for `inspect`.
+#[test]
+fn a_model_that_is_no_regular_file_is_refused_before_a_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("m.gguf");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    for (path, kind) in [
+        ("/dev/zero", "a character device"),
+        (fifo, "a FIFO"),
+        ("/", "a directory"),
+    ] {
+        for args in [
+            vec!["--backend", "cpu", "--model", path],
+            vec!["inspect", path],
+        ] {
+            let t0 = std::time::Instant::now();
+            let o = run(&args);
+            let t = text(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+            assert!(
+                t.contains(&format!("{path} is {kind}, not a regular file")),
+                "{args:?}: {t}"
+            );
+            assert!(t0.elapsed().as_secs() < 20, "{args:?}: {:?}", t0.elapsed());
+        }
+    }
+}
+
 /// trace-check: the reference and unknown phases are refused (exit 2) before the file is
 /// read, listing the valid phases.
 #[test]

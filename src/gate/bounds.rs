@@ -116,6 +116,21 @@ pub fn hold_host(fp: &Footprint, avail: Option<u64>, what: &str) -> Result<()> {
     )
 }
 
+/// A model file against the host's free memory `avail` (None: unknown, nothing refused): the
+/// reader holds the whole file while it parses, a lower bound of what loading takes, so a
+/// file larger than what is free is refused naming both sizes, not left to the kernel's
+/// out-of-memory kill (a signal, no message). `what` names the file as the command took it.
+pub fn hold_model_file(what: &str, bytes: u64, avail: Option<u64>) -> Result<()> {
+    match avail {
+        Some(avail) if bytes > avail => bail!(
+            "{what}: the file is {}, more than {} (the model is read whole)",
+            human(bytes as u128),
+            available_words(avail)
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// A prepared gate's memory: its host part against the host's free memory. On CUDA the
 /// device part (caches, scratch, logits slots) is not checked here: the backend has no query
 /// of a device's free memory, and a cuMemAlloc it cannot satisfy is an error naming the
@@ -200,6 +215,23 @@ mod tests {
         );
         // This host has one (Linux).
         assert!(host_available().is_some_and(|b| b > 0));
+    }
+
+    #[test]
+    fn a_model_file_past_the_free_memory_is_refused_naming_both() {
+        let p = "--model /m/70b.gguf";
+        assert!(hold_model_file(p, 1 << 30, Some(1 << 30)).is_ok());
+        assert!(
+            hold_model_file(p, u64::MAX, None).is_ok(),
+            "unknown: nothing refused"
+        );
+        let e = format!(
+            "{:#}",
+            hold_model_file(p, (1 << 30) + 1, Some(1 << 30)).unwrap_err()
+        );
+        assert!(e.starts_with("--model /m/70b.gguf: the file is "), "{e}");
+        assert!(e.contains(&human((1u128 << 30) + 1)), "{e}");
+        assert!(e.contains(&available_words(1 << 30)), "{e}");
     }
 
     #[test]

@@ -176,6 +176,10 @@ pub fn open_backend_why(args: &GateOptions) -> Result<(AnyBackend, Option<String
 pub fn load_model(path: Option<&Path>) -> Result<(Arc<Model>, String)> {
     match path {
         Some(p) => {
+            if let Ok(md) = std::fs::metadata(p) {
+                let what = format!("--model {}", p.display());
+                super::bounds::hold_model_file(&what, md.len(), super::bounds::host_available())?;
+            }
             let m = Model::open(p).with_context(|| format!("--model {}", p.display()))?;
             Ok((Arc::new(m), p.display().to_string()))
         }

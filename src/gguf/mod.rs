@@ -79,6 +79,10 @@ pub enum GgufError {
     /// whole (`{:#}`) would show it twice.
     #[error("cannot read GGUF file {path}: {err}")]
     Io { path: PathBuf, err: std::io::Error },
+    /// A device, FIFO, socket or directory: the reader takes a file whole, so it needs one
+    /// of known size (reading /dev/zero would never end, a FIFO might block for ever).
+    #[error("GGUF file {path} is {kind}, not a regular file (a model file is read whole)")]
+    NotAFile { path: PathBuf, kind: &'static str },
     #[error("file truncated: {what} of {context} needs {need} bytes at offset {offset}, but the file is {file_len} bytes")]
     Truncated {
         what: &'static str,
@@ -472,14 +476,50 @@ impl std::fmt::Debug for GgufFile {
     }
 }
 
+/// What a path's metadata says it is, in the words of GgufError::NotAFile.
+fn file_kind(md: &std::fs::Metadata) -> &'static str {
+    let t = md.file_type();
+    if t.is_file() {
+        return "a regular file";
+    }
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    "a file of another kind"
+}
+
 impl GgufFile {
     /// Reads the whole file into memory (no mmap: mapping a file needs `unsafe`) and parses it.
+    /// Only a regular file (a link to one too): anything else is refused before a read.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
-        let bytes = std::fs::read(path).map_err(|err| GgufError::Io {
+        let io = |err| GgufError::Io {
             path: path.to_path_buf(),
             err,
-        })?;
-        GgufFile::parse(bytes)
+        };
+        let kind = file_kind(&std::fs::metadata(path).map_err(io)?);
+        if kind != "a regular file" {
+            return Err(GgufError::NotAFile {
+                path: path.to_path_buf(),
+                kind,
+            });
+        }
+        GgufFile::parse(std::fs::read(path).map_err(io)?)
     }
 
     /// Parses a complete GGUF file held in memory.
