@@ -45,6 +45,7 @@ pub mod fsio;
 pub mod gate;
 pub mod gguf;
 pub mod hunt;
+pub mod jsonin;
 pub mod math;
 pub mod model;
 pub mod quant;

@@ -1715,7 +1715,7 @@ fn battery_checks_every_gate_before_the_first_runs() {
         ),
         (
             ("needs-0", &["--backend", "cpu"], Some(0)),
-            "needs_devices 0",
+            "needs_devices: 0 where a device count (a whole number >= 1) is needed",
         ),
         (
             (
@@ -2784,6 +2784,12 @@ fn tape_bounds_and_contradictions_exit_2_naming_the_field() {
             r#"{"tokens": "1 2 3"}"#.into(),
             &[][..],
             "`tokens` is a string".into(),
+        ),
+        // The same key twice: refused, never the last one taken without a word.
+        (
+            format!(r#"{{"prompt_len": 4, "tape": {list}, "prompt_len": 9}}"#),
+            &[][..],
+            "key \"prompt_len\" appears twice".into(),
         ),
         (
             format!(r#"{{"tape": {list}}}"#),

@@ -160,10 +160,14 @@ fn battery_shape(v: &serde_json::Value) -> std::result::Result<(), String> {
         }
         match go.get("needs_devices") {
             None | Some(V::Null) => {}
-            Some(V::Number(n)) if n.as_u64().is_some_and(|k| usize::try_from(k).is_ok()) => {}
+            Some(V::Number(n))
+                if n.as_u64()
+                    .is_some_and(|k| k >= 1 && usize::try_from(k).is_ok()) => {}
+            // 0 included: a gate runs on at least one device (leave the field out, or null,
+            // for a gate that runs on any machine).
             Some(x) => {
                 return Err(format!(
-                    "{at}.needs_devices: {} where a device count (a whole number >= 0) is needed",
+                    "{at}.needs_devices: {} where a device count (a whole number >= 1) is needed",
                     shown_value(x)
                 ))
             }
@@ -305,12 +309,7 @@ fn plan_gate(g: &BatteryGate, cli: Cli) -> Result<Plan> {
         check(&cli.gate.options()).with_context(ctx)?;
         return Ok(Plan::Run(Box::new(cli)));
     };
-    if k == 0 {
-        bail!(
-            "battery gate {:?}: needs_devices 0: a gate needs at least one device",
-            g.name
-        );
-    }
+    // k >= 1: battery_shape refused 0, naming the file and the entry.
     // The gate's own --devices must fit what it claims to need, or a machine with exactly
     // `k` devices would fail it as a bad flag instead of running it.
     if let Some(d) = &cli.gate.devices {
@@ -645,7 +644,7 @@ mod battery_file_tests {
                     let valid = match (field, &h) {
                         ("name", Value::String(s)) => name_problem(s).is_none(),
                         ("needs_devices", Value::Null) => true,
-                        ("needs_devices", Value::Number(x)) => x.as_u64().is_some(),
+                        ("needs_devices", Value::Number(x)) => x.as_u64().is_some_and(|k| k >= 1),
                         _ => false,
                     };
                     v["gates"][i][field] = h;

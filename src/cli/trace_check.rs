@@ -14,8 +14,8 @@ pub fn trace_check(file: &Path, phase: &str) -> Result<i32> {
     }
     let text =
         std::fs::read_to_string(file).with_context(|| format!("trace-check {}", file.display()))?;
-    let doc: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("trace-check {}: not valid JSON", file.display()))?;
+    let doc = crate::jsonin::parse_unique(&text)
+        .map_err(|e| anyhow!("trace-check {}: {e}", file.display()))?;
     let r = crate::backend::trace::check::check(&doc, phase)
         .map_err(|e| anyhow!("trace-check {}: {e}", file.display()))?;
     for l in &r.lines {

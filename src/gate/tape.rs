@@ -80,8 +80,7 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
             e.valid_up_to()
         )
     })?;
-    let v: serde_json::Value =
-        serde_json::from_str(text).with_context(|| format!("{}: not valid JSON", name()))?;
+    let v = crate::jsonin::parse_unique(text).map_err(|e| anyhow!("{}: {e}", name()))?;
     let obj = v.as_object().ok_or_else(|| {
         anyhow!(
             "{}: the top level is {}, need a JSON object with a `tokens` or `tape` array",

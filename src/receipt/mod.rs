@@ -348,18 +348,32 @@ pub struct RefStep {
 
 /// JSON has no NaN or infinity: serde_json writes such a logit as `null`. These read a
 /// `null` back as NaN, so a receipt of a poisoned run loads (and `diff` can compare it).
+/// A number is an f32 the tool wrote, so one past f32's range (1e39) is refused, naming the
+/// value: read as f32 it would turn infinite, equal to every other non-finite logit, and
+/// `diff` would call 1e39 and -1e39 the same.
 mod nan_null {
+    use serde::de::Error;
     use serde::{Deserialize, Deserializer};
 
+    fn logit<E: Error>(v: Option<f64>) -> Result<f32, E> {
+        match v {
+            None => Ok(f32::NAN),
+            Some(x) if (x as f32).is_finite() => Ok(x as f32),
+            Some(x) => Err(E::custom(format!(
+                "logit {x:e} is past f32's range (a receipt holds f32 logits, null for a non-finite one)"
+            ))),
+        }
+    }
+
     pub fn f32<'de, D: Deserializer<'de>>(d: D) -> Result<f32, D::Error> {
-        Ok(Option::<f32>::deserialize(d)?.unwrap_or(f32::NAN))
+        logit(Option::<f64>::deserialize(d)?)
     }
 
     pub fn pairs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u32, f32)>, D::Error> {
-        Ok(Vec::<(u32, Option<f32>)>::deserialize(d)?
+        Vec::<(u32, Option<f64>)>::deserialize(d)?
             .into_iter()
-            .map(|(i, v)| (i, v.unwrap_or(f32::NAN)))
-            .collect())
+            .map(|(i, v)| Ok((i, logit(v)?)))
+            .collect()
     }
 }
 
@@ -722,11 +736,9 @@ pub fn first_diff(reference: &[f32], got: &[f32]) -> Option<(usize, f32, f32)> {
 pub enum ReceiptError {
     #[error("cannot read receipt {path}: {err}")]
     Read { path: String, err: std::io::Error },
-    #[error("receipt {path} is not valid JSON: {err}")]
-    Json {
-        path: String,
-        err: serde_json::Error,
-    },
+    /// Not JSON, or an object with a key twice (crate::jsonin).
+    #[error("receipt {path}: {err}")]
+    Json { path: String, err: String },
     #[error("receipt {path} has schema {got:?}, this tool reads {SCHEMAS_READ:?}")]
     Schema { path: String, got: String },
     /// A field of the wrong type or value, or a missing one (`field`: its path, `.` for the
@@ -752,11 +764,10 @@ impl Receipt {
             path: p.clone(),
             err,
         })?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|err| ReceiptError::Json {
-                path: p.clone(),
-                err,
-            })?;
+        let v = crate::jsonin::parse_unique(&text).map_err(|err| ReceiptError::Json {
+            path: p.clone(),
+            err,
+        })?;
         let schema = v
             .get("schema")
             .and_then(|s| s.as_str())
@@ -773,7 +784,10 @@ impl Receipt {
                 field,
                 err,
             },
-            FieldError::Unknown(field) => ReceiptError::Unknown { path: p, field },
+            FieldError::Unknown(field) => ReceiptError::Unknown {
+                path: p,
+                field: crate::jsonin::clip(&field),
+            },
         })
     }
 
@@ -864,6 +878,64 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A golden receipt's text edited by `edit`, loaded from a file: the error it gives.
+    fn load_edited(edit: impl Fn(&mut serde_json::Value) -> String) -> String {
+        let golden =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("receipts/golden/builtin-n4-dev0123.json");
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&golden).unwrap()).unwrap();
+        let text = edit(&mut v);
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("r.json");
+        std::fs::write(&p, text).unwrap();
+        assert!(Receipt::load(&golden).is_ok());
+        format!("{}", Receipt::load(&p).unwrap_err())
+    }
+
+    #[test]
+    fn a_logit_past_f32_range_is_refused_not_read_as_infinity() {
+        // 1e39 and -1e39 would both turn infinite, equal as every non-finite logit is, and
+        // `diff` would call the two files the same.
+        for x in ["1e39", "-1e39", "1e308"] {
+            let e = load_edited(|v| {
+                // a sentinel no golden value shares, replaced by the number as written
+                v["reference"]["steps"][1]["topk"][2][1] = serde_json::json!(0.123456789012);
+                let t = serde_json::to_string(v).unwrap();
+                assert_eq!(t.matches("0.123456789012").count(), 1);
+                t.replace("0.123456789012", x)
+            });
+            assert!(
+                e.contains("field reference.steps[1].topk: logit"),
+                "{x}: {e}"
+            );
+            assert!(e.contains("past f32's range"), "{x}: {e}");
+        }
+        // f32::MAX itself, as serde_json writes it, still reads.
+        let e = load_edited(|v| {
+            v["reference"]["steps"][1]["topk"][2][1] = serde_json::json!(f32::MAX);
+            v["zz"] = serde_json::json!(1);
+            serde_json::to_string(v).unwrap()
+        });
+        assert!(e.contains("field zz is not in the schema"), "{e}");
+    }
+
+    #[test]
+    fn a_receipt_with_a_key_twice_is_refused_and_a_long_key_is_cut() {
+        let e = load_edited(|v| {
+            let t = serde_json::to_string(v).unwrap();
+            format!("{{\"schema\": \"bogus/9\", {}", &t[1..])
+        });
+        assert!(e.contains("key \"schema\" appears twice"), "{e}");
+        let e = load_edited(|v| {
+            v["K".repeat(10_000_000)] = serde_json::json!(1);
+            serde_json::to_string(v).unwrap()
+        });
+        assert!(
+            e.len() < 300 && e.contains("(10000000 bytes) is not in the schema"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn non_finite_logits_round_trip_through_json_and_compare_equal() {
