@@ -70,10 +70,11 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
     let mut tracks: BTreeMap<u64, String> = BTreeMap::new();
     let mut slices: BTreeMap<u64, Vec<Sl>> = BTreeMap::new();
     for (i, e) in ev.iter().enumerate() {
-        let tid = || {
-            e["tid"]
+        let tid = || match &e["tid"] {
+            Value::Null => Err(format!("traceEvents[{i}]: no tid")),
+            t => t
                 .as_u64()
-                .ok_or_else(|| format!("traceEvents[{i}]: no tid"))
+                .ok_or_else(|| format!("traceEvents[{i}]: tid {t} is not a whole number >= 0")),
         };
         match e["ph"].as_str() {
             Some("M") if e["name"] == "thread_name" => {
@@ -88,6 +89,14 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
                         .ok_or_else(|| format!("traceEvents[{i}]: slice without a numeric {k}"))
                 };
                 let (ts, dur) = (num("ts")?, num("dur")?);
+                // The tool writes a slice's start and length from a clock: never negative.
+                // A negative length would pass the overlap bars on a slice that ends before
+                // it starts.
+                if ts < 0.0 || dur < 0.0 {
+                    return Err(format!(
+                        "traceEvents[{i}]: a slice at ts {ts} lasting {dur} µs (a trace this tool wrote has neither negative)"
+                    ));
+                }
                 slices.entry(tid()?).or_default().push(Sl {
                     name: e["name"].as_str().unwrap_or("").to_string(),
                     phase: e["args"]["phase"].as_str().map(str::to_string),
@@ -106,14 +115,24 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
     // The N-stage runtime's stage streams: "runtime/stage<s>@<device>".
     let mut stages: BTreeMap<usize, u64> = BTreeMap::new();
     for (&tid, name) in &tracks {
-        let s = name
-            .strip_prefix("runtime/stage")
-            .and_then(|r| r.split('@').next())
-            .and_then(|n| n.parse::<usize>().ok());
-        if let Some(s) = s {
-            if stages.insert(s, tid).is_some() {
-                return Err(format!("two tracks for stage {s} (one runtime per trace)"));
-            }
+        let Some(rest) = name.strip_prefix("runtime/stage") else {
+            continue;
+        };
+        // A stage track whose number does not read is an error, never a track left out (the
+        // bars would then pass without the stage it was).
+        let s = rest
+            .split('@')
+            .next()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| {
+                format!(
+                    "track {:?}: a runtime/stage track without a stage number (runtime/stage<s>@<device>)",
+                    crate::jsonin::clip(name)
+                )
+            })?;
+        if stages.insert(s, tid).is_some() {
+            return Err(format!("two tracks for stage {s} (one runtime per trace)"));
         }
     }
     let n = stages.len();
@@ -405,6 +424,50 @@ mod tests {
         assert!(e.contains("no runtime/stage0..N tracks"), "{e}");
         let e = check(&doc(2), "batched").unwrap_err();
         assert!(e.contains("phase \"batched\" has no step"), "{e}");
+    }
+
+    /// What this tool never writes is refused naming the event, not read as something that
+    /// passes: a negative length, a tid that is no whole number, a stage track whose number
+    /// does not read (left out, the bars would pass without that stage).
+    #[test]
+    fn impossible_slices_and_tracks_are_refused_naming_the_event() {
+        assert!(check(&doc(3), "pipelined").unwrap().pass);
+        for (edit, want) in [
+            (("dur", serde_json::json!(-8.0)), "lasting -8 µs"),
+            (("ts", serde_json::json!(-1.0)), "at ts -1"),
+            (
+                ("tid", serde_json::json!(1.5)),
+                "tid 1.5 is not a whole number",
+            ),
+            (
+                ("tid", serde_json::json!("1")),
+                "tid \"1\" is not a whole number",
+            ),
+        ] {
+            let mut d = doc(3);
+            d["traceEvents"][3][edit.0] = edit.1.clone();
+            let e = check(&d, "pipelined").unwrap_err();
+            assert!(
+                e.starts_with("traceEvents[3]: ") && e.contains(want),
+                "{edit:?}: {e}"
+            );
+        }
+        for bad in [
+            "runtime/stage-1@cpu0",
+            "runtime/stage18446744073709551616@cpu0",
+            "runtime/stage@cpu0",
+            "runtime/stage+1@cpu0",
+        ] {
+            let mut d = doc(3);
+            d["traceEvents"][1]["args"]["name"] = bad.into();
+            let e = check(&d, "pipelined").unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "track {bad:?}: a runtime/stage track without a stage number"
+                )),
+                "{e}"
+            );
+        }
     }
 
     /// Prime and verify walk the same positions again (repeats, chunk sizes, rounds): their
