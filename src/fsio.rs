@@ -11,6 +11,21 @@ static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 /// Writes `bytes` to `path` through a temp file in the same directory and a rename. The
 /// directory must exist. On error the temp file is removed and the first error returned.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // The rename below would replace whatever `path` is: refuse anything but a regular file
+    // (as root, `--receipt /dev/null` replaced the system's /dev/null with a receipt).
+    // check_writable refuses it before any work; this is the last guard.
+    if let Ok(md) = std::fs::metadata(path) {
+        if !md.is_file() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "{} is {}, not a file to write",
+                    path.display(),
+                    file_kind(&md)
+                ),
+            ));
+        }
+    }
     let tmp = tmp_path(path)?;
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -46,6 +61,35 @@ fn tmp_path(path: &Path) -> std::io::Result<std::path::PathBuf> {
     )))
 }
 
+/// What a path's metadata says it is, for a message (`GGUF file X is a FIFO`, `--receipt
+/// /dev/null: is a character device`).
+pub fn file_kind(md: &std::fs::Metadata) -> &'static str {
+    let t = md.file_type();
+    if t.is_file() {
+        return "a regular file";
+    }
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    "a file of another kind"
+}
+
 /// Longest file name (one path component, in bytes) Linux file systems take (NAME_MAX).
 pub const NAME_MAX: usize = 255;
 
@@ -62,6 +106,16 @@ pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
     }
     if path.is_dir() || path.file_name().is_none() {
         anyhow::bail!("{flag} {shown}: is a directory, need a file path");
+    }
+    // An output is written to a temp file and renamed over its path, which would replace a
+    // device, FIFO or socket there (as root, /dev/null itself): a file path only.
+    if let Ok(md) = std::fs::metadata(path) {
+        if !md.is_file() {
+            anyhow::bail!(
+                "{flag} {shown}: is {}, need a file path (an output is written whole and renamed over it)",
+                file_kind(&md)
+            );
+        }
     }
     if let Some(c) = path
         .components()

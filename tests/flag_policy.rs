@@ -319,6 +319,74 @@ fn a_model_that_is_no_regular_file_is_refused_before_a_read() {
     }
 }
 
+/// An output path that is a device or a FIFO is refused before any work, naming what it is,
+/// and left as it was: an output is written to a temp file and renamed over its path, which
+/// (run as root) replaced /dev/null itself with a receipt. A link to /dev/null stands in for
+/// it here (a regression would replace the link, not the device). And a `--tape` FIFO is
+/// refused at once: its open blocked for ever with no writer, an interrupted soak too.
+#[test]
+fn outputs_that_are_devices_or_fifos_are_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("f");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let null = dir.path().join("null");
+    std::os::unix::fs::symlink("/dev/null", &null).unwrap();
+    let (f, n) = (fifo.to_str().unwrap(), null.to_str().unwrap());
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    for (args, path, kind) in [
+        (
+            vec!["--backend", "cpu", "--receipt", n],
+            n,
+            "a character device",
+        ),
+        (vec!["--backend", "cpu", "--trace", f], f, "a FIFO"),
+        (
+            vec![
+                "soak",
+                "--backend",
+                "cpu",
+                "--runs",
+                "1",
+                "--out",
+                o,
+                "--junit",
+                n,
+            ],
+            n,
+            "a character device",
+        ),
+        (vec!["synth", "--layers", "1", "-o", f], f, "a FIFO"),
+    ] {
+        let t0 = std::time::Instant::now();
+        let r = run(&args);
+        let t = text(&r);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {t}");
+        assert!(
+            t.contains(&format!("{path}: is {kind}, need a file path")),
+            "{args:?}: {t}"
+        );
+        assert!(t0.elapsed().as_secs() < 20, "{args:?}");
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&null)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    let r = run(&["--backend", "cpu", "--tape", f]);
+    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
+    assert!(
+        text(&r).contains(&format!("--tape {f}: is a FIFO")),
+        "{}",
+        text(&r)
+    );
+}
+
 /// trace-check: the reference and unknown phases are refused (exit 2) before the file is
 /// read, listing the valid phases.
 #[test]

@@ -53,6 +53,19 @@ fn json_short(v: &serde_json::Value) -> String {
 pub fn read_tape(path: &Path) -> Result<Tape> {
     use std::io::Read as _;
     let name = || format!("--tape {}", path.display());
+    // A FIFO: refused before the open, which would block until a writer came (for ever,
+    // an interrupted soak too), and a run reads its tape more than once, which a FIFO's
+    // one stream cannot give (`--tape <(...)` read as empty the second time).
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo()) {
+            bail!(
+                "{}: is a FIFO; a tape is read more than once, give a file",
+                name()
+            );
+        }
+    }
     let f = std::fs::File::open(path).with_context(name)?;
     // Read one byte past the cap (not what the metadata says: a FIFO or a device has no
     // length), so a file over it is refused having read no more than that.

@@ -476,34 +476,6 @@ impl std::fmt::Debug for GgufFile {
     }
 }
 
-/// What a path's metadata says it is, in the words of GgufError::NotAFile.
-fn file_kind(md: &std::fs::Metadata) -> &'static str {
-    let t = md.file_type();
-    if t.is_file() {
-        return "a regular file";
-    }
-    if t.is_dir() {
-        return "a directory";
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() {
-            return "a character device";
-        }
-        if t.is_block_device() {
-            return "a block device";
-        }
-        if t.is_fifo() {
-            return "a FIFO";
-        }
-        if t.is_socket() {
-            return "a socket";
-        }
-    }
-    "a file of another kind"
-}
-
 impl GgufFile {
     /// Reads the whole file into memory (no mmap: mapping a file needs `unsafe`) and parses it.
     /// Only a regular file (a link to one too): anything else is refused before a read.
@@ -512,7 +484,7 @@ impl GgufFile {
             path: path.to_path_buf(),
             err,
         };
-        let kind = file_kind(&std::fs::metadata(path).map_err(io)?);
+        let kind = crate::fsio::file_kind(&std::fs::metadata(path).map_err(io)?);
         if kind != "a regular file" {
             return Err(GgufError::NotAFile {
                 path: path.to_path_buf(),
