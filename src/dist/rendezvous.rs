@@ -22,6 +22,9 @@ pub enum Rendezvous {
     Dir(PathBuf),
     Tcp {
         addr: String,
+        /// How long a request keeps trying to reach the store (`--rendezvous-timeout`; a
+        /// store that never answers is an error after it, not a wait of its own).
+        reach: Duration,
         /// Rank 0 only: the server thread's store (kept alive with the member).
         _server: Option<Arc<TcpServer>>,
     },
@@ -39,6 +42,12 @@ impl Rendezvous {
     /// Open the rendezvous named by `addr` as member `rank`: a TCP address is served by
     /// rank 0; a directory must exist and hold no earlier run's key of this rank.
     pub fn open(addr: &str, rank: usize) -> Result<Rendezvous, String> {
+        Rendezvous::open_within(addr, rank, Duration::from_secs(30))
+    }
+
+    /// `open`, a TCP store's requests giving up after `reach` (the member's
+    /// `--rendezvous-timeout`) when the store cannot be reached.
+    pub fn open_within(addr: &str, rank: usize, reach: Duration) -> Result<Rendezvous, String> {
         if is_tcp(addr) {
             let server = if rank == 0 {
                 Some(TcpServer::start(addr)?)
@@ -47,6 +56,7 @@ impl Rendezvous {
             };
             return Ok(Rendezvous::Tcp {
                 addr: addr.to_string(),
+                reach,
                 _server: server,
             });
         }
@@ -65,7 +75,11 @@ impl Rendezvous {
     }
 
     pub fn put(&self, key: &str, val: &str) -> Result<(), String> {
-        self.put_within(key, val, Duration::from_secs(30))
+        let reach = match self {
+            Rendezvous::Tcp { reach, .. } => *reach,
+            Rendezvous::Dir(_) => Duration::from_secs(30),
+        };
+        self.put_within(key, val, reach)
     }
 
     /// `put`, giving up after `timeout` when a TCP store cannot be reached.
@@ -128,13 +142,9 @@ impl Rendezvous {
                     Err(e) => Err(format!("rendezvous {}: {key}: {e}", p.display())),
                 }
             }
-            Rendezvous::Tcp { addr, .. } => {
+            Rendezvous::Tcp { addr, reach, .. } => {
                 // The server answers at once (found or not), so a dead server is seen too.
-                let r = tcp_request(
-                    addr,
-                    &serde_json::json!({"op": "get", "key": key}),
-                    Duration::from_secs(30),
-                )?;
+                let r = tcp_request(addr, &serde_json::json!({"op": "get", "key": key}), *reach)?;
                 Ok(r.get("val").and_then(|v| v.as_str()).map(str::to_string))
             }
         }
@@ -245,6 +255,28 @@ mod tests {
         assert!(!is_tcp("/tmp/rdv"));
         assert!(!is_tcp("rdv"));
         assert!(!is_tcp("./a:1"));
+    }
+
+    /// A TCP store nobody serves: every request gives up after the member's timeout (it
+    /// waited a fixed 30 s per request, a put and the abort put a minute, whatever
+    /// --rendezvous-timeout said).
+    #[test]
+    fn an_unreachable_tcp_store_fails_within_the_members_timeout() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port(); // closed again: nothing listens there
+        let addr = format!("127.0.0.1:{port}");
+        let r = Rendezvous::open_within(&addr, 1, Duration::from_millis(300)).unwrap();
+        let t0 = Instant::now();
+        let e = r.put("hello/1", "x").unwrap_err();
+        assert!(e.contains("cannot reach rank 0's store"), "{e}");
+        let e = r
+            .get("hello/0", Duration::from_secs(60), "rank 0")
+            .unwrap_err();
+        assert!(e.contains("cannot reach"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     }
 
     #[test]

@@ -56,7 +56,8 @@ pub fn member(p: &Prepared) -> Result<i32> {
     }
     let n = p.spec.placement.n_stages();
     let map = rank_map(n, world, a.ranks.as_deref())?;
-    let rdv = Rendezvous::open(addr, rank).map_err(anyhow::Error::msg)?;
+    let reach = Duration::from_secs(p.args.rendezvous_timeout());
+    let rdv = Rendezvous::open_within(addr, rank, reach).map_err(anyhow::Error::msg)?;
     dist::abort_to(rdv.clone(), member_name(&map, rank));
     let r = member_run(p, &rdv, &map, rank).with_context(|| format!("rank {rank}"));
     if let Err(e) = &r {
