@@ -14,17 +14,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     // The rename below would replace whatever `path` is: refuse anything but a regular file
     // (as root, `--receipt /dev/null` replaced the system's /dev/null with a receipt).
     // check_writable refuses it before any work; this is the last guard.
-    if let Ok(md) = std::fs::metadata(path) {
-        if !md.is_file() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "{} is {}, not a file to write",
-                    path.display(),
-                    file_kind(&md)
-                ),
-            ));
-        }
+    if let Some(kind) = not_a_file(path) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} is {kind}, not a file to write", path.display()),
+        ));
     }
     let tmp = tmp_path(path)?;
     let result = (|| {
@@ -59,6 +53,14 @@ fn tmp_path(path: &Path) -> std::io::Result<std::path::PathBuf> {
         file_name.to_string_lossy(),
         std::process::id()
     )))
+}
+
+/// What `path` is when it exists and is no regular file (a link is followed), else None.
+fn not_a_file(path: &Path) -> Option<&'static str> {
+    std::fs::metadata(path)
+        .ok()
+        .filter(|md| !md.is_file())
+        .map(|md| file_kind(&md))
 }
 
 /// What a path's metadata says it is, for a message (`GGUF file X is a FIFO`, `--receipt
@@ -109,13 +111,10 @@ pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
     }
     // An output is written to a temp file and renamed over its path, which would replace a
     // device, FIFO or socket there (as root, /dev/null itself): a file path only.
-    if let Ok(md) = std::fs::metadata(path) {
-        if !md.is_file() {
-            anyhow::bail!(
-                "{flag} {shown}: is {}, need a file path (an output is written whole and renamed over it)",
-                file_kind(&md)
-            );
-        }
+    if let Some(kind) = not_a_file(path) {
+        anyhow::bail!(
+            "{flag} {shown}: is {kind}, need a file path (an output is written whole and renamed over it)"
+        );
     }
     if let Some(c) = path
         .components()

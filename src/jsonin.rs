@@ -72,7 +72,7 @@ impl<'de> Visitor<'de> for UniqueVisitor {
             if !seen.insert(k.clone()) {
                 return Err(de::Error::custom(format!(
                     "key {:?} appears twice in one object",
-                    crate::jsonin::clip(&k)
+                    clip(&k)
                 )));
             }
             a.next_value::<Unique>()?;

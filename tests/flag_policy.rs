@@ -284,6 +284,26 @@ fn a_missing_model_names_its_os_error_once() {
     assert_eq!(t.matches("(os error 2)").count(), 1, "{t}");
 }
 
+/// A FIFO at `path` (mkfifo).
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// `args` is refused (exit 2) within 20 s, its message holding `want`: no hang on a device or
+/// a FIFO.
+fn refused_at_once(args: &[&str], want: &str) {
+    let t0 = std::time::Instant::now();
+    let o = run(args);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+    assert!(t.contains(want), "{args:?}: {t}");
+    assert!(t0.elapsed().as_secs() < 20, "{args:?}: {:?}", t0.elapsed());
+}
+
 /// A model path that is no regular file is refused before a read, naming what it is: reading
 /// /dev/zero whole never ended (the process grew until the kernel killed it), and a FIFO with
 /// no writer blocks for ever. The same for `inspect`.
@@ -291,31 +311,16 @@ fn a_missing_model_names_its_os_error_once() {
 fn a_model_that_is_no_regular_file_is_refused_before_a_read() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("m.gguf");
-    let made = Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .expect("mkfifo runs");
-    assert!(made.success());
+    mkfifo(&fifo);
     let fifo = fifo.to_str().unwrap();
     for (path, kind) in [
         ("/dev/zero", "a character device"),
         (fifo, "a FIFO"),
         ("/", "a directory"),
     ] {
-        for args in [
-            vec!["--backend", "cpu", "--model", path],
-            vec!["inspect", path],
-        ] {
-            let t0 = std::time::Instant::now();
-            let o = run(&args);
-            let t = text(&o);
-            assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
-            assert!(
-                t.contains(&format!("{path} is {kind}, not a regular file")),
-                "{args:?}: {t}"
-            );
-            assert!(t0.elapsed().as_secs() < 20, "{args:?}: {:?}", t0.elapsed());
-        }
+        let want = format!("{path} is {kind}, not a regular file");
+        refused_at_once(&["--backend", "cpu", "--model", path], &want);
+        refused_at_once(&["inspect", path], &want);
     }
 }
 
@@ -328,11 +333,7 @@ fn a_model_that_is_no_regular_file_is_refused_before_a_read() {
 fn outputs_that_are_devices_or_fifos_are_refused_and_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("f");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    mkfifo(&fifo);
     let null = dir.path().join("null");
     std::os::unix::fs::symlink("/dev/null", &null).unwrap();
     let (f, n) = (fifo.to_str().unwrap(), null.to_str().unwrap());
@@ -362,15 +363,7 @@ fn outputs_that_are_devices_or_fifos_are_refused_and_left_alone() {
         ),
         (vec!["synth", "--layers", "1", "-o", f], f, "a FIFO"),
     ] {
-        let t0 = std::time::Instant::now();
-        let r = run(&args);
-        let t = text(&r);
-        assert_eq!(r.status.code(), Some(2), "{args:?}: {t}");
-        assert!(
-            t.contains(&format!("{path}: is {kind}, need a file path")),
-            "{args:?}: {t}"
-        );
-        assert!(t0.elapsed().as_secs() < 20, "{args:?}");
+        refused_at_once(&args, &format!("{path}: is {kind}, need a file path"));
     }
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
@@ -378,12 +371,9 @@ fn outputs_that_are_devices_or_fifos_are_refused_and_left_alone() {
         .unwrap()
         .file_type()
         .is_symlink());
-    let r = run(&["--backend", "cpu", "--tape", f]);
-    assert_eq!(r.status.code(), Some(2), "{}", text(&r));
-    assert!(
-        text(&r).contains(&format!("--tape {f}: is a FIFO")),
-        "{}",
-        text(&r)
+    refused_at_once(
+        &["--backend", "cpu", "--tape", f],
+        &format!("--tape {f}: is a FIFO"),
     );
 }
 

@@ -9,14 +9,7 @@ use crate::gguf::GgufFile;
 use crate::model::Model;
 
 pub fn inspect(file: &Path, tensors: bool) -> Result<i32> {
-    if let Ok(md) = std::fs::metadata(file) {
-        let what = format!("inspect {}", file.display());
-        crate::gate::bounds::hold_model_file(
-            &what,
-            md.len(),
-            crate::gate::bounds::host_available(),
-        )?;
-    }
+    crate::gate::bounds::hold_model_path(&format!("inspect {}", file.display()), file)?;
     let f = GgufFile::open(file).with_context(|| format!("inspect {}", file.display()))?;
     outln!(
         "file: {} (GGUF v{}, {} bytes)",

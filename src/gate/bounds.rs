@@ -131,6 +131,15 @@ pub fn hold_model_file(what: &str, bytes: u64, avail: Option<u64>) -> Result<()>
     }
 }
 
+/// `hold_model_file` for the file at `path` against this host (a path that cannot be read
+/// passes: the open that follows names its error).
+pub fn hold_model_path(what: &str, path: &std::path::Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(md) => hold_model_file(what, md.len(), host_available()),
+        Err(_) => Ok(()),
+    }
+}
+
 /// A prepared gate's memory: its host part against the host's free memory. On CUDA the
 /// device part (caches, scratch, logits slots) is not checked here: the backend has no query
 /// of a device's free memory, and a cuMemAlloc it cannot satisfy is an error naming the

@@ -176,10 +176,7 @@ pub fn open_backend_why(args: &GateOptions) -> Result<(AnyBackend, Option<String
 pub fn load_model(path: Option<&Path>) -> Result<(Arc<Model>, String)> {
     match path {
         Some(p) => {
-            if let Ok(md) = std::fs::metadata(p) {
-                let what = format!("--model {}", p.display());
-                super::bounds::hold_model_file(&what, md.len(), super::bounds::host_available())?;
-            }
+            super::bounds::hold_model_path(&format!("--model {}", p.display()), p)?;
             let m = Model::open(p).with_context(|| format!("--model {}", p.display()))?;
             Ok((Arc::new(m), p.display().to_string()))
         }

@@ -484,11 +484,11 @@ impl GgufFile {
             path: path.to_path_buf(),
             err,
         };
-        let kind = crate::fsio::file_kind(&std::fs::metadata(path).map_err(io)?);
-        if kind != "a regular file" {
+        let md = std::fs::metadata(path).map_err(io)?;
+        if !md.is_file() {
             return Err(GgufError::NotAFile {
                 path: path.to_path_buf(),
-                kind,
+                kind: crate::fsio::file_kind(&md),
             });
         }
         GgufFile::parse(std::fs::read(path).map_err(io)?)

@@ -220,9 +220,14 @@ impl CudaEngine {
         };
         let ty = mats[0].0.ty;
         let gate_up = mode == MODE_GATE_UP;
-        // Q4_K's matrices then Q6_K's in one decode launch (mma_mix_split), or one format.
-        let tys: Vec<(GgmlType, usize)> = mats.iter().map(|(w, _)| (w.ty, w.rows)).collect();
-        let mix = mma_mix_split(&tys, rows, gate_up);
+        // Q4_K's matrices then Q6_K's in one decode launch (mma_mix_split), or one format
+        // (every launch of a one-format op: nothing to build on the walk).
+        let mix = if mats.iter().all(|(w, _)| w.ty == ty) {
+            None
+        } else {
+            let tys: Vec<(GgmlType, usize)> = mats.iter().map(|(w, _)| (w.ty, w.rows)).collect();
+            mma_mix_split(&tys, rows, gate_up)
+        };
         if mats
             .iter()
             .any(|(w, _)| !w.mma || (mix.is_none() && w.ty != ty))
