@@ -23,7 +23,7 @@ run() {
         sed -E 's/\[[^]]*\]/[...]/; s/^/    /' >>"$S"
 }
 G="--stages 2 --arms eager,pipelined,batched --gen-len 8"
-P="--stages 2 --arms eager,prime --chunk 1,7,16 --gen-len 8"
+P="--stages 2 --arms eager,prime --chunk 1,7,8 --gen-len 8"
 run new-cold "$BIN" -v "$W/cache-new" $G
 run new-warm "$BIN" -v "$W/cache-new" $G
 run new-cold-prime "$BIN" -v "$W/cache-new2" $P

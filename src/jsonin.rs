@@ -4,7 +4,7 @@
 //! `schema` or a second logits hash would be read as whichever came last, and `diff` could
 //! call two different files "same".
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -81,6 +81,101 @@ impl<'de> Visitor<'de> for UniqueVisitor {
     }
 }
 
+/// Every number of a JSON text that a `serde_json::Value` cannot show as written, by its
+/// JSON pointer (`/tokens/1`; RFC 6901), with its literal. serde_json reads a number that is
+/// not an integer in u64 or i64 (a fraction, an exponent, `-0`, an integer past 2^64) as an
+/// f64, so `18446744073709551616` would come back as `1.8446744073709552e+19`: an error
+/// about such a value echoes the literal from here instead (`Literals::show`), the text the
+/// user wrote. For text that parsed as JSON (the scan trusts its structure); built only on
+/// an error's path, so a valid file costs no second pass.
+pub struct Literals(HashMap<String, String>);
+
+impl Literals {
+    pub fn of(text: &str) -> Literals {
+        // Where the scan is: each open container, an array's current index or an object's
+        // current key.
+        enum Frame {
+            Arr(usize),
+            Obj(String),
+        }
+        let pointer = |stack: &[Frame]| -> String {
+            stack
+                .iter()
+                .map(|f| match f {
+                    Frame::Arr(i) => format!("/{i}"),
+                    Frame::Obj(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+                })
+                .collect()
+        };
+        let b = text.as_bytes();
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut out = HashMap::new();
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'"' => {
+                    // A string ends at the next quote no backslash escapes. One followed by a
+                    // colon is an object's key: the key of the values after it.
+                    let start = i;
+                    i += 1;
+                    while i < b.len() && b[i] != b'"' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    i = (i + 1).min(b.len());
+                    let is_key = text
+                        .get(i..)
+                        .is_some_and(|rest| rest.trim_start().starts_with(':'));
+                    if let (true, Some(Frame::Obj(k))) = (is_key, stack.last_mut()) {
+                        *k = text
+                            .get(start..i)
+                            .and_then(|s| serde_json::from_str(s).ok())
+                            .unwrap_or_default();
+                    }
+                    continue;
+                }
+                b'{' => stack.push(Frame::Obj(String::new())),
+                b'[' => stack.push(Frame::Arr(0)),
+                b'}' | b']' => {
+                    stack.pop();
+                }
+                b',' => {
+                    if let Some(Frame::Arr(n)) = stack.last_mut() {
+                        *n += 1;
+                    }
+                }
+                b'-' | b'0'..=b'9' => {
+                    let start = i;
+                    while i < b.len()
+                        && matches!(b[i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                    {
+                        i += 1;
+                    }
+                    let lit = &text[start..i];
+                    // What serde_json keeps as an integer shows as written already.
+                    let integer =
+                        lit.parse::<u64>().is_ok() || (lit != "-0" && lit.parse::<i64>().is_ok());
+                    if !integer {
+                        out.insert(pointer(&stack), lit.to_string());
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        Literals(out)
+    }
+
+    /// The value at `pointer` as an error shows it: a number's literal as the text has it,
+    /// anything else as JSON.
+    pub fn show(&self, pointer: &str, v: &serde_json::Value) -> String {
+        match (v, self.0.get(pointer)) {
+            (serde_json::Value::Number(_), Some(lit)) => lit.clone(),
+            _ => v.to_string(),
+        }
+    }
+}
+
 /// A name from a file, cut for an error message: at most 80 characters, then how long it was.
 pub fn clip(s: &str) -> String {
     const MAX: usize = 80;
@@ -115,6 +210,33 @@ mod tests {
         // What parses is what serde_json gives.
         let v = parse_unique(r#"{"a": [1, 2.5, null, "s", true]}"#).unwrap();
         assert_eq!(v["a"][1], 2.5);
+    }
+
+    /// A number serde_json reads as an f64 is shown as the text wrote it (2^64, not
+    /// 1.8446744073709552e+19), found by its pointer through arrays, objects and keys
+    /// with escapes; what serde_json keeps exactly shows as its JSON.
+    #[test]
+    fn numbers_are_shown_as_written() {
+        let t = r#"{"tokens": [1, 18446744073709551616, -0, 2.50, 1E3],
+            "a\"/~b": {"x": [[-18446744073709551617]]}, "s": "[9.0, \"7e1\"]", "n": -3}"#;
+        let v = parse_unique(t).unwrap();
+        let l = Literals::of(t);
+        let show = |p: &str| l.show(p, v.pointer(p).unwrap());
+        assert_eq!(show("/tokens/0"), "1");
+        assert_eq!(show("/tokens/1"), "18446744073709551616");
+        assert_eq!(show("/tokens/2"), "-0");
+        assert_eq!(show("/tokens/3"), "2.50");
+        assert_eq!(show("/tokens/4"), "1E3");
+        assert_eq!(show("/a\"~1~0b/x/0/0"), "-18446744073709551617");
+        assert_eq!(show("/s"), r#""[9.0, \"7e1\"]""#);
+        assert_eq!(show("/n"), "-3");
+        // What serde_json alone would have echoed.
+        assert_eq!(v["tokens"][1].to_string(), "1.8446744073709552e+19");
+        let top = Literals::of("18446744073709551616");
+        assert_eq!(
+            top.show("", &parse_unique("18446744073709551616").unwrap()),
+            "18446744073709551616"
+        );
     }
 
     #[test]

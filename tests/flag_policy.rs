@@ -159,7 +159,8 @@ fn the_same_flags_where_they_are_read_still_run() {
                 "2",
             ],
         ),
-        (&[], &["--draft", "2", "--arms", "verify"]),
+        // (QUICK's 3-token prompt and 2 generated leave one position to draft.)
+        (&[], &["--draft", "1", "--arms", "verify"]),
         (
             &[],
             &["--batch", "2", "--arms", "eager,batched", "--window", "2"],
@@ -193,6 +194,133 @@ fn the_same_flags_where_they_are_read_still_run() {
         assert_eq!(o.status.code(), Some(0), "{args:?}: {t}");
         assert!(t.contains("PASS") || t.contains("tok/s"), "{args:?}: {t}");
     }
+}
+
+/// A `--chunk` longer than the prompt, or a `--draft` past the positions after the first
+/// round's input, is refused (exit 2) naming the value, where the prompt comes from and the
+/// limit, before any work (a battery before its first gate): it was cut to the prompt (the
+/// room) without a word. At the limit it runs; the defaults are still cut (QUICK's 3-token
+/// prompt takes the default ladder 1, 8, 16 as 1, 3 and the default draft 4 as 1).
+#[test]
+fn a_chunk_or_draft_past_the_prompt_is_refused_naming_the_limit() {
+    let d = tempfile::tempdir().unwrap();
+    let tape = d.path().join("t.json");
+    std::fs::write(&tape, r#"{"tokens": [5, 9, 2, 7, 1, 3], "prompt_len": 2}"#).unwrap();
+    let t = tape.to_str().unwrap();
+    for (flags, want) in [
+        (
+            &["--arms", "prime", "--chunk", "1,16"][..],
+            &[
+                "--chunk 1,16: a chunk of 16 is longer than the 3-position prompt (--prompt-len 3)",
+                "at most 3",
+            ][..],
+        ),
+        (
+            &["--arms", "eager,prime", "--chunk", "4"][..],
+            &["--chunk 4:", "at most 3"][..],
+        ),
+        (
+            &["--arms", "verify", "--draft", "2"][..],
+            &[
+                "--draft 2:",
+                "--prompt-len 3 + --gen-len 2 = 5 positions",
+                "at most 1",
+            ][..],
+        ),
+    ] {
+        let args = with(&[], flags, &d.path().join("r.json"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        let txt = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {txt}");
+        for w in want {
+            assert!(txt.contains(w), "{args:?}: want {w:?}: {txt}");
+        }
+        assert!(!d.path().join("r.json").exists(), "{args:?} ran: {txt}");
+    }
+    // One generated position: the only round has no position to draft.
+    let o = run(&[
+        "--backend",
+        "cpu",
+        "-q",
+        "--arms",
+        "verify",
+        "--draft",
+        "1",
+        "--gen-len",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--draft 1:") && text(&o).contains("none is left to draft"),
+        "{}",
+        text(&o)
+    );
+    // A tape's own prompt_len (2 of 6 tokens: chunks up to 2, drafts up to 3).
+    for (flags, want) in [
+        (
+            &["--arms", "prime", "--chunk", "3"][..],
+            "the `prompt_len` 2 of --tape",
+        ),
+        (&["--arms", "verify", "--draft", "4"][..], "at most 3"),
+    ] {
+        let o = run(&[&["--backend", "cpu", "-q", "--tape", t][..], flags].concat());
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", text(&o));
+        assert!(text(&o).contains(want), "{flags:?}: {}", text(&o));
+    }
+    // At the limit, and the defaults: they run.
+    for flags in [
+        &["--arms", "prime", "--chunk", "1,3"][..],
+        &["--arms", "verify", "--draft", "1"][..],
+        &["--arms", "prime,verify"][..],
+    ] {
+        let args = with(&[], flags, &d.path().join("ok.json"));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    }
+    let o = run(&[
+        "--backend",
+        "cpu",
+        "-q",
+        "--tape",
+        t,
+        "--arms",
+        "prime,verify",
+        "--chunk",
+        "2",
+        "--draft",
+        "3",
+        "--receipt",
+        d.path().join("tape-ok.json").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // A battery refuses the entry before its first gate runs.
+    let b = d.path().join("b.json");
+    std::fs::write(
+        &b,
+        r#"{"name": "b", "gates": [
+            {"name": "first", "args": ["--backend", "cpu", "--gen-len", "1"]},
+            {"name": "bad", "args": ["--backend", "cpu", "--arms", "prime", "--chunk", "9"]}]}"#,
+    )
+    .unwrap();
+    let out = d.path().join("bo");
+    let o = run(&[
+        "battery",
+        b.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("--chunk 9: a chunk of 9 is longer than the 8-position prompt"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !out.join("first.json").exists(),
+        "a gate ran before the check"
+    );
 }
 
 /// -q prints the verdict lines only: no `receipt:` line, no header; the receipt is written.

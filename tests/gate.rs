@@ -595,6 +595,17 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &["--fault", "single-slot", "--stages", "2", "--window", "1"],
             &["needs 2 steps in flight, and these arms keep at most 1"],
         ),
+        // A window past the tape keeps the tape's positions in flight, no more: a window of
+        // 8 over 2 positions let no-war-guard run and PASS (exit 0), a control that could
+        // not fail.
+        (
+            &["--fault", "no-war-guard", "--stages", "2", "--arms", "pipelined", "--window", "8", "--prompt-len", "1", "--gen-len", "1"],
+            &["needs 3 steps in flight, and these arms keep at most 2", "at most the tape's positions"],
+        ),
+        (
+            &["--fault", "single-slot", "--stages", "2", "--arms", "batched", "--window", "4", "--prompt-len", "1", "--gen-len", "0"],
+            &["needs 2 steps in flight, and these arms keep at most 1"],
+        ),
         // The refusal comes before the model loads: a missing model is never reached.
         (
             &["--fault", "rx-no-wait", "--model", "/nonexistent/m.gguf"],
@@ -2769,6 +2780,23 @@ fn tape_bounds_and_contradictions_exit_2_naming_the_field() {
             format!(r#"{{"prompt_len": "12", "tape": {list}}}"#),
             &[][..],
             "`prompt_len` (".into(),
+        ),
+        // Numbers serde_json reads as an f64 are echoed as the file wrote them (2^64, not
+        // 1.8446744073709552e+19).
+        (
+            format!(r#"{{"prompt_len": 18446744073709551616, "tape": {list}}}"#),
+            &[][..],
+            "`prompt_len` (18446744073709551616)".into(),
+        ),
+        (
+            r#"{"tokens": [1, 18446744073709551616, 2.50, -0]}"#.into(),
+            &[][..],
+            "`tokens` entry 1 (18446744073709551616)".into(),
+        ),
+        (
+            r#"{"tokens": [1, 2.50]}"#.into(),
+            &[][..],
+            "`tokens` entry 1 (2.50)".into(),
         ),
         (
             r#"{"tape": [1, -3]}"#.into(),

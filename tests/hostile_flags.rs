@@ -176,3 +176,36 @@ fn hostile_numbers_exit_cleanly_naming_the_flag() {
         "no case was refused: {tally:?}"
     );
 }
+
+/// synth's size refusal names every flag that sizes the model, `--head-dim` too (it widens q
+/// and kv past embd / heads): a huge head width alone was refused naming only the other
+/// shape flags. 2^64 itself is past a usize: the parser names the flag.
+#[test]
+fn a_huge_head_dim_is_named_by_synth_s_size_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.gguf").display().to_string();
+    for (hd, want) in [
+        ("18446744073709551615", "--head-dim 18446744073709551615"),
+        ("4294967296", "--head-dim 4294967296"),
+        ("18446744073709551616", "--head-dim"),
+    ] {
+        let args: Vec<String> = [
+            "synth",
+            "--arch",
+            "llama",
+            "--layers",
+            "2",
+            "--head-dim",
+            hd,
+            "-o",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.clone()])
+        .collect();
+        let (code, _, err) = run(&args).unwrap();
+        assert_eq!(code, 2, "--head-dim {hd}: {err}");
+        assert!(err.contains(want), "--head-dim {hd}: {err}");
+        assert!(!err.contains("panicked"), "--head-dim {hd}: {err}");
+    }
+}

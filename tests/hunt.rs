@@ -235,6 +235,108 @@ fn self_check_finds_its_planted_corner_and_shrinks_it_exactly() {
     assert_eq!(g.status.code(), Some(0), "{args:?}: {}", text(&g));
 }
 
+/// A gate flag given to the hunt that no draw of the rest can make valid is a bad flag: exit
+/// 2 naming it, before any trial (the hunt's directory not even made), never a `refused`
+/// finding in every trial (exit 1). A flag a draw can mend is not refused here: a chunk
+/// longer than the default prompt (the drawn prompt grows to it), stages 3 with splits of
+/// the same count.
+#[test]
+fn pinned_flags_no_draw_can_mend_exit_2_naming_the_flag() {
+    let d = tempfile::tempdir().unwrap();
+    for (args, want) in [
+        (&["--stages", "0"][..], "--stages 0"),
+        (&["--stages", "99"][..], "--stages 99"),
+        (&["--batch", "0"][..], "--batch 0"),
+        (&["--window", "0"][..], "--window 0"),
+        (&["--draft", "0"][..], "--draft 0"),
+        (&["--repeat", "0"][..], "--repeat 0"),
+        (&["--chunk", "4,0"][..], "--chunk 4,0"),
+        (&["--requests", "0"][..], "--requests 0"),
+        (
+            &["--max-rows", "2", "--prefill-chunk", "3"][..],
+            "--prefill-chunk 3",
+        ),
+        (&["--splits", "1,1"][..], "--splits 1,1"),
+        (&["--splits", "3", "--stages", "3"][..], "--splits 3"),
+        (&["--devices", "0,9"][..], "--devices 0,9"),
+        (&["--topk", "0"][..], "--topk 0"),
+        (&["--arms", "eager", "--chunk", "4"][..], "--chunk 4"),
+        (&["--arms", "eager,eager"][..], "listed twice"),
+        (
+            &["--stages", "1", "--transport", "host"][..],
+            "--transport host",
+        ),
+        (&["--transport", "ipc"][..], "--transport ipc"),
+        (&["--procs", "2"][..], "--procs 2"),
+        (&["--procs", "1", "--transport", "ipc"][..], "--procs 1"),
+        (&["--prompt-len", "5000"][..], "--prompt-len 5000"),
+        (&["--prompt-len", "3", "--chunk", "4"][..], "--chunk 4"),
+        (
+            &["--prompt-len", "3", "--gen-len", "2", "--draft", "2"][..],
+            "--draft 2",
+        ),
+    ] {
+        let out = d.path().join("h");
+        let o = hunt(&[&["--trials", "2"][..], args].concat(), &out);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(
+            t.contains(&format!("error: {want}")) || t.contains(want),
+            "{args:?}: {t}"
+        );
+        assert!(
+            !t.contains("finding") && !out.exists(),
+            "{args:?} ran trials: {t}"
+        );
+    }
+    let o = hunt(
+        &[
+            "--trials",
+            "3",
+            "--chunk",
+            "12",
+            "--splits",
+            "2,5",
+            "--confirm",
+            "1",
+        ],
+        &d.path().join("ok"),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+/// A pinned --prompt-len is every trial's prompt: drawn tapes carry it as their prompt_len
+/// (or none) and reach it, so no trial is refused for a contradiction (seed 5 drew such
+/// tapes at trials 2 and 3). A pinned --tape sets the prompt of every trial (no --prompt-len
+/// is drawn beside it); a pinned --chunk or --draft grows the drawn prompt and positions.
+#[test]
+fn pinned_prompts_tapes_chunks_and_drafts_are_honoured_by_every_trial() {
+    let d = tempfile::tempdir().unwrap();
+    for (i, args) in [
+        &["--prompt-len", "3", "--trials", "12"][..],
+        &[
+            "--tape",
+            "tests/data/oracle/synth/synth-qwen3-L4-E256.tapeA.json",
+            "--trials",
+            "8",
+        ][..],
+        &["--chunk", "20", "--trials", "6"][..],
+        &["--draft", "14", "--trials", "6"][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = d.path().join(format!("h{i}"));
+        let o = hunt(
+            &[&["--seed", "5", "--confirm", "1"][..], args].concat(),
+            &out,
+        );
+        let r = report(&out);
+        assert_eq!(r["refused"], 0, "{args:?}: {r:#}");
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+    }
+}
+
 #[test]
 fn hostile_hunt_flags_exit_2_naming_the_value() {
     let d = tempfile::tempdir().unwrap();

@@ -102,7 +102,9 @@ pub struct GateSpec {
 
 /// The prime arm's chunk sizes for a prompt of `p` positions: `chunks` as given (default 1,
 /// 8, 16 and the whole prompt), each at most `p`, duplicates of an earlier effective size
-/// dropped. `GateSpec::prime_chunks`, and `--mma auto`'s reading of the flags
+/// dropped. Only the default ladder is cut here: a size given longer than the prompt is
+/// refused before any work (`gate::plan::check_on`), never run as a shorter one.
+/// `GateSpec::prime_chunks`, and `--mma auto`'s reading of the flags
 /// (gate::plan::prime_rows), both go through it.
 pub fn prime_chunk_sizes(chunks: Option<&[usize]>, p: usize) -> Vec<usize> {
     let given = chunks.map_or_else(|| vec![1, 8, 16, p], <[usize]>::to_vec);
@@ -116,16 +118,53 @@ pub fn prime_chunk_sizes(chunks: Option<&[usize]>, p: usize) -> Vec<usize> {
     out
 }
 
+/// The counts an arm's flags give, each at least 1 (`chunks`: every size given), refused in
+/// the CLI's words. Each decides alone, whatever the rest of the run: `GateSpec::validate`
+/// holds a spec to them, and `hunt` its pinned flags before the first trial.
+pub fn check_counts(
+    window: usize,
+    batch: usize,
+    chunks: Option<&[usize]>,
+    repeat: usize,
+    draft: usize,
+) -> Result<(), String> {
+    if window == 0 {
+        return Err("--window 0: need at least one step in flight".into());
+    }
+    if batch == 0 {
+        return Err("--batch 0: need at least one sequence".into());
+    }
+    if let Some(c) = chunks {
+        if c.is_empty() || c.contains(&0) {
+            return Err(format!(
+                "--chunk {}: every chunk size must be at least 1",
+                c.iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+    }
+    if repeat == 0 {
+        return Err("--repeat 0: need at least one prime per chunk size".into());
+    }
+    if draft == 0 {
+        return Err("--draft 0: a verify round needs at least one draft".into());
+    }
+    Ok(())
+}
+
 impl GateSpec {
     /// The spec's own rules, in the CLI's words: `prepare` reports a breach as a bad flag
     /// (exit 2) before any work, and `run_gate` refuses one from any other caller.
     pub fn validate(&self) -> Result<(), String> {
-        if self.window == 0 {
-            return Err("--window 0: need at least one step in flight".into());
-        }
-        if self.batch == 0 {
-            return Err("--batch 0: need at least one sequence".into());
-        }
+        check_counts(
+            self.window,
+            self.batch,
+            self.chunks.as_deref(),
+            self.repeat,
+            self.draft,
+        )?;
         if self.prompt_len == 0 {
             return Err("--prompt-len 0: need at least one prompt token".into());
         }
@@ -151,23 +190,6 @@ impl GateSpec {
                 self.prompt_len,
                 self.steps()
             ));
-        }
-        if let Some(c) = &self.chunks {
-            if c.is_empty() || c.contains(&0) {
-                return Err(format!(
-                    "--chunk {}: every chunk size must be at least 1",
-                    c.iter()
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                ));
-            }
-        }
-        if self.repeat == 0 {
-            return Err("--repeat 0: need at least one prime per chunk size".into());
-        }
-        if self.draft == 0 {
-            return Err("--draft 0: a verify round needs at least one draft".into());
         }
         let s = &self.serve;
         if self.arms.contains(&ArmKind::Serve) {
@@ -985,6 +1007,8 @@ fn verify<B: Backend>(
     let mut start = p;
     while start < steps {
         let round = rounds.len();
+        // The rounds near the tape's end draft what is left; a given --draft past what the
+        // first round has left is refused before any work (`gate::plan::check_on`).
         let ke = k.min(steps - 1 - start);
         let mut toks = tape[start..=start + ke].to_vec();
         // Round 0 always carries a wrong draft (so a skipped rollback always has rejected

@@ -61,9 +61,10 @@ fn short(n: &str) -> String {
     format!("{head:?}... ({} bytes)", n.len())
 }
 
-/// A JSON value for a message, cut to 40 characters.
-fn shown_value(v: &serde_json::Value) -> String {
-    let t = v.to_string();
+/// A JSON value for a message, as the file `text` wrote it at `pointer` (a number serde_json
+/// reads as an f64 keeps its literal: `jsonin::Literals`), cut to 40 characters.
+fn shown_value(text: &str, pointer: &str, v: &serde_json::Value) -> String {
+    let t = crate::jsonin::Literals::of(text).show(pointer, v);
     if t.chars().count() <= 60 {
         return t;
     }
@@ -87,7 +88,8 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
 /// The shape of a battery file, field by field, so an error names the entry and the field
 /// (`gates[2] "tp2".args[1]: a number where a string is needed`); serde's own errors name
 /// neither. Duplicate keys, which a JSON value cannot show, are serde's to find after.
-fn battery_shape(v: &serde_json::Value) -> std::result::Result<(), String> {
+/// `text`: the file, whose literals a message echoes.
+fn battery_shape(v: &serde_json::Value, text: &str) -> std::result::Result<(), String> {
     use serde_json::Value as V;
     let V::Object(o) = v else {
         return Err(format!(
@@ -168,7 +170,7 @@ fn battery_shape(v: &serde_json::Value) -> std::result::Result<(), String> {
             Some(x) => {
                 return Err(format!(
                     "{at}.needs_devices: {} where a device count (a whole number >= 1) is needed",
-                    shown_value(x)
+                    shown_value(text, &format!("/gates/{i}/needs_devices"), x)
                 ))
             }
         }
@@ -183,7 +185,7 @@ fn read_battery(file: &Path, text: &str) -> Result<BatteryFile> {
     let f = crate::fsio::shown_path(file);
     let v: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("battery {f}: not JSON"))?;
-    battery_shape(&v).map_err(|e| anyhow!("battery {f}: {e}"))?;
+    battery_shape(&v, text).map_err(|e| anyhow!("battery {f}: {e}"))?;
     let bf: BatteryFile =
         serde_json::from_str(text).with_context(|| format!("battery {f}: not a battery file"))?;
     if let Some(why) = name_problem(&bf.name) {
@@ -713,6 +715,26 @@ mod battery_file_tests {
             "{refused} refused, {read} read"
         );
         eprintln!("battery files: {refused} refused naming the field, {read} read");
+    }
+
+    /// A needs_devices serde_json reads as an f64 is echoed as the file wrote it (2^64, not
+    /// 1.8446744073709552e+19; a fraction keeps its digits).
+    #[test]
+    fn a_huge_or_fractional_needs_devices_is_echoed_as_written() {
+        for (lit, want) in [
+            (
+                "18446744073709551616",
+                "needs_devices: 18446744073709551616 where",
+            ),
+            ("2.50", "needs_devices: 2.50 where"),
+            ("1e0", "needs_devices: 1e0 where"),
+        ] {
+            let t = format!(
+                r#"{{"name":"t","gates":[{{"name":"a","args":[]}},{{"name":"b","args":[],"needs_devices":{lit}}}]}}"#
+            );
+            let e = format!("{:#}", read_battery(Path::new("b.json"), &t).err().unwrap());
+            assert!(e.contains(&format!("gates[1] \"b\".{want}")), "{lit}: {e}");
+        }
     }
 
     /// Duplicate JSON keys, which a JSON value cannot show, are refused by serde naming the

@@ -13,16 +13,20 @@ use clap::Parser;
 use super::shared::{install_interrupt_handler, INTERRUPTS};
 use super::{Cli, HuntArgs};
 use crate::arms::ArmKind;
+use crate::backend::any::AnyBackend;
 use crate::exit::{EXIT_FAIL, EXIT_INTERRUPTED, EXIT_PASS};
 use crate::fsio::{check_writable, OutLock};
-use crate::gate::plan::{load_model, open_backend};
+use crate::gate::plan::{check_prompt_reach, check_topk, load_model, open_backend};
 use crate::gate::plant::Corner;
-use crate::gate::tape::args_prompt_len;
+use crate::gate::policy::{check_flags, Reader};
+use crate::gate::tape::{args_prompt_len, check_tape, read_tape};
 use crate::gate::GateOptions;
 use crate::hunt::space::{Dim, Space};
 use crate::hunt::trial::parse_budget;
 use crate::hunt::Hunt;
-use crate::runtime::Fault;
+use crate::model::Config;
+use crate::runtime::placement::parse_list;
+use crate::runtime::{Fault, Placement, TransportChoice};
 
 /// The most `--confirm` runs per candidate, and shrink candidates per finding.
 const CONFIRM_MAX: usize = 100;
@@ -50,6 +54,154 @@ fn parse_gate(argv: &[String]) -> Result<GateOptions> {
         Cli::try_parse_from(std::iter::once("ppn-gate".to_string()).chain(argv.iter().cloned()))
             .map_err(|e| anyhow!("{}", e.to_string().trim()))?;
     Ok(cli.gate.options())
+}
+
+/// A list flag (`--chunk`, `--splits`, `--devices`) as the gate parses it.
+fn list_of(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
+    Ok(v.as_deref().map(|s| parse_list(flag, s)).transpose()?)
+}
+
+/// The gate flags given to a hunt, held before the first trial to what they decide whatever
+/// the draws make of the rest, in the gate's own words (exit 2 naming the flag): a value no
+/// trial can run is a bad flag, not a `refused` finding in every trial. What a draw mends is
+/// left to it (a pinned flag only some arms read brings one of them, a pinned chunk or draft
+/// grows the drawn prompt and positions, a pinned prefill chunk raises the drawn max-rows);
+/// what no draw can mend is refused here: a count of 0, a placement no layer count or
+/// device set takes, a transport or process count the drawn stages can never carry, a flag
+/// no drawn run reads, a top-k past the vocab, a tape the model refuses, a chunk or draft
+/// past a pinned prompt, positions past the model's context. `pinned`: the dimensions the
+/// flags fix; `min_stages`: what a pinned transport or process count needs. Returns the
+/// pinned placement's stage count (1 where the stages are drawn).
+fn check_pinned(
+    base: &GateOptions,
+    given: &BTreeSet<String>,
+    pinned: &[Dim],
+    cfg: &Config,
+    be: &AnyBackend,
+    min_stages: usize,
+) -> Result<usize> {
+    let is_pinned = |d: Dim| pinned.contains(&d);
+    let most = cfg.n_layers.clamp(1, 8);
+    // The counts, each alone (a flag left out is its default, which passes).
+    let chunks = list_of("--chunk", &base.chunk)?;
+    crate::arms::check_counts(
+        base.window(),
+        base.batch(),
+        chunks.as_deref(),
+        base.repeat(),
+        base.draft(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    // The serve arm's: a free max-rows is raised to a pinned prefill chunk.
+    let rows = if is_pinned(Dim::MaxRows) {
+        base.max_rows()
+    } else {
+        base.max_rows().max(base.prefill_chunk())
+    };
+    crate::arms::serve::check_flags(base.requests(), rows, base.prefill_chunk())
+        .map_err(anyhow::Error::msg)?;
+    check_topk(base.topk(), cfg.vocab)?;
+    // The placement: stages, splits and devices pin the stage count together, so the gate's
+    // own rule decides them (a free --splits or --devices is drawn to fit the stages).
+    let transport = base.transport();
+    let cross = crate::dist::Cross::parse(transport);
+    let in_process = match cross {
+        Some(_) => TransportChoice::Auto,
+        None => TransportChoice::parse(transport)?,
+    };
+    let stages = if is_pinned(Dim::Stages) {
+        let be2 = be.clone();
+        Placement::from_flags(
+            cfg.n_layers,
+            base.stages,
+            list_of("--splits", &base.splits)?.as_deref(),
+            list_of("--devices", &base.devices)?.as_deref(),
+            in_process,
+            be.device_count(),
+            &move |a, b| be2.peer_ok(a, b),
+        )?
+        .n_stages()
+    } else {
+        1
+    };
+    // Processes: the hunt draws --procs (with --transport ipc) only where both are free, so a
+    // pinned one needs the other pinned beside it.
+    match (base.procs, cross) {
+        (Some(w), None) => bail!(
+            "--procs {w}: a multi-process trial needs --transport ipc (cpu) or nccl (cuda) between its processes, and the hunt draws no transport beside a pinned --procs: pin --transport too"
+        ),
+        (None, Some(c)) => bail!(
+            "--transport {}: crosses between processes, and the hunt draws --procs only where --transport is free: pin --procs W too",
+            c.name()
+        ),
+        (Some(w), Some(_)) if w < 2 => {
+            bail!("--procs {w}: a multi-process trial needs 2 or more members")
+        }
+        (Some(w), Some(_)) => {
+            // Its own words name --procs (the stages: pinned, or the most the hunt draws).
+            let n = if is_pinned(Dim::Stages) { stages } else { most };
+            crate::dist::rank_map(n, w, base.ranks.as_deref())?;
+        }
+        (None, None) => {}
+    }
+    // A flag no drawn run reads: the policy on the widest run the draws can make (every arm
+    // where the arms are drawn, the most stages where they are, several processes where
+    // the hunt may draw them).
+    let mut widest = base.clone();
+    if !is_pinned(Dim::Arms) {
+        widest.arms = ArmKind::ALL.map(|a| a.name()).join(",");
+    }
+    if !is_pinned(Dim::Stages) {
+        widest.stages = Some(most.max(min_stages));
+    }
+    let multi = !is_pinned(Dim::Procs) && !is_pinned(Dim::Transport) && be.kind() == "cpu";
+    if multi && most >= 2 {
+        widest.procs = Some(2);
+        widest.transport = Some("ipc".into());
+    }
+    check_flags(&widest, Reader::Gate)
+        .map_err(|e| anyhow!("{e:#} (no trial of this hunt reads it: the flags given fix that)"))?;
+    // A tape given: the model's bounds.
+    if let Some(p) = base.tape.as_deref() {
+        check_tape(&read_tape(p)?, p, cfg.vocab, cfg.context_length)?;
+    }
+    // A chunk or draft past the prompt and positions the flags fix (a free prompt, length
+    // or tape is drawn to hold them): the gate's own rule on the least each trial walks.
+    let mut least = base.clone();
+    least.arms = "prime,verify".into();
+    if !given.contains("prompt_len") && !given.contains("tape") {
+        least.prompt_len = Some(chunks.iter().flatten().copied().max().unwrap_or(1));
+    }
+    if !given.contains("gen_len") && !given.contains("tape") {
+        least.gen_len = Some(base.draft.map_or(1, |k| k.saturating_add(1)));
+    }
+    let reach = check_prompt_reach(&least)?;
+    let ctx = cfg.context_length;
+    if ctx > 0 && reach.steps > ctx {
+        let show = |v: Option<String>, flag: &str| v.map(|v| format!("{flag} {v}"));
+        let flags: Vec<String> = [
+            show(base.prompt_len.map(|p| p.to_string()), "--prompt-len"),
+            show(base.gen_len.map(|g| g.to_string()), "--gen-len"),
+            show(base.chunk.clone(), "--chunk"),
+            show(base.draft.map(|k| k.to_string()), "--draft"),
+            show(
+                base.tape.as_ref().map(|t| t.display().to_string()),
+                "--tape",
+            ),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        bail!(
+            "{}: every trial walks at least {} positions (a {}-position prompt and {} after it), more than the model's context length {ctx} ({}.context_length)",
+            flags.join(" "),
+            reach.steps,
+            reach.prompt,
+            reach.steps - reach.prompt,
+            cfg.arch
+        );
+    }
+    Ok(stages)
 }
 
 pub fn hunt(a: &HuntArgs) -> Result<i32> {
@@ -121,29 +273,43 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
     let base = parse_gate(&base_flags)?;
     let be = open_backend(&base)?;
     let (model, model_name) = load_model(base.model.as_deref())?;
-    // Devices or splits given fix the stage count too.
+    // Devices or splits given fix the stage count too; a tape given fixes the prompt and the
+    // positions (its own prompt_len, else --prompt-len or the default, at most its length).
     let pins_stages = ["stages", "devices", "splits"]
         .iter()
         .any(|k| given.contains(*k));
+    let pins_prompt = given.contains("tape");
     let pinned: Vec<Dim> = Dim::ALL
         .into_iter()
-        .filter(|d| given.contains(d.id()) || (*d == Dim::Stages && pins_stages))
+        .filter(|d| {
+            given.contains(d.id())
+                || (*d == Dim::Stages && pins_stages)
+                || (matches!(d, Dim::PromptLen | Dim::GenLen) && pins_prompt)
+        })
         .collect();
     let mut base_arms = Vec::new();
     for name in base.arms.split(',') {
         let k = ArmKind::parse(name.trim())
             .ok_or_else(|| anyhow!("--arms {:?}: unknown arm {:?}", base.arms, name.trim()))?;
+        if base_arms.contains(&k) {
+            bail!("--arms {:?}: arm {:?} listed twice", base.arms, name.trim());
+        }
         base_arms.push(k);
     }
-    let base_stages = base
-        .stages
-        .or_else(|| base.devices.as_ref().map(|d| d.split(',').count()))
-        .unwrap_or(1);
     let base_min_stages = match (base.procs, base.transport()) {
         (Some(w), _) => w,
         (None, "auto") => 1,
         _ => 2,
     };
+    let base_stages = check_pinned(&base, &given, &pinned, &model.cfg, &be, base_min_stages)?;
+    let base_prompt = args_prompt_len(&base)?;
+    let base_gen = match base.tape.as_deref() {
+        Some(t) => read_tape(t)?.tokens.len() - base_prompt,
+        None => base.gen_len(),
+    };
+    let base_chunk_max = list_of("--chunk", &base.chunk)?
+        .and_then(|c| c.into_iter().max())
+        .unwrap_or(0);
     let space = Space {
         n_layers: model.cfg.n_layers,
         vocab: model.cfg.vocab,
@@ -153,12 +319,14 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
         pinned,
         base_arms,
         base_stages,
-        base_prompt: args_prompt_len(&base)?,
-        base_gen: base.gen_len(),
+        base_prompt,
+        base_gen,
         base_min_stages,
         base_requests: base.requests(),
         base_max_rows: base.max_rows(),
         base_prefill_chunk: base.prefill_chunk(),
+        base_chunk_max,
+        base_draft: base.draft,
     };
     drop((be, model));
     let out = a.out.clone().unwrap_or_else(|| {
@@ -458,6 +626,93 @@ mod tests {
                 let o = parse_gate(&flags).unwrap();
                 assert!(o.prefill_chunk() <= o.max_rows(), "{flags:?}");
                 check(&o).unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e:#}"));
+            }
+        }
+    }
+
+    /// A pinned `--prompt-len` is every draw's prompt: a drawn tape's own prompt_len is it
+    /// (or absent) and the tape is at least that long, so the gate accepts every draw (it
+    /// refuses a tape that contradicts --prompt-len or is shorter than it).
+    #[test]
+    fn a_pinned_prompt_is_honoured_by_every_drawn_tape() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, name) = load_model(None).unwrap();
+        let stop = || false;
+        for p in [1usize, 3, 30] {
+            let mut sp = space(&model, vec![Dim::PromptLen], DEFAULT_ARMS.to_vec());
+            sp.base_prompt = p;
+            let mut h = hunt_in(dir.path(), sp, &stop);
+            h.base_flags.push(format!("--prompt-len={p}"));
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let mut tapes = 0;
+            for i in 0..400 {
+                let d = h.space.draw(&mut rng);
+                assert_eq!(h.space.prompt_and_steps(&d).0, p, "{d:?}");
+                if let Some(t) = &d.tape {
+                    tapes += 1;
+                    assert!(
+                        t.prompt_len.is_none_or(|own| own == p) && t.len >= p,
+                        "{d:?}"
+                    );
+                }
+                let flags = h.flags_of(&d).unwrap();
+                let o = parse_gate(&flags).unwrap();
+                prepare_model(&o, Some((model.clone(), name.clone())))
+                    .unwrap_or_else(|e| panic!("--prompt-len {p} draw {i} {flags:?}: {e:#}"));
+            }
+            assert!(tapes > 20, "--prompt-len {p}: {tapes} tapes drawn");
+        }
+    }
+
+    /// A pinned `--chunk` grows the drawn prompt (and tape) to its largest size, a pinned
+    /// `--draft` K the drawn positions after the prompt to K + 1, and a drawn chunk or draft
+    /// is cut to what the draw's prompt leaves: the gate, which refuses a chunk longer than
+    /// the prompt and a draft past the first round's room, accepts every draw; so does the
+    /// shrinker's every candidate.
+    #[test]
+    fn pinned_chunks_and_drafts_fit_every_draw_and_candidate() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, name) = load_model(None).unwrap();
+        let stop = || false;
+        for (flags, dims, chunk_max, draft) in [
+            (&["--chunk=20"][..], &[Dim::Chunk][..], 20, None),
+            (&["--chunk=1,9"][..], &[Dim::Chunk][..], 9, None),
+            (&["--draft=13"][..], &[Dim::Draft][..], 0, Some(13)),
+            (
+                &["--chunk=6", "--draft=2", "--prompt-len=6"][..],
+                &[Dim::Chunk, Dim::Draft, Dim::PromptLen][..],
+                6,
+                Some(2),
+            ),
+            (&[][..], &[][..], 0, None),
+        ] {
+            let mut sp = space(&model, dims.to_vec(), DEFAULT_ARMS.to_vec());
+            sp.base_chunk_max = chunk_max;
+            sp.base_draft = draft;
+            if dims.contains(&Dim::PromptLen) {
+                sp.base_prompt = 6;
+            }
+            let mut h = hunt_in(dir.path(), sp, &stop);
+            h.base_flags.extend(flags.iter().map(|f| f.to_string()));
+            let mut rng = ChaCha8Rng::seed_from_u64(31);
+            for i in 0..250 {
+                let d = h.space.draw(&mut rng);
+                assert_eq!(
+                    h.space.normalized(d.clone()),
+                    d,
+                    "{flags:?}: not a fixed point"
+                );
+                let mut cands = h.space.simpler(&d);
+                cands.truncate(12);
+                for c in std::iter::once(d.clone()).chain(cands) {
+                    let (p, steps) = h.space.prompt_and_steps(&c);
+                    assert!(p >= chunk_max, "{flags:?}: {c:?}");
+                    assert!(draft.is_none_or(|k| steps > p + k), "{flags:?}: {c:?}");
+                    let f = h.flags_of(&c).unwrap();
+                    let o = parse_gate(&f).unwrap();
+                    prepare_model(&o, Some((model.clone(), name.clone())))
+                        .unwrap_or_else(|e| panic!("{flags:?} draw {i} {f:?}: {e:#}"));
+                }
             }
         }
     }

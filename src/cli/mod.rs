@@ -119,7 +119,8 @@ pub enum Cmd {
     Selftest(SelftestArgs),
     /// Search the configuration space for a divergence and shrink each finding to the
     /// smallest configuration that still fails (README: "hunt"). Gate flags given pin their
-    /// dimension; --seed is the hunt's seed, --fault F its fault. Exit 0 no finding, 1
+    /// dimension (one no draw can make valid: exit 2 before any trial); --seed is the hunt's
+    /// seed, --fault F its fault. Exit 0 no finding, 1
     /// findings (the report and every finding kept on SIGINT/SIGTERM/SIGHUP), 2 a harness
     /// error, 130 interrupted with no finding.
     Hunt(HuntArgs),
@@ -168,15 +169,17 @@ pub struct GateArgs {
     #[arg(long, default_value = "eager,pipelined,batched")]
     pub arms: String,
     /// Prime arm: chunk sizes C[,C2..] (positions of the prompt per step; default 1, 8,
-    /// 16 and the whole prompt).
+    /// 16 and the whole prompt, each at most the prompt; a size given longer than the prompt
+    /// is refused).
     #[arg(long, allow_negative_numbers = true)]
     pub chunk: Option<String>,
     /// Prime arm: primes per chunk size in one process, each on a reset cache (default 3;
     /// refused without the prime arm).
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub repeat: Option<usize>,
-    /// Verify arm: draft tokens per speculative round (default 4; refused without the
-    /// verify arm).
+    /// Verify arm: draft tokens per speculative round (default 4, at most the positions after
+    /// the first round's input; refused without the verify arm, and given past those
+    /// positions).
     #[arg(long, allow_negative_numbers = true, value_name = "N")]
     pub draft: Option<usize>,
     /// Steps (prime: chunks) in flight in the pipelined, batched and prime arms (default 3;

@@ -211,6 +211,28 @@ fn bench_refuses_what_it_ignores() {
     }
 }
 
+/// A tape gives every position: `--gen-len` beside it was dropped without a word (exit 0,
+/// the tape's own length run); now refused naming the flag, in the gate and a battery.
+#[test]
+fn gen_len_is_unread_beside_a_tape() {
+    for reader in [Reader::Gate, Reader::Battery] {
+        refused(
+            reader,
+            "--tape t.json --gen-len 3",
+            "--gen-len 3",
+            "--tape t.json",
+        );
+    }
+    let e = unread_flag(
+        &opts("--tape t.json --gen-len 3 --arms serve"),
+        Reader::Gate,
+    )
+    .unwrap();
+    assert!(e.contains("a --tape gives every position"), "{e}");
+    // Without a tape the gate reads it, as before.
+    assert_eq!(unread_flag(&opts("--gen-len 3"), Reader::Gate), None);
+}
+
 /// The table walked: every rule's flag parses as a gate flag; each is refused, naming
 /// itself, in a run that does not read it, where it is the only flag given (no rule is
 /// vacuous); and the defaults alone break no rule for any reader.

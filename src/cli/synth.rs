@@ -17,6 +17,21 @@ use crate::model::{Arch, Model};
 use crate::receipt;
 use crate::term::Bar;
 
+/// Every flag that sizes the model's bytes, with its value as used (a preset's where the
+/// flag is left out), for a size error: the shape, `--head-dim` where given (it widens q
+/// and kv past embd / heads; left out, the width is embd and heads, named already) and the
+/// quant (bytes per weight).
+fn shape_words(spec: &SynthSpec) -> String {
+    let mut w = format!(
+        "--layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {}",
+        spec.layers, spec.embd, spec.heads, spec.kv_heads, spec.ff, spec.vocab
+    );
+    if let Some(hd) = spec.head_dim {
+        w += &format!(" --head-dim {hd}");
+    }
+    w + &format!(" --quant {}", spec.quant)
+}
+
 pub fn synth(a: &SynthArgs) -> Result<i32> {
     // The output path before any work (a big preset takes seconds to build): a directory,
     // a parent that is a file, an unwritable place are refused at once.
@@ -88,10 +103,7 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
             spec.vocab,
             per_1k,
         ),
-        &format!(
-            "--layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {}",
-            spec.layers, spec.embd, spec.heads, spec.kv_heads, spec.ff, spec.vocab
-        ),
+        &shape_words(&spec),
     )?;
     let t0 = Instant::now();
     // On a terminal: the three phases, the clock moving through each (a large model's

@@ -245,8 +245,9 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
     super::policy::check_flags(args, super::policy::Reader::Gate)?;
     // The tape's own bounds and the one prompt rule need no model: a battery finds a
     // contradicting --prompt-len before its first gate runs (the vocab and context length
-    // are checked against the model in `prepare_model`).
-    args_prompt_len(args)?;
+    // are checked against the model in `prepare_model`); so does a chunk or a draft past
+    // what that prompt leaves.
+    check_prompt_reach(args)?;
     let splits = list_flag("--splits", &args.splits)?;
     let devices = stage_devices(
         args.stages,
@@ -295,6 +296,103 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
     })
 }
 
+/// Row 0's prompt and positions from the flags and the tape (the one rule for tapes), each
+/// with where it comes from in the flags' words, for an error.
+pub struct PromptReach {
+    pub prompt: usize,
+    pub steps: usize,
+    /// `--prompt-len 8`, `the default --prompt-len 8`, `the prompt_len 5 of --tape F`, ...
+    pub prompt_src: String,
+    /// `--prompt-len 8 + --gen-len 4 = 12 positions`, `--tape F: 12 tokens`.
+    pub steps_src: String,
+}
+
+impl PromptReach {
+    fn of(args: &GateOptions) -> Result<PromptReach> {
+        let tape = args.tape.as_deref().map(read_tape).transpose()?;
+        let prompt = gate_prompt_len(args, tape.as_ref())?;
+        let path = || {
+            args.tape
+                .as_deref()
+                .map_or(String::new(), |p| p.display().to_string())
+        };
+        let flag = match args.prompt_len {
+            Some(p) => format!("--prompt-len {p}"),
+            None => format!("the default --prompt-len {prompt}"),
+        };
+        Ok(match tape {
+            Some(t) => PromptReach {
+                prompt,
+                steps: t.tokens.len(),
+                prompt_src: match (t.prompt_len, args.prompt_len) {
+                    (Some(own), _) => format!("the `prompt_len` {own} of --tape {}", path()),
+                    (None, Some(_)) => format!("{flag} with --tape {} (no `prompt_len`)", path()),
+                    (None, None) => format!(
+                        "the default prompt, {} at most the tape's length, of --tape {} (no `prompt_len`)",
+                        super::tape::DEFAULT_PROMPT_LEN,
+                        path()
+                    ),
+                },
+                steps_src: format!("--tape {}: {} tokens", path(), t.tokens.len()),
+            },
+            None => {
+                let gen = match args.gen_len {
+                    Some(g) => format!("--gen-len {g}"),
+                    None => format!("the default --gen-len {}", args.gen_len()),
+                };
+                let steps = prompt.saturating_add(args.gen_len());
+                PromptReach {
+                    prompt,
+                    steps,
+                    steps_src: format!("{flag} + {gen} = {steps} positions"),
+                    prompt_src: flag,
+                }
+            }
+        })
+    }
+}
+
+/// The prompt rule (`args_prompt_len`), and a `--chunk` or `--draft` given past what the
+/// prompt and positions leave, refused naming the value and the limit (exit 2) rather than
+/// cut without a word: a prime chunk holds prompt positions only (a larger one ran as the
+/// whole prompt), and a verify round drafts the positions after its input (a larger draft
+/// ran as the first round's room). The defaults are cut as documented (the ladder's 8 and 16
+/// at most the prompt, `--draft`'s 4 at most the room): a default is never "given".
+pub fn check_prompt_reach(args: &GateOptions) -> Result<PromptReach> {
+    let r = PromptReach::of(args)?;
+    let chunks = list_flag("--chunk", &args.chunk)?;
+    if let (Some(list), true) = (&chunks, args.runs_arm(ArmKind::Prime)) {
+        if let Some(&c) = list.iter().find(|&&c| c > r.prompt) {
+            bail!(
+                "--chunk {}: a chunk of {c} is longer than the {}-position prompt ({}); a prime chunk holds prompt positions only: at most {}",
+                join(list),
+                r.prompt,
+                r.prompt_src,
+                r.prompt
+            );
+        }
+    }
+    if let (Some(k), true) = (args.draft, args.runs_arm(ArmKind::Verify)) {
+        // Round 0's input is position `prompt`; it drafts the positions after it.
+        let room = r.steps.saturating_sub(r.prompt).saturating_sub(1);
+        if k > room {
+            let limit = if room == 0 {
+                "none is left to draft: give more positions after the prompt, or leave --draft out"
+                    .to_string()
+            } else {
+                format!("at most {room}")
+            };
+            bail!(
+                "--draft {k}: more drafts than a verify round can hold: the first round's input is position {} ({}), leaving {room} position(s) after it ({}); {limit}",
+                r.prompt,
+                r.prompt_src,
+                r.steps_src
+            );
+        }
+    }
+    Ok(r)
+}
+
 /// What the tape and the prompt make of the multi-row arms, known from the flags: whether
 /// a prime chunk carries two or more rows (a 1-token prompt, or `--chunk 1`, primes one row
 /// a step), and whether verify runs any round (a tape whose prompt is every position runs
@@ -304,6 +402,10 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
 struct StepShape {
     prime_multi_row: bool,
     verify_rounds: bool,
+    /// The tape's positions: the pipelined and batched arms keep at most this many steps
+    /// in flight, whatever --window says (a window past the tape is allowed, and keeps
+    /// every step in flight).
+    steps: usize,
 }
 
 impl StepShape {
@@ -325,12 +427,14 @@ impl StepShape {
                 .iter()
                 .any(|&c| c > 1),
             verify_rounds: steps > prompt,
+            steps,
         }
     }
 
     const OPEN: StepShape = StepShape {
         prime_multi_row: true,
         verify_rounds: true,
+        steps: usize::MAX,
     };
 }
 
@@ -348,8 +452,11 @@ pub fn fault_closed(
     let serve = arms.contains(&ArmKind::Serve);
     let site = Site {
         devices,
+        // A window of 8 over a 2-position tape keeps 2 steps in flight: counting the window
+        // alone let `--fault no-war-guard` (3 needed) run and PASS, a control that could
+        // not fail.
         in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
-            args.window()
+            args.window().min(shape.steps)
         } else {
             1
         },
@@ -456,6 +563,14 @@ fn list_flag(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
     Ok(v.as_deref().map(|s| parse_list(flag, s)).transpose()?)
 }
 
+/// `--topk` against the model's vocab: 1 up to every logit.
+pub fn check_topk(topk: usize, vocab: usize) -> Result<()> {
+    if topk == 0 || topk > vocab {
+        bail!("--topk {topk}: must be in 1..={vocab}");
+    }
+    Ok(())
+}
+
 pub fn prepare(args: &GateOptions) -> Result<Prepared> {
     prepare_model(args, None)
 }
@@ -482,9 +597,7 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         be.device_count(),
         &move |a, b| be2.peer_ok(a, b),
     )?;
-    if args.topk() == 0 || args.topk() > cfg.vocab {
-        bail!("--topk {}: must be in 1..={}", args.topk(), cfg.vocab);
-    }
+    check_topk(args.topk(), cfg.vocab)?;
     let tape = match args.tape.as_deref() {
         Some(p) => {
             let t = read_tape(p)?;

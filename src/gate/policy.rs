@@ -47,6 +47,8 @@ pub struct Run {
     /// A multi-process gate (`--procs`, or a member's `--world`).
     pub processes: bool,
     pub transport: String,
+    /// A `--tape` gives every position (the gate generates none past it).
+    pub tape: bool,
 }
 
 impl Run {
@@ -66,6 +68,7 @@ impl Run {
                 .unwrap_or(1),
             processes: args.world().is_some(),
             transport: args.transport().to_string(),
+            tape: args.tape.is_some(),
         }
     }
 
@@ -222,8 +225,8 @@ pub const FLAG_RULES: &[FlagRule] = &[
     FlagRule {
         flag: "--gen-len",
         given: |a| show(&a.gen_len),
-        reads: |r| r.reader != Reader::Bench || r.has(ArmKind::Serve),
-        why: "bench reads it only for its serve arm's requests (its decode walks take --steps tokens)",
+        reads: |r| !r.tape && (r.reader != Reader::Bench || r.has(ArmKind::Serve)),
+        why: "a --tape gives every position, so a gate reads it only without one (it was dropped without a word); bench reads it only for its serve arm's requests (its decode walks take --steps tokens)",
     },
     FlagRule {
         flag: "--prompt-len",

@@ -37,9 +37,11 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// A JSON value as errors quote it: short, whatever its size.
-fn json_short(v: &serde_json::Value) -> String {
-    let t = v.to_string();
+/// A JSON value as errors quote it: as the file wrote it (`text`, the file, at `pointer`: a
+/// number serde_json reads as an f64 keeps its literal, `jsonin::Literals`), short whatever
+/// its size.
+fn json_short(text: &str, pointer: &str, v: &serde_json::Value) -> String {
+    let t = crate::jsonin::Literals::of(text).show(pointer, v);
     match t.char_indices().nth(40) {
         Some((i, _)) => format!("{}...", &t[..i]),
         None => t,
@@ -126,7 +128,7 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
                 anyhow!(
                     "{}: `{key}` entry {i} ({}) is not a token id (a non-negative integer)",
                     name(),
-                    json_short(t)
+                    json_short(text, &format!("/{key}/{i}"), t)
                 )
             })?;
         tokens.push(id);
@@ -141,7 +143,7 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
                 anyhow!(
                     "{}: `prompt_len` ({}) is not a non-negative integer",
                     name(),
-                    json_short(p)
+                    json_short(text, "/prompt_len", p)
                 )
             })?;
             if n == 0 || n > tokens.len() as u64 {

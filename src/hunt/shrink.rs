@@ -89,7 +89,8 @@ mod tests {
 
     /// A corner the shrinker is not told: stages 3, the batched arm with batch >= 5 and
     /// the prime arm with a chunk of 7, checked on the draw alone (no child). Every random
-    /// draw that is in the corner (planted into it where the draw missed) shrinks to
+    /// draw that is in the corner (planted into it where the draw missed, its prompt raised
+    /// to hold the chunk) shrinks to
     /// exactly the corner and nothing else: stages 3, arms batched,prime, batch 5, chunk
     /// [7], every other dimension at its default.
     #[test]
@@ -130,6 +131,20 @@ mod tests {
                 ladder.push(7);
             }
             d.chunk = Some(ladder);
+            // A prompt of at least 7 to hold the chunk (the gate refuses a chunk longer
+            // than the prompt; `normalized` cuts a drawn one to it).
+            if sp.prompt_and_steps(&d).0 < 7 {
+                match &mut d.tape {
+                    Some(t) => {
+                        t.len = t.len.max(7);
+                        match &mut t.prompt_len {
+                            Some(own) => *own = 7,
+                            None => d.prompt_len = Some(7),
+                        }
+                    }
+                    None => d.prompt_len = Some(7),
+                }
+            }
             let d = sp.normalized(d);
             assert!(in_corner(&d), "{d:?}");
             let s = minimize(&sp, &d, 10_000, &mut |c| Some(in_corner(c)));

@@ -3,7 +3,8 @@
 //!
 //! The distribution, per trial (weights in percent; edges weighted on purpose). A dimension
 //! pinned by a gate flag on the hunt's command line is never drawn: every trial takes that
-//! flag as given.
+//! flag as given, and the draws fit it (`Space::normalized`: a pinned prompt is every drawn
+//! tape's, a pinned chunk or draft grows the drawn prompt and positions to hold it).
 //! - stages: 1 (20), 2 (25), 3 (15), 4 (15), the most min(8, n_layers) (10), 5..=most (15).
 //! - with 2+ stages: splits (40: one layer per stage but the last (a third), the last layer
 //!   alone with the stages before it one layer each (a third), random cuts); devices on a
@@ -15,8 +16,10 @@
 //!   window (pipelined, batched): default (30), 1 (20), 2 (10), 4..=8 (20), longer than
 //!   the tape (20); batch (batched): default (25), 1 (25), 2..=4 (15), 5..=12 (35);
 //!   chunk (prime): default (20), else a ladder of 1..=3 sizes, each 1 (20), the whole
-//!   prompt (20), 3, 5 or 7 (40), 2..=prompt+3 (20); repeat (prime): default (40), 1 (50),
-//!   2 (10); draft (verify): default (40), 1 (30), 6..=12 (30).
+//!   prompt (20), 3, 5 or 7 (40), 2..=prompt+3 (20), each cut to the prompt (the gate
+//!   refuses a chunk longer than it); repeat (prime): default (40), 1 (50), 2 (10); draft
+//!   (verify): default (40), 1 (30), 6..=12 (30), cut to the positions after the first
+//!   round's input (the gate refuses more; none where there is none).
 //!   serve (weight 20: a slower arm) reads window too, and requests: default 12 (15), 1
 //!   (20), 2..=6 (55), 30..=60 (10: slow on the cpu); max-rows: default 8 (20), 1 (20), 2..=8 (40), 16..=64
 //!   (20); prefill-chunk: default 4 (20), 1 (25), = max-rows (25), an odd size (30); never
@@ -233,6 +236,12 @@ pub struct Space {
     pub base_requests: usize,
     pub base_max_rows: usize,
     pub base_prefill_chunk: usize,
+    /// The largest size of a pinned `--chunk` (0: not pinned): every trial's prompt is at
+    /// least that long (the gate refuses a chunk longer than the prompt).
+    pub base_chunk_max: usize,
+    /// A pinned `--draft` K: every trial leaves K + 1 positions after its prompt (the gate
+    /// refuses a draft past what the first verify round has after its input).
+    pub base_draft: Option<usize>,
 }
 
 /// A weighted pick: the index of the entry `r` (0..sum) falls in.
@@ -276,6 +285,8 @@ impl Space {
             base_requests: crate::arms::serve::DEFAULT_REQUESTS,
             base_max_rows: crate::arms::serve::DEFAULT_MAX_ROWS,
             base_prefill_chunk: crate::arms::serve::DEFAULT_PREFILL_CHUNK,
+            base_chunk_max: 0,
+            base_draft: None,
         }
     }
 
@@ -340,15 +351,7 @@ impl Space {
             if default {
                 arms = self.base_arms.clone();
             }
-            // A pinned flag that only some arms read needs one of them.
-            for dim in Dim::ALL.into_iter().filter(|&x| !self.free(x)) {
-                let readers = || ARM_FLAGS.iter().filter(|(_, ds)| ds.contains(&dim));
-                if readers().next().is_some() && !readers().any(|(a, _)| arms.contains(a)) {
-                    if let Some((a, _)) = readers().next() {
-                        arms.push(*a);
-                    }
-                }
-            }
+            self.keep_readers(&mut arms);
             d.arms = if arms == self.base_arms {
                 None
             } else {
@@ -481,6 +484,19 @@ impl Space {
         self.normalized(d)
     }
 
+    /// A pinned flag that only some arms read needs one of them (the gate refuses a flag
+    /// no arm of the run reads): the first of its readers joins `arms` where none is there.
+    fn keep_readers(&self, arms: &mut Vec<ArmKind>) {
+        for dim in Dim::ALL.into_iter().filter(|&x| !self.free(x)) {
+            let readers = || ARM_FLAGS.iter().filter(|(_, ds)| ds.contains(&dim));
+            if readers().next().is_some() && !readers().any(|(a, _)| arms.contains(a)) {
+                if let Some((a, _)) = readers().next() {
+                    arms.push(*a);
+                }
+            }
+        }
+    }
+
     /// The serve arm's dimensions (module doc), each drawn only where it is free.
     fn draw_serve(&self, rng: &mut ChaCha8Rng, d: &mut Draw) {
         if !self.read(d, Dim::Requests) {
@@ -572,10 +588,22 @@ impl Space {
             d.transport = None;
         }
         if d.procs.is_some() {
+            // Several processes cross on ipc, the shrinker's transport back to its default
+            // too (the gate refuses --procs without a transport between processes).
+            d.transport = Some("ipc".into());
             d.devices = None;
         }
         if d.arms.as_ref().is_some_and(|a| a.is_empty()) {
             d.arms = None;
+        }
+        // The shrinker's fewer (or default) arms keep a reader of every pinned flag, as the
+        // draw does.
+        let mut arms = self.arms(&d);
+        let before = arms.clone();
+        self.keep_readers(&mut arms);
+        if d.arms.is_some() || arms != before {
+            arms.sort_by_key(|a| ArmKind::ALL.iter().position(|b| b == a));
+            d.arms = Some(arms);
         }
         let probe = Draw {
             arms: d.arms.clone(),
@@ -620,13 +648,76 @@ impl Space {
         }
         if let Some(t) = &mut d.tape {
             t.len = t.len.max(1);
+            // A pinned --prompt-len is every trial's prompt: a drawn tape's own prompt_len is
+            // it, and the tape is at least that long (the gate refuses a tape whose
+            // prompt_len contradicts --prompt-len, or shorter than a --prompt-len).
+            if !self.free(Dim::PromptLen) {
+                t.prompt_len = t.prompt_len.map(|_| self.base_prompt);
+                t.len = t.len.max(self.base_prompt);
+            }
             t.prompt_len = t.prompt_len.map(|p| p.clamp(1, t.len));
             if t.prompt_len.is_some() || d.prompt_len.is_some_and(|p| p > t.len) {
                 d.prompt_len = None;
             }
             d.gen_len = None;
         }
+        self.fit_prompt(&mut d);
         d
+    }
+
+    /// The prompt and positions a chunk or draft needs: the gate refuses a `--chunk` longer
+    /// than the prompt and a `--draft` past the positions after the first round's input,
+    /// so a pinned one grows the free prompt, generated length or tape to hold it, and a
+    /// drawn one is cut to what the draw's prompt leaves (each drawn chunk at most the
+    /// prompt; a draft at most the room, none where there is no room). A pinned prompt or
+    /// length too short for a pinned chunk or draft is refused before the hunt starts
+    /// (`cli::hunt`).
+    fn fit_prompt(&self, d: &mut Draw) {
+        let need = self.base_chunk_max;
+        // Until nothing moves: a tape without its own prompt_len takes the default prompt at
+        // most its length, so a longer tape can lengthen the prompt (twice at most).
+        for _ in 0..4 {
+            let before = d.clone();
+            let (p, _) = self.prompt_and_steps(d);
+            if p < need && self.free(Dim::PromptLen) {
+                match &mut d.tape {
+                    Some(t) => {
+                        match &mut t.prompt_len {
+                            Some(own) => *own = need,
+                            None => d.prompt_len = Some(need),
+                        }
+                        t.len = t.len.max(need);
+                    }
+                    None => d.prompt_len = Some(need),
+                }
+            }
+            let (p, steps) = self.prompt_and_steps(d);
+            if let Some(k) = self.base_draft {
+                let want = p.saturating_add(k).saturating_add(1);
+                if steps < want {
+                    match &mut d.tape {
+                        Some(t) => t.len = want,
+                        None if self.free(Dim::GenLen) => d.gen_len = Some(k + 1),
+                        None => {}
+                    }
+                }
+            }
+            if *d == before {
+                break;
+            }
+        }
+        let (p, steps) = self.prompt_and_steps(d);
+        if let Some(ladder) = &mut d.chunk {
+            let mut cut: Vec<usize> = Vec::new();
+            for c in ladder.iter().map(|&c| c.min(p)) {
+                if !cut.contains(&c) {
+                    cut.push(c);
+                }
+            }
+            *ladder = cut;
+        }
+        let room = steps.saturating_sub(p).saturating_sub(1);
+        d.draft = d.draft.map(|k| k.min(room)).filter(|&k| k >= 1);
     }
 
     /// The draw as gate flags (`--flag=value`), `tape`: the path its tape was written to.
