@@ -521,6 +521,31 @@ fn trace_check_refuses_phases_the_bars_do_not_apply_to() {
     }
 }
 
+/// trace-check: a number it refuses is named as the file wrote it (exit 2), not as the
+/// float serde_json reads it as (`18446744073709551616`, not `1.8446744073709552e+19`).
+#[test]
+fn trace_check_names_a_refused_number_as_written() {
+    let d = tempfile::tempdir().unwrap();
+    let t = d.path().join("t.json");
+    for (ev, want) in [
+        (
+            r#"{"ph": "M", "name": "thread_name", "tid": 18446744073709551616, "args": {"name": "runtime/stage0@cpu0"}}"#,
+            "traceEvents[0]: tid 18446744073709551616 is not a whole number >= 0",
+        ),
+        (
+            r#"{"ph": "X", "name": "layers", "tid": 0, "ts": 1e300, "dur": -1E3, "args": {"phase": "pipelined", "step": 0}}"#,
+            "traceEvents[0]: a slice at ts 1e300 lasting -1E3 µs",
+        ),
+    ] {
+        std::fs::write(&t, format!(r#"{{"traceEvents": [{ev}]}}"#)).unwrap();
+        let o = run(&["trace-check", t.to_str().unwrap(), "--phase", "pipelined"]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{out}");
+        assert!(out.contains(want), "{want}:\n{out}");
+        assert!(!out.contains("e+"), "{out}");
+    }
+}
+
 /// synth checks -o before the work: a directory, a parent that is a file (exit 2 at once,
 /// no model built).
 #[test]

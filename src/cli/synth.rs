@@ -19,8 +19,8 @@ use crate::term::Bar;
 
 /// Every flag that sizes the model's bytes, with its value as used (a preset's where the
 /// flag is left out), for a size error: the shape, `--head-dim` where given (it widens q
-/// and kv past embd / heads; left out, the width is embd and heads, named already) and the
-/// quant (bytes per weight).
+/// and kv past embd / heads; left out, the width is embd and heads, named already),
+/// `--tied` where given (no output matrix) and the quant (bytes per weight).
 fn shape_words(spec: &SynthSpec) -> String {
     let mut w = format!(
         "--layers {} --embd {} --heads {} --kv-heads {} --ff {} --vocab {}",
@@ -28,6 +28,10 @@ fn shape_words(spec: &SynthSpec) -> String {
     );
     if let Some(hd) = spec.head_dim {
         w += &format!(" --head-dim {hd}");
+    }
+    // A tied model writes one vocab x embd matrix fewer: the size named is of that file.
+    if spec.tied {
+        w += " --tied";
     }
     w + &format!(" --quant {}", spec.quant)
 }
@@ -82,29 +86,7 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
     };
     // Bounds before work: the model's bytes against the host's free memory (saturating: a
     // hostile shape reads as too large; the shape's own rules are synth's, checked next).
-    let head_dim = spec.head_dim.unwrap_or(spec.embd / spec.heads.max(1));
-    let (q_dim, kv_dim) = (
-        spec.heads.saturating_mul(head_dim),
-        spec.kv_heads.saturating_mul(head_dim),
-    );
-    // Bytes per 1024 elements of the widest type the mix writes (q4_k_m: Q6_K).
-    let ty = match quant {
-        SynthQuant::Uniform(t) => t,
-        SynthQuant::Q4KM => crate::quant::GgmlType::Q6K,
-    };
-    let per_1k = 1024 / ty.block_len() * ty.block_bytes();
-    synth_memory(
-        synth_bytes(
-            spec.layers,
-            spec.embd,
-            q_dim,
-            kv_dim,
-            spec.ff,
-            spec.vocab,
-            per_1k,
-        ),
-        &shape_words(&spec),
-    )?;
+    synth_memory(synth_bytes(&spec), &shape_words(&spec))?;
     let t0 = Instant::now();
     // On a terminal: the three phases, the clock moving through each (a large model's
     // weights take seconds); dropped (so cleared) on an error's return too.

@@ -16,7 +16,7 @@ pub fn trace_check(file: &Path, phase: &str) -> Result<i32> {
         std::fs::read_to_string(file).with_context(|| format!("trace-check {}", file.display()))?;
     let doc = crate::jsonin::parse_unique(&text)
         .map_err(|e| anyhow!("trace-check {}: {e}", file.display()))?;
-    let r = crate::backend::trace::check::check(&doc, phase)
+    let r = crate::backend::trace::check::check(&doc, &text, phase)
         .map_err(|e| anyhow!("trace-check {}: {e}", file.display()))?;
     for l in &r.lines {
         outln!("{l}");

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 
 use super::options::GateOptions;
 use crate::arms::{human, Footprint, GateSpec};
+use crate::model::synth::{SynthQuant, SynthSpec};
 use crate::model::Config;
 
 /// `--jitter-us`: at most one second per stream op (a larger delay explores no schedule a
@@ -154,29 +155,55 @@ pub fn gate_memory(
     hold_host(&fp, host_available(), "")
 }
 
-/// Bytes `ppn-gate synth` holds at least for a model: the file's bytes twice (the writer's
-/// tensors and the file it writes out, alive together while it is written) and the largest
-/// matrix drawn as f32 (a lower bound of the peak: a refusal is never a false one). `bytes_per_1k`: the quant's bytes per 1024 elements.
-pub fn synth_bytes(
-    layers: usize,
-    embd: usize,
-    q_dim: usize,
-    kv_dim: usize,
-    ff: usize,
-    vocab: usize,
-    bytes_per_1k: usize,
-) -> u128 {
+/// Bytes of the matrices `ppn-gate synth` writes for `spec`, each element at the widest type
+/// the quant mix writes (q4_k_m: Q6_K): the file less its metadata, norms and biases. A tied
+/// model (`--tied`, and gemma3 always) writes no `output.weight`, its head reading
+/// `token_embd`, so it counts one vocab x embd matrix, not two: counting the head it does not
+/// write would refuse a tied model that fits. Saturating: a hostile shape reads as too large
+/// (the shape's own rules are synth's, checked after).
+pub fn synth_file_bytes(spec: &SynthSpec) -> u128 {
     let m = |r: usize, c: usize| (r as u128).saturating_mul(c as u128);
-    let per_layer = m(q_dim, embd)
+    let (q_dim, kv_dim) = synth_q_kv(spec);
+    let per_layer = m(q_dim, spec.embd)
         .saturating_mul(2)
-        .saturating_add(m(kv_dim, embd).saturating_mul(2))
-        .saturating_add(m(ff, embd).saturating_mul(3));
-    let elems = m(vocab, embd)
+        .saturating_add(m(kv_dim, spec.embd).saturating_mul(2))
+        .saturating_add(m(spec.ff, spec.embd).saturating_mul(3));
+    // token_embd, and output.weight unless the head is tied to it.
+    let vocab_matrices = if spec.tied_output() { 1 } else { 2 };
+    let elems = m(spec.vocab, spec.embd)
+        .saturating_mul(vocab_matrices)
+        .saturating_add(per_layer.saturating_mul(spec.layers as u128));
+    // Bytes per 1024 elements of the widest type the mix writes.
+    let ty = match spec.quant {
+        SynthQuant::Uniform(t) => t,
+        SynthQuant::Q4KM => crate::quant::GgmlType::Q6K,
+    };
+    let per_1k = 1024 / ty.block_len() * ty.block_bytes();
+    elems.saturating_mul(per_1k as u128) / 1024
+}
+
+/// The widths of q and of k/v in `spec`'s model (saturating: the shape is checked after).
+fn synth_q_kv(spec: &SynthSpec) -> (usize, usize) {
+    let head_dim = spec.head_dim.unwrap_or(spec.embd / spec.heads.max(1));
+    (
+        spec.heads.saturating_mul(head_dim),
+        spec.kv_heads.saturating_mul(head_dim),
+    )
+}
+
+/// Bytes `ppn-gate synth` holds at least for `spec`'s model: the file's bytes twice (the
+/// writer's tensors and the file it writes out, alive together while it is written:
+/// `synth_file_bytes`) and the largest matrix drawn as f32 (a lower bound of the peak: a
+/// refusal is never a false one).
+pub fn synth_bytes(spec: &SynthSpec) -> u128 {
+    let m = |r: usize, c: usize| (r as u128).saturating_mul(c as u128);
+    let (q_dim, _) = synth_q_kv(spec);
+    // token_embd is drawn whether or not the head is tied to it.
+    let largest = m(spec.vocab, spec.embd)
+        .max(m(spec.ff, spec.embd))
+        .max(m(q_dim, spec.embd));
+    synth_file_bytes(spec)
         .saturating_mul(2)
-        .saturating_add(per_layer.saturating_mul(layers as u128));
-    let file = elems.saturating_mul(bytes_per_1k as u128) / 1024;
-    let largest = m(vocab, embd).max(m(ff, embd)).max(m(q_dim, embd));
-    file.saturating_mul(2)
         .saturating_add(largest.saturating_mul(4))
 }
 
@@ -245,10 +272,94 @@ mod tests {
 
     #[test]
     fn synth_bytes_saturate_and_scale() {
-        let small = synth_bytes(8, 256, 256, 128, 512, 2048, 1088);
-        let deep = synth_bytes(16, 256, 256, 128, 512, 2048, 1088);
+        use crate::model::synth::builtin_spec;
+        let small = synth_bytes(&builtin_spec());
+        let deep = synth_bytes(&SynthSpec {
+            layers: 16,
+            ..builtin_spec()
+        });
         assert!(small > 0 && deep > small);
-        let huge = synth_bytes(usize::MAX, usize::MAX, usize::MAX, 1, 1, usize::MAX, 4096);
+        let huge = synth_bytes(&SynthSpec {
+            layers: usize::MAX,
+            embd: usize::MAX,
+            heads: 1,
+            kv_heads: 1,
+            ff: 1,
+            vocab: usize::MAX,
+            head_dim: Some(usize::MAX),
+            quant: SynthQuant::Uniform(crate::quant::GgmlType::F32),
+            ..builtin_spec()
+        });
         assert_eq!(huge, u128::MAX);
+    }
+
+    /// synth's estimate counts what it writes: a tied model (`--tied`; gemma3 always) has no
+    /// `output.weight`, so its estimate is the untied one's less exactly that matrix's bytes
+    /// (vocab x embd at the quant's bytes per element), and never above the file actually
+    /// written, whose matrices it counts byte for byte (the file adds only metadata, norms
+    /// and alignment). Counting the unwritten head, the estimate was above the tied file.
+    #[test]
+    fn synth_estimate_counts_no_output_matrix_for_a_tied_model() {
+        use crate::gguf::GgufFile;
+        use crate::model::synth::{builtin_spec, synth_gguf_for_tools};
+        use crate::model::Arch;
+        use crate::quant::GgmlType;
+        // The file synth writes for `spec`: its length and its matrices' bytes.
+        let written = |spec: &SynthSpec| {
+            let bytes = synth_gguf_for_tools(spec).expect("synth");
+            let file = bytes.len() as u128;
+            let f = GgufFile::parse(bytes).expect("parse");
+            assert_eq!(f.tensor("output.weight").is_some(), !spec.tied_output());
+            let matrices: u128 = f
+                .tensors
+                .iter()
+                .filter(|t| t.dims.len() == 2)
+                .map(|t| f.tensor_bytes(t).len() as u128)
+                .sum();
+            (file, matrices)
+        };
+        for untied in [
+            builtin_spec(),
+            SynthSpec {
+                quant: SynthQuant::Uniform(GgmlType::F16),
+                ..builtin_spec()
+            },
+            SynthSpec {
+                arch: Arch::Qwen2,
+                quant: SynthQuant::Uniform(GgmlType::Q4_0),
+                ..builtin_spec()
+            },
+        ] {
+            let tied = SynthSpec {
+                tied: true,
+                ..untied.clone()
+            };
+            let ty = match untied.quant {
+                SynthQuant::Uniform(t) => t,
+                SynthQuant::Q4KM => unreachable!(),
+            };
+            let head = (untied.vocab * untied.embd / ty.block_len() * ty.block_bytes()) as u128;
+            assert_eq!(
+                synth_file_bytes(&untied) - synth_file_bytes(&tied),
+                head,
+                "{untied:?}"
+            );
+            // The peak: the file held twice, so twice the head's bytes less.
+            assert_eq!(synth_bytes(&untied) - synth_bytes(&tied), 2 * head);
+            for spec in [&untied, &tied] {
+                let (file, matrices) = written(spec);
+                let est = synth_file_bytes(spec);
+                assert!(est <= file, "{spec:?}: estimate {est} > file {file}");
+                assert_eq!(est, matrices, "{spec:?}");
+            }
+        }
+        // gemma3 is tied whatever --tied says: its estimate is its file's matrices too.
+        let gemma = SynthSpec {
+            arch: Arch::Gemma3,
+            ..builtin_spec()
+        };
+        let (file, matrices) = written(&gemma);
+        assert_eq!(synth_file_bytes(&gemma), matrices);
+        assert!(synth_file_bytes(&gemma) <= file);
     }
 }

@@ -39,6 +39,15 @@ pub struct SynthSpec {
     pub sliding_window: Option<usize>,
 }
 
+impl SynthSpec {
+    /// Whether the head reads `token_embd` (no `output.weight` written): `--tied`, and every
+    /// gemma3 file, tied as the real ones are. One rule for the writer and for synth's size
+    /// estimate (`gate::bounds::synth_file_bytes`), so the estimate counts the file written.
+    pub fn tied_output(&self) -> bool {
+        self.tied || self.arch == Arch::Gemma3
+    }
+}
+
 /// How a synthetic model's matrices are typed (norms are always f32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SynthQuant {
@@ -634,14 +643,14 @@ fn synth_writer(spec: &SynthSpec) -> Result<GgufWriter, ModelError> {
     o.matrix(
         "token_embd.weight",
         Role::TokenEmbd {
-            tied: gemma || spec.tied,
+            tied: spec.tied_output(),
         },
         spec.vocab,
         e,
         Some(if gemma { 1.0 / (e as f32).sqrt() } else { 1.0 }),
     )?;
     o.norm("output_norm.weight", e)?;
-    if !gemma && !spec.tied {
+    if !spec.tied_output() {
         // Untied output by default (exercises `output.weight`); gemma stays tied as real ones
         // are.
         o.matrix("output.weight", Role::Output, spec.vocab, e, None)?;

@@ -57,9 +57,10 @@ pub fn phase_problem(phase: &str) -> Option<String> {
     }
 }
 
-/// The bars for phase `phase` (an arm's name) of trace `doc`. Err: not a trace this tool
-/// wrote (no stage tracks, a malformed event), naming what is missing.
-pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
+/// The bars for phase `phase` (an arm's name) of trace `doc`, parsed from `text` (whose
+/// literals an error echoes). Err: not a trace this tool wrote (no stage tracks, a malformed
+/// event), naming what is missing or the value that is wrong.
+pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
     if let Some(why) = phase_problem(phase) {
         return Err(why);
     }
@@ -67,14 +68,28 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
         .get("traceEvents")
         .and_then(Value::as_array)
         .ok_or("no traceEvents array")?;
+    // A value of event `i` as an error quotes it: as the file wrote it. serde_json holds a
+    // number that is no u64/i64 (2^64, 1e300, -0, a fraction) as an f64, whose own text
+    // (1.8446744073709552e+19, or Rust's 301 digits for -1e300) is not what the user wrote
+    // and would send them looking for a value that is not in the file; `Literals` gives the
+    // literal back. Cut like a track name: a file's number may be any length. Built on the
+    // error path only, so a good trace is scanned once.
+    let shown = |i: usize, at: &str, v: &Value| {
+        crate::jsonin::clip(
+            &crate::jsonin::Literals::of(text).show(&format!("/traceEvents/{i}/{at}"), v),
+        )
+    };
     let mut tracks: BTreeMap<u64, String> = BTreeMap::new();
     let mut slices: BTreeMap<u64, Vec<Sl>> = BTreeMap::new();
     for (i, e) in ev.iter().enumerate() {
         let tid = || match &e["tid"] {
             Value::Null => Err(format!("traceEvents[{i}]: no tid")),
-            t => t
-                .as_u64()
-                .ok_or_else(|| format!("traceEvents[{i}]: tid {t} is not a whole number >= 0")),
+            t => t.as_u64().ok_or_else(|| {
+                format!(
+                    "traceEvents[{i}]: tid {} is not a whole number >= 0",
+                    shown(i, "tid", t)
+                )
+            }),
         };
         match e["ph"].as_str() {
             Some("M") if e["name"] == "thread_name" => {
@@ -84,9 +99,14 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
                 tracks.insert(tid()?, name.to_string());
             }
             Some("X") => {
-                let num = |k: &str| {
-                    e[k].as_f64()
-                        .ok_or_else(|| format!("traceEvents[{i}]: slice without a numeric {k}"))
+                let num = |k: &str| match &e[k] {
+                    Value::Null => Err(format!("traceEvents[{i}]: slice without a numeric {k}")),
+                    v => v.as_f64().ok_or_else(|| {
+                        format!(
+                            "traceEvents[{i}]: slice with {k} {}, not a number",
+                            shown(i, k, v)
+                        )
+                    }),
                 };
                 let (ts, dur) = (num("ts")?, num("dur")?);
                 // The tool writes a slice's start and length from a clock: never negative.
@@ -94,13 +114,27 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
                 // it starts.
                 if ts < 0.0 || dur < 0.0 {
                     return Err(format!(
-                        "traceEvents[{i}]: a slice at ts {ts} lasting {dur} µs (a trace this tool wrote has neither negative)"
+                        "traceEvents[{i}]: a slice at ts {} lasting {} µs (a trace this tool wrote has neither negative)",
+                        shown(i, "ts", &e["ts"]),
+                        shown(i, "dur", &e["dur"])
                     ));
                 }
+                // The tool writes a step as a u64 or null (work outside any step). Anything
+                // else is refused, naming it: read as "no step", the slice would drop out of
+                // the bars without a word and bar 1 would blame a stage for work it did.
+                let step = match &e["args"]["step"] {
+                    Value::Null => None,
+                    k => Some(k.as_u64().ok_or_else(|| {
+                        format!(
+                            "traceEvents[{i}]: step {} is not a whole number >= 0",
+                            shown(i, "args/step", k)
+                        )
+                    })?),
+                };
                 slices.entry(tid()?).or_default().push(Sl {
                     name: e["name"].as_str().unwrap_or("").to_string(),
                     phase: e["args"]["phase"].as_str().map(str::to_string),
-                    step: e["args"]["step"].as_u64(),
+                    step,
                     requests: e["args"]["requests"]
                         .as_str()
                         .filter(|r| !r.is_empty())
@@ -303,6 +337,11 @@ pub fn check(doc: &Value, phase: &str) -> Result<Report, String> {
 mod tests {
     use super::*;
 
+    /// `check` on a trace built as a value: its text is the value's own JSON.
+    fn run(d: &Value, phase: &str) -> Result<Report, String> {
+        check(d, &d.to_string(), phase)
+    }
+
     /// A two-stage trace of `steps` steps; each stage's step k takes [10k + 5s, 10k + 5s + 8]
     /// (so stage 0's step k+1 starts at 10k+10, before stage 1's step k ends at 10k+13).
     fn doc(steps: u64) -> Value {
@@ -322,7 +361,7 @@ mod tests {
 
     #[test]
     fn a_pipelined_trace_passes_every_bar() {
-        let r = check(&doc(4), "pipelined").unwrap();
+        let r = run(&doc(4), "pipelined").unwrap();
         assert!(r.pass, "{:?}", r.lines);
         assert!(r.lines[2].contains("in 3 of 3"), "{:?}", r.lines);
     }
@@ -338,7 +377,7 @@ mod tests {
                 e["ts"] = (e["ts"].as_f64().unwrap() + 10.0 * k).into();
             }
         }
-        let r = check(&d, "pipelined").unwrap();
+        let r = run(&d, "pipelined").unwrap();
         assert!(
             !r.pass && r.lines[2].starts_with("FAIL  no overlap"),
             "{:?}",
@@ -352,7 +391,7 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .retain(|e| !(e["tid"] == 1 && e["args"]["step"] == 2));
-        let r = check(&d, "pipelined").unwrap();
+        let r = run(&d, "pipelined").unwrap();
         assert!(
             r.lines[0].contains("FAIL  1 (stage, step) pairs"),
             "{:?}",
@@ -368,7 +407,7 @@ mod tests {
             .push(serde_json::json!({
             "ph": "X", "name": "tx", "tid": 0, "ts": 3.0, "dur": 1.0,
             "args": {"phase": "pipelined", "step": 0}}));
-        let r = check(&d, "pipelined").unwrap();
+        let r = run(&d, "pipelined").unwrap();
         assert!(
             !r.pass && r.lines[1].starts_with("FAIL  1 overlapping"),
             "{:?}",
@@ -395,7 +434,7 @@ mod tests {
                     }
                 }
             }
-            check(&d, "serve").unwrap()
+            run(&d, "serve").unwrap()
         };
         let r = serve(None);
         assert!(r.pass, "{:?}", r.lines);
@@ -413,16 +452,16 @@ mod tests {
             "{:?}",
             r.lines
         );
-        assert_eq!(check(&doc(3), "pipelined").unwrap().lines.len(), 3);
+        assert_eq!(run(&doc(3), "pipelined").unwrap().lines.len(), 3);
     }
 
     #[test]
     fn a_file_that_is_not_a_runtime_trace_is_an_error_naming_why() {
-        let e = check(&serde_json::json!({"x": 1}), "pipelined").unwrap_err();
+        let e = run(&serde_json::json!({"x": 1}), "pipelined").unwrap_err();
         assert!(e.contains("traceEvents"), "{e}");
-        let e = check(&serde_json::json!({"traceEvents": []}), "pipelined").unwrap_err();
+        let e = run(&serde_json::json!({"traceEvents": []}), "pipelined").unwrap_err();
         assert!(e.contains("no runtime/stage0..N tracks"), "{e}");
-        let e = check(&doc(2), "batched").unwrap_err();
+        let e = run(&doc(2), "batched").unwrap_err();
         assert!(e.contains("phase \"batched\" has no step"), "{e}");
     }
 
@@ -431,9 +470,9 @@ mod tests {
     /// does not read (left out, the bars would pass without that stage).
     #[test]
     fn impossible_slices_and_tracks_are_refused_naming_the_event() {
-        assert!(check(&doc(3), "pipelined").unwrap().pass);
+        assert!(run(&doc(3), "pipelined").unwrap().pass);
         for (edit, want) in [
-            (("dur", serde_json::json!(-8.0)), "lasting -8 µs"),
+            (("dur", serde_json::json!(-8.0)), "lasting -8.0 µs"),
             (("ts", serde_json::json!(-1.0)), "at ts -1"),
             (
                 ("tid", serde_json::json!(1.5)),
@@ -446,7 +485,7 @@ mod tests {
         ] {
             let mut d = doc(3);
             d["traceEvents"][3][edit.0] = edit.1.clone();
-            let e = check(&d, "pipelined").unwrap_err();
+            let e = run(&d, "pipelined").unwrap_err();
             assert!(
                 e.starts_with("traceEvents[3]: ") && e.contains(want),
                 "{edit:?}: {e}"
@@ -460,13 +499,77 @@ mod tests {
         ] {
             let mut d = doc(3);
             d["traceEvents"][1]["args"]["name"] = bad.into();
-            let e = check(&d, "pipelined").unwrap_err();
+            let e = run(&d, "pipelined").unwrap_err();
             assert!(
                 e.contains(&format!(
                     "track {bad:?}: a runtime/stage track without a stage number"
                 )),
                 "{e}"
             );
+        }
+    }
+
+    /// A number the check refuses is echoed as the file wrote it, whatever serde_json made
+    /// of it: 2^64 stays 18446744073709551616 (not 1.8446744073709552e+19), -1e300 stays
+    /// -1e300 (not 301 digits), -0 stays -0; in a tid (a track or a slice), a ts, a dur or
+    /// a step. A step that is no whole number is refused too (read as "no step", the slice
+    /// would leave the bars without a word). A literal of any length is cut.
+    #[test]
+    fn refused_numbers_are_echoed_as_the_file_wrote_them() {
+        let long = format!("0.{}1", "0".repeat(300));
+        for (event, at, lit, want) in [
+            (
+                1,
+                "tid",
+                "18446744073709551616",
+                "tid 18446744073709551616 is not a whole number >= 0",
+            ),
+            (
+                3,
+                "tid",
+                "18446744073709551616",
+                "tid 18446744073709551616 is not a whole number >= 0",
+            ),
+            (3, "tid", "1e300", "tid 1e300 is not a whole number"),
+            (3, "tid", "-0", "tid -0 is not a whole number"),
+            (3, "tid", "1.50", "tid 1.50 is not a whole number"),
+            (3, "ts", "-1e300", "a slice at ts -1e300 lasting 8.0 µs"),
+            (
+                3,
+                "dur",
+                "-18446744073709551616",
+                "lasting -18446744073709551616 µs",
+            ),
+            (3, "ts", "\"5\"", "slice with ts \"5\", not a number"),
+            (3, "step", "1.5", "step 1.5 is not a whole number >= 0"),
+            (
+                3,
+                "step",
+                "18446744073709551616",
+                "step 18446744073709551616 is not a whole",
+            ),
+            (3, "step", "\"2\"", "step \"2\" is not a whole number"),
+            (3, "tid", &long, "tid 0.0000000000"),
+        ] {
+            let mut d = doc(3);
+            let slot = if at == "step" {
+                &mut d["traceEvents"][event]["args"][at]
+            } else {
+                &mut d["traceEvents"][event][at]
+            };
+            *slot = "@here@".into();
+            let text = d.to_string().replace("\"@here@\"", lit);
+            let v = crate::jsonin::parse_unique(&text).unwrap();
+            let e = check(&v, &text, "pipelined").unwrap_err();
+            assert!(
+                e.starts_with(&format!("traceEvents[{event}]: ")) && e.contains(want),
+                "{at} {lit}: {e}"
+            );
+            assert!(
+                !e.contains("e+"),
+                "{at} {lit}: serde_json's float text: {e}"
+            );
+            assert!(e.len() < 250, "{at} {lit}: uncut: {e}");
         }
     }
 
@@ -480,7 +583,7 @@ mod tests {
         for ph in ["reference", "runtime", "Pipelined", "", "eager,pipelined"] {
             let e = phase_problem(ph).unwrap_or_else(|| panic!("{ph:?} accepted"));
             assert!(e.ends_with("eager, pipelined, batched, serve"), "{e}");
-            assert_eq!(check(&doc(4), ph).unwrap_err(), e);
+            assert_eq!(run(&doc(4), ph).unwrap_err(), e);
         }
         for ph in PHASES {
             assert_eq!(phase_problem(ph), None);
@@ -490,7 +593,7 @@ mod tests {
     #[test]
     fn prime_and_verify_phases_are_refused_naming_why() {
         for ph in ["prime", "verify"] {
-            let e = check(&doc(4), ph).unwrap_err();
+            let e = run(&doc(4), ph).unwrap_err();
             assert!(
                 e.contains(&format!("phase {ph}: its steps repeat positions")),
                 "{e}"
