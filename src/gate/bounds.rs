@@ -155,8 +155,9 @@ pub fn gate_memory(
     hold_host(&fp, host_available(), "")
 }
 
-/// Bytes of the matrices `ppn-gate synth` writes for `spec`, each element at the widest type
-/// the quant mix writes (q4_k_m: Q6_K): the file less its metadata, norms and biases. A tied
+/// Bytes of the matrices `ppn-gate synth` writes for `spec` (a uniform quant: exactly the file
+/// less its metadata, norms and biases; the q4_k_m mix: at most that, each element priced at
+/// the mix's narrowest type). A tied
 /// model (`--tied`, and gemma3 always) writes no `output.weight`, its head reading
 /// `token_embd`, so it counts one vocab x embd matrix, not two: counting the head it does not
 /// write would refuse a tied model that fits. Saturating: a hostile shape reads as too large
@@ -173,10 +174,12 @@ pub fn synth_file_bytes(spec: &SynthSpec) -> u128 {
     let elems = m(spec.vocab, spec.embd)
         .saturating_mul(vocab_matrices)
         .saturating_add(per_layer.saturating_mul(spec.layers as u128));
-    // Bytes per 1024 elements of the widest type the mix writes.
+    // Bytes per 1024 elements: the quant's, or for the q4_k_m mix its narrowest type (Q4_K;
+    // its Q6_K, Q5_K and fallback matrices are wider), so the estimate stays a lower bound
+    // (pricing the mix at Q6_K put it ~1.4x above the file and could refuse one that fits).
     let ty = match spec.quant {
         SynthQuant::Uniform(t) => t,
-        SynthQuant::Q4KM => crate::quant::GgmlType::Q6K,
+        SynthQuant::Q4KM => crate::quant::GgmlType::Q4K,
     };
     let per_1k = 1024 / ty.block_len() * ty.block_bytes();
     elems.saturating_mul(per_1k as u128) / 1024
@@ -361,5 +364,24 @@ mod tests {
         let (file, matrices) = written(&gemma);
         assert_eq!(synth_file_bytes(&gemma), matrices);
         assert!(synth_file_bytes(&gemma) <= file);
+        // The q4_k_m mix (Q6_K head and some v and down, Q4_K the rest): a lower bound of its
+        // matrices, within the Q6_K share of them (priced at Q6_K it was ~1.4x the file).
+        for tied in [false, true] {
+            let mix = SynthSpec {
+                quant: SynthQuant::Q4KM,
+                tied,
+                ..builtin_spec()
+            };
+            let (_, matrices) = written(&mix);
+            let est = synth_file_bytes(&mix);
+            assert!(
+                est <= matrices,
+                "{mix:?}: estimate {est} > matrices {matrices}"
+            );
+            assert!(
+                est * 3 >= matrices * 2,
+                "{mix:?}: estimate {est} far below {matrices}"
+            );
+        }
     }
 }
