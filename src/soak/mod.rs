@@ -52,8 +52,12 @@ impl RunRecord {
 pub enum Class {
     /// No failure.
     Clean,
-    /// Every run failed, each at the same arm/step set.
+    /// Every run failed, each at the same arm/step set (two runs or more).
     Deterministic,
+    /// One run, and it failed: nothing to compare it with, so neither deterministic nor
+    /// timing-dependent can be said (one failure was called deterministic, a verdict the
+    /// soak had no evidence for).
+    SingleRun,
     /// Some runs passed, or failing runs diverged at different steps.
     TimingDependent,
 }
@@ -62,6 +66,9 @@ pub fn classify(runs: &[RunRecord]) -> Class {
     let fails: Vec<&RunRecord> = runs.iter().filter(|r| r.verdict != "PASS").collect();
     if fails.is_empty() {
         return Class::Clean;
+    }
+    if runs.len() == 1 {
+        return Class::SingleRun;
     }
     let all_failed = fails.len() == runs.len();
     let same = fails.iter().all(|r| r.divergences == fails[0].divergences);
@@ -157,6 +164,10 @@ impl Summary {
             Class::Deterministic => {
                 v.push("classification: deterministic (every run fails at the same step)".into())
             }
+            Class::SingleRun => v.push(
+                "classification: none from one run (nothing to compare its failure with: --runs 2 or more tells deterministic from timing-dependent)"
+                    .into(),
+            ),
             Class::TimingDependent => v.push(
                 "classification: timing-dependent (failures vary across runs of identical inputs)"
                     .into(),
@@ -189,6 +200,26 @@ mod tests {
             rec(2, &[("pipelined", 5)]),
         ];
         assert_eq!(classify(&runs), Class::Deterministic);
+        assert_eq!(classify(&runs[..2]), Class::Deterministic);
+    }
+
+    /// One failing run says nothing about whether the next fails at the same step.
+    #[test]
+    fn one_failing_run_is_not_classified() {
+        assert_eq!(classify(&[rec(0, &[("pipelined", 5)])]), Class::SingleRun);
+        assert_eq!(classify(&[rec(0, &[])]), Class::Clean);
+        let mut s = Summary::new(vec![], 5);
+        s.push(rec(1, &[("eager", 0)]));
+        let l = s.lines();
+        assert!(
+            l.last()
+                .unwrap()
+                .starts_with("classification: none from one run"),
+            "{l:?}"
+        );
+        assert!(!l.iter().any(|x| x.contains("deterministic (")), "{l:?}");
+        s.push(rec(2, &[("eager", 0)]));
+        assert_eq!(s.class, Class::Deterministic);
     }
 
     #[test]
