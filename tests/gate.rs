@@ -606,6 +606,11 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &["--fault", "single-slot", "--stages", "2", "--arms", "batched", "--window", "4", "--prompt-len", "1", "--gen-len", "0"],
             &["needs 2 steps in flight, and these arms keep at most 1"],
         ),
+        // Verify reads each round back before the next: no step in flight beside it.
+        (
+            &["--fault", "single-slot", "--stages", "2", "--arms", "eager,verify"],
+            &["needs 2 steps in flight, and these arms keep at most 1", "eager and verify read every step back"],
+        ),
         // The refusal comes before the model loads: a missing model is never reached.
         (
             &["--fault", "rx-no-wait", "--model", "/nonexistent/m.gguf"],

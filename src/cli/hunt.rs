@@ -664,6 +664,31 @@ mod tests {
         }
     }
 
+    /// A pinned `--gen-len` goes to every trial and the gate refuses it beside a tape, so no
+    /// draw holds one (a hunt with `--gen-len 5` found every tape trial `refused`).
+    #[test]
+    fn a_pinned_gen_len_draws_no_tape() {
+        let dir = tempfile::tempdir().unwrap();
+        let (model, _) = load_model(None).unwrap();
+        let stop = || false;
+        let mut sp = space(&model, vec![Dim::GenLen], DEFAULT_ARMS.to_vec());
+        sp.base_gen = 5;
+        let mut h = hunt_in(dir.path(), sp, &stop);
+        h.base_flags.push("--gen-len=5".into());
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for i in 0..400 {
+            let d = h.space.draw(&mut rng);
+            assert!(d.tape.is_none(), "draw {i}: {d:?}");
+            let o = parse_gate(&h.flags_of(&d).unwrap()).unwrap();
+            check_flags(&o, Reader::Gate).unwrap_or_else(|e| panic!("draw {i}: {e:#}"));
+        }
+        // Left free, tapes are drawn as before.
+        let sp = space(&model, vec![], DEFAULT_ARMS.to_vec());
+        let h = hunt_in(dir.path(), sp, &stop);
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        assert!((0..400).any(|_| h.space.draw(&mut rng).tape.is_some()));
+    }
+
     /// A pinned `--chunk` grows the drawn prompt (and tape) to its largest size, a pinned
     /// `--draft` K the drawn positions after the prompt to K + 1, and a drawn chunk or draft
     /// is cut to what the draw's prompt leaves: the gate, which refuses a chunk longer than

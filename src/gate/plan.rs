@@ -455,7 +455,13 @@ pub fn fault_closed(
         // A window of 8 over a 2-position tape keeps 2 steps in flight: counting the window
         // alone let `--fault no-war-guard` (3 needed) run and PASS, a control that could
         // not fail.
-        in_flight: if arms.iter().any(|&a| a != ArmKind::Eager) {
+        // Eager and verify read every step back before the next (verify must, to accept or
+        // roll back): an arm list of those alone keeps one step in flight whatever
+        // --window says (`--arms verify --fault single-slot` ran and PASSed).
+        in_flight: if arms
+            .iter()
+            .any(|&a| !matches!(a, ArmKind::Eager | ArmKind::Verify))
+        {
             args.window().min(shape.steps)
         } else {
             1

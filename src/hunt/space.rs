@@ -27,7 +27,8 @@
 //! - prompt: default 8 (25), 1 (20), 2..=7 (25), 9..=24 (30); gen: 1 (15), 2..=6 (65),
 //!   7..=12 (20) (short: trials stay cheap on the CPU).
 //! - tape (15): a tape of 2..=24 random tokens below the vocab, with its own prompt_len
-//!   (60) or without (then a drawn prompt at most its length).
+//!   (60) or without (then a drawn prompt at most its length); none where --gen-len is
+//!   pinned (the gate refuses --gen-len beside a tape, which gives every position).
 //! - jitter: 0 (70), 1..=50 µs (15), 200..=400 µs (15). Gate seed: drawn (70), default 0.
 //! - on the cuda backend only (the gate refuses them on the cpu): graphs and pdl each
 //!   default on (50), off (35), on (15); mma default auto (40), on (30), off (20), auto
@@ -362,7 +363,8 @@ impl Space {
                 Some(arms)
             };
         }
-        if self.free(Dim::Tape) && pct(rng, 15) {
+        // A pinned --gen-len goes to every trial, and the gate refuses it beside a tape.
+        if self.free(Dim::Tape) && self.free(Dim::GenLen) && pct(rng, 15) {
             let len = rng.gen_range(2..=24usize.min(self.context));
             d.tape = Some(TapeSpec {
                 len,
