@@ -595,12 +595,18 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &["--fault", "single-slot", "--stages", "2", "--window", "1"],
             &["needs 2 steps in flight, and these arms keep at most 1"],
         ),
-        // A window past the tape keeps the tape's positions in flight, no more: a window of
-        // 8 over 2 positions let no-war-guard run and PASS (exit 0), a control that could
-        // not fail.
+        // A window past the tape keeps the tape's positions in flight, less the first step,
+        // no more: a window of 8 over 2 positions let no-war-guard run and PASS (exit 0), a
+        // control that could not fail.
         (
             &["--fault", "no-war-guard", "--stages", "2", "--arms", "pipelined", "--window", "8", "--prompt-len", "1", "--gen-len", "1"],
-            &["needs 3 steps in flight, and these arms keep at most 2", "at most the tape's positions"],
+            &["needs 3 steps in flight, and these arms keep at most 1", "at most the tape's positions less the first step"],
+        ),
+        // Three positions: step 1 holds for step 3's write, which never comes (a hunt blind
+        // spot: `--stages 2 --prompt-len 1 --gen-len 2 --fault no-war-guard` PASSed 3/3).
+        (
+            &["--fault", "no-war-guard", "--stages", "2", "--prompt-len", "1", "--gen-len", "2"],
+            &["needs 3 steps in flight, and these arms keep at most 2"],
         ),
         (
             &["--fault", "single-slot", "--stages", "2", "--arms", "batched", "--window", "4", "--prompt-len", "1", "--gen-len", "0"],

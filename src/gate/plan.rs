@@ -403,8 +403,8 @@ struct StepShape {
     prime_multi_row: bool,
     verify_rounds: bool,
     /// The tape's positions: the pipelined and batched arms keep at most this many steps
-    /// in flight, whatever --window says (a window past the tape is allowed, and keeps
-    /// every step in flight).
+    /// in flight, less the first (nothing is in flight before it), whatever --window says
+    /// (a window past the tape is allowed, and keeps every step in flight).
     steps: usize,
 }
 
@@ -462,7 +462,10 @@ pub fn fault_closed(
             .iter()
             .any(|&a| !matches!(a, ArmKind::Eager | ArmKind::Verify))
         {
-            args.window().min(shape.steps)
+            // From the second step on: the runtime's write-after-read holds engage only
+            // while an earlier step's output is unread, so step s holds for step s + 2's
+            // write (no-war-guard) and a 3-step tape opened nothing (a hunt blind spot).
+            args.window().min(shape.steps.saturating_sub(1)).max(1)
         } else {
             1
         },

@@ -211,7 +211,7 @@ impl Fault {
         let window = |need: usize, hazard: &str| {
             (site.in_flight < need).then(|| {
                 format!(
-                    "{hazard}, so it needs {need} steps in flight, and these arms keep at most {} (eager and verify read every step back before the next; pipelined and batched keep --window, at most the tape's positions)",
+                    "{hazard}, so it needs {need} steps in flight, and these arms keep at most {} (eager and verify read every step back before the next; pipelined and batched keep --window, at most the tape's positions less the first step, which has none before it)",
                     site.in_flight
                 )
             })
