@@ -87,11 +87,17 @@ impl<'de> Visitor<'de> for UniqueVisitor {
 /// f64, so `18446744073709551616` would come back as `1.8446744073709552e+19`: an error
 /// about such a value echoes the literal from here instead (`Literals::show`), the text the
 /// user wrote. For text that parsed as JSON (the scan trusts its structure); built only on
-/// an error's path, so a valid file costs no second pass.
-pub struct Literals(HashMap<String, String>);
+/// an error's path (`as_written`), so a valid file costs no second pass.
+struct Literals(HashMap<String, String>);
+
+/// The value `v` found at `pointer` of the JSON `text`, as an error quotes it: a number as
+/// the text wrote it (`Literals`), anything else as JSON.
+pub fn as_written(text: &str, pointer: &str, v: &serde_json::Value) -> String {
+    Literals::of(text).show(pointer, v)
+}
 
 impl Literals {
-    pub fn of(text: &str) -> Literals {
+    fn of(text: &str) -> Literals {
         // Where the scan is: each open container, an array's current index or an object's
         // current key.
         enum Frame {
@@ -168,7 +174,7 @@ impl Literals {
 
     /// The value at `pointer` as an error shows it: a number's literal as the text has it,
     /// anything else as JSON.
-    pub fn show(&self, pointer: &str, v: &serde_json::Value) -> String {
+    fn show(&self, pointer: &str, v: &serde_json::Value) -> String {
         match (v, self.0.get(pointer)) {
             (serde_json::Value::Number(_), Some(lit)) => lit.clone(),
             _ => v.to_string(),

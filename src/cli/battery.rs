@@ -62,9 +62,9 @@ fn short(n: &str) -> String {
 }
 
 /// A JSON value for a message, as the file `text` wrote it at `pointer` (a number serde_json
-/// reads as an f64 keeps its literal: `jsonin::Literals`), cut to 40 characters.
+/// reads as an f64 keeps its literal: `jsonin::as_written`), cut to 40 characters.
 fn shown_value(text: &str, pointer: &str, v: &serde_json::Value) -> String {
-    let t = crate::jsonin::Literals::of(text).show(pointer, v);
+    let t = crate::jsonin::as_written(text, pointer, v);
     if t.chars().count() <= 60 {
         return t;
     }

@@ -16,16 +16,17 @@ use crate::arms::ArmKind;
 use crate::backend::any::AnyBackend;
 use crate::exit::{EXIT_FAIL, EXIT_INTERRUPTED, EXIT_PASS};
 use crate::fsio::{check_writable, OutLock};
-use crate::gate::plan::{check_prompt_reach, check_topk, load_model, open_backend};
+use crate::gate::plan::{
+    check_prompt_reach, check_topk, list_flag, load_model, open_backend, PromptReach,
+};
 use crate::gate::plant::Corner;
 use crate::gate::policy::{check_flags, Reader};
-use crate::gate::tape::{args_prompt_len, check_tape, read_tape};
+use crate::gate::tape::{check_tape, read_tape};
 use crate::gate::GateOptions;
 use crate::hunt::space::{Dim, Space};
 use crate::hunt::trial::parse_budget;
 use crate::hunt::Hunt;
 use crate::model::Config;
-use crate::runtime::placement::parse_list;
 use crate::runtime::{Fault, Placement, TransportChoice};
 
 /// The most `--confirm` runs per candidate, and shrink candidates per finding.
@@ -56,11 +57,6 @@ fn parse_gate(argv: &[String]) -> Result<GateOptions> {
     Ok(cli.gate.options())
 }
 
-/// A list flag (`--chunk`, `--splits`, `--devices`) as the gate parses it.
-fn list_of(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
-    Ok(v.as_deref().map(|s| parse_list(flag, s)).transpose()?)
-}
-
 /// The gate flags given to a hunt, held before the first trial to what they decide whatever
 /// the draws make of the rest, in the gate's own words (exit 2 naming the flag): a value no
 /// trial can run is a bad flag, not a `refused` finding in every trial. What a draw mends is
@@ -83,7 +79,7 @@ fn check_pinned(
     let is_pinned = |d: Dim| pinned.contains(&d);
     let most = cfg.n_layers.clamp(1, 8);
     // The counts, each alone (a flag left out is its default, which passes).
-    let chunks = list_of("--chunk", &base.chunk)?;
+    let chunks = list_flag("--chunk", &base.chunk)?;
     crate::arms::check_counts(
         base.window(),
         base.batch(),
@@ -114,8 +110,8 @@ fn check_pinned(
         Placement::from_flags(
             cfg.n_layers,
             base.stages,
-            list_of("--splits", &base.splits)?.as_deref(),
-            list_of("--devices", &base.devices)?.as_deref(),
+            list_flag("--splits", &base.splits)?.as_deref(),
+            list_flag("--devices", &base.devices)?.as_deref(),
             in_process,
             be.device_count(),
             &move |a, b| be2.peer_ok(a, b),
@@ -302,12 +298,14 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
         _ => 2,
     };
     let base_stages = check_pinned(&base, &given, &pinned, &model.cfg, &be, base_min_stages)?;
-    let base_prompt = args_prompt_len(&base)?;
-    let base_gen = match base.tape.as_deref() {
-        Some(t) => read_tape(t)?.tokens.len() - base_prompt,
+    // The prompt and positions as the gate resolves them (a tape's own, else the flags).
+    let reach = PromptReach::of(&base)?;
+    let base_prompt = reach.prompt;
+    let base_gen = match base.tape {
+        Some(_) => reach.steps - reach.prompt,
         None => base.gen_len(),
     };
-    let base_chunk_max = list_of("--chunk", &base.chunk)?
+    let base_chunk_max = list_flag("--chunk", &base.chunk)?
         .and_then(|c| c.into_iter().max())
         .unwrap_or(0);
     let space = Space {

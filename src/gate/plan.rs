@@ -308,7 +308,7 @@ pub struct PromptReach {
 }
 
 impl PromptReach {
-    fn of(args: &GateOptions) -> Result<PromptReach> {
+    pub fn of(args: &GateOptions) -> Result<PromptReach> {
         let tape = args.tape.as_deref().map(read_tape).transpose()?;
         let prompt = gate_prompt_len(args, tape.as_ref())?;
         let path = || {
@@ -410,17 +410,9 @@ struct StepShape {
 
 impl StepShape {
     fn of(args: &GateOptions) -> StepShape {
-        let tape = match args.tape.as_deref().map(super::tape::read_tape) {
-            Some(Ok(t)) => Some(t),
-            Some(Err(_)) => return StepShape::OPEN,
-            None => None,
-        };
-        let Ok(prompt) = super::tape::gate_prompt_len(args, tape.as_ref()) else {
+        let Ok(PromptReach { prompt, steps, .. }) = PromptReach::of(args) else {
             return StepShape::OPEN;
         };
-        let steps = tape
-            .as_ref()
-            .map_or(prompt.saturating_add(args.gen_len()), |t| t.tokens.len());
         let chunks = list_flag("--chunk", &args.chunk).ok().flatten();
         StepShape {
             prime_multi_row: crate::arms::prime_chunk_sizes(chunks.as_deref(), prompt)
@@ -452,19 +444,17 @@ pub fn fault_closed(
     let serve = arms.contains(&ArmKind::Serve);
     let site = Site {
         devices,
-        // A window of 8 over a 2-position tape keeps 2 steps in flight: counting the window
-        // alone let `--fault no-war-guard` (3 needed) run and PASS, a control that could
-        // not fail.
-        // Eager and verify read every step back before the next (verify must, to accept or
-        // roll back): an arm list of those alone keeps one step in flight whatever
-        // --window says (`--arms verify --fault single-slot` ran and PASSed).
+        // Steps in flight: one where every arm reads each step back before the next (eager;
+        // verify, to accept or roll back), else --window, at most the tape's positions less
+        // the first: the runtime's write-after-read holds engage only while an earlier
+        // step's output is unread, so step s holds for step s + 2's write. Counted from the
+        // window alone, `--arms verify`, a window past a 2-position tape and a 3-position
+        // tape each let no-war-guard or single-slot run and PASS, controls that could not
+        // fail.
         in_flight: if arms
             .iter()
             .any(|&a| !matches!(a, ArmKind::Eager | ArmKind::Verify))
         {
-            // From the second step on: the runtime's write-after-read holds engage only
-            // while an earlier step's output is unread, so step s holds for step s + 2's
-            // write (no-war-guard) and a 3-step tape opened nothing (a hunt blind spot).
             args.window().min(shape.steps.saturating_sub(1)).max(1)
         } else {
             1
@@ -568,7 +558,7 @@ fn check_processes(
     Ok(TransportChoice::Auto)
 }
 
-fn list_flag(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
+pub(crate) fn list_flag(flag: &str, v: &Option<String>) -> Result<Option<Vec<usize>>> {
     Ok(v.as_deref().map(|s| parse_list(flag, s)).transpose()?)
 }
 

@@ -38,10 +38,10 @@ fn json_kind(v: &serde_json::Value) -> &'static str {
 }
 
 /// A JSON value as errors quote it: as the file wrote it (`text`, the file, at `pointer`: a
-/// number serde_json reads as an f64 keeps its literal, `jsonin::Literals`), short whatever
+/// number serde_json reads as an f64 keeps its literal, `jsonin::as_written`), short whatever
 /// its size.
 fn json_short(text: &str, pointer: &str, v: &serde_json::Value) -> String {
-    let t = crate::jsonin::Literals::of(text).show(pointer, v);
+    let t = crate::jsonin::as_written(text, pointer, v);
     match t.char_indices().nth(40) {
         Some((i, _)) => format!("{}...", &t[..i]),
         None => t,

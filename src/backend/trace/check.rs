@@ -71,13 +71,15 @@ pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
     // A value of event `i` as an error quotes it: as the file wrote it. serde_json holds a
     // number that is no u64/i64 (2^64, 1e300, -0, a fraction) as an f64, whose own text
     // (1.8446744073709552e+19, or Rust's 301 digits for -1e300) is not what the user wrote
-    // and would send them looking for a value that is not in the file; `Literals` gives the
+    // and would send them looking for a value that is not in the file; `as_written` gives the
     // literal back. Cut like a track name: a file's number may be any length. Built on the
     // error path only, so a good trace is scanned once.
     let shown = |i: usize, at: &str, v: &Value| {
-        crate::jsonin::clip(
-            &crate::jsonin::Literals::of(text).show(&format!("/traceEvents/{i}/{at}"), v),
-        )
+        crate::jsonin::clip(&crate::jsonin::as_written(
+            text,
+            &format!("/traceEvents/{i}/{at}"),
+            v,
+        ))
     };
     let mut tracks: BTreeMap<u64, String> = BTreeMap::new();
     let mut slices: BTreeMap<u64, Vec<Sl>> = BTreeMap::new();
