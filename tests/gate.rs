@@ -296,6 +296,20 @@ fn fault_no_war_guard_fails() {
     );
 }
 
+/// The shortest tapes on which the gate lets the write-after-read faults run (`fault_closed`:
+/// the steps in flight are the positions less the first) still FAIL: the rule refuses no
+/// length on which these controls could fail, and admits none on which they cannot (one
+/// position shorter is refused: `faults_that_cannot_open_...`).
+#[test]
+fn write_after_read_faults_fail_on_the_shortest_tape_they_open_on() {
+    for (fault, gen) in [("no-war-guard", "3"), ("single-slot", "2")] {
+        assert_fault_fails(
+            fault,
+            &["--stages", "2", "--prompt-len", "1", "--gen-len", gen],
+        );
+    }
+}
+
 #[test]
 fn fault_single_slot_fails() {
     assert_fault_fails(
