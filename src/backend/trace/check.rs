@@ -25,6 +25,8 @@ pub struct Report {
 }
 
 struct Sl {
+    /// The slice's index in traceEvents (an error quotes its ts and dur as written).
+    at: usize,
     name: String,
     phase: Option<String>,
     step: Option<u64>,
@@ -133,14 +135,27 @@ pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
                         )
                     })?),
                 };
+                // The tool writes a slice's name, phase and requests as strings (phase and
+                // requests may be absent). Anything else is refused, naming it: read as
+                // empty or none, a slice would leave its phase's bars (or the serve bar)
+                // without a word.
+                let text_of = |at: &str, v: &Value| match v {
+                    Value::Null => Ok(None),
+                    Value::String(t) => Ok(Some(t.clone())),
+                    _ => Err(format!(
+                        "traceEvents[{i}]: {at} {} is not a string",
+                        shown(i, at, v)
+                    )),
+                };
+                let name = text_of("name", &e["name"])?.unwrap_or_default();
+                let phase = text_of("args/phase", &e["args"]["phase"])?;
+                let requests = text_of("args/requests", &e["args"]["requests"])?;
                 slices.entry(tid()?).or_default().push(Sl {
-                    name: e["name"].as_str().unwrap_or("").to_string(),
-                    phase: e["args"]["phase"].as_str().map(str::to_string),
+                    at: i,
+                    name,
+                    phase,
                     step,
-                    requests: e["args"]["requests"]
-                        .as_str()
-                        .filter(|r| !r.is_empty())
-                        .map(str::to_string),
+                    requests: requests.filter(|r| !r.is_empty()),
                     ts,
                     end: ts + dur,
                 });
@@ -235,35 +250,40 @@ pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
     );
 
     // 2. No two slices of one stream overlap (every track, every phase).
-    let mut clashes = Vec::new();
+    let mut clashes = 0usize;
+    let mut first: Option<(u64, usize, usize)> = None;
     for (tid, sl) in &slices {
         let mut v: Vec<&Sl> = sl.iter().collect();
         v.sort_by(|a, b| a.ts.total_cmp(&b.ts));
         for w in v.windows(2) {
             if w[1].ts < w[0].end - EPS_US {
-                clashes.push(format!(
-                    "{}: {} [{:.1}, {:.1}] and {} from {:.1}",
-                    tracks.get(tid).map_or("?", |t| t.as_str()),
-                    w[0].name,
-                    w[0].ts,
-                    w[0].end,
-                    w[1].name,
-                    w[1].ts
-                ));
+                clashes += 1;
+                first.get_or_insert((*tid, w[0].at, w[1].at));
             }
         }
     }
+    // The first clash is quoted as the file wrote it (a computed end of a huge ts would
+    // print every digit of an f64), each slice by its index in traceEvents; built once,
+    // on the failing path only.
+    let first = first.map_or(String::new(), |(tid, a, b)| {
+        let name = |i: usize| crate::jsonin::clip(ev[i]["name"].as_str().unwrap_or(""));
+        format!(
+            "{}: traceEvents[{a}] {} at ts {} lasting {} and traceEvents[{b}] {} at ts {}",
+            crate::jsonin::clip(tracks.get(&tid).map_or("?", |t| t.as_str())),
+            name(a),
+            shown(a, "ts", &ev[a]["ts"]),
+            shown(a, "dur", &ev[a]["dur"]),
+            name(b),
+            shown(b, "ts", &ev[b]["ts"])
+        )
+    });
     bar(
-        clashes.is_empty(),
+        clashes == 0,
         format!(
             "no two slices of one stream overlap ({} tracks)",
             slices.len()
         ),
-        format!(
-            "{} overlapping slice pairs on one stream, first: {}",
-            clashes.len(),
-            clashes.first().map_or("", |c| c.as_str())
-        ),
+        format!("{clashes} overlapping slice pairs on one stream, first: {first}"),
     );
 
     // 3. Some stage runs ahead: stage s's step k+1 starts before stage s+1's step k ends.
@@ -573,6 +593,66 @@ mod tests {
             );
             assert!(e.len() < 250, "{at} {lit}: uncut: {e}");
         }
+    }
+
+    /// A slice's name, phase and requests are strings in a trace this tool wrote. Any
+    /// other value is refused, naming it as written: read as empty or "no phase", the slice
+    /// would leave its phase's bars (or the serve bar) without a word.
+    #[test]
+    fn a_slice_name_phase_or_requests_that_is_no_string_is_refused() {
+        for (path, lit) in [
+            ("name", "7"),
+            ("name", "[\"layers\"]"),
+            ("args/phase", "1e300"),
+            ("args/phase", "true"),
+            ("args/requests", "{\"r\":3}"),
+        ] {
+            let mut d = doc(3);
+            let e = &mut d["traceEvents"][3];
+            match path.strip_prefix("args/") {
+                Some(k) => e["args"][k] = "@here@".into(),
+                None => e[path] = "@here@".into(),
+            }
+            let text = d.to_string().replace("\"@here@\"", lit);
+            let v = crate::jsonin::parse_unique(&text).unwrap();
+            let err = check(&v, &text, "pipelined").unwrap_err();
+            assert_eq!(
+                err,
+                format!("traceEvents[3]: {path} {lit} is not a string"),
+                "{path} {lit}"
+            );
+        }
+        // Absent phase and requests stay allowed: work outside any phase, a non-serve step.
+        let mut d = doc(3);
+        d["traceEvents"][2]["args"] = serde_json::json!({});
+        assert!(run(&d, "pipelined").is_ok());
+    }
+
+    /// The overlap bar's FAIL line quotes the first clash's slices by index, with ts and
+    /// dur as the file wrote them: a huge ts prints as written, not as an f64's every digit.
+    #[test]
+    fn an_overlap_is_quoted_as_the_file_wrote_it() {
+        let mut d = doc(2);
+        let ev = d["traceEvents"].as_array_mut().unwrap();
+        for (ts, dur) in [("@a@", "@d@"), ("@b@", "@d@")] {
+            ev.push(
+                serde_json::json!({"ph": "X", "name": "tx", "tid": 5, "ts": ts,
+                "dur": dur, "args": {"phase": "eager", "step": 0}}),
+            );
+        }
+        let text = d
+            .to_string()
+            .replace("\"@a@\"", "1e300")
+            .replace("\"@b@\"", "1.0e300")
+            .replace("\"@d@\"", "1e299");
+        let v = crate::jsonin::parse_unique(&text).unwrap();
+        let r = check(&v, &text, "pipelined").unwrap();
+        assert!(!r.pass);
+        assert_eq!(
+            r.lines[1],
+            "FAIL  1 overlapping slice pairs on one stream, first: ?: traceEvents[6] tx at ts \
+             1e300 lasting 1e299 and traceEvents[7] tx at ts 1.0e300"
+        );
     }
 
     /// Prime and verify walk the same positions again (repeats, chunk sizes, rounds): their
