@@ -714,9 +714,13 @@ fn faults_of_steps_the_tape_leaves_out_are_refused() {
         let o = gate("no-rollback", "verify", tape, &[]);
         assert_eq!(o.status.code(), Some(2), "{}", text(&o));
         assert!(text(&o).contains("roll nothing back"), "{}", text(&o));
-        let o = gate("chunk-kv-order", "verify", tape, &[]);
-        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     }
+    // Verify primes its prompt as one chunk: a 1-token prompt is one row (refused), a
+    // 4-token prompt four rows, every one checked (caught, with no round at all).
+    let o = gate("chunk-kv-order", "verify", &one, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let o = gate("chunk-kv-order", "verify", &all_prompt, &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     // Prime with chunks of one row only: no multi-row step either.
     let o = gate("chunk-kv-order", "prime", &open, &["--chunk", "1"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));

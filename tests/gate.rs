@@ -307,7 +307,120 @@ fn write_after_read_faults_fail_on_the_shortest_tape_they_open_on() {
             fault,
             &["--stages", "2", "--prompt-len", "1", "--gen-len", gen],
         );
+        // The prime arm's walk of one 8-row chunk and `gen` positions: gen + 1 steps.
+        assert_fault_fails(
+            fault,
+            &[
+                "--stages",
+                "2",
+                "--arms",
+                "prime",
+                "--chunk",
+                "8",
+                "--prompt-len",
+                "8",
+                "--gen-len",
+                gen,
+                "--repeat",
+                "1",
+                "--window",
+                "8",
+            ],
+        );
     }
+}
+
+/// The other side of the row and scratch rules (`fault_closed`): the smallest gates they
+/// admit still FAIL, 5 seeds each, so no rule refuses a gate on which its control could fail.
+#[test]
+fn row_and_scratch_faults_fail_on_the_smallest_gate_they_open_on() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "shared-scratch",
+            &[
+                "--stages",
+                "2",
+                "--arms",
+                "batched",
+                "--batch",
+                "1",
+                "--window",
+                "2",
+                "--prompt-len",
+                "1",
+                "--gen-len",
+                "2",
+            ],
+        ),
+        (
+            "chunk-kv-order",
+            &["--arms", "verify", "--prompt-len", "2", "--gen-len", "0"],
+        ),
+        (
+            "no-rollback",
+            &["--arms", "verify", "--prompt-len", "1", "--gen-len", "2"],
+        ),
+        (
+            "row-count-order",
+            &[
+                "--arms",
+                "batched",
+                "--batch",
+                "2",
+                "--prompt-len",
+                "1",
+                "--gen-len",
+                "1",
+            ],
+        ),
+    ];
+    for (fault, flags) in cases {
+        for seed in ["1", "2", "3", "4", "5"] {
+            let mut f = flags.to_vec();
+            f.extend(["--seed", seed]);
+            assert_fault_fails(fault, &f);
+        }
+    }
+    // Serve: the seed draws each request's prompt (1..=--prompt-len), so one seed's schedule
+    // prefills a 2-row chunk and another's does not. The rule reads the schedule: each seed
+    // FAILs (exit 1) or is refused (exit 2), never PASSes, and some seed FAILs.
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let mut failed = 0;
+    for seed in 1..=8 {
+        let seed = seed.to_string();
+        let o = run(&[
+            "--arms",
+            "serve",
+            "--requests",
+            "1",
+            "--max-rows",
+            "2",
+            "--prompt-len",
+            "2",
+            "--gen-len",
+            "0",
+            "--fault",
+            "chunk-kv-order",
+            "--seed",
+            &seed,
+            "--receipt",
+            rp.to_str().unwrap(),
+        ]);
+        match o.status.code() {
+            Some(1) => {
+                assert_eq!(receipt(&rp)["verdict"], "FAIL");
+                failed += 1;
+            }
+            Some(2) => assert!(
+                text(&o).contains("none of these arms walks one"),
+                "seed {seed}: {}",
+                text(&o)
+            ),
+            c => panic!("seed {seed}: exit {c:?}:\n{}", text(&o)),
+        }
+    }
+    assert!(failed > 0, "no seed of 8 drew a 2-token prompt");
 }
 
 #[test]
@@ -614,7 +727,7 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
         // control that could not fail.
         (
             &["--fault", "no-war-guard", "--stages", "2", "--arms", "pipelined", "--window", "8", "--prompt-len", "1", "--gen-len", "1"],
-            &["needs 3 steps in flight, and these arms keep at most 1", "at most the tape's positions less the first step"],
+            &["needs 3 steps in flight, and these arms keep at most 1", "at most their walk's steps less the first"],
         ),
         // Three positions: step 1 holds for step 3's write, which never comes (a hunt blind
         // spot: `--stages 2 --prompt-len 1 --gen-len 2 --fault no-war-guard` PASSed 3/3).
@@ -626,10 +739,57 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &["--fault", "single-slot", "--stages", "2", "--arms", "batched", "--window", "4", "--prompt-len", "1", "--gen-len", "0"],
             &["needs 2 steps in flight, and these arms keep at most 1"],
         ),
+        // Prime and serve keep at most their own walk's steps in flight: a prime of one
+        // 8-row chunk and one position is 2 steps, a serve schedule of one request 1 to 3
+        // (a hunt blind spot: `--arms serve --gen-len 1 --requests 1 --fault no-war-guard`
+        // PASSed 3/3).
+        (
+            &["--fault", "single-slot", "--stages", "2", "--arms", "prime", "--chunk", "8", "--prompt-len", "8", "--gen-len", "1", "--repeat", "1", "--window", "8"],
+            &["needs 2 steps in flight, and these arms keep at most 1", "prime's chunks and positions"],
+        ),
+        (
+            &["--fault", "no-war-guard", "--stages", "2", "--arms", "serve", "--gen-len", "1", "--requests", "1"],
+            &["needs 3 steps in flight, and these arms keep at most 1", "serve's schedule"],
+        ),
         // Verify reads each round back before the next: no step in flight beside it.
         (
             &["--fault", "single-slot", "--stages", "2", "--arms", "eager,verify"],
             &["needs 2 steps in flight, and these arms keep at most 1", "eager and verify read every step back"],
+        ),
+        // Hunt blind spots (`hunt --fault F`): gates the rule let run that PASSed.
+        // One stage's use of the shared scratch clashes with another's only while stage 0
+        // runs ahead; a window of 1 and verify keep nothing in flight.
+        (
+            &["--fault", "shared-scratch", "--stages", "2", "--window", "1"],
+            &["needs 2 steps in flight, and these arms keep at most 1"],
+        ),
+        (
+            &["--fault", "shared-scratch", "--stages", "2", "--arms", "verify"],
+            &["needs 2 steps in flight, and these arms keep at most 1"],
+        ),
+        // A 1-token prompt: verify's prompt chunk is one row, and a round's rows after its
+        // input are checked only where the model accepts a draft (round 0's one draft is
+        // always wrong: `--gen-len 2` PASSed).
+        (
+            &["--fault", "chunk-kv-order", "--arms", "verify", "--prompt-len", "1", "--gen-len", "2"],
+            &["none of these arms walks one whose later rows are all checked", "verify with a prompt of 2+"],
+        ),
+        (
+            &["--fault", "no-rollback", "--arms", "verify", "--gen-len", "1"],
+            &["roll nothing back", "2+ positions after the prompt"],
+        ),
+        // Serve prefills 1-token prompts one row at a time; one request steps one row.
+        (
+            &["--fault", "chunk-kv-order", "--arms", "serve", "--prompt-len", "1"],
+            &["none of these arms walks one"],
+        ),
+        (
+            &["--fault", "row-count-order", "--arms", "serve", "--requests", "1", "--prompt-len", "1"],
+            &["these arms step one row at a time"],
+        ),
+        (
+            &["--fault", "row-count-order", "--arms", "batched", "--batch", "1"],
+            &["these arms step one row at a time", "batched with --batch 2+"],
         ),
         // The refusal comes before the model loads: a missing model is never reached.
         (

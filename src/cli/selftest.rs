@@ -489,7 +489,9 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::fault::Site;
+    use crate::arms::ArmKind;
+    use crate::backend::cuda::MmaMode;
+    use crate::gate::plan::{site, Engines};
 
     /// Every recipe that opens passes the gate's own window check on that backend, and the
     /// ones that do not open say why: the selftest never plans a run the gate would refuse.
@@ -514,21 +516,20 @@ mod tests {
                                 g,
                             )
                             .unwrap_or_else(|e| panic!("{f} cuda={cuda} g={g}: {e}"));
-                            let eager_only = a.arms == "eager";
-                            let serve = a.arms.contains("serve");
-                            let site = Site {
-                                devices: &devices,
-                                in_flight: if eager_only { 1 } else { a.window() },
-                                uploads_weights: cuda,
-                                multi_row: a.arms.contains("prime")
-                                    || a.arms.contains("verify")
-                                    || (serve && a.max_rows() >= 2 && a.prefill_chunk() >= 2),
-                                rollback: a.arms.contains("verify"),
-                                batched: a.arms.contains("batched") || (serve && a.max_rows() >= 2),
-                                mma: a.mma.as_deref() == Some("on"),
-                                ffma: !cuda || a.mma.as_deref() == Some("off"),
-                                reuse: serve && a.requests() > a.max_rows(),
+                            // The gate's own view of these flags (`plan::site`), not a
+                            // copy of it: a recipe the gate would refuse fails here.
+                            let arms: Vec<ArmKind> = a
+                                .arms
+                                .split(',')
+                                .map(|n| ArmKind::parse(n.trim()).unwrap())
+                                .collect();
+                            let engine = match (cuda, a.mma.as_deref()) {
+                                (false, _) => Engines::HostWeights,
+                                (true, Some("on")) => Engines::Cuda(MmaMode::On),
+                                (true, Some("off")) => Engines::Cuda(MmaMode::Off),
+                                (true, _) => Engines::Cuda(MmaMode::Auto),
                             };
+                            let site = site(&a, engine, &devices, &arms);
                             assert_eq!(f.cannot_open(&site), None, "{f} cuda={cuda} g={g}");
                         }
                         Recipe::Closed(why) => {

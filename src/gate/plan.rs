@@ -395,17 +395,32 @@ pub fn check_prompt_reach(args: &GateOptions) -> Result<PromptReach> {
 
 /// What the tape and the prompt make of the multi-row arms, known from the flags: whether
 /// a prime chunk carries two or more rows (a 1-token prompt, or `--chunk 1`, primes one row
-/// a step), and whether verify runs any round (a tape whose prompt is every position runs
-/// none). A fault of those steps cannot open without them (found by `ppn-gate hunt`: a
-/// `no-rollback` verify gate on a 1-token tape PASSed). A tape or prompt the gate will
-/// refuse counts as both (the gate names the real error).
+/// a step), whether a verify round drafts anything (a round with no position after its
+/// input is one row and rolls nothing back), and what the serve arm's schedule (fixed by
+/// the flags and the seed) puts in a step. A fault of those steps cannot open without them
+/// (found by `ppn-gate hunt`: a `no-rollback` verify gate on a 1-token tape, a verify gate
+/// of one generated position, a `chunk-kv-order` serve gate of 1-token prompts and a
+/// `row-count-order` serve gate of one request all PASSed). A tape, prompt or serve flag the
+/// gate will refuse counts as open (the gate names the real error).
 struct StepShape {
     prime_multi_row: bool,
-    verify_rounds: bool,
+    /// The prompt is two or more positions: verify primes it as one chunk of that many
+    /// rows, every row's logits checked.
+    prompt_rows: bool,
+    verify_drafts: bool,
     /// The tape's positions: the pipelined and batched arms keep at most this many steps
     /// in flight, less the first (nothing is in flight before it), whatever --window says
     /// (a window past the tape is allowed, and keeps every step in flight).
     steps: usize,
+    /// The prime arm's walk, in steps (every chunk size and repeat: the chunks, then one
+    /// step a position to the tape's end).
+    prime_steps: usize,
+    /// The serve arm's schedule, in steps.
+    serve_steps: usize,
+    /// The serve schedule has a step of two or more rows (any requests).
+    serve_rows: bool,
+    /// The serve schedule has a step of two or more rows of one request (a prefill chunk).
+    serve_seq_rows: bool,
 }
 
 impl StepShape {
@@ -414,20 +429,154 @@ impl StepShape {
             return StepShape::OPEN;
         };
         let chunks = list_flag("--chunk", &args.chunk).ok().flatten();
+        let serve = if args.runs_arm(ArmKind::Serve) {
+            serve_shape(args, prompt)
+        } else {
+            ServeShape::default()
+        };
+        let sizes = crate::arms::prime_chunk_sizes(chunks.as_deref(), prompt);
+        // `prime_plan`'s length; a --repeat the gate refuses counts as open.
+        let prime_steps = match args.repeat() {
+            0 => usize::MAX,
+            r => sizes.iter().fold(0usize, |n, &c| {
+                let walk = prompt
+                    .div_ceil(c.max(1))
+                    .saturating_add(steps - prompt.min(steps));
+                n.saturating_add(walk.saturating_mul(r))
+            }),
+        };
         StepShape {
-            prime_multi_row: crate::arms::prime_chunk_sizes(chunks.as_deref(), prompt)
-                .iter()
-                .any(|&c| c > 1),
-            verify_rounds: steps > prompt,
+            prime_multi_row: sizes.iter().any(|&c| c > 1),
+            prompt_rows: prompt >= 2,
+            // Round 0's input is position `prompt`; it drafts the positions after it.
+            verify_drafts: steps > prompt.saturating_add(1),
             steps,
+            prime_steps,
+            serve_steps: serve.steps,
+            serve_rows: serve.rows,
+            serve_seq_rows: serve.seq_rows,
         }
     }
 
     const OPEN: StepShape = StepShape {
         prime_multi_row: true,
-        verify_rounds: true,
+        prompt_rows: true,
+        verify_drafts: true,
         steps: usize::MAX,
+        prime_steps: usize::MAX,
+        serve_steps: usize::MAX,
+        serve_rows: true,
+        serve_seq_rows: true,
     };
+}
+
+/// The serve arm's schedule (the one the gate will walk: prompts of 1..=prompt, generated
+/// 0..=--gen-len, none with a tape) as the fault rule reads it.
+#[derive(Default)]
+struct ServeShape {
+    steps: usize,
+    /// A step of two or more rows.
+    rows: bool,
+    /// A step of two or more rows of one request (a prefill chunk).
+    seq_rows: bool,
+}
+
+/// Flags the serve arm refuses count as open (the gate names the real error).
+fn serve_shape(args: &GateOptions, prompt: usize) -> ServeShape {
+    use crate::arms::serve;
+    let spec = serve::ServeSpec {
+        requests: args.requests(),
+        max_rows: args.max_rows(),
+        prefill_chunk: args.prefill_chunk(),
+    };
+    if serve::check_flags(spec.requests, spec.max_rows, spec.prefill_chunk).is_err() {
+        return ServeShape {
+            steps: usize::MAX,
+            rows: true,
+            seq_rows: true,
+        };
+    }
+    let gen = if args.tape.is_some() {
+        0
+    } else {
+        args.gen_len()
+    };
+    let sched = serve::schedule(&spec, args.seed, prompt, gen);
+    ServeShape {
+        steps: sched.steps.len(),
+        rows: sched.steps.iter().any(|st| st.rows.len() >= 2),
+        seq_rows: sched.steps.iter().any(|st| {
+            let mut q: Vec<usize> = st.rows.iter().map(|r| r.0).collect();
+            q.sort_unstable();
+            q.windows(2).any(|w| w[0] == w[1])
+        }),
+    }
+}
+
+/// What a backend's engines are, as the fault rule reads them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Engines {
+    /// Engines reading the model's one host copy, every matvec on the FFMA kernels (cpu).
+    HostWeights,
+    /// Engines uploading weights (cuda), with their tensor-core mode.
+    Cuda(MmaMode),
+}
+
+/// Where faults can open in a gate of these flags (stages on `devices`, running `arms` on
+/// engines `engine`): the one view `fault_closed` (the gate and hunt) and the selftest's
+/// recipes are checked by.
+pub(crate) fn site<'a>(
+    args: &GateOptions,
+    engine: Engines,
+    devices: &'a [usize],
+    arms: &[ArmKind],
+) -> Site<'a> {
+    let shape = StepShape::of(args);
+    let serve = arms.contains(&ArmKind::Serve);
+    let verify = arms.contains(&ArmKind::Verify);
+    let prime = arms.contains(&ArmKind::Prime) && shape.prime_multi_row;
+    Site {
+        devices,
+        // Steps in flight, the most of any arm: one where an arm reads each step back before
+        // the next (eager; verify, to accept or roll back), else --window, at most the arm's
+        // walk less its first step (the tape's positions; prime's plan; serve's schedule):
+        // the runtime's write-after-read holds engage only while an earlier step's output is
+        // unread, so step s holds for step s + 2's write. Counted from the window alone,
+        // `--arms verify`, a window past a 2-position tape, a 3-position tape and a 2-step
+        // serve schedule each let no-war-guard or single-slot run and PASS, controls that
+        // could not fail.
+        in_flight: arms
+            .iter()
+            .map(|a| {
+                let walk = match a {
+                    ArmKind::Eager | ArmKind::Verify => return 1,
+                    ArmKind::Pipelined | ArmKind::Batched => shape.steps,
+                    ArmKind::Prime => shape.prime_steps,
+                    ArmKind::Serve => shape.serve_steps,
+                };
+                args.window().min(walk.saturating_sub(1)).max(1)
+            })
+            .max()
+            .unwrap_or(1),
+        uploads_weights: matches!(engine, Engines::Cuda(_)),
+        multi_row: prime
+            || (verify && (shape.prompt_rows || shape.verify_drafts))
+            || (serve && shape.serve_seq_rows),
+        // A round's rows after its input are checked only where a draft is accepted, which
+        // the model decides (round 0's one draft is always wrong): `--arms verify
+        // --prompt-len 1 --gen-len 2 --fault chunk-kv-order` PASSed. Its prompt chunk's
+        // rows are all checked.
+        seq_rows_checked: prime || (verify && shape.prompt_rows) || (serve && shape.serve_seq_rows),
+        rollback: verify && shape.verify_drafts,
+        // One batched row, or a serve schedule of one row a step, steps one row at a time.
+        batched: (arms.contains(&ArmKind::Batched) && args.batch() >= 2)
+            || (serve && shape.serve_rows),
+        // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
+        // kernels (decided when it loads), where the fault would plant nothing.
+        mma: matches!(engine, Engines::Cuda(MmaMode::On)),
+        ffma: matches!(engine, Engines::HostWeights | Engines::Cuda(MmaMode::Off)),
+        reuse: serve && args.requests() > args.max_rows(),
+    }
 }
 
 /// Why fault `f` cannot open in a gate of these flags (stages on `devices`, running `arms`
@@ -440,37 +589,11 @@ pub fn fault_closed(
     arms: &[ArmKind],
     f: Fault,
 ) -> Option<String> {
-    let shape = StepShape::of(args);
-    let serve = arms.contains(&ArmKind::Serve);
-    let site = Site {
-        devices,
-        // Steps in flight: one where every arm reads each step back before the next (eager;
-        // verify, to accept or roll back), else --window, at most the tape's positions less
-        // the first: the runtime's write-after-read holds engage only while an earlier
-        // step's output is unread, so step s holds for step s + 2's write. Counted from the
-        // window alone, `--arms verify`, a window past a 2-position tape and a 3-position
-        // tape each let no-war-guard or single-slot run and PASS, controls that could not
-        // fail.
-        in_flight: if arms
-            .iter()
-            .any(|&a| !matches!(a, ArmKind::Eager | ArmKind::Verify))
-        {
-            args.window().min(shape.steps.saturating_sub(1)).max(1)
-        } else {
-            1
-        },
-        uploads_weights: !be.shares_host_weights(),
-        multi_row: (arms.contains(&ArmKind::Prime) && shape.prime_multi_row)
-            || (arms.contains(&ArmKind::Verify) && shape.verify_rounds)
-            || (serve && args.max_rows() >= 2 && args.prefill_chunk() >= 2),
-        rollback: arms.contains(&ArmKind::Verify) && shape.verify_rounds,
-        batched: arms.contains(&ArmKind::Batched) || (serve && args.max_rows() >= 2),
-        // Only an explicit --mma on opens mma-row-order: auto may leave a model on the FFMA
-        // kernels (decided when it loads), where the fault would plant nothing.
-        mma: matches!(be, AnyBackend::Cuda(b) if b.mma() == MmaMode::On),
-        ffma: !matches!(be, AnyBackend::Cuda(b) if b.mma() != MmaMode::Off),
-        reuse: serve && args.requests() > args.max_rows(),
+    let engine = match be {
+        AnyBackend::Cuda(b) => Engines::Cuda(b.mma()),
+        AnyBackend::Cpu(_) => Engines::HostWeights,
     };
+    let site = site(args, engine, devices, arms);
     if let Some(why) = f.cannot_open(&site) {
         return Some(format!(
             "cannot open on --stages {} --devices {}: {why}; {}",

@@ -16,11 +16,17 @@ pub struct Site<'a> {
     /// one host copy (cpu).
     pub uploads_weights: bool,
     /// Whether an arm walks several positions of one sequence in one step (prime with a
-    /// chunk of 2+ rows, verify with a round).
+    /// chunk of 2+ rows, verify's prompt of 2+ or a round with a draft, serve prefilling 2+
+    /// rows of one request).
     pub multi_row: bool,
-    /// Whether an arm rolls caches back (verify, with a round after the prompt).
+    /// Whether such a step's rows after the first are all checked: a prime chunk, verify's
+    /// prompt chunk, a serve prefill chunk (a verify round's are only where a draft is
+    /// accepted, which the model decides).
+    pub seq_rows_checked: bool,
+    /// Whether an arm rolls caches back (verify, in a round with a draft).
     pub rollback: bool,
-    /// Whether an arm launches several sequences' rows per step (batched).
+    /// Whether an arm launches several sequences' rows per step (batched with 2+ rows, serve
+    /// where a step carries 2+ rows).
     pub batched: bool,
     /// Whether the engines run the tensor-core Q4_K matvec (`--mma on`, cuda).
     pub mma: bool,
@@ -171,20 +177,20 @@ impl Fault {
             Fault::SingleSlot => {
                 "2+ stages and 2+ steps in flight (pipelined or batched arm, --window 2+)"
             }
-            Fault::SharedScratch => "2+ stages, all on one device",
+            Fault::SharedScratch => "2+ stages, all on one device, and 2+ steps in flight (pipelined, batched, prime or serve arm, --window 2+)",
             Fault::NoExitPublish | Fault::NoReversePublish => "any placement",
             Fault::NoLoadBarrier => {
                 "the cuda backend (where it is a never-fails finding, see README)"
             }
             Fault::MisplacedCache => "the first and last stages on different devices",
-            Fault::ChunkKvOrder => "a prime arm with a chunk of 2+ rows, or a verify arm with positions after the prompt (multi-row steps of one sequence)",
-            Fault::NoRollback => "the verify arm, with positions after the prompt",
+            Fault::ChunkKvOrder => "a prime arm with a chunk of 2+ rows, a verify arm with a prompt of 2+, or a serve arm prefilling 2+ rows of a request (multi-row steps of one sequence)",
+            Fault::NoRollback => "the verify arm, with 2+ positions after the prompt (a round with a draft)",
             Fault::MmaRowOrder => {
-                "--mma on (cuda), a batched, prime or verify arm, a model with matrices in a tensor-core format (Q4_K, Q8_0, Q4_0, Q4_1, Q5_0, Q6_K)"
+                "--mma on (cuda), an arm with several rows per step (batched with --batch 2+, prime, verify, serve), a model with matrices in a tensor-core format (Q4_K, Q8_0, Q4_0, Q4_1, Q5_0, Q6_K)"
             }
             Fault::StaleCache => "the serve arm with more --requests than cache rows (--max-rows)",
             Fault::RowCountOrder => {
-                "the non-tensor-core matvec (the cpu backend, or cuda with --mma off), an arm with several rows per step (batched, prime, verify, serve with --max-rows 2+)"
+                "the non-tensor-core matvec (the cpu backend, or cuda with --mma off), an arm with several rows per step (batched with --batch 2+, prime, verify, serve)"
             }
         }
     }
@@ -211,7 +217,7 @@ impl Fault {
         let window = |need: usize, hazard: &str| {
             (site.in_flight < need).then(|| {
                 format!(
-                    "{hazard}, so it needs {need} steps in flight, and these arms keep at most {} (eager and verify read every step back before the next; pipelined and batched keep --window, at most the tape's positions less the first step, which has none before it)",
+                    "{hazard}, so it needs {need} steps in flight, and these arms keep at most {} (eager and verify read every step back before the next; pipelined, batched, prime and serve keep --window, at most their walk's steps less the first, which has none before it: the tape's positions, prime's chunks and positions, serve's schedule)",
                     site.in_flight
                 )
             })
@@ -225,12 +231,25 @@ impl Fault {
             Fault::SharedScratch if n < 2 => {
                 Some("it makes every stage drive stage 0's engine, and one stage already does".into())
             }
-            Fault::SharedScratch => site.devices.iter().position(|&d| d != d0).map(|s| {
-                format!(
-                    "every stage drives stage 0's engine, whose scratch is on device {d0}, so it needs two or more stages all on one device (stage {s} is on device {})",
-                    site.devices[s]
-                )
-            }),
+            Fault::SharedScratch => site
+                .devices
+                .iter()
+                .position(|&d| d != d0)
+                .map(|s| {
+                    format!(
+                        "every stage drives stage 0's engine, whose scratch is on device {d0}, so it needs two or more stages all on one device (stage {s} is on device {})",
+                        site.devices[s]
+                    )
+                })
+                // The stages' uses of the one scratch clash only while stage 0 runs a step
+                // and a later stage the step before (found by `ppn-gate hunt`: --window 1
+                // and a verify gate PASSed).
+                .or_else(|| {
+                    window(
+                        2,
+                        "the stages clash in the shared scratch only while stage 0 runs a step ahead of a later stage",
+                    )
+                }),
             // The CPU engine uploads no weights (it reads the model's host bytes), so its
             // "load" is a few zero-fills and the race window is microseconds: the flag could
             // not make the gate FAIL reliably.
@@ -241,12 +260,12 @@ impl Fault {
             Fault::MisplacedCache if d_last == d0 => Some(format!(
                 "it births the last stage's KV cache on stage 0's device, and both are device {d0}: nothing to misplace (it needs the first and last stages on different devices)"
             )),
-            Fault::ChunkKvOrder if !site.multi_row => Some(
-                "it breaks the order of a multi-row step of one sequence, and none of these arms walks one (prime does with a chunk of 2+ rows, verify in its rounds after the prompt)"
+            Fault::ChunkKvOrder if !site.seq_rows_checked => Some(
+                "it breaks the order of a multi-row step of one sequence, and none of these arms walks one whose later rows are all checked (prime does with a chunk of 2+ rows, verify with a prompt of 2+, serve where a request's prompt is prefilled 2+ rows at a time; a verify round's later rows are checked only where the model accepts a draft)"
                     .into(),
             ),
             Fault::NoRollback if !site.rollback => Some(
-                "it skips a verify round's cache rollback, and these arms roll nothing back (verify does, in its rounds after the prompt: a tape whose prompt is every position runs none)"
+                "it skips a verify round's cache rollback, and these arms roll nothing back (verify does, in a round with a draft: it needs 2+ positions after the prompt)"
                     .into(),
             ),
             Fault::MmaRowOrder if !site.mma => Some(
@@ -254,7 +273,7 @@ impl Fault {
                     .into(),
             ),
             Fault::MmaRowOrder if !(site.batched || site.multi_row) => Some(
-                "it changes the order of launches of several rows, and these arms launch one row at a time (batched, prime and verify launch several)"
+                "it changes the order of launches of several rows, and these arms launch one row at a time (batched with --batch 2+, prime with a chunk of 2+, verify with a prompt of 2+ or a round with a draft, serve where a step carries 2+ rows launch several)"
                     .into(),
             ),
             Fault::StaleCache if !site.reuse => Some(
@@ -269,7 +288,7 @@ impl Fault {
                     .into(),
             ),
             Fault::RowCountOrder if !(site.batched || site.multi_row) => Some(
-                "it changes the order of steps of several rows, and these arms step one row at a time (batched, prime, verify and serve with --max-rows 2+ step several)"
+                "it changes the order of steps of several rows, and these arms step one row at a time (batched with --batch 2+, prime with a chunk of 2+, verify with a prompt of 2+ or a round with a draft, serve where a step carries 2+ rows step several)"
                     .into(),
             ),
             _ => None,
@@ -311,6 +330,7 @@ mod tests {
             in_flight: 3,
             uploads_weights: true,
             multi_row: false,
+            seq_rows_checked: false,
             rollback: false,
             batched: false,
             mma: false,
