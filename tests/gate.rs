@@ -751,6 +751,12 @@ fn faults_that_cannot_open_are_refused_naming_why_and_where_they_open() {
             &["--fault", "no-war-guard", "--stages", "2", "--arms", "serve", "--gen-len", "1", "--requests", "1"],
             &["needs 3 steps in flight, and these arms keep at most 1", "serve's schedule"],
         ),
+        // One prime walk of 2 steps, repeated: step s + 2 is step s again, so an overwrite
+        // two steps later writes the same bytes (a hunt blind spot, PASSed 3/3).
+        (
+            &["--fault", "no-war-guard", "--stages", "2", "--arms", "prime", "--prompt-len", "1", "--gen-len", "1"],
+            &["needs 3 steps in flight, and these arms keep at most 2"],
+        ),
         // Verify reads each round back before the next: no step in flight beside it.
         (
             &["--fault", "single-slot", "--stages", "2", "--arms", "eager,verify"],

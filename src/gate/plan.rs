@@ -413,7 +413,7 @@ struct StepShape {
     /// (a window past the tape is allowed, and keeps every step in flight).
     steps: usize,
     /// The prime arm's walk, in steps (every chunk size and repeat: the chunks, then one
-    /// step a position to the tape's end).
+    /// step a position to the tape's end), as steps of distinct data.
     prime_steps: usize,
     /// The serve arm's schedule, in steps.
     serve_steps: usize,
@@ -436,13 +436,21 @@ impl StepShape {
         };
         let sizes = crate::arms::prime_chunk_sizes(chunks.as_deref(), prompt);
         // `prime_plan`'s length; a --repeat the gate refuses counts as open.
-        let prime_steps = match args.repeat() {
-            0 => usize::MAX,
-            r => sizes.iter().fold(0usize, |n, &c| {
-                let walk = prompt
-                    .div_ceil(c.max(1))
-                    .saturating_add(steps - prompt.min(steps));
-                n.saturating_add(walk.saturating_mul(r))
+        let prime_walk = |c: usize| {
+            prompt
+                .div_ceil(c.max(1))
+                .saturating_add(steps - prompt.min(steps))
+        };
+        let prime_steps = match (args.repeat(), sizes.as_slice()) {
+            (0, _) => usize::MAX,
+            // One chunk size: the repeats are the same walk again (same positions, rows and
+            // tokens from an empty cache), so step s + L carries step s's data (L the walk's
+            // length) and an overwrite L steps later changes nothing. A walk of L <= 2 then
+            // shows at most L steps in flight (a hunt blind spot: `--arms prime
+            // --prompt-len 1 --gen-len 1 --fault no-war-guard` PASSed 3/3).
+            (r, &[c]) if r >= 2 && prime_walk(c) <= 2 => prime_walk(c) + 1,
+            (r, _) => sizes.iter().fold(0usize, |n, &c| {
+                n.saturating_add(prime_walk(c).saturating_mul(r))
             }),
         };
         StepShape {
