@@ -44,7 +44,31 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     // Each arm's verdict is printed as the arm ends; the receipt's lines follow at the end.
     let mut w = Watch::new(args.quiet, true);
     let r = run_prepared(&p, &mut |e| w.event(e))?;
-    emit_after(args, &r, w.printed)
+    let code = emit_after(args, &r, w.printed)?;
+    if let Some(note) = fault_pass_note(&p.spec.faults, code) {
+        eprintln!("{note}");
+    }
+    Ok(code)
+}
+
+/// A gate run under `--fault` that PASSed (exit 0): the fault's window can open in this
+/// placement (else the gate refused it), but its race did not land. On CUDA a stage whose
+/// work is short finishes before the next step's write arrives: measured on one H100 with
+/// the built-in model, `--stages 2 --arms pipelined --prompt-len 1 --gen-len 2 --fault
+/// single-slot` PASSed 3/3. Said even under -q (stderr): a negative control's PASS proves
+/// nothing, and a user reading only the verdict would take it for one that held.
+pub(super) fn fault_pass_note(
+    faults: &[crate::runtime::fault::Fault],
+    code: i32,
+) -> Option<String> {
+    if code != 0 || faults.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
+    Some(format!(
+        "ppn-gate: note: --fault {} ran and the gate PASSed: the window can open here but the race did not land, so this negative control proved nothing (`ppn-gate selftest` runs each fault where it is measured to land; on CUDA the boundary races need a stage whose work lags, e.g. a multi-GB model)",
+        names.join(",")
+    ))
 }
 
 /// A PASS of one stage proves no boundary: said even under -q (stderr), never hidden (the
@@ -57,7 +81,24 @@ pub(super) fn one_stage_note(p: &Prepared) {
 
 #[cfg(test)]
 mod tests {
-    use super::GateOptions;
+    use super::{fault_pass_note, GateOptions};
+    use crate::runtime::fault::Fault;
+
+    /// A PASS under a fault is said to prove nothing, naming the faults; a FAIL, a refusal or
+    /// a gate without a fault gets no note.
+    #[test]
+    fn a_pass_under_a_fault_is_flagged() {
+        let f = [Fault::SingleSlot, Fault::NoWarGuard];
+        let n = fault_pass_note(&f, 0).unwrap();
+        assert!(
+            n.contains("--fault single-slot,no-war-guard ran and the gate PASSed")
+                && n.contains("proved nothing"),
+            "{n}"
+        );
+        assert_eq!(fault_pass_note(&f, 1), None);
+        assert_eq!(fault_pass_note(&f, 2), None);
+        assert_eq!(fault_pass_note(&[], 0), None);
+    }
     use crate::backend::cuda::MmaMode;
     use crate::cli::Cli;
     use crate::gate::plan::{mma_mode, on_off, prime_rows};

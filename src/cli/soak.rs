@@ -233,7 +233,7 @@ fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
     if let Some(j) = &a.junit {
         outln!("junit: {}", j.display());
     }
-    Ok(if summary.interrupted {
+    let code = if summary.interrupted {
         interrupted_code(summary.failed())
     } else if summary.failed() > 0 {
         EXIT_FAIL
@@ -241,7 +241,12 @@ fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
         EXIT_ERROR
     } else {
         EXIT_PASS
-    })
+    };
+    // Every run PASSed under a fault: the control proved nothing (the gate's own note).
+    if let Some(note) = super::gate::fault_pass_note(&p.spec.faults, code) {
+        eprintln!("{note}");
+    }
+    Ok(code)
 }
 
 /// A soak run's line: `run   2/3 PASS  0.52 s`, a FAIL with its FAIL verdict lines.
