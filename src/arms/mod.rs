@@ -191,9 +191,8 @@ impl GateSpec {
                 self.steps()
             ));
         }
-        let s = &self.serve;
         if self.arms.contains(&ArmKind::Serve) {
-            serve::check_flags(s.requests, s.max_rows, s.prefill_chunk)?;
+            self.serve.check()?;
         }
         Ok(())
     }

@@ -45,6 +45,11 @@ pub struct ServeSpec {
 }
 
 impl ServeSpec {
+    /// `check_flags` on these flags.
+    pub fn check(&self) -> Result<(), String> {
+        check_flags(self.requests, self.max_rows, self.prefill_chunk)
+    }
+
     /// Cache rows the requests share: `--max-rows` (every live request gets its decode row
     /// each step), at most one per request.
     pub fn cache_rows(&self) -> usize {

@@ -562,7 +562,8 @@ mod tests {
             let flags = h.flags_of(&d).unwrap();
             let o = parse_gate(&flags).unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e:#}"));
             check_flags(&o, Reader::Gate).unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e:#}"));
-            crate::arms::serve::check_flags(o.requests(), o.max_rows(), o.prefill_chunk())
+            o.serve_spec()
+                .check()
                 .unwrap_or_else(|e| panic!("draw {i} {flags:?}: {e}"));
             on_off("--graphs", &o.graphs).unwrap();
             on_off("--pdl", &o.pdl).unwrap();

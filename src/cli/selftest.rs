@@ -490,8 +490,7 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
 mod tests {
     use super::*;
     use crate::arms::ArmKind;
-    use crate::backend::cuda::MmaMode;
-    use crate::gate::plan::{site, Engines};
+    use crate::gate::plan::{mma_mode, site, Engines};
 
     /// Every recipe that opens passes the gate's own window check on that backend, and the
     /// ones that do not open say why: the selftest never plans a run the gate would refuse.
@@ -523,11 +522,9 @@ mod tests {
                                 .split(',')
                                 .map(|n| ArmKind::parse(n.trim()).unwrap())
                                 .collect();
-                            let engine = match (cuda, a.mma.as_deref()) {
-                                (false, _) => Engines::HostWeights,
-                                (true, Some("on")) => Engines::Cuda(MmaMode::On),
-                                (true, Some("off")) => Engines::Cuda(MmaMode::Off),
-                                (true, _) => Engines::Cuda(MmaMode::Auto),
+                            let engine = match cuda {
+                                false => Engines::HostWeights,
+                                true => Engines::Cuda(mma_mode(&a.mma).unwrap()),
                             };
                             let site = site(&a, engine, &devices, &arms);
                             assert_eq!(f.cannot_open(&site), None, "{f} cuda={cuda} g={g}");

@@ -129,9 +129,27 @@ impl GateOptions {
             .unwrap_or(crate::arms::serve::DEFAULT_PREFILL_CHUNK.min(self.max_rows()))
     }
 
+    /// The serve arm's flags as the run takes them (the defaults above).
+    pub fn serve_spec(&self) -> crate::arms::serve::ServeSpec {
+        crate::arms::serve::ServeSpec {
+            requests: self.requests(),
+            max_rows: self.max_rows(),
+            prefill_chunk: self.prefill_chunk(),
+        }
+    }
+
     /// `--gen-len` (default `DEFAULT_GEN_LEN`).
     pub fn gen_len(&self) -> usize {
         self.gen_len.unwrap_or(DEFAULT_GEN_LEN)
+    }
+
+    /// The positions the arms generate after the prompt: none with a tape (it gives every
+    /// position), else `--gen-len`.
+    pub fn run_gen_len(&self) -> usize {
+        match self.tape {
+            Some(_) => 0,
+            None => self.gen_len(),
+        }
     }
 
     /// `--topk` (default `DEFAULT_TOPK`).

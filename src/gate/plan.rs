@@ -272,8 +272,7 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
         arms.push(k);
     }
     if arms.contains(&ArmKind::Serve) {
-        crate::arms::serve::check_flags(args.requests(), args.max_rows(), args.prefill_chunk())
-            .map_err(anyhow::Error::msg)?;
+        args.serve_spec().check().map_err(anyhow::Error::msg)?;
     }
     let mut faults = Vec::new();
     for f in &args.faults {
@@ -491,25 +490,15 @@ struct ServeShape {
 
 /// Flags the serve arm refuses count as open (the gate names the real error).
 fn serve_shape(args: &GateOptions, prompt: usize) -> ServeShape {
-    use crate::arms::serve;
-    let spec = serve::ServeSpec {
-        requests: args.requests(),
-        max_rows: args.max_rows(),
-        prefill_chunk: args.prefill_chunk(),
-    };
-    if serve::check_flags(spec.requests, spec.max_rows, spec.prefill_chunk).is_err() {
+    let spec = args.serve_spec();
+    if spec.check().is_err() {
         return ServeShape {
             steps: usize::MAX,
             rows: true,
             seq_rows: true,
         };
     }
-    let gen = if args.tape.is_some() {
-        0
-    } else {
-        args.gen_len()
-    };
-    let sched = serve::schedule(&spec, args.seed, prompt, gen);
+    let sched = crate::arms::serve::schedule(&spec, args.seed, prompt, args.run_gen_len());
     ServeShape {
         steps: sched.steps.len(),
         rows: sched.steps.iter().any(|st| st.rows.len() >= 2),
@@ -743,7 +732,7 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         window: args.window(),
         batch: args.batch(),
         prompt_len,
-        gen_len: if tape.is_some() { 0 } else { args.gen_len() },
+        gen_len: args.run_gen_len(),
         seed: args.seed,
         topk: args.topk(),
         tape: tape.map(|t| t.tokens),
@@ -751,11 +740,7 @@ pub fn prepare_model(args: &GateOptions, model: Option<(Arc<Model>, String)>) ->
         chunks: list_flag("--chunk", &args.chunk)?,
         repeat: args.repeat(),
         draft: args.draft(),
-        serve: crate::arms::serve::ServeSpec {
-            requests: args.requests(),
-            max_rows: args.max_rows(),
-            prefill_chunk: args.prefill_chunk(),
-        },
+        serve: args.serve_spec(),
         dist: None,
         planted: super::plant::planted(args)?,
     };

@@ -251,14 +251,14 @@ pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
 
     // 2. No two slices of one stream overlap (every track, every phase).
     let mut clashes = 0usize;
-    let mut first: Option<(u64, usize, usize)> = None;
+    let mut first: Option<(u64, &Sl, &Sl)> = None;
     for (tid, sl) in &slices {
         let mut v: Vec<&Sl> = sl.iter().collect();
         v.sort_by(|a, b| a.ts.total_cmp(&b.ts));
         for w in v.windows(2) {
             if w[1].ts < w[0].end - EPS_US {
                 clashes += 1;
-                first.get_or_insert((*tid, w[0].at, w[1].at));
+                first.get_or_insert((*tid, w[0], w[1]));
             }
         }
     }
@@ -266,15 +266,16 @@ pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
     // print every digit of an f64), each slice by its index in traceEvents; built once,
     // on the failing path only.
     let first = first.map_or(String::new(), |(tid, a, b)| {
-        let name = |i: usize| crate::jsonin::clip(ev[i]["name"].as_str().unwrap_or(""));
         format!(
-            "{}: traceEvents[{a}] {} at ts {} lasting {} and traceEvents[{b}] {} at ts {}",
+            "{}: traceEvents[{}] {} at ts {} lasting {} and traceEvents[{}] {} at ts {}",
             crate::jsonin::clip(tracks.get(&tid).map_or("?", |t| t.as_str())),
-            name(a),
-            shown(a, "ts", &ev[a]["ts"]),
-            shown(a, "dur", &ev[a]["dur"]),
-            name(b),
-            shown(b, "ts", &ev[b]["ts"])
+            a.at,
+            crate::jsonin::clip(&a.name),
+            shown(a.at, "ts", &ev[a.at]["ts"]),
+            shown(a.at, "dur", &ev[a.at]["dur"]),
+            b.at,
+            crate::jsonin::clip(&b.name),
+            shown(b.at, "ts", &ev[b.at]["ts"])
         )
     });
     bar(
