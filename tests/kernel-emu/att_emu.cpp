@@ -114,10 +114,13 @@ using KAtt = void (*)(const float*, const float*, const float*, const float*, co
 void one(const Data& d, KAtt k, int r0, int n, int kv_mode, Out& o) {
     const Case& c = d.c;
     const RowPos rp = rowpos(c, r0, n);
-    const size_t smem = 4 * (size_t)(CTX);  // every window fits
-    // The store pass runs one block per kv head (engine/attention.rs attention_one).
-    const unsigned gx = (unsigned)(kv_mode == 1 ? c.n_kv : c.n_heads);
-    emu_launch(k, dim3{gx, (unsigned)n, 1}, dim3{256, 1, 1}, smem,
+    // The store pass runs one block per kv head (engine/attention.rs attention_one), of
+    // att_store_threads(hd) threads and no score row; the other passes 256 threads.
+    const bool store = kv_mode == 1;
+    const size_t smem = store ? 0 : 4 * (size_t)(CTX);  // every window fits
+    const unsigned gx = (unsigned)(store ? c.n_kv : c.n_heads);
+    const unsigned threads = !store ? 256u : c.hd >= 256 ? 256u : (unsigned)std::max(64, (c.hd + 31) / 32 * 32);
+    emu_launch(k, dim3{gx, (unsigned)n, 1}, dim3{threads, 1, 1}, smem,
                (const float*)(d.q.data() + (size_t)r0 * d.qd), (const float*)(d.k.data() + (size_t)r0 * d.kvd),
                (const float*)(d.v.data() + (size_t)r0 * d.kvd), opt(d.bq), opt(d.bk), opt(d.bv), opt(d.qn),
                opt(d.kn), 1e-6f, (const float*)d.table.data(), c.style, o.K.data(), o.V.data(),

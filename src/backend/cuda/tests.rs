@@ -621,6 +621,31 @@ fn the_one_row_attention_kernel_is_early_only_while_its_launch_is_one_wave() {
     assert!(src.contains("att_entry<false>(") && src.contains("att_entry<true>("));
 }
 
+/// The store pass's blocks cover every RoPE pair (hd / 2 threads) and every v element (tid
+/// and tid + 256), hold the two norm warps, and stay whole warps within 256 threads.
+#[test]
+fn store_pass_blocks_cover_the_head_in_whole_warps() {
+    use super::engine::att_store_threads as t;
+    assert_eq!(t(64), 64);
+    assert_eq!(t(48), 64);
+    assert_eq!(t(80), 96);
+    assert_eq!(t(128), 128);
+    assert_eq!(t(256), 256);
+    assert_eq!(t(512), 256);
+    for hd in (2..=512).step_by(2) {
+        let n = t(hd);
+        assert!(
+            n.is_multiple_of(32) && (64..=256).contains(&n),
+            "hd {hd}: {n}"
+        );
+        assert!(n >= hd / 2, "hd {hd}: every RoPE pair has a thread");
+        assert!(
+            n >= hd.min(256) && n + 256 >= hd,
+            "hd {hd}: every v element has a thread"
+        );
+    }
+}
+
 #[test]
 fn attention_rows_tiles_fit_shared_memory_and_fall_back_when_they_cannot() {
     // The kernel's limits: R <= ATR_MAX_R (8), heads up to two 256-wide d blocks, the

@@ -82,6 +82,23 @@ pub(in crate::backend::cuda) fn att_kernel(blocks: usize, sms: usize) -> &'stati
     }
 }
 
+/// Threads of a store-pass block (`attention` with kv_mode 1) for heads `hd` wide: the head,
+/// in whole warps, at least two (the head norms take warps 0 and 1) and at most 256 (a
+/// thread holds v elements tid and tid + 256). Every thread of a pass that only stores does
+/// the same expressions whatever the block's size (a RoPE pair below hd / 2, v elements
+/// below hd), so the cache's bits are the same; the attend passes keep 256 threads, which
+/// their output split rests on (kernels/attention.cu). Why: a 512-row SmolLM2 chunk's store
+/// pass was 1536 blocks of 256 threads at ~100 registers, two an SM, about six waves of one
+/// short chain each (12.6 us a layer, BENCH.md issue 30 step 11); at 64 threads an SM holds
+/// ten.
+pub(in crate::backend::cuda) fn att_store_threads(hd: usize) -> usize {
+    if hd >= 256 {
+        256
+    } else {
+        hd.next_multiple_of(32).max(64)
+    }
+}
+
 /// Head dimension the attention kernel's static shared memory holds (`ATT_MAX_HD`).
 pub(super) const ATT_MAX_HD: usize = 512;
 
@@ -306,10 +323,16 @@ impl CudaEngine {
         } else {
             c.n_heads
         };
+        // The store pass: blocks of the head's width, and no score row (it attends to nothing).
+        let (threads, score_floats) = if kv_mode == 1 {
+            (att_store_threads(c.head_dim), 0)
+        } else {
+            (256, max_pos)
+        };
         let cfg = LaunchConfig {
             grid_dim: (to_u32(heads, "heads")?, to_u32(rows, "attention rows")?, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: to_u32(4 * max_pos, "attention shared memory")?,
+            block_dim: (to_u32(threads, "attention threads")?, 1, 1),
+            shared_mem_bytes: to_u32(4 * score_floats, "attention shared memory")?,
         };
         let f = self
             .dx

@@ -54,7 +54,9 @@ mod mma;
 mod weights;
 
 #[cfg(test)]
-pub(super) use attention::{att_kernel, att_rows_tile, from_slot_in_kernel, row_pos_bytes};
+pub(super) use attention::{
+    att_kernel, att_rows_tile, att_store_threads, from_slot_in_kernel, row_pos_bytes,
+};
 use attention::{AttSmem, ATT_MAX_HD, MAX_ATTN_POS, POS_ROWS, ROWPOS_WORDS};
 pub use cache::CudaCache;
 use graph::{Graph, GraphKey};

@@ -132,7 +132,11 @@ __device__ __forceinline__ float att_kdots(float (&kv)[P][PER], const float* qs,
 // The body of both one-row attention kernels for one (head, row) block, after its RowPos
 // entry is read (p, slot, seq; live: the entry is one of the group's n). PER, P: the score
 // trip shape of the head width (att_kload), PER = 0: the generic score loop. The block is
-// 256 threads (the host's launch; `part` and the one RoPE pair per thread rest on it).
+// 256 threads (the host's launch; `part` and the one RoPE pair per thread rest on it), but
+// for the store pass (kv_mode 1), whose blocks are the head's width in whole warps, at least
+// 64 (engine/attention.rs att_store_threads): a RoPE pair a thread below hd / 2 and v
+// elements tid and tid + 256 below hd cover the head, the norms take warps 0 and 1, and the
+// pass returns before anything that rests on 256 threads; no score row (no dynamic memory).
 //
 // Critical path, in dependent steps: (1) raw q/k pair, v and biases (no position needed);
 // (2) the RoPE table at p and, with EARLY, the first K trip and the first V trip (every
