@@ -5,8 +5,8 @@
 #  - mma_emu, for the tensor-core kernels (kernels/mma.cu). Every kernel the host may pick for
 #    a launch gives every output the bits of the one-row decode of its column alone. The
 #    picks are mma_prep then the 8- and 16-warp decode, the fused decode (every format but
-#    Q4_K and Q6_K, whose fused kernels it checks all the same), and the GEMM at each
-#    warps-along-n.
+#    Q4_K and Q6_K, whose fused kernels it checks all the same), the narrow GEMM, and the
+#    GEMM at each warps-along-n.
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
 #    and ragged tiles; the mixed Q4_K|Q6_K decode (one launch over Q4_K's matrices then
 #    Q6_K's) gives each output its format's own launch's bits. The planted --fault mma-row-order changes the GEMM's bits in both

@@ -30,7 +30,7 @@ VECTORIZED = [3, 4, 5, 6, 7, 10, 11, 12]  # fmt ids repack::is_fast takes (Q4_0.
 ARCH = os.environ.get("NVRTC_ARCH", "compute_90")
 ATT_WIDTHS = [64, 128, 256, 0]  # src/backend/cuda/nvrtc.rs ATT_WIDTHS
 MMA_FORMATS = 6       # src/backend/cuda/mma.rs MMA_FORMATS
-MMA_SET_KERNELS = 5   # src/backend/cuda/mma.rs MMA_SET
+MMA_SET_KERNELS = 6   # src/backend/cuda/mma.rs MMA_SET
 MMA_MIX_KERNELS = 2   # src/backend/cuda/mma.rs MMA_MIX_KERNELS
 
 

@@ -39,20 +39,20 @@ using KFus = void (*)(MvArgs, int, int, int, int);
 struct Fmt {
     const char* name;
     int f, blk, unit;
-    KDec k8, k16, gemm;
+    KDec k8, k16, gemm, gemm_n;
     KFus f8, f16;
 };
 const Fmt FMTS[] = {
-    {"q4_k", MF_Q4K, MMA_BLK, 256, mma_decode_k8, mma_decode_k16, mma_gemm, mma_decode_f8, mma_decode_f16},
-    {"q8_0", MF_Q8_0, 4352, 32, mma_decode_k8_q8_0, mma_decode_k16_q8_0, mma_gemm_q8_0, mma_decode_f8_q8_0,
+    {"q4_k", MF_Q4K, MMA_BLK, 256, mma_decode_k8, mma_decode_k16, mma_gemm, mma_gemm_n, mma_decode_f8, mma_decode_f16},
+    {"q8_0", MF_Q8_0, 4352, 32, mma_decode_k8_q8_0, mma_decode_k16_q8_0, mma_gemm_q8_0, mma_gemm_n_q8_0, mma_decode_f8_q8_0,
      mma_decode_f16_q8_0},
-    {"q4_0", MF_Q4_0, 2304, 32, mma_decode_k8_q4_0, mma_decode_k16_q4_0, mma_gemm_q4_0, mma_decode_f8_q4_0,
+    {"q4_0", MF_Q4_0, 2304, 32, mma_decode_k8_q4_0, mma_decode_k16_q4_0, mma_gemm_q4_0, mma_gemm_n_q4_0, mma_decode_f8_q4_0,
      mma_decode_f16_q4_0},
-    {"q4_1", MF_Q4_1, 2560, 32, mma_decode_k8_q4_1, mma_decode_k16_q4_1, mma_gemm_q4_1, mma_decode_f8_q4_1,
+    {"q4_1", MF_Q4_1, 2560, 32, mma_decode_k8_q4_1, mma_decode_k16_q4_1, mma_gemm_q4_1, mma_gemm_n_q4_1, mma_decode_f8_q4_1,
      mma_decode_f16_q4_1},
-    {"q5_0", MF_Q5_0, 2816, 32, mma_decode_k8_q5_0, mma_decode_k16_q5_0, mma_gemm_q5_0, mma_decode_f8_q5_0,
+    {"q5_0", MF_Q5_0, 2816, 32, mma_decode_k8_q5_0, mma_decode_k16_q5_0, mma_gemm_q5_0, mma_gemm_n_q5_0, mma_decode_f8_q5_0,
      mma_decode_f16_q5_0},
-    {"q6_k", MF_Q6_K, MMA6_BLK, 256, mma_decode_k8_q6_k, mma_decode_k16_q6_k, mma_gemm_q6_k, mma_decode_f8_q6_k,
+    {"q6_k", MF_Q6_K, MMA6_BLK, 256, mma_decode_k8_q6_k, mma_decode_k16_q6_k, mma_gemm_q6_k, mma_gemm_n_q6_k, mma_decode_f8_q6_k,
      mma_decode_f16_q6_k},
 };
 
@@ -102,7 +102,8 @@ struct Launch {
 };
 
 // y = the launch over rows [r0, r0 + rows) of x, by `kind`: 0 decode k8, 1 decode k16,
-// 2 fused f8, 3 fused f16, 4 + wn GEMM with wn warps along n (1, 2, 4).
+// 2 fused f8, 3 fused f16, 4 + wn GEMM with wn warps along n (1, 2, 4), 9 the narrow GEMM
+// (engine/mma.rs mma_gemm_narrow: 4 warps of 2 x 1 tiles, a block an n-tile).
 std::vector<float> run(const Launch& L, int kind, int r0, int rows, int plant) {
     const Case& c = L.c;
     const int nm = (int)c.n_out.size();
@@ -145,6 +146,10 @@ std::vector<float> run(const Launch& L, int kind, int r0, int rows, int plant) {
             emu_launch(kind == 0 ? c.fm->k8 : c.fm->k16, dim3{(unsigned)((n_mt + 1) / 2), 1, 1},
                        dim3{(unsigned)(kind == 0 ? 256 : 512), 1, 1}, 0, a, xf, (const float*)XE.data(),
                        (const float*)XS.data(), n_mt, n_sb, rows);
+        } else if (kind == 9) {
+            emu_launch(c.fm->gemm_n, dim3{(unsigned)((n_mt + 7) / 8), (unsigned)((rows + 7) / 8), 1},
+                       dim3{128, 1, 1}, 0, a, xf, (const float*)XE.data(), (const float*)XS.data(), n_mt, n_sb,
+                       rows);
         } else {
             const int wn = kind - 4;
             emu_launch(c.fm->gemm, dim3{(unsigned)((n_mt + 7) / 8), (unsigned)((rows + 16 * wn - 1) / (16 * wn)), 1},
@@ -232,6 +237,7 @@ void check_case(const Case& c, bool quick) {
         if (quick && wn == 2) continue;
         compare(run(L, 4 + wn, 0, c.rows, 0), 4 + wn, "gemm");
     }
+    compare(run(L, 9, 0, c.rows, 0), 9, "narrow gemm");
     std::printf("mma_emu: ok  %s\n", name(c).c_str());
 }
 

@@ -168,38 +168,45 @@ pub(crate) const MMA_FORMATS: [(GgmlType, &str); 6] = [
 /// matvec sources for MvArgs and the epilogue): compiled once per device, on first need.
 pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "mma.cu"];
 /// The kernels of the mma module: mma_prep, then per MMA_FORMATS entry its decode (8 and 16
-/// warps), GEMM and fused decode (8 and 16 warps; its own prep in shared memory) kernels
+/// warps), GEMM, narrow GEMM and fused decode (8 and 16 warps; its own prep in shared memory)
+/// kernels
 /// (mma_kernel indexes them), then the mixed Q4_K-then-Q6_K decode (8 and 16 warps, MMA_MIX).
-pub(crate) const MMA_KERNELS: [&str; 33] = [
+pub(crate) const MMA_KERNELS: [&str; 39] = [
     "mma_prep",
     "mma_decode_k8",
     "mma_decode_k16",
     "mma_gemm",
+    "mma_gemm_n",
     "mma_decode_f8",
     "mma_decode_f16",
     "mma_decode_k8_q8_0",
     "mma_decode_k16_q8_0",
     "mma_gemm_q8_0",
+    "mma_gemm_n_q8_0",
     "mma_decode_f8_q8_0",
     "mma_decode_f16_q8_0",
     "mma_decode_k8_q4_0",
     "mma_decode_k16_q4_0",
     "mma_gemm_q4_0",
+    "mma_gemm_n_q4_0",
     "mma_decode_f8_q4_0",
     "mma_decode_f16_q4_0",
     "mma_decode_k8_q4_1",
     "mma_decode_k16_q4_1",
     "mma_gemm_q4_1",
+    "mma_gemm_n_q4_1",
     "mma_decode_f8_q4_1",
     "mma_decode_f16_q4_1",
     "mma_decode_k8_q5_0",
     "mma_decode_k16_q5_0",
     "mma_gemm_q5_0",
+    "mma_gemm_n_q5_0",
     "mma_decode_f8_q5_0",
     "mma_decode_f16_q5_0",
     "mma_decode_k8_q6_k",
     "mma_decode_k16_q6_k",
     "mma_gemm_q6_k",
+    "mma_gemm_n_q6_k",
     "mma_decode_f8_q6_k",
     "mma_decode_f16_q6_k",
     "mma_decode_k8_mix",
@@ -208,14 +215,16 @@ pub(crate) const MMA_KERNELS: [&str; 33] = [
 
 /// Index of mma_prep in MMA_KERNELS.
 pub(super) const MMA_PREP: usize = 0;
-/// Slots of a format's kernel set (mma_kernel): decode with 8 or 16 warps, GEMM, then the
-/// fused decode with 8 or 16 warps (slot MMA_FUSED + the unfused decode slot).
+/// Slots of a format's kernel set (mma_kernel): decode with 8 or 16 warps, GEMM, the narrow
+/// GEMM (engine/mma.rs mma_gemm_narrow), then the fused decode with 8 or 16 warps (slot
+/// MMA_FUSED + the unfused decode slot).
 pub(super) const MMA_DECODE_K8: usize = 0;
 pub(super) const MMA_DECODE_K16: usize = 1;
 pub(super) const MMA_GEMM: usize = 2;
-pub(super) const MMA_FUSED: usize = 3;
+pub(super) const MMA_GEMM_N: usize = 3;
+pub(super) const MMA_FUSED: usize = 4;
 /// Kernels per format (kernels/mma.cu MMA_KERNEL_SET).
-pub(super) const MMA_SET: usize = 5;
+pub(super) const MMA_SET: usize = 6;
 // mma_kernels_for drops a set's tail from MMA_FUSED on: the fused slots must be the last.
 const _: () = assert!(MMA_FUSED + 2 == MMA_SET);
 

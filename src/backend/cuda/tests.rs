@@ -811,19 +811,19 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // compiled; both integer formats bring the mixed decode's two.
     assert_eq!(
         kernels.len(),
-        9,
-        "mma_prep, Q4_K's three, Q6_K's three, the mixed two"
+        11,
+        "mma_prep, Q4_K's four, Q6_K's four, the mixed two"
     );
-    assert_eq!(kernels[7..], [super::mma::MMA_MIX, super::mma::MMA_MIX + 1]);
+    assert_eq!(kernels[9..], [super::mma::MMA_MIX, super::mma::MMA_MIX + 1]);
     let kernels = super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q6K]);
     assert_eq!(
         kernels.len(),
-        4,
-        "mma_prep, Q6_K's three: no mixed decode without Q4_K"
+        5,
+        "mma_prep, Q6_K's four: no mixed decode without Q4_K"
     );
     let kernels =
         super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q8_0]);
-    assert_eq!(kernels.len(), 9, "mma_prep, Q4_K's three, Q8_0's five");
+    assert_eq!(kernels.len(), 11, "mma_prep, Q4_K's four, Q8_0's six");
     assert_eq!(kernels[0], super::mma::MMA_PREP);
     // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
@@ -832,6 +832,8 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         assert!(mma.contains(&format!("mma_decode_kernel<F, 2, {warps}, {fused}>")));
     }
     assert!(mma.contains("mma_gemm_body<F, 2, 2, 4, 4>"));
+    // The narrow GEMM: 4 warps of 2 x 1 tiles (mode 2's gate and up tiles still in one lane).
+    assert!(mma.contains("mma_gemm_body<F, 2, 1, 4, 1>"));
     assert_eq!(
         MMA_DECODE_MAX, 8,
         "the decode kernel holds one n-tile of 8 columns"
@@ -848,14 +850,18 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         for n_mt in [2, 64, 256, 528, 1792, 4000] {
             let (slot, warps) = super::engine::mma_decode_kernel(n_mt, 16, 132);
             let k = super::mma::mma_kernel(*ty, slot).unwrap();
-            assert_eq!(k, 1 + 5 * f + slot);
+            assert_eq!(k, 1 + super::mma::MMA_SET * f + slot);
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_k{warps}{suf}"));
             let k = super::mma::mma_kernel(*ty, super::mma::MMA_FUSED + slot).unwrap();
             assert_eq!(MMA_KERNELS[k], format!("mma_decode_f{warps}{suf}"));
         }
         assert_eq!(
-            MMA_KERNELS[super::mma::mma_kernel(*ty, 2).unwrap()],
+            MMA_KERNELS[super::mma::mma_kernel(*ty, super::mma::MMA_GEMM).unwrap()],
             format!("mma_gemm{suf}")
+        );
+        assert_eq!(
+            MMA_KERNELS[super::mma::mma_kernel(*ty, super::mma::MMA_GEMM_N).unwrap()],
+            format!("mma_gemm_n{suf}")
         );
     }
     assert_eq!(

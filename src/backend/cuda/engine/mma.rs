@@ -12,8 +12,8 @@ use cudarc::driver::LaunchConfig;
 use super::weights::DevWeight;
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
-    mma_fuses, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM, MMA_MIX,
-    MMA_PREP,
+    mma_fuses, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM,
+    MMA_GEMM_N, MMA_MIX, MMA_PREP,
 };
 use crate::backend::cuda::{alloc_zeroed_on, op_err, DevCtx, GpuBuf, GpuStream};
 use crate::backend::BResult;
@@ -152,6 +152,21 @@ pub(in crate::backend::cuda) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: 
         .into_iter()
         .find(|wn| m_blocks * rows.div_ceil(16 * wn) >= sms)
         .unwrap_or(1)
+}
+
+/// Whether a GEMM launch takes the narrow kernel (kernels/mma.cu MMA_K3, `mma_gemm_n`: 4 warps
+/// of 2 x 1 tiles, a block an n-tile of 8 columns, registers unbounded): where even one warp
+/// along n (`mma_gemm_warps_n` 1) leaves the grid short of warps. Why: Nsight Compute of a
+/// SmolLM2-shape prefill layer (512 rows; BENCH.md issue 30 step 35) found its 576-row o and
+/// down GEMMs at 160 blocks of 4 warps, 7 % occupancy and 10-13 % of the issue slots, 75 of
+/// the layer's 252 us; the 2 x 1 tiles give twice the warps. Measured on one H100
+/// (2026-12-05, receipts/prefill-cuda/narrow-prefill/call4, BENCH.md issue 30 step 36):
+/// prefill512 on the SmolLM2 shape +3.1 %, Gemma-3's +2.3 %, the 8B slice (no narrow launch
+/// at 512 rows) unchanged. A function of the launch's shape alone; timing only: the same
+/// body walks each output's super-blocks in order in one lane (kernel-emu runs the narrow
+/// kernel beside the others on every case).
+pub(in crate::backend::cuda) fn mma_gemm_narrow(n_mt: usize, rows: usize, sms: usize) -> bool {
+    mma_gemm_warps_n(n_mt, rows, sms) == 1
 }
 
 /// PPN_CUDA_PROF's names of the mma decode launches (fused, unfused), by
@@ -343,16 +358,20 @@ impl CudaEngine {
             // g2x2w4x4: a block covers 4 x 2 m-tiles and wn x 2 n-tiles of 8 columns (wn = 4,
             // or fewer on a narrow launch).
             let wn = mma_gemm_warps_n(n_mt, rows, self.dx.sms);
+            // The narrow GEMM (mma_gemm_narrow): 4 warps of 2 x 1 tiles, a block an n-tile.
+            let narrow = mma_gemm_narrow(n_mt, rows, self.dx.sms);
+            let cols_per_block = if narrow { 8 } else { 16 * wn };
             let cfg = LaunchConfig {
                 grid_dim: (
                     to_u32(n_mt.div_ceil(8), "mma gemm m-blocks")?,
-                    to_u32(rows.div_ceil(16 * wn), "mma gemm n-blocks")?,
+                    to_u32(rows.div_ceil(cols_per_block), "mma gemm n-blocks")?,
                     1,
                 ),
                 block_dim: (to_u32(128 * wn, "mma gemm threads")?, 1, 1),
                 shared_mem_bytes: 0,
             };
-            (self.dx.mma_func(kernel(MMA_GEMM)?)?, cfg, "mma gemm")
+            let slot = if narrow { MMA_GEMM_N } else { MMA_GEMM };
+            (self.dx.mma_func(kernel(slot)?)?, cfg, "mma gemm")
         };
         let e0 = self.prof_start(s);
         let split_i = to_i32(mix.unwrap_or(0), "mma mixed split")?;
@@ -386,7 +405,8 @@ impl CudaEngine {
         // holds rows x n_out (engine
         // scratch of max_rows, or the head's checked logits range); the decode kernel's
         // grid covers ceil(n_mt / 2) blocks of 2 m-tiles, the GEMM's its 8 x 2wn tile blocks
-        // (the kernel reads its warps along n from blockDim).
+        // (the kernel reads its warps along n from blockDim), the narrow GEMM's its 8 x 1
+        // (128 threads, one n-tile a block: mma_gemm_narrow only where wn is 1).
         unsafe { self.dx.launch(s, f, &cfg, p) }.map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, kind, e0);
         Ok(())

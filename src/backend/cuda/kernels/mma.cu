@@ -1514,7 +1514,7 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
     __shared__ __align__(16) float red[KP][MT * 128];
     mma_decode_body<F, MT, KP, FUSE>(a, XF, XE, XS, n_mt, n_sb, ncols, plant, red);
 }
-// The five kernels of format F's set, named with suffix SUF (empty for Q4_K, as before the
+// The six kernels of format F's set, named with suffix SUF (empty for Q4_K, as before the
 // other formats), one macro each so that a module can hold one of them.
 #define MMA_K0(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(8 * 32, MMA_K8_MINB(F)) mma_decode_k8##SUF(MMA_ARGS) { \
@@ -1528,11 +1528,20 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
     extern "C" __global__ void __launch_bounds__(4 * 4 * 32) mma_gemm##SUF(MMA_ARGS) {        \
         mma_gemm_body<F, 2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);                        \
     }
+// The narrow GEMM (engine/mma.rs mma_gemm_narrow): mma_gemm_body with 2 x 1 tiles a warp and
+// 4 warps a block, unbounded registers. For launches whose grid the 2 x 2 tiles leave short of
+// warps (SmolLM2's 576-row matrices at 512 rows: 160 blocks of 4 warps, 7 % occupancy,
+// BENCH.md issue 30 steps 35, 36): twice the warps, and no 128-register cap to spill under. The
+// same body and walk, so THE ORDER and the same bits (kernel-emu runs it beside the others).
 #define MMA_K3(F, SUF)                                                                          \
+    extern "C" __global__ void __launch_bounds__(4 * 32) mma_gemm_n##SUF(MMA_ARGS) {          \
+        mma_gemm_body<F, 2, 1, 4, 1>(a, XF, XE, XS, n_mt, n_sb, ncols);                        \
+    }
+#define MMA_K4(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(8 * 32) mma_decode_f8##SUF(MMA_FARGS) {      \
         mma_decode_kernel<F, 2, 8, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
     }
-#define MMA_K4(F, SUF)                                                                          \
+#define MMA_K5(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(16 * 32) mma_decode_f16##SUF(MMA_FARGS) {    \
         mma_decode_kernel<F, 2, 16, true>(a, nullptr, nullptr, nullptr, n_mt, n_sb, ncols, plant); \
     }
@@ -1542,7 +1551,8 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
 // bounded, Q4_K spills nothing and Q6_K 20 bytes. The other formats' 8-warp kernels keep
 // their measured register counts (ptxas, sm_90: 159 to 192, one block an SM).
 #define MMA_K8_MINB(F) (MmaF<F>::INTS ? 2 : 1)
-#define MMA_KERNEL_SET(F, SUF) MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF)
+#define MMA_KERNEL_SET(F, SUF) \
+    MMA_K0(F, SUF) MMA_K1(F, SUF) MMA_K2(F, SUF) MMA_K3(F, SUF) MMA_K4(F, SUF) MMA_K5(F, SUF)
 // The mixed decode (MMA_SET 6, engine/mma.rs mma_mix_split): ONE launch over Q4_K's matrices
 // then Q6_K's, for a Q4_K_M file's q|k|v, whose v is Q6_K in about half the layers. The
 // first mt_split m-tiles (even: a block's two m-tiles are of one format) are Q4_K's, the rest
