@@ -227,3 +227,60 @@ fn bad_serve_flags_exit_2_naming_the_flag() {
         assert!(!t.contains("panicked"), "{flags:?}: {t}");
     }
 }
+
+/// `--fault chunk-kv-order` on serve gates of 2-token prompts (hunt seed 71's sweep): every
+/// gate the rule admits FAILs, and the rest are refused (exit 2) naming why. Two blind spots
+/// it found, both PASSing before: an earlier arm (batched) left the cache holding the very
+/// key/value a racy read would miss (the serve arm now clears the cache first), and a
+/// reused cache row's slot 0 holds every prompt's BOS (the rule now needs a first-use row or
+/// a read past position 0).
+#[test]
+fn chunk_kv_order_on_two_token_serve_prompts_fails_wherever_admitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = [
+        "--prompt-len",
+        "2",
+        "--max-rows",
+        "2",
+        "--prefill-chunk",
+        "2",
+    ];
+    // The finding itself: batched before serve.
+    let found = |extra: &[&str]| {
+        let p = dir.path().join("found.json");
+        let mut a = vec!["--arms", "batched,serve", "--seed", "53192", "-q"];
+        a.extend_from_slice(&base);
+        a.extend_from_slice(&["--receipt", p.to_str().unwrap()]);
+        a.extend_from_slice(extra);
+        let o = run(&a);
+        (o.status.code(), text(&o))
+    };
+    assert_eq!(found(&[]).0, Some(0), "the control PASSes");
+    let (code, out) = found(&["--fault", "chunk-kv-order"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("serve      FAIL"), "{out}");
+    let (mut failed, mut refused) = (0, 0);
+    for seed in 1..=12 {
+        let s = seed.to_string();
+        let mut f = base.to_vec();
+        f.extend_from_slice(&["--seed", &s, "--fault", "chunk-kv-order"]);
+        let (code, out, _) = serve(dir.path(), &format!("kv-{seed}"), &f);
+        match code {
+            1 => failed += 1,
+            2 => {
+                assert!(
+                    out.contains("--fault chunk-kv-order: cannot open")
+                        && out.contains("first to use"),
+                    "seed {seed}: {out}"
+                );
+                refused += 1;
+            }
+            c => panic!("seed {seed}: exit {c} (an admitted control must FAIL): {out}"),
+        }
+    }
+    // Seed 2 is refused (its two-row prefills both start reused rows); most seeds FAIL.
+    assert!(
+        refused >= 1 && failed >= 6,
+        "{failed} FAIL, {refused} refused"
+    );
+}

@@ -245,6 +245,16 @@ pub(super) fn serve<B: Backend>(
 ) -> Result<Arm, GateError> {
     let vocab = rt.model().cfg.vocab;
     let mut judge = Judge::new("serve", refs).watched(watch);
+    // Every stage's cache cleared first, as the prime and verify arms do. A correct walk
+    // reads only slots it stored, so the memory it starts on changes no bit; a broken
+    // store-before-read order (`--fault chunk-kv-order`) reads whatever a slot holds, and an
+    // earlier arm's walk over the same tokens at the same positions (the batched arm's row 0
+    // holds the tape, request 0's prompt its prefix) left it the very value the race would
+    // miss: the negative control PASSed (hunt, seed 71: `--arms batched,serve --prompt-len 2
+    // --max-rows 2 --prefill-chunk 2 --seed 53192`). The bench's timed walks skip it.
+    rt.walk()
+        .and_then(|mut w| w.reset_caches())
+        .map_err(rt_err(|| "serve arm cache reset".to_string()))?;
     walk_schedule(
         rt,
         sched,

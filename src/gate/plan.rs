@@ -418,7 +418,9 @@ struct StepShape {
     serve_steps: usize,
     /// The serve schedule has a step of two or more rows (any requests).
     serve_rows: bool,
-    /// The serve schedule has a step of two or more rows of one request (a prefill chunk).
+    /// The serve schedule has a step of two or more rows of one request (a prefill chunk)
+    /// where a row reading a sibling's slot early would read another value
+    /// (`ServeShape::seq_rows`).
     serve_seq_rows: bool,
 }
 
@@ -484,7 +486,15 @@ struct ServeShape {
     steps: usize,
     /// A step of two or more rows.
     rows: bool,
-    /// A step of two or more rows of one request (a prefill chunk).
+    /// A step of two or more rows of one request (a prefill chunk) where a row that reads a
+    /// sibling's slot before the sibling stored it reads another value than the sibling's:
+    /// the request's cache row is the first it hosts (the arm clears the cache first: zeros),
+    /// or a read slot is past position 0. Why not position 0 of a reused row: every prompt
+    /// starts with the model's BOS where it has one (`seeded_prompt`), so each request's
+    /// position 0 holds the same key/value, and the stale slot the race reads is the right
+    /// one (a hunt blind spot, seed 71's sweep: `--arms serve --prompt-len 2 --max-rows 2
+    /// --prefill-chunk 2 --seed 2 --fault chunk-kv-order` PASSed, its two-row prefills both
+    /// [0, 1] in reused rows).
     seq_rows: bool,
 }
 
@@ -502,12 +512,34 @@ fn serve_shape(args: &GateOptions, prompt: usize) -> ServeShape {
     ServeShape {
         steps: sched.steps.len(),
         rows: sched.steps.iter().any(|st| st.rows.len() >= 2),
-        seq_rows: sched.steps.iter().any(|st| {
-            let mut q: Vec<usize> = st.rows.iter().map(|r| r.0).collect();
-            q.sort_unstable();
-            q.windows(2).any(|w| w[0] == w[1])
-        }),
+        seq_rows: serve_race_lands(&sched),
     }
+}
+
+/// `ServeShape::seq_rows` of a schedule: a step with two or more rows of one request whose
+/// cache row hosts it first, or whose rows reach position 2 (the row there reads slot 1).
+fn serve_race_lands(sched: &crate::arms::serve::Schedule) -> bool {
+    // The first request each cache row hosts, in admission order.
+    let mut first: Vec<Option<usize>> = vec![None; sched.cache_rows];
+    for st in &sched.steps {
+        for &q in &st.admitted {
+            if let Some(f) = sched.requests.get(q).and_then(|r| first.get_mut(r.slot)) {
+                f.get_or_insert(q);
+            }
+        }
+    }
+    sched.steps.iter().any(|st| {
+        st.rows.iter().any(|&(q, _)| {
+            let mine = st.rows.iter().filter(|r| r.0 == q);
+            let (n, top) = mine.fold((0, 0), |(n, top), r| (n + 1, top.max(r.1)));
+            let fresh = sched
+                .requests
+                .get(q)
+                .and_then(|r| first.get(r.slot))
+                .is_some_and(|f| *f == Some(q));
+            n >= 2 && (fresh || top >= 2)
+        })
+    })
 }
 
 /// What a backend's engines are, as the fault rule reads them.

@@ -261,7 +261,7 @@ impl Fault {
                 "it births the last stage's KV cache on stage 0's device, and both are device {d0}: nothing to misplace (it needs the first and last stages on different devices)"
             )),
             Fault::ChunkKvOrder if !site.seq_rows_checked => Some(
-                "it breaks the order of a multi-row step of one sequence, and none of these arms walks one whose later rows are all checked (prime does with a chunk of 2+ rows, verify with a prompt of 2+, serve where a request's prompt is prefilled 2+ rows at a time; a verify round's later rows are checked only where the model accepts a draft)"
+                "it breaks the order of a multi-row step of one sequence, and none of these arms walks one whose later rows are all checked (prime does with a chunk of 2+ rows, verify with a prompt of 2+, serve where a request's prompt is prefilled 2+ rows at a time in a cache row it is the first to use, or reaching position 2: every prompt starts with BOS, so a reused row's slot 0 already holds what the race would miss; a verify round's later rows are checked only where the model accepts a draft)"
                     .into(),
             ),
             Fault::NoRollback if !site.rollback => Some(

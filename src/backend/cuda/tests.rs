@@ -1285,7 +1285,15 @@ fn mma_gemm_blocks_narrow_launches_finer_and_still_cover_every_column() {
         // blocks along n times n-tiles per block (w warps x 2 tiles of 8) cover every column.
         assert!(rows.div_ceil(16 * w) * 16 * w >= rows);
         assert!([1, 2, 4].contains(&w));
+        // The narrow kernel (a block an n-tile of 8) takes exactly the one-warp launches.
+        assert_eq!(super::engine::mma_gemm_narrow(n_mt, rows, 132), w == 1);
     }
+    // SmolLM2's o / down at 512 rows and a short chunk of the 8B shape take it; the 8B shape's
+    // 512-row launches and Gemma-3's q|k|v (two warps along n) do not.
+    assert!(super::engine::mma_gemm_narrow(36, 512, 132));
+    assert!(super::engine::mma_gemm_narrow(256, 37, 132));
+    assert!(!super::engine::mma_gemm_narrow(256, 512, 132));
+    assert!(!super::engine::mma_gemm_narrow(96, 512, 132));
 }
 
 #[test]

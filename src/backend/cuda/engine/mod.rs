@@ -71,8 +71,8 @@ use matvec::{modules_needed, MatKind, PreAdd};
 use mma::MmaScratch;
 #[cfg(test)]
 pub(super) use mma::{
-    mma_decode_kernel, mma_fused_smem, mma_gemm_warps_n, mma_mix_split, MMA_DECODE_MAX,
-    MMA_FUSE_UNIT,
+    mma_decode_kernel, mma_fused_smem, mma_gemm_narrow, mma_gemm_warps_n, mma_mix_split,
+    MMA_DECODE_MAX, MMA_FUSE_UNIT,
 };
 use weights::{upload_f32, DevLayer, DevWeight};
 #[cfg(test)]
