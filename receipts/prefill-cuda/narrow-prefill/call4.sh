@@ -4,9 +4,9 @@
 #   S = main (0d5bbfd: step 35's store pass), G = S + the narrow GEMM (.stage/bin).
 # Proves, with scripts/decode-ab.sh:
 #  - the same bits: every arm and serve at N = 2 (prime chunk 64, B = 8) on the SmolLM2 and
-#    Gemma-3 shapes and a 4-layer 8B Q4_K_M slice under --mma on (its chunk-64 GEMMs take the
-#    narrow kernel: Q4_K and Q6_K), and the prime arm at chunks 512 and 37 on the SmolLM2,
-#    Gemma-3 and 8B l8 Q4_K files (same.txt);
+#    Gemma-3 shapes and a 4-layer 8B Q4_K_M slice under --mma on (its chunk-64 q|k|v, o
+#    and down GEMMs take the narrow kernel: Q4_K and Q6_K), and the prime arm at chunks 512
+#    and 37 on the SmolLM2, Gemma-3 and 8B l8 Q4_K files (same.txt);
 #  - prefill512 tok/s, the builds alternating, three rounds (prefill.txt);
 #  - per launch kind on a SmolLM2 prefill (PPN_CUDA_PROF, prof.txt).
 # It starts llama.cpp's build in the background for call 5 (the table beside llama.cpp).
