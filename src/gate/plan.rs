@@ -418,10 +418,11 @@ struct StepShape {
     serve_steps: usize,
     /// The serve schedule has a step of two or more rows (any requests).
     serve_rows: bool,
-    /// The serve schedule has a step of two or more rows of one request (a prefill chunk)
-    /// where a row reading a sibling's slot early would read another value
-    /// (`ServeShape::seq_rows`).
+    /// The serve schedule has a step of two or more rows of one request (a prefill chunk).
     serve_seq_rows: bool,
+    /// ... and one where a row reading a sibling's slot early reads another value
+    /// (`ServeShape::race_lands`).
+    serve_race_lands: bool,
 }
 
 impl StepShape {
@@ -464,6 +465,7 @@ impl StepShape {
             serve_steps: serve.steps,
             serve_rows: serve.rows,
             serve_seq_rows: serve.seq_rows,
+            serve_race_lands: serve.race_lands,
         }
     }
 
@@ -476,6 +478,7 @@ impl StepShape {
         serve_steps: usize::MAX,
         serve_rows: true,
         serve_seq_rows: true,
+        serve_race_lands: true,
     };
 }
 
@@ -486,6 +489,8 @@ struct ServeShape {
     steps: usize,
     /// A step of two or more rows.
     rows: bool,
+    /// A step of two or more rows of one request (a prefill chunk).
+    seq_rows: bool,
     /// A step of two or more rows of one request (a prefill chunk) where a row that reads a
     /// sibling's slot before the sibling stored it reads another value than the sibling's:
     /// the request's cache row is the first it hosts (the arm clears the cache first: zeros),
@@ -495,7 +500,7 @@ struct ServeShape {
     /// one (a hunt blind spot, seed 71's sweep: `--arms serve --prompt-len 2 --max-rows 2
     /// --prefill-chunk 2 --seed 2 --fault chunk-kv-order` PASSed, its two-row prefills both
     /// [0, 1] in reused rows).
-    seq_rows: bool,
+    race_lands: bool,
 }
 
 /// Flags the serve arm refuses count as open (the gate names the real error).
@@ -506,17 +511,34 @@ fn serve_shape(args: &GateOptions, prompt: usize) -> ServeShape {
             steps: usize::MAX,
             rows: true,
             seq_rows: true,
+            race_lands: true,
         };
     }
     let sched = crate::arms::serve::schedule(&spec, args.seed, prompt, args.run_gen_len());
     ServeShape {
         steps: sched.steps.len(),
         rows: sched.steps.iter().any(|st| st.rows.len() >= 2),
-        seq_rows: serve_race_lands(&sched),
+        seq_rows: serve_prefills(&sched, |_, _| true),
+        race_lands: serve_race_lands(&sched),
     }
 }
 
-/// `ServeShape::seq_rows` of a schedule: a step with two or more rows of one request whose
+/// Whether a step of `sched` holds two or more rows of one request q whose top position is
+/// `top` and `keep(q, top)`.
+fn serve_prefills(
+    sched: &crate::arms::serve::Schedule,
+    keep: impl Fn(usize, usize) -> bool,
+) -> bool {
+    sched.steps.iter().any(|st| {
+        st.rows.iter().any(|&(q, _)| {
+            let mine = st.rows.iter().filter(|r| r.0 == q);
+            let (n, top) = mine.fold((0, 0), |(n, top), r| (n + 1, top.max(r.1)));
+            n >= 2 && keep(q, top)
+        })
+    })
+}
+
+/// `ServeShape::race_lands` of a schedule: a step with two or more rows of one request whose
 /// cache row hosts it first, or whose rows reach position 2 (the row there reads slot 1).
 fn serve_race_lands(sched: &crate::arms::serve::Schedule) -> bool {
     // The first request each cache row hosts, in admission order.
@@ -528,17 +550,13 @@ fn serve_race_lands(sched: &crate::arms::serve::Schedule) -> bool {
             }
         }
     }
-    sched.steps.iter().any(|st| {
-        st.rows.iter().any(|&(q, _)| {
-            let mine = st.rows.iter().filter(|r| r.0 == q);
-            let (n, top) = mine.fold((0, 0), |(n, top), r| (n + 1, top.max(r.1)));
-            let fresh = sched
-                .requests
-                .get(q)
-                .and_then(|r| first.get(r.slot))
-                .is_some_and(|f| *f == Some(q));
-            n >= 2 && (fresh || top >= 2)
-        })
+    serve_prefills(sched, |q, top| {
+        let fresh = sched
+            .requests
+            .get(q)
+            .and_then(|r| first.get(r.slot))
+            .is_some_and(|f| *f == Some(q));
+        fresh || top >= 2
     })
 }
 
@@ -595,7 +613,9 @@ pub(crate) fn site<'a>(
         // the model decides (round 0's one draft is always wrong): `--arms verify
         // --prompt-len 1 --gen-len 2 --fault chunk-kv-order` PASSed. Its prompt chunk's
         // rows are all checked.
-        seq_rows_checked: prime || (verify && shape.prompt_rows) || (serve && shape.serve_seq_rows),
+        seq_rows_checked: prime
+            || (verify && shape.prompt_rows)
+            || (serve && shape.serve_race_lands),
         rollback: verify && shape.verify_drafts,
         // One batched row, or a serve schedule of one row a step, steps one row at a time.
         batched: (arms.contains(&ArmKind::Batched) && args.batch() >= 2)
