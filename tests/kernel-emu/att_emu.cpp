@@ -133,7 +133,16 @@ Out fresh(const Data& d) { return Out{std::vector<float>((size_t)d.c.rows * d.qd
 void rows_kernel(const Data& d, int R, Out& o) {
     const Case& c = d.c;
     const RowPos rp = rowpos(c, 0, c.rows);
-    const int smax = CTX, parts = 256 / c.hd > 1 ? 256 : 0;  // engine/attention.rs att_rows_tile
+    // engine/attention.rs att_rows_tile and att_rows_smax: the largest window, the block's
+    // union (R - 1 more), one V trip read past it (16, of which 15 reach), a multiple of 4.
+    // The emulator's shared memory ends there (emu_smem_limit): a read past it stops the run.
+    int max_win = 1;
+    for (int r = 0; r < c.rows; ++r) {
+        const int slot = c.slot0 + r, p = slot + c.pos_off;  // rowpos; att_from's window
+        const int span = c.window > 0 && p + 1 >= c.window ? c.window - 1 : p;
+        max_win = std::max(max_win, std::min(slot, span) + 1);
+    }
+    const int smax = (max_win + R + 16 + 3) / 4 * 4, parts = 256 / c.hd > 1 ? 256 : 0;
     const size_t smem = 4 * ((size_t)R * c.hd + (size_t)R * smax + (size_t)R * parts);
     emu_launch(attention_rows, dim3{(unsigned)c.n_heads, (unsigned)((c.rows + R - 1) / R), 1}, dim3{256, 1, 1}, smem,
                (const float*)d.q.data(), opt(d.bq), opt(d.qn), 1e-6f, (const float*)d.table.data(), c.style,

@@ -65,6 +65,17 @@ inline void emu_stack_fresh(void* p, size_t size) {
     (void)p, (void)size;
 #endif
 }
+// The dynamic shared memory a launch asked for, and nothing past it: the rest of the array
+// poisoned, so that a kernel reading or writing past its launch's bytes stops the run (on a
+// GPU: the next block's memory, or a fault).
+inline void emu_smem_limit(void* p, size_t asked, size_t size) {
+#if EMU_ASAN
+    __asan_unpoison_memory_region(p, size);
+    __asan_poison_memory_region((char*)p + asked, size - asked);
+#else
+    (void)p, (void)asked, (void)size;
+#endif
+}
 inline void emu_switch_finish(void* fake, const void** bottom, size_t* size) {
 #if EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, bottom, size);
@@ -410,6 +421,7 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
     const unsigned nblocks = grid.x * grid.y * grid.z;
     for (unsigned ib = 0; ib < nblocks; ++ib) {
         const unsigned b = emu_reverse_blocks ? nblocks - 1 - ib : ib;
+        emu_smem_limit(emu_dyn_smem, smem, sizeof(emu_dyn_smem));
         std::memset(emu_dyn_smem, 0xA5, smem);  // garbage, as a GPU's
         EmuBlock blk(n);
         emu_block = &blk;

@@ -2,10 +2,10 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-validate.sh (section oracle), never here.
 
 use super::engine::{
-    att_kernel, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes, mv_args_prefix_bytes,
-    mv_kind, mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind,
-    row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature, MMA_DECODE_MAX, MVD_ROWS,
-    MVQ_MIN_IN, MVQ_PRE_MAX,
+    att_kernel, att_rows_smax, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes,
+    mv_args_prefix_bytes, mv_kind, mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem,
+    pre_fuses, pre_kind, row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature,
+    MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN, MVQ_PRE_MAX,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
@@ -659,7 +659,13 @@ fn attention_rows_tiles_fit_shared_memory_and_fall_back_when_they_cannot() {
             for (heads, sms) in [(32, 132), (4, 132), (9, 1)] {
                 if let Some((r, smax, smem)) = att_rows_tile(hd, max_pos, 512, heads, sms) {
                     assert!([2, 4, 8].contains(&r), "{hd} {max_pos}");
-                    assert_eq!(smax, max_pos);
+                    // Each row's scores: every window, the block's union (r - 1 more), a
+                    // 16-position trip read up to 15 past it; 16-byte aligned rows.
+                    assert_eq!(smax, att_rows_smax(max_pos, r));
+                    assert!(
+                        smax >= max_pos + r - 1 + 15 && smax % 4 == 0,
+                        "{hd} {max_pos}"
+                    );
                     let parts = if hd <= 128 { 256 } else { 0 };
                     assert_eq!(smem, 4 * (r * hd + r * smax + r * parts));
                     assert!(smem <= 46 * 1024, "{hd} {max_pos}");

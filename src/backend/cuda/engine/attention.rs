@@ -116,6 +116,17 @@ const ATT_ROWS_SMEM: usize = 46 * 1024;
 /// count, `scripts/nvrtc-check.py --regs`).
 const ATT_ROWS_PER_SM: usize = 2;
 
+/// The positions a row of `attention_rows`' scores holds (its `smax`) for windows of up to
+/// `max_pos` positions and `r` rows a block: the block's rows store their scores from one
+/// origin, the start of the union of their windows (up to `max_pos + r - 1` positions:
+/// consecutive slots of one sequence), and the output loop's 16-byte reads of a trip of
+/// ATR_VDEPTH positions may run up to ATR_VDEPTH - 1 past that, reading (never adding) the
+/// slack; a multiple of 4 keeps every row's scores 16-byte aligned.
+pub(in crate::backend::cuda) fn att_rows_smax(max_pos: usize, r: usize) -> usize {
+    const ATR_VDEPTH: usize = 16; // kernels/attention.cu
+    (max_pos.max(1) + r + ATR_VDEPTH).next_multiple_of(4)
+}
+
 /// `attention_rows`' tile for `rows` rows of `n_heads` heads `hd` wide over windows of up to
 /// `max_pos` positions, on a GPU of `sms` SMs: (R rows per block, score row length, dynamic
 /// shared memory bytes). R is one of 8, 4, 2 whose q rows, score rows and output partials
@@ -137,8 +148,8 @@ pub(in crate::backend::cuda) fn att_rows_tile(
         return None;
     }
     let parts = if 256 / hd > 1 { 256 } else { 0 };
-    let smax = max_pos.max(1);
     let fit = |r: usize| {
+        let smax = att_rows_smax(max_pos, r);
         let bytes = 4 * (r * hd + r * smax + r * parts);
         (bytes <= ATT_ROWS_SMEM).then_some((r, smax, bytes))
     };

@@ -55,7 +55,7 @@ mod weights;
 
 #[cfg(test)]
 pub(super) use attention::{
-    att_kernel, att_rows_tile, att_store_threads, from_slot_in_kernel, row_pos_bytes,
+    att_kernel, att_rows_smax, att_rows_tile, att_store_threads, from_slot_in_kernel, row_pos_bytes,
 };
 use attention::{AttSmem, ATT_MAX_HD, MAX_ATTN_POS, POS_ROWS, ROWPOS_WORDS};
 pub use cache::CudaCache;

@@ -478,9 +478,13 @@ extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARG
 //   range holds it; a trip of ATR_VDEPTH positions fully inside a row's range (the common
 //   case) adds without a per-position test, and the next trip's V loads leave before this
 //   trip's adds. The group partials of all rows meet after ONE barrier (was two per row).
+// - p values are read four at a time (16-byte shared loads): a row's scores are stored from
+//   the block's base (the union's first position), and the output trips start at base plus
+//   multiples of 4.
 // Grid (n_heads, ceil(rows / R)), block 256; dynamic shared memory (floats): R * hd (q),
-// R * smax (scores; smax >= every n_i), and R * 256 output partials when G > 1 (hd <= 128);
-// the host checks it (att_rows_tile).
+// R * smax (scores; smax >= the union's span, at most every n_i + R - 1, plus one trip of
+// ATR_VDEPTH read past it, a multiple of 4), and R * 256 output partials when G > 1
+// (hd <= 128); the host sizes it (att_rows_tile, att_rows_smax).
 #define ATR_MAX_R 8
 #define ATR_VDEPTH 16
 
@@ -508,12 +512,13 @@ __device__ __forceinline__ void atr_dot64(float (&a)[8], const float* qc, const 
     }
 }
 
-// The scores of rows [0, nr) at cached position t, whose k row is kt: S[i][t - from_i] for
-// every row whose window holds t. HD: the head width (0: any, read element by element).
+// The scores of rows [0, nr) at cached position t, whose k row is kt: S[i][t - base] for
+// every row whose window holds t (base: the block's score origin, atr_body). HD: the head
+// width (0: any, read element by element).
 template <int HD>
 __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int hd, int nr, int t,
                                            const int* s_from, const int* s_slot, float* S,
-                                           int smax, float scale) {
+                                           int smax, int base, float scale) {
     if constexpr (HD == 64) {
         // One chunk: the k row stays in registers for every row.
         float4 kr[16];
@@ -523,7 +528,7 @@ __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int 
         for (int i = 0; i < nr; i++) {
             float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
             atr_dot64(a, Q + i * 64, kr);
-            if (t >= s_from[i] && t <= s_slot[i]) S[i * smax + (t - s_from[i])] = atr_tree(a) * scale;
+            if (t >= s_from[i] && t <= s_slot[i]) S[i * smax + (t - base)] = atr_tree(a) * scale;
         }
     } else if constexpr (HD > 0 && HD % 64 == 0) {
         // Chunks of 64 in element order, four rows at a time (their partials live across
@@ -548,7 +553,7 @@ __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int 
             for (int r = 0; r < 4; r++) {
                 const int i = i0 + r;
                 if (i < nr && t >= s_from[i] && t <= s_slot[i])
-                    S[i * smax + (t - s_from[i])] = atr_tree(a[r]) * scale;
+                    S[i * smax + (t - base)] = atr_tree(a[r]) * scale;
             }
         }
     } else {
@@ -561,7 +566,7 @@ __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int 
                 for (int l = 0; l < 8; l++)
                     if (e0 + l < hd) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
             }
-            S[i * smax + (t - s_from[i])] = atr_tree(a) * scale;
+            S[i * smax + (t - base)] = atr_tree(a) * scale;
         }
     }
 }
@@ -632,19 +637,24 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
         lo = s_from[i] < lo ? s_from[i] : lo;
         hi = s_slot[i] > hi ? s_slot[i] : hi;
     }
+    // The score origin: every row's score of position t at S[i * smax + (t - base)], base the
+    // union's start, so that the output loop's trips (which start at base plus multiples of
+    // 4) read four p values in one 16-byte load (smax a multiple of 4). The host's smax
+    // covers the union's span plus one trip (att_rows_smax).
+    const int base = lo;
     const float* Kb = K + seq * ctx * kvd + (size_t)kh * hd;
     const float* Vb = V + seq * ctx * kvd + (size_t)kh * hd;
     __syncthreads();  // q is rotated
     // Scores: one thread per position of the union, every row at once.
     for (int t = lo + tid; t <= hi; t += blockDim.x)
-        atr_scores<HD>(Q, Kb + (size_t)t * kvd, hd, nr, t, s_from, s_slot, S, smax, scale);
+        atr_scores<HD>(Q, Kb + (size_t)t * kvd, hd, nr, t, s_from, s_slot, S, smax, base, scale);
     __syncthreads();
     // Softmax per row, one warp per row: exact max, expf, 8-lane position-strided sums and
     // tree8 (lanes 8..31 hold 0 and never reach lane 0's value), inv = 1 / sum; then
     // p_t * inv in place (the product every output add of the row reads).
     for (int i = warp; i < nr; i += blockDim.x >> 5) {
         const int n = s_slot[i] + 1 - s_from[i];
-        float* si = S + i * smax;
+        float* si = S + i * smax + (s_from[i] - base);
         float m = __int_as_float(0xff800000);  // -inf
         for (int t = lane; t < n; t += 32) m = fmaxf(m, si[t]);
         for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
@@ -676,10 +686,10 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
     for (int k = 0; k < ATR_MAX_R; k++) {
 #pragma unroll
         for (int k2 = 0; k2 < DB; k2++) o[k][k2] = 0.0f;
-        ra[k] = rb[k] = so[k] = 0;
+        ra[k] = rb[k] = 0;
+        so[k] = k * smax - base;
         if (k < nr && owner) {
             const int from = s_from[k], last = s_slot[k] - from;
-            so[k] = k * smax - from;
             const int chunk = (last + G - 1) / G;
             ra[k] = from + g * chunk;
             rb[k] = from + ((g + 1) * chunk < last ? (g + 1) * chunk : last);
@@ -687,7 +697,10 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
     }
     // The union of the rows' ranges of this thread's group; V read straight from the cache
     // (L2), ATR_VDEPTH values in flight per trip, each serving every row whose range holds
-    // it.
+    // it. Trips start at base plus a multiple of 4 (ua rounded down; the positions before a
+    // row's range are outside it, never added), so each row's p values of a trip are four
+    // aligned 16-byte shared loads; a trip's reads past a row's scores fall in the slack the
+    // host adds to smax, and none of them is added.
     int ua = 0x7fffffff, ub = 0;
 #pragma unroll
     for (int k = 0; k < ATR_MAX_R; k++)
@@ -695,32 +708,62 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
             ua = ra[k] < ua ? ra[k] : ua;
             ub = rb[k] > ub ? rb[k] : ub;
         }
-    if (ua > ub) ua = ub;  // no range: no trip (and no ua + u past INT_MAX)
+    if (ua >= ub) ua = ub;  // no range: no trip (and no ua + u past INT_MAX)
+    else ua = base + ((ua - base) & ~3);
 #pragma unroll
     for (int k2 = 0; k2 < DB; k2++) {
         const int d = G > 1 ? tid % hd : tid + 256 * k2;
         if (k2 >= dblocks || d >= hd || !owner) continue;
+        // V[t][d] of a trip [t, t + ATR_VDEPTH) into vv (the next trip's into vn), positions
+        // from ub on as 0 (never added: past every range). The address steps by kvd a
+        // position (one 64-bit add a load, where recomputing (size_t)t * kvd cost a dozen
+        // integer instructions: BENCH.md issue 30 step 37).
         const float* vd = Vb + d;
+        const size_t vstep = (size_t)kvd;
         float vv[ATR_VDEPTH];
+        {
+            const float* p = vd + (size_t)ua * vstep;
 #pragma unroll
-        for (int u = 0; u < ATR_VDEPTH; u++) vv[u] = ua + u < ub ? vd[(size_t)(ua + u) * kvd] : 0.0f;
+            for (int u = 0; u < ATR_VDEPTH; u++, p += vstep) vv[u] = ua + u < ub ? *p : 0.0f;
+        }
         for (int t0 = ua; t0 < ub; t0 += ATR_VDEPTH) {
             // The next trip's loads leave before this trip's adds.
             float vn[ATR_VDEPTH];
             const int t1 = t0 + ATR_VDEPTH;
+            const float* p = vd + (size_t)t1 * vstep;
+            if (t1 + ATR_VDEPTH <= ub) {
 #pragma unroll
-            for (int u = 0; u < ATR_VDEPTH; u++) vn[u] = t1 + u < ub ? vd[(size_t)(t1 + u) * kvd] : 0.0f;
+                for (int u = 0; u < ATR_VDEPTH; u++, p += vstep) vn[u] = *p;
+            } else {
+#pragma unroll
+                for (int u = 0; u < ATR_VDEPTH; u++, p += vstep) vn[u] = t1 + u < ub ? *p : 0.0f;
+            }
 #pragma unroll
             for (int k = 0; k < ATR_MAX_R; k++) {
                 if (k >= nr) break;  // uniform over the block
-                const float* pk = S + so[k] + t0;
+                const float4* pk = (const float4*)(S + so[k] + t0);  // 16-byte aligned: so[k] + t0 = k * smax + 4m
                 if (t0 >= ra[k] && t1 <= rb[k]) {
 #pragma unroll
-                    for (int u = 0; u < ATR_VDEPTH; u++) o[k][k2] = o[k][k2] + pk[u] * vv[u];
+                    for (int j = 0; j < ATR_VDEPTH / 4; j++) {
+                        const float4 p4 = pk[j];
+                        o[k][k2] = o[k][k2] + p4.x * vv[4 * j];
+                        o[k][k2] = o[k][k2] + p4.y * vv[4 * j + 1];
+                        o[k][k2] = o[k][k2] + p4.z * vv[4 * j + 2];
+                        o[k][k2] = o[k][k2] + p4.w * vv[4 * j + 3];
+                    }
                 } else if (t0 < rb[k] && t1 > ra[k]) {
+                    // The trip's positions in [ra, rb): u in [ua_k, ub_k).
+                    const int ua_k = ra[k] - t0, ub_k = rb[k] - t0;
 #pragma unroll
-                    for (int u = 0; u < ATR_VDEPTH; u++)
-                        if (t0 + u >= ra[k] && t0 + u < rb[k]) o[k][k2] = o[k][k2] + pk[u] * vv[u];
+                    for (int j = 0; j < ATR_VDEPTH / 4; j++) {
+                        const float4 p4 = pk[j];
+                        const float pj[4] = {p4.x, p4.y, p4.z, p4.w};
+#pragma unroll
+                        for (int c = 0; c < 4; c++) {
+                            const int u = 4 * j + c;
+                            if (u >= ua_k && u < ub_k) o[k][k2] = o[k][k2] + pj[c] * vv[u];
+                        }
+                    }
                 }
             }
 #pragma unroll
@@ -739,15 +782,14 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
             const int k = j / hd, d = j - k * hd;
             float s = part[k * 256 + d];
             for (int gi = 1; gi < G; gi++) s = s + part[k * 256 + gi * hd + d];
-            const int last = s_slot[k] - s_from[k];
             const float vlast = Vb[(size_t)s_slot[k] * kvd + d];
-            out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = s + S[k * smax + last] * vlast;
+            out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = s + S[k * smax + (s_slot[k] - base)] * vlast;
         }
     } else {
 #pragma unroll
         for (int k = 0; k < ATR_MAX_R; k++) {
             if (k >= nr) break;
-            const int last = s_slot[k] - s_from[k];
+            const int last = s_slot[k] - base;
 #pragma unroll
             for (int k2 = 0; k2 < DB; k2++) {
                 const int d = tid + 256 * k2;

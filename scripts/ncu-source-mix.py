@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""What one kernel launch's instructions were, from Nsight Compute's source page (no GPU
+needed to read it): the executed warp instructions and warp-state samples by opcode, the hot
+regions of the SASS (runs of executed instructions, largest first, each with its share), and
+the stall reasons summed over the launch. Proves where a launch's issue slots and waits went,
+e.g. attention_rows' output loop (BENCH.md issue 30 step 37).
+
+Usage, on the GPU machine:
+  ncu --set full --import-source no -k regex:NAME --launch-skip S --launch-count 1 -o R BIN ARGS
+  ncu -i R.ncu-rep --page source --csv --print-source sass > R.csv
+then anywhere: scripts/ncu-source-mix.py R.csv [REGIONS]
+"""
+import collections
+import csv
+import sys
+
+
+def main():
+    rows = list(csv.reader(open(sys.argv[1])))
+    nreg = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    head = next(i for i, r in enumerate(rows) if "Instructions Executed" in r)
+    hdr, data = rows[head], [r for r in rows[head + 1:] if len(r) == len(rows[head])]
+    ix = {h: i for i, h in enumerate(hdr)}
+    stalls = [h for h in hdr if h.startswith("stall_") and "(Not Issued)" not in h]
+    n_by, s_by, st = collections.Counter(), collections.Counter(), collections.Counter()
+    code = []
+    for i, r in enumerate(data):
+        src = r[ix["Source"]].split()
+        op = (src[1] if src and src[0].startswith("@") and len(src) > 1 else src[0] if src else "?")
+        op = op.split(".")[0]
+        n = int(r[ix["Instructions Executed"]] or 0)
+        s = int(r[ix["Warp Stall Sampling (All Samples)"]] or 0)
+        n_by[op] += n
+        s_by[op] += s
+        for c in stalls:
+            st[c] += int(r[ix[c]] or 0) if r[ix[c]].isdigit() else 0
+        if n:
+            code.append((i, n))
+    tot, samp = sum(n_by.values()), max(1, sum(s_by.values()))
+    print(f"{tot} warp instructions executed, {samp} warp-state samples")
+    print("by opcode (instructions, share; samples, share):")
+    for op, n in n_by.most_common(14):
+        print(f"  {op:10s} {n:10d} {100 * n / tot:5.1f} %  {s_by[op]:6d} {100 * s_by[op] / samp:5.1f} %")
+    runs, cur = [], [code[0]]
+    for c in code[1:]:
+        if c[0] - cur[-1][0] > 3:
+            runs.append(cur)
+            cur = [c]
+        else:
+            cur.append(c)
+    runs.append(cur)
+    print(f"the {nreg} largest regions (SASS lines of executed instructions, a gap over 3 ends one):")
+    for r in sorted(sorted(runs, key=lambda r: -sum(n for _, n in r))[:nreg]):
+        s = sum(n for _, n in r)
+        print(f"  lines {r[0][0]:6d}-{r[-1][0]:6d}: {len(r):5d} instructions, {s:10d} executed ({100 * s / tot:5.1f} %), the most-run line {max(n for _, n in r)} times")
+    sall = max(1, sum(st.values()))
+    print("stall reasons (samples, share):")
+    for c, v in st.most_common(10):
+        print(f"  {c[6:]:18s} {v:6d} {100 * v / sall:5.1f} %")
+
+
+if __name__ == "__main__":
+    main()
