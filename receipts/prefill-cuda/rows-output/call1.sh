@@ -2,6 +2,8 @@
 # Issue 30, the multi-row attention pass, call 1 on one GPU: where attention_rows and the
 # narrow GEMM spend their instructions, and the serve arm's cache clear on CUDA.
 #   M = main 98c7633 (.stage/bin/M).
+# Committed: call1/ (serve.txt, the *-details.txt, and *-mix.txt = scripts/ncu-source-mix.py
+# over the *-sass.csv this wrote, 6 MB, not kept).
 # Proves:
 #  - ar-sass.csv / ar-details.txt: one SmolLM2-shape attention_rows launch (layer 3 of a
 #    512-row prime chunk), Nsight Compute's full set: per-SASS-instruction executed counts and

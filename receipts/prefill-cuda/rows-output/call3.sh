@@ -10,7 +10,8 @@
 #    and the prime arm at chunks of 512 and 37 on five files: A and B `diff` same against O;
 #  - prefill.txt: prefill512 tok/s, builds alternating, two rounds;
 #  - ncu-summary.txt: one SmolLM2-shape attention_rows launch of each build, clocks as they
-#    run; b-sass.csv: B's per-instruction counts and stalls (Nsight Compute's source page).
+#    run; b-sass.csv: B's per-instruction counts and stalls (Nsight Compute's source page;
+#    committed as call3/b-mix.txt, scripts/ncu-source-mix.py's summary of it).
 set -u
 OUT=${OUT:?}
 B=.stage/bin
