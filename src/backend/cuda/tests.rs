@@ -653,6 +653,8 @@ fn attention_rows_tiles_fit_shared_memory_and_fall_back_when_they_cannot() {
     // (48 less the static arrays).
     let src = source("attention.cu");
     assert!(src.contains("#define ATR_MAX_R 8"));
+    // att_rows_smax's slack is one trip of the output loop's V loads.
+    assert!(src.contains("#define ATR_VDEPTH 16"));
     assert!(src.contains("float* part = S + R * smax;"));
     for hd in [32, 64, 96, 128, 256, 512] {
         for max_pos in [1, 24, 512, 950, 2048] {
