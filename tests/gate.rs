@@ -423,6 +423,46 @@ fn row_and_scratch_faults_fail_on_the_smallest_gate_they_open_on() {
     assert!(failed > 0, "no seed of 8 drew a 2-token prompt");
 }
 
+/// Hunt seed 197's blind spot: `--fault shared-scratch` on a serve arm of one request after
+/// an arm that reads every step back PASSed (2 runs of 3), because stage 0, a whole step
+/// ahead, wrote the shared scratch before stage 1 received the step before into it, and the
+/// receive put that step's values back. The fault now orders stage 0's write after that
+/// receive: whichever arm runs before, the serve arm FAILs every run, and each one's control
+/// PASSes.
+#[test]
+fn shared_scratch_fails_the_serve_arm_whichever_arm_runs_first() {
+    let d = tmp();
+    let rp = d.path().join("r.json");
+    let gate = |arms: &str, fault: bool| {
+        let mut a = vec![
+            "--stages",
+            "2",
+            "--splits",
+            "2",
+            "--arms",
+            arms,
+            "--requests",
+            "1",
+            "-q",
+        ];
+        if fault {
+            a.extend(["--fault", "shared-scratch"]);
+        }
+        a.extend(["--receipt", rp.to_str().unwrap()]);
+        let o = run(&a);
+        (o.status.code(), text(&o))
+    };
+    for arms in ["eager,serve", "verify,serve", "pipelined,serve", "serve"] {
+        let (code, out) = gate(arms, false);
+        assert_eq!(code, Some(0), "{arms}, the control: {out}");
+        for run in 0..3 {
+            let (code, out) = gate(arms, true);
+            assert_eq!(code, Some(1), "{arms}, run {run}: {out}");
+            assert!(out.contains("serve      FAIL"), "{arms}, run {run}: {out}");
+        }
+    }
+}
+
 #[test]
 fn fault_single_slot_fails() {
     assert_fault_fails(

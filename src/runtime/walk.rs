@@ -295,6 +295,21 @@ impl<'a, B: Backend> Walk<'a, B> {
                 let dev = stg.dev;
                 move || format!("stage {s} (device {dev}) {what}, step {t}")
             };
+            // `--fault shared-scratch`, forced (with the hold at stage lo + 1 below): stage
+            // lo writes the one shared scratch for this step only once stage lo + 1 has
+            // received the step before into it, so the write lands between that receive and
+            // that stage's compute every run. Without it a stage lo a whole step ahead wrote
+            // before the receive, which then put the step's values back: after an eager arm,
+            // `--arms eager,serve --requests 1 --fault shared-scratch` PASSed (hunt seed 197).
+            // Only while earlier steps are in flight, as the hold.
+            if s == lo && lo + 1 < hi && t > 0 && rt.has(Fault::SharedScratch) {
+                let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
+                if overlaps {
+                    let prev = ((t - 1) % 2) as usize;
+                    let ev = &self.st.bounds[0].slots[prev].ev_rx;
+                    at(be.wait(&stg.stream, ev), c("shared-scratch order"))?;
+                }
+            }
             if s == 0 {
                 let inp = &self.st.inputs[k];
                 // REVERSE PUBLICATION: the stage reads what the caller's stream wrote.
