@@ -20,8 +20,7 @@ impl<B: Backend> Walk<'_, B> {
     /// next never issues that write during the hold, which would only spend `FAULT_HOLD`.
     pub(super) fn war_hold(&self, b: usize, idx: usize) -> Option<usize> {
         let rt = self.rt;
-        let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
-        if b != 0 || !overlaps {
+        if b != 0 || !self.steps_in_flight() {
             return None;
         }
         if rt.has(Fault::SingleSlot) {

@@ -302,13 +302,15 @@ impl<'a, B: Backend> Walk<'a, B> {
             // before the receive, which then put the step's values back: after an eager arm,
             // `--arms eager,serve --requests 1 --fault shared-scratch` PASSed (hunt seed 197).
             // Only while earlier steps are in flight, as the hold.
-            if s == lo && lo + 1 < hi && t > 0 && rt.has(Fault::SharedScratch) {
-                let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
-                if overlaps {
-                    let prev = ((t - 1) % 2) as usize;
-                    let ev = &self.st.bounds[0].slots[prev].ev_rx;
-                    at(be.wait(&stg.stream, ev), c("shared-scratch order"))?;
-                }
+            if s == lo
+                && lo + 1 < hi
+                && t > 0
+                && rt.has(Fault::SharedScratch)
+                && self.steps_in_flight()
+            {
+                let prev = ((t - 1) % 2) as usize;
+                let ev = &self.st.bounds[0].slots[prev].ev_rx;
+                at(be.wait(&stg.stream, ev), c("shared-scratch order"))?;
             }
             if s == 0 {
                 let inp = &self.st.inputs[k];
@@ -328,8 +330,7 @@ impl<'a, B: Backend> Walk<'a, B> {
             // `--fault shared-scratch`, forced: stage lo+1, having received step t into the
             // one shared scratch, computes only once stage lo has run its next step in it
             // (only while earlier steps are in flight; at stage lo+1 alone, as `war_hold`).
-            let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
-            if s == lo + 1 && overlaps && rt.has(Fault::SharedScratch) {
+            if s == lo + 1 && rt.has(Fault::SharedScratch) && self.steps_in_flight() {
                 at(
                     be.hold_until_next(&stg.stream, &rt.stage(lo).exit, FAULT_HOLD),
                     c("shared-scratch hold"),
@@ -381,8 +382,7 @@ impl<'a, B: Backend> Walk<'a, B> {
                 // step's reader (which no longer waits for it) has downloaded it: the caller
                 // where each step is read before the next (eager), else the readback stream.
                 if rt.has(Fault::NoExitPublish) {
-                    let overlaps = self.st.outputs.iter().any(|o| o.unread.is_some());
-                    let read = if overlaps {
+                    let read = if self.steps_in_flight() {
                         &out.read_rb
                     } else {
                         &out.read_caller
@@ -406,6 +406,12 @@ impl<'a, B: Backend> Walk<'a, B> {
             rows: if last_only { 1 } else { rows },
             pos0: pos[0] as u64,
         })
+    }
+
+    /// Whether an issued step's output is still unread: steps are in flight, so the next one
+    /// issued runs beside them (what the forced write-after-read and scratch faults hold for).
+    pub(super) fn steps_in_flight(&self) -> bool {
+        self.st.outputs.iter().any(|o| o.unread.is_some())
     }
 
     /// A pending step is read once, from the walk that issued it: its slot must still hold
@@ -510,7 +516,7 @@ impl<B: Backend> Drop for Walk<'_, B> {
         {
             be.trace_step(s, None);
         }
-        if self.st.outputs.iter().any(|o| o.unread.is_some()) || !self.st.retired.is_empty() {
+        if self.steps_in_flight() || !self.st.retired.is_empty() {
             let _ = self.rt.barrier("walk drop");
             for o in self.st.outputs.iter_mut() {
                 o.unread = None;

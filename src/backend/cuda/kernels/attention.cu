@@ -479,8 +479,7 @@ extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARG
 //   case) adds without a per-position test, and the next trip's V loads leave before this
 //   trip's adds. The group partials of all rows meet after ONE barrier (was two per row).
 // - p values are read four at a time (16-byte shared loads): a row's scores are stored from
-//   the block's base (the union's first position), and the output trips start at base plus
-//   multiples of 4.
+//   the union's first position, and the output trips start there plus multiples of 4.
 // Grid (n_heads, ceil(rows / R)), block 256; dynamic shared memory (floats): R * hd (q),
 // R * smax (scores; smax >= the union's span, at most every n_i + R - 1, plus one trip of
 // ATR_VDEPTH read past it, a multiple of 4), and R * 256 output partials when G > 1
@@ -512,13 +511,13 @@ __device__ __forceinline__ void atr_dot64(float (&a)[8], const float* qc, const 
     }
 }
 
-// The scores of rows [0, nr) at cached position t, whose k row is kt: S[i][t - base] for
-// every row whose window holds t (base: the block's score origin, atr_body). HD: the head
-// width (0: any, read element by element).
+// The scores of rows [0, nr) at cached position t, whose k row is kt: S[i][t - lo] for
+// every row whose window holds t (lo: the block's score origin, the union's first position,
+// atr_body). HD: the head width (0: any, read element by element).
 template <int HD>
 __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int hd, int nr, int t,
                                            const int* s_from, const int* s_slot, float* S,
-                                           int smax, int base, float scale) {
+                                           int smax, int lo, float scale) {
     if constexpr (HD == 64) {
         // One chunk: the k row stays in registers for every row.
         float4 kr[16];
@@ -528,7 +527,7 @@ __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int 
         for (int i = 0; i < nr; i++) {
             float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
             atr_dot64(a, Q + i * 64, kr);
-            if (t >= s_from[i] && t <= s_slot[i]) S[i * smax + (t - base)] = atr_tree(a) * scale;
+            if (t >= s_from[i] && t <= s_slot[i]) S[i * smax + (t - lo)] = atr_tree(a) * scale;
         }
     } else if constexpr (HD > 0 && HD % 64 == 0) {
         // Chunks of 64 in element order, four rows at a time (their partials live across
@@ -553,7 +552,7 @@ __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int 
             for (int r = 0; r < 4; r++) {
                 const int i = i0 + r;
                 if (i < nr && t >= s_from[i] && t <= s_slot[i])
-                    S[i * smax + (t - base)] = atr_tree(a[r]) * scale;
+                    S[i * smax + (t - lo)] = atr_tree(a[r]) * scale;
             }
         }
     } else {
@@ -566,7 +565,7 @@ __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int 
                 for (int l = 0; l < 8; l++)
                     if (e0 + l < hd) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
             }
-            S[i * smax + (t - base)] = atr_tree(a) * scale;
+            S[i * smax + (t - lo)] = atr_tree(a) * scale;
         }
     }
 }
@@ -637,24 +636,23 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
         lo = s_from[i] < lo ? s_from[i] : lo;
         hi = s_slot[i] > hi ? s_slot[i] : hi;
     }
-    // The score origin: every row's score of position t at S[i * smax + (t - base)], base the
-    // union's start, so that the output loop's trips (which start at base plus multiples of
-    // 4) read four p values in one 16-byte load (smax a multiple of 4). The host's smax
-    // covers the union's span plus one trip (att_rows_smax).
-    const int base = lo;
+    // The scores' origin is lo: every row's score of position t at S[i * smax + (t - lo)], so
+    // that the output loop's trips (which start at lo plus multiples of 4) read four p values
+    // in one 16-byte load (smax a multiple of 4). The host's smax covers the union's span
+    // plus one trip (att_rows_smax).
     const float* Kb = K + seq * ctx * kvd + (size_t)kh * hd;
     const float* Vb = V + seq * ctx * kvd + (size_t)kh * hd;
     __syncthreads();  // q is rotated
     // Scores: one thread per position of the union, every row at once.
     for (int t = lo + tid; t <= hi; t += blockDim.x)
-        atr_scores<HD>(Q, Kb + (size_t)t * kvd, hd, nr, t, s_from, s_slot, S, smax, base, scale);
+        atr_scores<HD>(Q, Kb + (size_t)t * kvd, hd, nr, t, s_from, s_slot, S, smax, lo, scale);
     __syncthreads();
     // Softmax per row, one warp per row: exact max, expf, 8-lane position-strided sums and
     // tree8 (lanes 8..31 hold 0 and never reach lane 0's value), inv = 1 / sum; then
     // p_t * inv in place (the product every output add of the row reads).
     for (int i = warp; i < nr; i += blockDim.x >> 5) {
         const int n = s_slot[i] + 1 - s_from[i];
-        float* si = S + i * smax + (s_from[i] - base);
+        float* si = S + i * smax + (s_from[i] - lo);
         float m = __int_as_float(0xff800000);  // -inf
         for (int t = lane; t < n; t += 32) m = fmaxf(m, si[t]);
         for (int d = 16; d > 0; d >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
@@ -687,7 +685,7 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
 #pragma unroll
         for (int k2 = 0; k2 < DB; k2++) o[k][k2] = 0.0f;
         ra[k] = rb[k] = 0;
-        so[k] = k * smax - base;
+        so[k] = k * smax - lo;
         if (k < nr && owner) {
             const int from = s_from[k], last = s_slot[k] - from;
             const int chunk = (last + G - 1) / G;
@@ -697,7 +695,7 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
     }
     // The union of the rows' ranges of this thread's group; V read straight from the cache
     // (L2), ATR_VDEPTH values in flight per trip, each serving every row whose range holds
-    // it. Trips start at base plus a multiple of 4 (ua rounded down; the positions before a
+    // it. Trips start at lo plus a multiple of 4 (ua rounded down; the positions before a
     // row's range are outside it, never added), so each row's p values of a trip are four
     // aligned 16-byte shared loads; a trip's reads past a row's scores fall in the slack the
     // host adds to smax, and none of them is added.
@@ -709,7 +707,7 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
             ub = rb[k] > ub ? rb[k] : ub;
         }
     if (ua >= ub) ua = ub;  // no range: no trip (and no ua + u past INT_MAX)
-    else ua = base + ((ua - base) & ~3);
+    else ua = lo + ((ua - lo) & ~3);
 #pragma unroll
     for (int k2 = 0; k2 < DB; k2++) {
         const int d = G > 1 ? tid % hd : tid + 256 * k2;
@@ -783,13 +781,13 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
             float s = part[k * 256 + d];
             for (int gi = 1; gi < G; gi++) s = s + part[k * 256 + gi * hd + d];
             const float vlast = Vb[(size_t)s_slot[k] * kvd + d];
-            out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = s + S[k * smax + (s_slot[k] - base)] * vlast;
+            out[(size_t)(r0 + k) * qd + (size_t)h * hd + d] = s + S[k * smax + (s_slot[k] - lo)] * vlast;
         }
     } else {
 #pragma unroll
         for (int k = 0; k < ATR_MAX_R; k++) {
             if (k >= nr) break;
-            const int last = s_slot[k] - base;
+            const int last = s_slot[k] - lo;
 #pragma unroll
             for (int k2 = 0; k2 < DB; k2++) {
                 const int d = tid + 256 * k2;
