@@ -15,10 +15,24 @@ import csv
 import sys
 
 
+def fail(msg):
+    print(f"ncu-source-mix: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main():
-    rows = list(csv.reader(open(sys.argv[1])))
+    if len(sys.argv) not in (2, 3):
+        fail("usage: scripts/ncu-source-mix.py SOURCE.csv [REGIONS]")
+    try:
+        rows = list(csv.reader(open(sys.argv[1], newline="")))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        fail(f"{sys.argv[1]}: {e}")
+    if len(sys.argv) > 2 and not sys.argv[2].isdigit():
+        fail(f"REGIONS {sys.argv[2]!r}: not a count")
     nreg = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-    head = next(i for i, r in enumerate(rows) if "Instructions Executed" in r)
+    head = next((i for i, r in enumerate(rows) if "Instructions Executed" in r), None)
+    if head is None or "Source" not in rows[head]:
+        fail(f"{sys.argv[1]}: no source-page header (ncu -i R.ncu-rep --page source --csv --print-source sass)")
     hdr, data = rows[head], [r for r in rows[head + 1:] if len(r) == len(rows[head])]
     ix = {h: i for i, h in enumerate(hdr)}
     stalls = [h for h in hdr if h.startswith("stall_") and "(Not Issued)" not in h]
@@ -36,6 +50,8 @@ def main():
             st[c] += int(r[ix[c]] or 0) if r[ix[c]].isdigit() else 0
         if n:
             code.append((i, n))
+    if not code:
+        fail(f"{sys.argv[1]}: no executed instruction")
     tot, samp = sum(n_by.values()), max(1, sum(s_by.values()))
     print(f"{tot} warp instructions executed, {samp} warp-state samples")
     print("by opcode (instructions, share; samples, share):")
