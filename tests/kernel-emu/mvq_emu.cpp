@@ -95,20 +95,22 @@ size_t row_bytes(const Fmt& f, int n) {
 
 struct Case {
     const Fmt* fm;
-    int n, n_out, rows, mode;  // mode 0: y = W x; 2: y = act(G x) * (U x)
+    int n, n_out, rows, mode;  // mode 0: y = W x; 1: y = y + W x (+residual); 2: act(G x) * (U x)
     bool norm;
     int mats = 1;  // mode 0: matrices of n_out rows each, one launch over all (as q|k|v)
 };
 
 std::string name(const Case& c) {
     return std::string(c.fm->name) + " n_in " + std::to_string(c.n) + " n_out " + std::to_string(c.n_out) +
-           " rows " + std::to_string(c.rows) + (c.mode == 2 ? " gate|up" : "") + (c.norm ? " norm" : "") +
+           " rows " + std::to_string(c.rows) + (c.mode == 2 ? " gate|up" : c.mode == 1 ? " +residual" : "") +
+           (c.norm ? " norm" : "") +
            (c.mats > 1 ? " x" + std::to_string(c.mats) + " matrices" : "");
 }
 
 struct Inputs {
     std::vector<std::vector<uint8_t>> w;  // one per matrix
     std::vector<float> x, g, xn;          // rows x n; norm weights; stage_rows' layout of x
+    std::vector<std::vector<float>> res;  // mode 1: each matrix's y before the launch (rows x n_out)
 };
 
 // A folded post-norm add (MvArgs res_o, res_w, res_out): the launch's row is x + post_norm(o).
@@ -128,6 +130,11 @@ Inputs make_inputs(const Case& c) {
     }
     in.x.resize((size_t)c.rows * c.n);
     for (auto& v : in.x) v = frand();
+    for (int m = 0; m < nm && c.mode == 1; ++m) {
+        std::vector<float> r((size_t)c.rows * c.n_out);
+        for (auto& v : r) v = frand();
+        in.res.push_back(std::move(r));
+    }
     in.g.resize(c.n);
     for (auto& v : in.g) v = 0.5f + frand();
     in.xn.resize(in.x.size());
@@ -146,6 +153,7 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     const int rt = RTS[ri], nw = dense ? 8 : 1 << nwi, tiles = c.rows / rt;
     const int nm = c.mode == 2 ? 2 : c.mats;
     std::vector<std::vector<float>> ys(nm, std::vector<float>((size_t)c.rows * c.n_out, 0.0f));
+    if (c.mode == 1) ys = in.res;  // the residual the launch adds to
     MvArgs a{};
     for (int m = 0; m < nm; ++m) {
         a.m[m].w = in.w[m].data();
@@ -216,6 +224,13 @@ int main() {
     // the row), for the formats with offsets (Q4_1, Q5_1: the run sums of x beside it).
     cases.push_back({fmt("q4_1"), 4096, 14, 8, 0, true});
     cases.push_back({fmt("q5_1"), 4096, 14, 8, 0, true});
+    // +residual (o and down): each lane reads its output's addend as the group's last round
+    // starts (mvq_item, mv_res_load). 512 wide: one round, so the addend of a warp's next
+    // group is read while the current one's units compute; 4608: the last of five rounds.
+    for (const Fmt& f : FMTS) {
+        cases.push_back({&f, 512, 14, 8, 1, false});
+        cases.push_back({&f, 4608, 14, 8, 1, false});
+    }
     int checked = 0;
     for (const Case& c : cases) {
         const Inputs in = make_inputs(c);
@@ -241,6 +256,21 @@ int main() {
                         break;
                     }
                 }
+        // +residual is residual + the dot: each output's addend is its own (mode 0's dot of
+        // the same inputs, added to the residual in f32, must give the reference's bits).
+        if (ok && c.mode == 1) {
+            Case c0 = c;
+            c0.mode = 0;
+            const std::vector<float> dot = run(c0, in, 0, 0, true, 0, 0);
+            std::vector<float> sum(dot.size());
+            for (size_t i = 0; i < dot.size(); ++i) sum[i] = in.res[0][i] + dot[i];
+            std::string where;
+            ++checked;
+            if (!same(sum, ref, &where)) {
+                emu_harness::fail("mvq_emu", name(c) + ": not the residual plus the dot, " + where);
+                ok = false;
+            }
+        }
         if (ok) std::printf("mvq_emu: ok  %s\n", name(c).c_str());
     }
     // The dense one-row walk against RT = 1, NW = 1 (its reference above), on rows under 1024
