@@ -148,6 +148,121 @@ pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
     probe().map_err(|e| anyhow::anyhow!("{flag} {shown}: cannot write there: {e}"))
 }
 
+/// Which file a path names, to tell whether two paths are one file: an existing path by its
+/// device and inode (a symbolic or hard link to it is the same file), a path not yet written
+/// by its parent directory's canonical path and its name (two outputs aimed at one new file).
+#[derive(PartialEq, Eq, Debug)]
+enum FileId {
+    Node(u64, u64),
+    New(std::path::PathBuf),
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    #[cfg(unix)]
+    if let Ok(md) = std::fs::metadata(path) {
+        use std::os::unix::fs::MetadataExt;
+        return Some(FileId::Node(md.dev(), md.ino()));
+    }
+    #[cfg(not(unix))]
+    if let Ok(c) = std::fs::canonicalize(path) {
+        return Some(FileId::New(c));
+    }
+    let name = path.file_name()?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Some(FileId::New(std::fs::canonicalize(dir).ok()?.join(name)))
+}
+
+/// check_distinct's refusal: an output that would overwrite an input or another output. A
+/// command ending on it writes no output at all (not even the JUnit file it writes on other
+/// errors, which could be the very input: `battery B.json --junit B.json`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Clash(pub String);
+
+/// Refused before any work: an output (flag, path) that is one of the inputs' files, which
+/// writing it would destroy (`--receipt m.gguf --model m.gguf` replaced the model with a
+/// receipt, exit 0), or two outputs naming one file, of which the later write would keep
+/// only its own (`--trace r.json --receipt r.json`). Paths that do not resolve (a parent not
+/// yet made) name no existing file and are left to check_writable.
+pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> anyhow::Result<()> {
+    let ins: Vec<_> = inputs.iter().map(|(f, p)| (f, p, file_id(p))).collect();
+    let outs: Vec<_> = outputs.iter().map(|(f, p)| (f, p, file_id(p))).collect();
+    for (i, (flag, path, id)) in outs.iter().enumerate() {
+        let Some(id) = id else { continue };
+        if let Some((iflag, ipath, _)) = ins.iter().find(|(_, _, j)| j.as_ref() == Some(id)) {
+            return Err(Clash(format!(
+                "{flag} {}: is the {iflag} file {}; an output must not overwrite an input",
+                shown_path(path),
+                shown_path(ipath)
+            ))
+            .into());
+        }
+        if let Some((oflag, _, _)) = outs[..i].iter().find(|(_, _, j)| j.as_ref() == Some(id)) {
+            return Err(Clash(format!(
+                "{flag} {}: is also the {oflag} path; each output needs a file of its own",
+                shown_path(path)
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path`'s file sits in directory `dir` (both resolved: `./r/x.json` and `r/x.json`
+/// are in one directory); false where either does not resolve.
+pub fn in_dir(dir: &Path, path: &Path) -> bool {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(parent)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Largest JSON input read whole (a receipt, a battery file, a trace): far past any this
+/// tool writes (a receipt of 100000 steps is a few MB; a trace of a long soak run tens).
+pub const JSON_MAX_BYTES: u64 = 256 << 20;
+
+/// A JSON input file's text, refused unless it is a regular file of at most JSON_MAX_BYTES
+/// in UTF-8: a FIFO would block the open (for ever, an interrupt too), /dev/zero or
+/// /dev/urandom would grow memory until the process was killed. The error (InvalidInput for
+/// each refusal) says what the path is, not the path: the caller names it.
+pub fn read_json_file(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let refuse = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+    let md = std::fs::metadata(path)?;
+    if !md.is_file() {
+        return Err(refuse(format!("is {}, need a JSON file", file_kind(&md))));
+    }
+    // One byte past the cap, whatever the metadata said (a file may grow while read).
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(JSON_MAX_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > JSON_MAX_BYTES {
+        return Err(refuse(format!(
+            "over the limit of {JSON_MAX_BYTES} bytes for a JSON input"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        refuse(format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// read_json_file's text, an error naming `what` and the path (`battery B.json: is a FIFO,
+/// need a JSON file`).
+pub fn read_json_text(what: &str, path: &Path) -> anyhow::Result<String> {
+    read_json_file(path).map_err(|e| anyhow::anyhow!("{what} {}: {e}", shown_path(path)))
+}
+
 /// `path` for a message: a name of thousands of bytes is cut to its first 60 characters and
 /// its length, so the message stays readable.
 pub fn shown_path(path: &Path) -> String {
@@ -309,4 +424,59 @@ fn start_time(pid: u32) -> Option<u64> {
     // The command name (field 2) is in parentheses and may hold spaces or ')'.
     let rest = &s[s.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One file under any name (a hard link, a symlink, `./x` against `x` in a directory),
+    /// a new path named twice, and distinct files told apart.
+    #[test]
+    fn check_distinct_sees_one_file_under_every_name() {
+        let d = tempfile::tempdir().unwrap();
+        let p = |n: &str| d.path().join(n);
+        std::fs::write(p("in.gguf"), b"model").unwrap();
+        std::fs::hard_link(p("in.gguf"), p("hard.gguf")).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink(p("in.gguf"), p("soft.gguf")).unwrap();
+        std::fs::create_dir(p("sub")).unwrap();
+        let input = [("--model", p("in.gguf"))];
+        let ins: Vec<(&str, &Path)> = input.iter().map(|(f, q)| (*f, q.as_path())).collect();
+        for name in ["in.gguf", "hard.gguf", "soft.gguf", "sub/../in.gguf"] {
+            let o = p(name);
+            let e = check_distinct(&[("--receipt", &o)], &ins).unwrap_err();
+            assert!(e.downcast_ref::<Clash>().is_some(), "{name}: {e}");
+            assert!(e.to_string().contains("is the --model file"), "{e}");
+        }
+        let (a, b) = (p("new.json"), p("sub/../new.json"));
+        let e = check_distinct(&[("--receipt", &a), ("--trace", &b)], &ins).unwrap_err();
+        assert!(e.to_string().contains("also the --receipt path"), "{e}");
+        let other = p("other.json");
+        check_distinct(&[("--receipt", &a), ("--trace", &other)], &ins).unwrap();
+    }
+
+    /// A JSON input must be a regular UTF-8 file: a directory, a device and bytes that are
+    /// not UTF-8 are refused saying which, and a file reads whole.
+    #[test]
+    fn read_json_file_takes_regular_utf8_files_only() {
+        let d = tempfile::tempdir().unwrap();
+        let e = read_json_file(d.path()).unwrap_err();
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        #[cfg(unix)]
+        {
+            let e = read_json_file(Path::new("/dev/zero")).unwrap_err();
+            assert!(e.to_string().contains("is a character device"), "{e}");
+        }
+        let f = d.path().join("x.json");
+        std::fs::write(&f, [b'{', 0xFF, b'}']).unwrap();
+        let e = read_json_file(&f).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("not UTF-8 text (invalid byte at offset 1)"),
+            "{e}"
+        );
+        std::fs::write(&f, "{}").unwrap();
+        assert_eq!(read_json_file(&f).unwrap(), "{}");
+    }
 }

@@ -693,6 +693,44 @@ fn bad_flags_exit_2_naming_the_value() {
             &["--backend", "cpu", "--pdl", "off"],
             "--pdl off: the cpu backend",
         ),
+        // Each size and fault once, as each arm (silently merged before).
+        (
+            &["--arms", "prime", "--chunk", "8,1,8"],
+            "--chunk 8,1,8: size 8 listed twice (entries 1 and 3)",
+        ),
+        (
+            &[
+                "--stages",
+                "2",
+                "--fault",
+                "rx-no-wait",
+                "--fault",
+                "rx-no-wait",
+            ],
+            "--fault rx-no-wait: given twice",
+        ),
+        // A count past the stages any run can have (2^64 - 1 ran, on "device" 2^64 - 2).
+        (
+            &[
+                "--cpu-devices",
+                "18446744073709551615",
+                "--devices",
+                "0,18446744073709551614",
+            ],
+            "--cpu-devices 18446744073709551615: at most 7281",
+        ),
+        (
+            &[
+                "synth",
+                "--arch",
+                "gemma3",
+                "--sliding-window",
+                "4294967297",
+                "-o",
+                "x.gguf",
+            ],
+            "sliding_window = 4294967297: too large",
+        ),
     ];
     for (args, want) in cases {
         let o = run(args);

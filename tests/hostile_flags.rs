@@ -42,6 +42,7 @@ const FLAGS: &[(&[&str], &str, &[&str])] = &[
     (&["synth"], "--vocab", &[]),
     (&["synth"], "--ff", &[]),
     (&["synth"], "--kv-heads", &[]),
+    (&["synth"], "--sliding-window", &["--arch", "gemma3"]),
     (&["selftest"], "--runs", &[]),
 ];
 

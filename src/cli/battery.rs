@@ -367,8 +367,7 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
 }
 
 fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
-    let text = std::fs::read_to_string(&a.file)
-        .with_context(|| format!("battery {}", a.file.display()))?;
+    let text = crate::fsio::read_json_text("battery", &a.file)?;
     // Every field, name and gate's flags are checked before the first gate runs (backend,
     // devices, arms, faults: everything but the model): a bad gate five must not cost the
     // four before it.
@@ -442,8 +441,41 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
             }
         }
     }
+    // No output may overwrite an input or another output: above all a receipt written over
+    // the golden it is then diffed against (`--out D --golden D` read each receipt back as
+    // its own golden, "same", and replaced the goldens), and --junit over the battery file.
+    let receipts: Vec<PathBuf> = gates
+        .iter()
+        .map(|(g, _)| out.join(format!("{}.json", g.name)))
+        .collect();
+    let goldens: Vec<PathBuf> = match &a.golden {
+        Some(d) => gates
+            .iter()
+            .map(|(g, _)| d.join(format!("{}.json", g.name)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut outs: Vec<(&str, &Path)> = receipts.iter().map(|p| ("--out", p.as_path())).collect();
+    outs.extend(a.junit.as_deref().map(|j| ("--junit", j)));
+    let mut ins: Vec<(&str, &Path)> = vec![("battery", a.file.as_path())];
+    ins.extend(goldens.iter().map(|p| ("--golden", p.as_path())));
+    for (_, plan) in &gates {
+        if let Plan::Run(cli) = plan {
+            outs.extend(cli.gate.trace.as_deref().map(|t| ("--trace", t)));
+            ins.extend(
+                [
+                    ("--model", &cli.gate.model),
+                    ("--tape", &cli.gate.tape),
+                    ("--nccl-lib", &cli.gate.nccl_lib),
+                ]
+                .into_iter()
+                .filter_map(|(f, p)| p.as_deref().map(|p| (f, p))),
+            );
+        }
+    }
+    crate::fsio::check_distinct(&outs, &ins)?;
     let mut worst = EXIT_PASS;
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let (mut passed, mut failed, mut skipped, mut off_golden) = (0, 0, 0, 0);
     // On a terminal from the first gate's start; dropped (so cleared) on every return.
     let bar = Bar::new(format!("battery {}", bf.name), gates.len(), "gates");
     for (i, (g, plan)) in gates.iter().enumerate() {
@@ -490,6 +522,11 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
                 case.classname = bf.name.clone();
                 if r.verdict == "PASS" {
                     passed += 1;
+                    // A PASS whose receipt differs from its golden (or cannot be compared):
+                    // the exit is 1 (or 2), and the summary line says why.
+                    if !matches!(case.outcome, junit::Outcome::Pass) {
+                        off_golden += 1;
+                    }
                 } else {
                     failed += 1;
                     worst = worst.max(EXIT_FAIL);
@@ -518,8 +555,13 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
         }
     }
     bar.finish();
+    let golden_note = if off_golden > 0 {
+        format!("; {off_golden} PASS not the same as its golden")
+    } else {
+        String::new()
+    };
     outln!(
-        "battery {}: {passed} PASS, {failed} FAIL, {skipped} SKIP (of {} gates)",
+        "battery {}: {passed} PASS, {failed} FAIL, {skipped} SKIP (of {} gates){golden_note}",
         bf.name,
         gates.len()
     );

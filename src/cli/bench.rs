@@ -37,6 +37,11 @@ pub fn bench(a: &BenchArgs) -> Result<i32> {
     if let Some(t) = &a.gate.trace {
         check_writable("--trace", t)?;
     }
+    let outs: Vec<_> = [("--receipt", &a.gate.receipt), ("--trace", &a.gate.trace)]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+        .collect();
+    crate::fsio::check_distinct(&outs, &a.gate.options().input_files())?;
     let p = prepare(&a.gate.options())?;
     // bench sizes its runtimes by --steps (and --batch rows), not the gate's positions.
     bounds::bench_steps(a.steps, &p.model.cfg)?;

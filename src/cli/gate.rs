@@ -15,10 +15,14 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     // The outputs are checked before any work: a receipt or trace that cannot be written
     // must not be found after the whole gate ran.
     let default = default_receipt_path("gate");
-    crate::fsio::check_writable("--receipt", args.receipt.as_ref().unwrap_or(&default))?;
+    let receipt = args.receipt.as_ref().unwrap_or(&default);
+    crate::fsio::check_writable("--receipt", receipt)?;
     if let Some(t) = &args.trace {
         crate::fsio::check_writable("--trace", t)?;
     }
+    let mut outs = vec![("--receipt", receipt.as_path())];
+    outs.extend(args.trace.as_deref().map(|t| ("--trace", t)));
+    crate::fsio::check_distinct(&outs, &args.input_files())?;
     let p = prepare(args)?;
     if !args.quiet {
         // Why `--backend auto` took the CPU, where it did: a user expecting a GPU sees it.

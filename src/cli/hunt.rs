@@ -340,6 +340,12 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
         .canonicalize()
         .with_context(|| format!("--out {}", crate::fsio::shown_path(&out)))?;
     let _lock = OutLock::take("--out", &out)?;
+    // --junit must not overwrite an input or the report (the trials' own files are named
+    // under trials/, shrink/, found/ and tapes/ by the hunt).
+    let report_path = out.join("hunt.json");
+    let mut outs = vec![("--out", report_path.as_path())];
+    outs.extend(a.junit.as_deref().map(|j| ("--junit", j)));
+    crate::fsio::check_distinct(&outs, &g.input_files())?;
     let stop = || INTERRUPTS.load(Ordering::SeqCst) > 0;
     let h = Hunt {
         exe: std::env::current_exe().context("finding this binary (every trial runs it)")?,
@@ -359,6 +365,7 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
         model: model_name,
         shrink_limit: SHRINK_LIMIT,
     };
+    h.check_fault_reachable()?;
     let t = h.run()?;
     for l in crate::hunt::report::table(&h, &t) {
         outln!("{l}");

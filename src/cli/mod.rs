@@ -120,7 +120,8 @@ pub enum Cmd {
     /// Search the configuration space for a divergence and shrink each finding to the
     /// smallest configuration that still fails (README: "hunt"). Gate flags given pin their
     /// dimension (one no draw can make valid: exit 2 before any trial); --seed is the hunt's
-    /// seed, --fault F its fault. Exit 0 no finding, 1
+    /// seed, --fault F its fault (one no draw opens: exit 2 before any trial). Exit 0 no
+    /// finding, 1
     /// findings (the report and every finding kept on SIGINT/SIGTERM/SIGHUP), 2 a harness
     /// error, 130 interrupted with no finding.
     Hunt(HuntArgs),
@@ -240,7 +241,7 @@ pub struct GateArgs {
     /// Receipt path (default: a new file under receipts/runs/).
     #[arg(long)]
     pub receipt: Option<PathBuf>,
-    /// CPU backend: number of CPU "devices" (domains).
+    /// CPU backend: number of CPU "devices" (domains), 1 to 7281 (as many as stages).
     #[arg(long, allow_negative_numbers = true, default_value_t = 8)]
     pub cpu_devices: usize,
     /// Delay every stream op by a seeded random 0..N µs (schedule explorer; CPU: a sleep on
@@ -579,7 +580,7 @@ pub struct SelftestArgs {
     /// memory).
     #[arg(long)]
     pub model: Option<PathBuf>,
-    /// CPU backend: number of CPU "devices" (domains).
+    /// CPU backend: number of CPU "devices" (domains), 1 to 7281 (as many as stages).
     #[arg(long, allow_negative_numbers = true, default_value_t = 8)]
     pub cpu_devices: usize,
 }

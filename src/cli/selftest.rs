@@ -423,6 +423,7 @@ fn parse_gate(argv: &[String]) -> Result<GateOptions> {
 }
 
 pub fn selftest(a: &SelftestArgs) -> Result<i32> {
+    crate::gate::bounds::cpu_devices(a.cpu_devices)?;
     bounds::runs(a.runs)?;
     if a.runs == 0 {
         bail!("--runs 0: need at least one run");

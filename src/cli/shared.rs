@@ -128,6 +128,10 @@ pub(super) fn write_junit(
     pending: Option<&anyhow::Error>,
 ) -> Result<()> {
     let Some(path) = path else { return Ok(()) };
+    // An output aimed at an input: nothing is written (the JUnit path may be that input).
+    if pending.is_some_and(|e| e.downcast_ref::<crate::fsio::Clash>().is_some()) {
+        return Ok(());
+    }
     match report.write(path) {
         Ok(()) => Ok(()),
         Err(e) if pending.is_some() => {

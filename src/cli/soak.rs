@@ -84,6 +84,23 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         check_writable("--trace", t)?;
         check_writable("--trace", &run_trace_path(t, a.runs))?;
     }
+    // No output may overwrite an input or another output: the explicit paths, then the
+    // families of names the runs write (run-NNN.json under --out, T-run-NNN.ext beside
+    // --trace T), which the model, the tape or --junit must not be either.
+    let mut outs = vec![("--out", summary_path.as_path())];
+    outs.extend(a.junit.as_deref().map(|j| ("--junit", j)));
+    outs.extend(a.gate.trace.as_deref().map(|t| ("--trace", t)));
+    let opts = a.gate.options();
+    let ins = opts.input_files();
+    crate::fsio::check_distinct(&outs, &ins)?;
+    for (flag, p) in ins.iter().chain(outs[1..].iter()) {
+        if let Some(what) = soak_writes(&dir, a.gate.trace.as_deref(), a.runs, p) {
+            bail!(
+                "{flag} {}: is {what}, which the soak writes; give it another name",
+                crate::fsio::shown_path(p)
+            );
+        }
+    }
     // The summary exists from here on: an interrupt during the model load leaves one too.
     {
         let mut g = live();
@@ -265,6 +282,44 @@ fn run_line(run: usize, runs: usize, r: &crate::receipt::Receipt, secs: f64) -> 
 
 /// `soak --trace FILE`: run `run`'s trace, `<FILE's stem>-run-NNN<.FILE's extension>` beside
 /// FILE (the same NNN as the run's receipt).
+/// What `p` is among the files a soak of `runs` runs writes besides its explicit outputs, if
+/// one: a run receipt `DIR/run-NNN.json` (NNN of 1..=runs, three digits or more), or with
+/// --trace T a run's trace (`run_trace_path`, beside T; T itself is an explicit output).
+fn soak_writes(dir: &Path, trace: Option<&Path>, runs: usize, p: &Path) -> Option<String> {
+    let name = p.file_name()?.to_str()?;
+    let run_of = |n: &str| {
+        n.parse::<usize>()
+            .ok()
+            .filter(|&i| (1..=runs).contains(&i) && format!("{i:03}") == n)
+    };
+    let receipt = name
+        .strip_prefix("run-")
+        .and_then(|n| n.strip_suffix(".json"));
+    if receipt.and_then(run_of).is_some() && crate::fsio::in_dir(dir, p) {
+        return Some(format!(
+            "run {} of the soak's receipts under --out",
+            receipt?
+        ));
+    }
+    let t = trace?;
+    let tdir = match t.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // A run's trace name for run i is run_trace_path(t, i): find i from the digits where the
+    // first run's name has them.
+    let first = run_trace_path(t, 1).file_name()?.to_str()?.to_string();
+    let (head, tail) = first.split_once("-run-001")?;
+    let digits = name
+        .strip_prefix(head)?
+        .strip_prefix("-run-")?
+        .strip_suffix(tail)?;
+    if run_of(digits).is_some() && crate::fsio::in_dir(tdir, p) {
+        return Some(format!("run {digits}'s trace of --trace {}", t.display()));
+    }
+    None
+}
+
 fn run_trace_path(file: &Path, run: usize) -> PathBuf {
     let stem = file
         .file_stem()

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
 
 use crate::exit::{EXIT_FAIL, EXIT_PASS};
 
@@ -12,8 +12,7 @@ pub fn trace_check(file: &Path, phase: &str) -> Result<i32> {
     if let Some(why) = crate::backend::trace::check::phase_problem(phase) {
         anyhow::bail!("trace-check --phase: {why}");
     }
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("trace-check {}", file.display()))?;
+    let text = crate::fsio::read_json_text("trace-check", file)?;
     let doc = crate::jsonin::parse_unique(&text)
         .map_err(|e| anyhow!("trace-check {}: {e}", file.display()))?;
     let r = crate::backend::trace::check::check(&doc, &text, phase)

@@ -57,6 +57,16 @@ pub fn flags(args: &GateOptions) -> Result<()> {
             bail!("{flag} {w}: at most {MAX_STAGES} (every member holds a stage; see --stages)");
         }
     }
+    cpu_devices(args.cpu_devices)
+}
+
+/// `--cpu-devices N`: at most MAX_STAGES, as many as a run can give stages of their own (a
+/// count of 2^64 - 1 let `--devices 0,18446744073709551614` place a stage on a "device" no
+/// run could have). Shared by the gate and selftest.
+pub fn cpu_devices(n: usize) -> Result<()> {
+    if n > MAX_STAGES {
+        bail!("--cpu-devices {n}: at most {MAX_STAGES} (a CPU device holds a stage; see --stages)");
+    }
     Ok(())
 }
 

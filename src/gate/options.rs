@@ -72,6 +72,19 @@ pub struct GateOptions {
 }
 
 impl GateOptions {
+    /// The files a run reads (flag, path): what no output of it may overwrite
+    /// (`fsio::check_distinct`).
+    pub fn input_files(&self) -> Vec<(&'static str, &std::path::Path)> {
+        [
+            ("--model", &self.model),
+            ("--tape", &self.tape),
+            ("--nccl-lib", &self.nccl_lib),
+        ]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_deref().map(|p| (f, p)))
+        .collect()
+    }
+
     /// Whether `--arms` names `kind` (an unknown name is `check_on`'s to refuse).
     pub fn runs_arm(&self, kind: crate::arms::ArmKind) -> bool {
         self.arms

@@ -280,9 +280,11 @@ pub fn check_on(args: &GateOptions, be: AnyBackend) -> Result<Checked> {
         if let Some(why) = fault_closed(args, &be, &devices, &arms, f) {
             bail!("--fault {f}: {why}");
         }
-        if !faults.contains(&f) {
-            faults.push(f);
+        // Given twice: refused, as an arm listed twice is (a fault is one law broken once).
+        if faults.contains(&f) {
+            bail!("--fault {f}: given twice");
         }
+        faults.push(f);
     }
     Ok(Checked {
         be,
@@ -361,6 +363,20 @@ pub fn check_prompt_reach(args: &GateOptions) -> Result<PromptReach> {
     let r = PromptReach::of(args)?;
     let chunks = list_flag("--chunk", &args.chunk)?;
     if let (Some(list), true) = (&chunks, args.runs_arm(ArmKind::Prime)) {
+        // A size twice would run twice under one name in the receipt (its hashes twice):
+        // refused as `--arms eager,eager` is.
+        if let Some((i, &c)) = list
+            .iter()
+            .enumerate()
+            .find(|(i, c)| list[..*i].contains(c))
+        {
+            bail!(
+                "--chunk {}: size {c} listed twice (entries {} and {})",
+                join(list),
+                list.iter().position(|x| *x == c).unwrap_or(0) + 1,
+                i + 1
+            );
+        }
         if let Some(&c) = list.iter().find(|&&c| c > r.prompt) {
             bail!(
                 "--chunk {}: a chunk of {c} is longer than the {}-position prompt ({}); a prime chunk holds prompt positions only: at most {}",

@@ -161,7 +161,8 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
 }
 
 /// A tape's bounds against the model: every id below the vocab size, and no more positions
-/// than the model's context length (`context_length` 0: the model names none).
+/// than the model's context length (`context_length` 0: no bound, which only a hand-made
+/// config in a test has; a GGUF must name one).
 pub fn check_tape(t: &Tape, path: &Path, vocab: usize, context_length: usize) -> Result<()> {
     for (i, &id) in t.tokens.iter().enumerate() {
         if id as usize >= vocab {

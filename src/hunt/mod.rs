@@ -40,6 +40,9 @@ use trial::{run_child, Exit};
 /// the most redraws per trial (`Hunt::draw_trial`).
 const FAVOUR_AFTER: usize = 4;
 const REDRAWS: usize = 16;
+/// Draws tried, before the first trial, for one that opens `--fault`'s window
+/// (`Hunt::check_fault_reachable`).
+pub const REACH_DRAWS: usize = 4000;
 
 /// What a trial's outcome says against the rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -288,6 +291,34 @@ impl Hunt<'_> {
             d = self.space.draw(rng);
         }
         Ok(d)
+    }
+
+    /// With `--fault F`: some draw of this space must open F's window (the gate's own rule),
+    /// tried on up to REACH_DRAWS tape-less draws of a generator of its own (the trials'
+    /// draws are unchanged). With none, the flags given keep F shut in every trial the hunt
+    /// could run, and a hunt that never tests F must not end as one that found nothing
+    /// (`--fault stale-cache --arms eager` ran its trials and exited 0): an error before any
+    /// trial, which the CLI turns into exit 2.
+    pub fn check_fault_reachable(&self) -> Result<()> {
+        let Some(f) = self.fault else {
+            return Ok(());
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0x9e37_79b9_7f4a_7c15);
+        for _ in 0..REACH_DRAWS {
+            let d = self.space.draw(&mut rng);
+            if d.tape.is_none() && self.opens(&d, f)? {
+                return Ok(());
+            }
+        }
+        anyhow::bail!(
+            "--fault {f}: its window opened in none of {REACH_DRAWS} configurations drawn with the flags given ({}), so no trial could test it; it opens where {}",
+            if self.base_flags.is_empty() {
+                "none".to_string()
+            } else {
+                self.base_flags.join(" ")
+            },
+            f.needs()
+        )
     }
 
     /// Whether fault `f` opens at draw `d` by the gate's rule (a draw the gate refuses: no;

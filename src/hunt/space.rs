@@ -919,7 +919,13 @@ impl Space {
                 for x in smaller(ladder[i]).into_iter().flatten() {
                     let mut l = ladder.clone();
                     l[i] = x;
-                    l.dedup();
+                    // Each size once (the gate refuses a size listed twice), first kept.
+                    let mut seen = Vec::new();
+                    l.retain(|c| {
+                        let new = !seen.contains(c);
+                        seen.push(*c);
+                        new
+                    });
                     push(Draw {
                         chunk: Some(l),
                         ..d.clone()

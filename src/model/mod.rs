@@ -252,17 +252,18 @@ impl Config {
             )?,
             None => 10000.0,
         };
-        // Absent: 0 (unknown). Present, it is the trained context: 0 positions is no model.
-        let context_length = match opt_usize(f, &k("context_length"))? {
-            Some(0) => {
+        // The trained context, which bounds every run's positions: required, as llama.cpp
+        // requires it (absent, it was read as "unknown" and the bound silently dropped: a
+        // 5000-position gate ran on a file naming none); 0 positions is no model.
+        let context_length = match get_usize(f, &k("context_length"))? {
+            0 => {
                 return Err(kv_err(
                     &k("context_length"),
                     0,
                     "must be at least 1 (the positions the model was trained for)".into(),
                 ))
             }
-            Some(n) => n,
-            None => 0,
+            n => n,
         };
         for (key, v) in [
             (k("block_count"), n_layers),

@@ -331,6 +331,14 @@ fn check(spec: &SynthSpec) -> Result<usize, ModelError> {
     }
     match spec.sliding_window {
         Some(0) => return Err(bad("sliding_window", 0, "must be positive")),
+        // Written as a u32: a larger one wrapped (4294967297 was stored as 1).
+        Some(w) if u32::try_from(w).is_err() => {
+            return Err(bad(
+                "sliding_window",
+                w,
+                "too large (a u32 in GGUF: --sliding-window at most 4294967295)",
+            ))
+        }
         Some(w) if spec.arch != Arch::Gemma3 => {
             return Err(bad(
                 "sliding_window",
@@ -839,6 +847,14 @@ mod tests {
                     ..builtin_spec()
                 },
                 "only gemma3 files carry a sliding window",
+            ),
+            // Past a u32: refused naming the value, never wrapped (2^32 + 1 was stored as 1).
+            (
+                SynthSpec {
+                    sliding_window: Some((1 << 32) + 1),
+                    ..gemma_spec()
+                },
+                "sliding_window = 4294967297: too large",
             ),
         ] {
             let e = synth_gguf(&spec).expect_err("refused").to_string();

@@ -752,7 +752,7 @@ fn non_finite_or_non_positive_float_metadata_is_refused_naming_key_and_value() {
 }
 
 #[test]
-fn a_context_length_of_0_is_refused_and_1_loads() {
+fn a_context_length_of_0_or_none_is_refused_and_1_loads() {
     let f = synth_file(&small_llama());
     for v in [Value::U32(0), Value::U64(0), Value::I32(0)] {
         let e = load_err(&with_key(&f, "llama.context_length", v));
@@ -765,13 +765,17 @@ fn a_context_length_of_0_is_refused_and_1_loads() {
     assert!(e.contains("llama.context_length"), "{e}");
     let m = Model::load(&with_key(&f, "llama.context_length", Value::U32(1))).expect("1");
     assert_eq!(m.cfg.context_length, 1);
-    // Absent: unknown (0), as before.
+    // Absent: refused, naming the key (it bounds every run's positions).
     let g = rewrite(
         &f,
         |k, v| (k != "llama.context_length").then(|| v.clone()),
         |_, d| Some(d.to_vec()),
     );
-    assert_eq!(Model::load(&g).expect("absent").cfg.context_length, 0);
+    let e = load_err(&g);
+    assert!(
+        e.contains("missing metadata key llama.context_length"),
+        "{e}"
+    );
 }
 
 /// Where `key`'s value type (u32) and value start in GGUF `bytes` (the key is written as a

@@ -760,7 +760,7 @@ pub enum ReceiptError {
 impl Receipt {
     pub fn load(path: &Path) -> Result<Receipt, ReceiptError> {
         let p = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ReceiptError::Read {
+        let text = crate::fsio::read_json_file(path).map_err(|err| ReceiptError::Read {
             path: p.clone(),
             err,
         })?;

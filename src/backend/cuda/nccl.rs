@@ -80,10 +80,18 @@ pub fn candidates(flag: Option<&Path>) -> Result<Vec<PathBuf>, String> {
         None => Ok(vec!["libnccl.so.2".into(), "libnccl.so".into()]),
         Some(p) if p.is_dir() => Ok(vec![p.join("libnccl.so.2"), p.join("libnccl.so")]),
         Some(p) if p.is_file() => Ok(vec![p.to_path_buf()]),
-        Some(p) => Err(format!(
-            "--nccl-lib {}: no such file or directory; {WHERE_NCCL}",
-            p.display()
-        )),
+        // There but neither (a device, a FIFO): say what it is, not that it is missing.
+        Some(p) => Err(match std::fs::metadata(p) {
+            Ok(md) => format!(
+                "--nccl-lib {}: is {}, need the library file or its directory; {WHERE_NCCL}",
+                p.display(),
+                crate::fsio::file_kind(&md)
+            ),
+            Err(_) => format!(
+                "--nccl-lib {}: no such file or directory; {WHERE_NCCL}",
+                p.display()
+            ),
+        }),
     }
 }
 
@@ -403,6 +411,12 @@ mod tests {
         let e = Nccl::load(Some(&d.path().join("nope"))).err().unwrap();
         assert!(
             e.contains("no such file or directory") && e.contains("--nccl-lib"),
+            "{e}"
+        );
+        // There, but a device: named as one.
+        let e = Nccl::load(Some(Path::new("/dev/zero"))).err().unwrap();
+        assert!(
+            e.contains("--nccl-lib /dev/zero: is a character device"),
             "{e}"
         );
         // A file that is not a shared library.

@@ -193,6 +193,11 @@ pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
             stages.keys().collect::<Vec<_>>()
         ));
     }
+    // The overlap bar compares stage s with stage s + 1: a one-stage trace has no pair, so
+    // no verdict (it FAILed "in none of 0 pairs", a FAIL no run could have avoided).
+    if n == 1 {
+        return Err("one stage track: the pipeline bars need a trace of 2 or more stages".into());
+    }
     let steps: BTreeSet<u64> = slices
         .values()
         .flatten()
@@ -380,6 +385,16 @@ mod tests {
             }
         }
         serde_json::json!({ "traceEvents": ev })
+    }
+
+    /// One stage's trace: no pair to compare, so no verdict (an error, exit 2), not a FAIL.
+    #[test]
+    fn a_one_stage_trace_is_no_verdict() {
+        let mut d = doc(3);
+        let ev = d["traceEvents"].as_array_mut().unwrap();
+        ev.retain(|e| e["tid"] == 0);
+        let e = run(&d, "pipelined").unwrap_err();
+        assert!(e.contains("one stage track"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,287 @@
+//! Outputs never destroy inputs, and a JSON input is a file: the real binary on the CPU
+//! backend, each case a command that once exited 0 having overwritten what it read (a model
+//! replaced by a receipt, the goldens by the receipts checked against them, a battery file by
+//! its JUnit report), ran a hunt that never tested its fault, or hung on a FIFO or
+//! /dev/zero. Each must now exit 2 with one line naming the flags, and leave every input's
+//! bytes as they were.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs the binary in `dir` (stdin closed) for at most 60 s: a case that hangs (a FIFO read)
+/// fails here instead of stalling the suite.
+fn run_in(dir: &Path, args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ppn-gate"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ppn-gate starts");
+    let t0 = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ppn-gate {args:?} ran past 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Exit 2, one error line holding every piece of `says`.
+fn refused(o: &Output, says: &[&str]) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(2), "stderr: {e}");
+    for s in says {
+        assert!(e.contains(s), "{s:?} not in: {e}");
+    }
+}
+
+fn bytes(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn model_in(dir: &Path) -> Vec<u8> {
+    let o = run_in(dir, &["synth", "--layers", "2", "-o", "m.gguf"]);
+    assert!(o.status.success(), "synth: {}", stderr(&o));
+    bytes(&dir.join("m.gguf"))
+}
+
+#[test]
+fn a_gate_output_on_its_model_tape_or_other_output_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let m = model_in(dir);
+    std::fs::write(dir.join("t.json"), r#"{"tokens": [1, 2, 3, 4, 5, 6]}"#).unwrap();
+    let t = bytes(&dir.join("t.json"));
+    std::os::unix::fs::symlink("m.gguf", dir.join("link.gguf")).unwrap();
+    let cpu = ["--backend", "cpu", "--arms", "eager"];
+    for (args, says) in [
+        (
+            vec!["--model", "m.gguf", "--receipt", "m.gguf"],
+            vec!["--receipt m.gguf", "--model file"],
+        ),
+        // Another name for the same file: one file all the same.
+        (
+            vec!["--model", "m.gguf", "--receipt", "link.gguf"],
+            vec!["--receipt link.gguf", "--model file m.gguf"],
+        ),
+        (
+            vec!["--model", "m.gguf", "--trace", "./m.gguf"],
+            vec!["--trace ./m.gguf", "--model file"],
+        ),
+        (
+            vec!["--tape", "t.json", "--receipt", "t.json"],
+            vec!["--receipt t.json", "--tape file"],
+        ),
+        (
+            vec!["--receipt", "r.json", "--trace", "r.json"],
+            vec!["--trace r.json", "also the --receipt path"],
+        ),
+    ] {
+        let o = run_in(dir, &[&cpu[..], &args[..]].concat());
+        refused(&o, &says);
+        assert!(!dir.join("r.json").exists(), "{args:?} wrote a receipt");
+    }
+    let o = run_in(
+        dir,
+        &[
+            "bench",
+            "--backend",
+            "cpu",
+            "--steps",
+            "2",
+            "--model",
+            "m.gguf",
+            "--trace",
+            "m.gguf",
+        ],
+    );
+    refused(&o, &["--trace m.gguf", "--model file"]);
+    assert_eq!(bytes(&dir.join("m.gguf")), m, "the model was overwritten");
+    assert_eq!(bytes(&dir.join("t.json")), t, "the tape was overwritten");
+    // The control: distinct paths run, and PASS.
+    let o = run_in(
+        dir,
+        &[&cpu[..], &["--model", "m.gguf", "--receipt", "r.json"]].concat(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn a_soak_output_among_its_runs_files_or_inputs_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let m = model_in(dir);
+    let soak = [
+        "soak",
+        "--backend",
+        "cpu",
+        "--runs",
+        "2",
+        "--arms",
+        "eager",
+        "--gen-len",
+        "2",
+    ];
+    for (args, says) in [
+        (
+            vec!["--out", "s", "--junit", "s/summary.json"],
+            vec!["--junit s/summary.json"],
+        ),
+        (
+            vec!["--out", "s", "--junit", "s/run-002.json"],
+            vec!["run 002 of the soak's receipts"],
+        ),
+        (
+            vec!["--out", "s", "--model", "m.gguf", "--junit", "m.gguf"],
+            vec!["--junit m.gguf", "--model file"],
+        ),
+        (
+            vec![
+                "--out",
+                "s",
+                "--stages",
+                "2",
+                "--trace",
+                "tr.json",
+                "--junit",
+                "tr-run-001.json",
+            ],
+            vec!["run 001's trace of --trace tr.json"],
+        ),
+    ] {
+        let o = run_in(dir, &[&soak[..], &args[..]].concat());
+        refused(&o, &says);
+    }
+    assert_eq!(bytes(&dir.join("m.gguf")), m, "the model was overwritten");
+    // Past the runs the soak writes: not one of its names, so it runs.
+    let o = run_in(
+        dir,
+        &[&soak[..], &["--out", "s", "--junit", "s/run-003.json"]].concat(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn a_battery_never_writes_over_its_goldens_or_its_own_file() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let battery = |window: &str| {
+        format!(
+            r#"{{"name": "b", "gates": [{{"name": "g1", "args": ["--backend", "cpu", "--arms", "eager,pipelined", "--window", "{window}"]}}]}}"#
+        )
+    };
+    std::fs::write(dir.join("b.json"), battery("2")).unwrap();
+    let o = run_in(dir, &["battery", "b.json", "--out", "gold"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let gold = bytes(&dir.join("gold/g1.json"));
+    // A battery that now differs from its golden (another window): against a fresh --out
+    // the golden catches it; with --out on the goldens it was read back as its own golden
+    // ("same", exit 0) and the golden replaced.
+    std::fs::write(dir.join("b.json"), battery("3")).unwrap();
+    let o = run_in(
+        dir,
+        &["battery", "b.json", "--out", "runs", "--golden", "gold"],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    // The summary line says why a battery of PASSes exits 1.
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("1 PASS, 0 FAIL, 0 SKIP (of 1 gates); 1 PASS not the same as its golden"),
+        "{out}"
+    );
+    let o = run_in(
+        dir,
+        &["battery", "b.json", "--out", "gold", "--golden", "./gold"],
+    );
+    refused(&o, &["--out gold/g1.json", "--golden file ./gold/g1.json"]);
+    assert_eq!(
+        bytes(&dir.join("gold/g1.json")),
+        gold,
+        "the golden was overwritten"
+    );
+    let b = bytes(&dir.join("b.json"));
+    let o = run_in(dir, &["battery", "b.json", "--junit", "b.json"]);
+    refused(&o, &["--junit b.json", "battery file b.json"]);
+    assert_eq!(
+        bytes(&dir.join("b.json")),
+        b,
+        "the battery file was overwritten"
+    );
+}
+
+#[test]
+fn a_hunt_whose_fault_no_draw_opens_is_refused_before_any_trial() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let h = [
+        "hunt",
+        "--backend",
+        "cpu",
+        "--trials",
+        "2",
+        "--confirm",
+        "1",
+        "--out",
+        "h",
+    ];
+    for (args, says) in [
+        (
+            vec!["--fault", "stale-cache", "--arms", "eager"],
+            vec!["--fault stale-cache", "--arms=eager", "the serve arm"],
+        ),
+        (
+            vec!["--fault", "no-load-barrier"],
+            vec!["--fault no-load-barrier", "the cuda backend"],
+        ),
+        (
+            vec!["--fault", "single-slot", "--arms", "eager"],
+            vec!["--fault single-slot", "--arms=eager"],
+        ),
+    ] {
+        let o = run_in(dir, &[&h[..], &args[..]].concat());
+        refused(&o, &says);
+        assert!(!dir.join("h/trials").exists(), "{args:?} ran a trial");
+    }
+    let o = run_in(dir, &[&h[..], &["--junit", "h/hunt.json"]].concat());
+    refused(&o, &["--junit h/hunt.json", "also the --out path"]);
+}
+
+#[test]
+fn json_inputs_that_are_not_files_are_refused_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let fifo = dir.join("fifo");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    std::fs::write(dir.join("r.json"), "{}").unwrap();
+    for args in [
+        vec!["diff", "fifo", "r.json"],
+        vec!["diff", "/dev/zero", "r.json"],
+        vec!["battery", "fifo"],
+        vec!["battery", "/dev/zero"],
+        vec!["trace-check", "/dev/zero", "--phase", "pipelined"],
+        vec!["trace-check", ".", "--phase", "pipelined"],
+    ] {
+        let t0 = Instant::now();
+        let o = run_in(dir, &args);
+        refused(&o, &["need a JSON file"]);
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "{args:?} took {:?}",
+            t0.elapsed()
+        );
+    }
+}
