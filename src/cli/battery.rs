@@ -457,22 +457,22 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     };
     let mut outs: Vec<(&str, &Path)> = receipts.iter().map(|p| ("--out", p.as_path())).collect();
     outs.extend(a.junit.as_deref().map(|j| ("--junit", j)));
-    let mut ins: Vec<(&str, &Path)> = vec![("battery", a.file.as_path())];
-    ins.extend(goldens.iter().map(|p| ("--golden", p.as_path())));
+    // Each running gate's inputs, as GateOptions::input_files names them.
+    let mut read: Vec<(&str, PathBuf)> = Vec::new();
     for (_, plan) in &gates {
         if let Plan::Run(cli) = plan {
             outs.extend(cli.gate.trace.as_deref().map(|t| ("--trace", t)));
-            ins.extend(
-                [
-                    ("--model", &cli.gate.model),
-                    ("--tape", &cli.gate.tape),
-                    ("--nccl-lib", &cli.gate.nccl_lib),
-                ]
-                .into_iter()
-                .filter_map(|(f, p)| p.as_deref().map(|p| (f, p))),
+            let opts = cli.gate.options();
+            read.extend(
+                opts.input_files()
+                    .into_iter()
+                    .map(|(f, p)| (f, p.to_path_buf())),
             );
         }
     }
+    let mut ins: Vec<(&str, &Path)> = vec![("battery", a.file.as_path())];
+    ins.extend(goldens.iter().map(|p| ("--golden", p.as_path())));
+    ins.extend(read.iter().map(|(f, p)| (*f, p.as_path())));
     crate::fsio::check_distinct(&outs, &ins)?;
     let mut worst = EXIT_PASS;
     let (mut passed, mut failed, mut skipped, mut off_golden) = (0, 0, 0, 0);

@@ -280,8 +280,6 @@ fn run_line(run: usize, runs: usize, r: &crate::receipt::Receipt, secs: f64) -> 
     l
 }
 
-/// `soak --trace FILE`: run `run`'s trace, `<FILE's stem>-run-NNN<.FILE's extension>` beside
-/// FILE (the same NNN as the run's receipt).
 /// What `p` is among the files a soak of `runs` runs writes besides its explicit outputs, if
 /// one: a run receipt `DIR/run-NNN.json` (NNN of 1..=runs, three digits or more), or with
 /// --trace T a run's trace (`run_trace_path`, beside T; T itself is an explicit output).
@@ -320,6 +318,8 @@ fn soak_writes(dir: &Path, trace: Option<&Path>, runs: usize, p: &Path) -> Optio
     None
 }
 
+/// `soak --trace FILE`: run `run`'s trace, `<FILE's stem>-run-NNN<.FILE's extension>` beside
+/// FILE (the same NNN as the run's receipt).
 fn run_trace_path(file: &Path, run: usize) -> PathBuf {
     let stem = file
         .file_stem()
