@@ -14,3 +14,9 @@ pub const EXIT_SKIPPED: i32 = 3;
 /// apart, so one code), distinct from a harness error (2) and from a FAIL (1, which an
 /// interrupted run with a FAIL still exits with: the divergence is proof either way).
 pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// FAILs (soak, battery) and findings (hunt) a long command has met so far: what a second
+/// interrupt's immediate exit reads, so that it exits EXIT_FAIL where one was met rather
+/// than EXIT_INTERRUPTED, which says none was (a hunt left while shrinking a finding it had
+/// printed exited 130).
+pub static FAILS_MET: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);

@@ -224,6 +224,20 @@ pub fn in_dir(dir: &Path, path: &Path) -> bool {
     }
 }
 
+/// `path` made absolute with its longest existing ancestor resolved (links followed), the
+/// rest appended as written: where a file not yet written would go, for comparing with a
+/// directory (`is it under --out?`) before its parents exist.
+pub fn resolved(path: &Path) -> std::path::PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    for a in abs.ancestors() {
+        if let Ok(c) = std::fs::canonicalize(a) {
+            let rest = abs.strip_prefix(a).unwrap_or(Path::new(""));
+            return c.join(rest);
+        }
+    }
+    abs
+}
+
 /// Largest JSON input read whole (a receipt, a battery file, a trace): far past any this
 /// tool writes (a receipt of 100000 steps is a few MB; a trace of a long soak run tens).
 pub const JSON_MAX_BYTES: u64 = 256 << 20;
@@ -352,6 +366,9 @@ impl OutLock {
                                 path.display()
                             )
                         })?;
+                    HELD.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(path.clone());
                     return Ok(OutLock { path });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -407,7 +424,22 @@ impl OutLock {
 
 impl Drop for OutLock {
     fn drop(&mut self) {
+        HELD.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| p != &self.path);
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Every lock this process holds: `release_locks` removes them where the process leaves
+/// without running destructors (a second interrupt's `process::exit`, which left a
+/// battery's or a hunt's lock behind).
+static HELD: std::sync::Mutex<Vec<std::path::PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Removes every lock file this process holds (see HELD); for an exit that runs no drops.
+pub fn release_locks() {
+    for p in HELD.lock().unwrap_or_else(|e| e.into_inner()).drain(..) {
+        let _ = std::fs::remove_file(p);
     }
 }
 

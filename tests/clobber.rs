@@ -137,6 +137,12 @@ fn a_soak_output_among_its_runs_files_or_inputs_is_refused() {
             vec!["--out", "s", "--junit", "s/summary.json"],
             vec!["--junit s/summary.json"],
         ),
+        // The lock file is an output too: a JUnit there was deleted with it (or, left as
+        // the lock, blocked the directory).
+        (
+            vec!["--out", "s", "--junit", "s/.ppn-gate.lock"],
+            vec!["--junit s/.ppn-gate.lock", "also the --out's lock path"],
+        ),
         (
             vec!["--out", "s", "--junit", "s/run-002.json"],
             vec!["run 002 of the soak's receipts"],
@@ -209,6 +215,16 @@ fn a_battery_never_writes_over_its_goldens_or_its_own_file() {
         gold,
         "the golden was overwritten"
     );
+    // A golden missing: refused before the first gate runs (no receipt written).
+    let o = run_in(
+        dir,
+        &["battery", "b.json", "--out", "runs2", "--golden", "nogold"],
+    );
+    refused(
+        &o,
+        &["--golden nogold: no golden receipt nogold/g1.json for gate \"g1\""],
+    );
+    assert!(!dir.join("runs2/g1.json").exists(), "a gate ran");
     let b = bytes(&dir.join("b.json"));
     let o = run_in(dir, &["battery", "b.json", "--junit", "b.json"]);
     refused(&o, &["--junit b.json", "battery file b.json"]);
@@ -254,6 +270,16 @@ fn a_hunt_whose_fault_no_draw_opens_is_refused_before_any_trial() {
     }
     let o = run_in(dir, &[&h[..], &["--junit", "h/hunt.json"]].concat());
     refused(&o, &["--junit h/hunt.json", "also the --out path"]);
+    // Anywhere under --out: the hunt names its files there as it goes (a trial's receipt
+    // was replaced by the JUnit XML).
+    let o = run_in(
+        dir,
+        &[&h[..], &["--junit", "h/trials/0001/receipt.json"]].concat(),
+    );
+    refused(
+        &o,
+        &["--junit h/trials/0001/receipt.json", "is inside --out"],
+    );
 }
 
 #[test]

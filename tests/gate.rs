@@ -3230,3 +3230,42 @@ fn smollm2_tape_t_primes_and_verifies_its_own_prompt() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     check_rounds(&receipt(&rp), 12, 28);
 }
+
+/// `--plant-defect` (the hunt's self-check) makes a gate at its corner FAIL: the receipt says
+/// so in `config.planted_defect`, so that FAIL never reads as the runtime's own; a gate off
+/// the corner PASSes and its receipt has no such field.
+#[test]
+fn a_planted_defect_is_recorded_in_the_receipt() {
+    let d = tmp();
+    let r = d.path().join("r.json");
+    let rs = r.to_str().unwrap();
+    let spec = "stages=3,chunk=3";
+    let o = run(&[
+        "--stages",
+        "3",
+        "--arms",
+        "prime",
+        "--chunk",
+        "3",
+        "--plant-defect",
+        spec,
+        "--receipt",
+        rs,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert_eq!(receipt(&r)["config"]["planted_defect"], spec);
+    let o = run(&[
+        "--stages",
+        "2",
+        "--arms",
+        "prime",
+        "--chunk",
+        "3",
+        "--plant-defect",
+        spec,
+        "--receipt",
+        rs,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(receipt(&r)["config"].get("planted_defect").is_none());
+}

@@ -456,6 +456,7 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
         None => Vec::new(),
     };
     let mut outs: Vec<(&str, &Path)> = receipts.iter().map(|p| ("--out", p.as_path())).collect();
+    outs.push(("--out's lock", _lock.path()));
     outs.extend(a.junit.as_deref().map(|j| ("--junit", j)));
     // Each running gate's inputs, as GateOptions::input_files names them.
     let mut read: Vec<(&str, PathBuf)> = Vec::new();
@@ -474,6 +475,20 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     ins.extend(goldens.iter().map(|p| ("--golden", p.as_path())));
     ins.extend(read.iter().map(|(f, p)| (*f, p.as_path())));
     crate::fsio::check_distinct(&outs, &ins)?;
+    // Every running gate's golden before the first gate (a missing one stopped the battery at
+    // its gate, after the gates before it had run).
+    if let Some(d) = &a.golden {
+        for ((g, plan), p) in gates.iter().zip(&goldens) {
+            if matches!(plan, Plan::Run(_)) && !p.is_file() {
+                bail!(
+                    "--golden {}: no golden receipt {} for gate {:?}",
+                    crate::fsio::shown_path(d),
+                    crate::fsio::shown_path(p),
+                    g.name
+                );
+            }
+        }
+    }
     let mut worst = EXIT_PASS;
     let (mut passed, mut failed, mut skipped, mut off_golden) = (0, 0, 0, 0);
     // On a terminal from the first gate's start; dropped (so cleared) on every return.
@@ -526,12 +541,35 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
                     // the exit is 1 (or 2), and the summary line says why.
                     if !matches!(case.outcome, junit::Outcome::Pass) {
                         off_golden += 1;
+                        crate::exit::FAILS_MET.fetch_add(1, Ordering::SeqCst);
                     }
                 } else {
                     failed += 1;
                     worst = worst.max(EXIT_FAIL);
+                    crate::exit::FAILS_MET.fetch_add(1, Ordering::SeqCst);
                 }
                 report.cases.push(case);
+                // The JUnit file as of this gate, the rest listed as not run: what a second
+                // interrupt (which leaves at once) keeps; rewritten after every gate and at
+                // the end.
+                if gates.len() > i + 1 {
+                    let mut now = report.clone();
+                    for (h, _) in &gates[i + 1..] {
+                        now.cases.push(junit::Case::new(
+                            &h.name,
+                            &bf.name,
+                            junit::Outcome::Skipped {
+                                message: format!(
+                                    "not run: the battery left after {} gate(s)",
+                                    i + 1
+                                ),
+                            },
+                        ));
+                    }
+                    if let Err(e) = write_junit(a.junit.as_deref(), &now, None) {
+                        eprintln!("ppn-gate: {e:#}");
+                    }
+                }
             }
             Err(e) => {
                 // The battery stops at a harness error, as it always has; the gates after

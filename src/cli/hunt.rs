@@ -343,9 +343,23 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
     // --junit must not overwrite an input or the report (the trials' own files are named
     // under trials/, shrink/, found/ and tapes/ by the hunt).
     let report_path = out.join("hunt.json");
-    let mut outs = vec![("--out", report_path.as_path())];
+    let mut outs = vec![
+        ("--out", report_path.as_path()),
+        ("--out's lock", _lock.path()),
+    ];
     outs.extend(a.junit.as_deref().map(|j| ("--junit", j)));
     crate::fsio::check_distinct(&outs, &g.input_files())?;
+    // The hunt owns --out (trials/, shrink/, found/, tapes/ under it, named as it goes): a
+    // --junit inside it could be any of those files (a trial's receipt was replaced).
+    if let Some(j) = &a.junit {
+        if crate::fsio::resolved(j).starts_with(&out) {
+            bail!(
+                "--junit {}: is inside --out {}, which the hunt writes (trials/, shrink/, found/, tapes/); give a path outside it",
+                crate::fsio::shown_path(j),
+                crate::fsio::shown_path(&out)
+            );
+        }
+    }
     let stop = || INTERRUPTS.load(Ordering::SeqCst) > 0;
     let h = Hunt {
         exe: std::env::current_exe().context("finding this binary (every trial runs it)")?,

@@ -68,10 +68,20 @@ pub(super) fn install_interrupt_handler() {
         if n >= 2 {
             // No bar may stay on screen after the process is gone.
             crate::term::clear();
-            eprintln!("\nppn-gate: second interrupt, leaving now (finished receipts and the summary are kept)");
-            // Dropping the lock removes it; process::exit runs no destructors.
+            let met = crate::exit::FAILS_MET.load(Ordering::SeqCst);
+            eprintln!(
+                "\nppn-gate: second interrupt, leaving now (what finished is kept: the receipts, a soak's summary, a battery's JUnit file as of its last gate, a hunt's report as of its last shrunk finding){}",
+                if met > 0 && failed == 0 {
+                    "; a FAIL or finding was met (printed above)"
+                } else {
+                    ""
+                }
+            );
+            // Dropping the lock removes it; process::exit runs no destructors, so every
+            // other lock (a battery's, a hunt's) is removed here.
             drop(g.take());
-            std::process::exit(interrupted_code(failed));
+            crate::fsio::release_locks();
+            std::process::exit(interrupted_code(failed.max(met)));
         }
         crate::term::eprint_line(format_args!("\nppn-gate: interrupt: finishing the run in progress, then writing the summary (interrupt again to leave now)"));
     });

@@ -87,13 +87,16 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     // No output may overwrite an input or another output: the explicit paths, then the
     // families of names the runs write (run-NNN.json under --out, T-run-NNN.ext beside
     // --trace T), which the model, the tape or --junit must not be either.
-    let mut outs = vec![("--out", summary_path.as_path())];
+    let mut outs = vec![
+        ("--out", summary_path.as_path()),
+        ("--out's lock", lock.path()),
+    ];
     outs.extend(a.junit.as_deref().map(|j| ("--junit", j)));
     outs.extend(a.gate.trace.as_deref().map(|t| ("--trace", t)));
     let opts = a.gate.options();
     let ins = opts.input_files();
     crate::fsio::check_distinct(&outs, &ins)?;
-    for (flag, p) in ins.iter().chain(outs[1..].iter()) {
+    for (flag, p) in ins.iter().chain(outs[2..].iter()) {
         if let Some(what) = soak_writes(&dir, a.gate.trace.as_deref(), a.runs, p) {
             bail!(
                 "{flag} {}: is {what}, which the soak writes; give it another name",

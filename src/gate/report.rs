@@ -69,6 +69,11 @@ pub fn receipt_of(
             requests: has(ArmKind::Serve).then_some(p.spec.serve.requests),
             max_rows: has(ArmKind::Serve).then_some(p.spec.serve.max_rows),
             prefill_chunk: has(ArmKind::Serve).then_some(p.spec.serve.prefill_chunk),
+            planted_defect: p
+                .spec
+                .planted
+                .then(|| p.args.plant_defect.clone())
+                .flatten(),
         },
         reference: res.reference,
         batch_references: res.batch_references,

@@ -384,6 +384,8 @@ impl Hunt<'_> {
                     report::progress_clear();
                 }
                 let draw_flags = self.space.flags(&d, Some("TAPE"));
+                // Met before it is shrunk: a second interrupt during the shrink exits 1.
+                crate::exit::FAILS_MET.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 outln!(
                     "finding {}: {} at trial {i}: {} [{}]",
                     tally.findings.len() + 1,

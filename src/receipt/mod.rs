@@ -120,6 +120,7 @@ pub const FIELDS: &[FieldRule] = &[
     rule("config.requests", Det, "the gate's flags (the serve arm; absent without it)"),
     rule("config.max_rows", Det, "the gate's flags (the serve arm; absent without it)"),
     rule("config.prefill_chunk", Det, "the gate's flags (the serve arm; absent without it)"),
+    rule("config.planted_defect", Det, "the gate's flags (--plant-defect where it planted its flip; absent otherwise)"),
     rule("reference", Det, "the single-stage reference: tokens (another tape: not comparable), each step's token, logits hash and top-k"),
     rule("batch_references", Det, "the references of batched rows 1..B"),
     rule("arms", Det, "every arm, matched by name (a repeated name by its occurrence: arms[eager#2]): verdict, divergence record, steps, rounds"),
@@ -325,6 +326,10 @@ pub struct ConfigInfo {
     pub max_rows: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefill_chunk: Option<usize>,
+    /// `--plant-defect SPEC` where it planted its flip in this gate (the hunt's self-check):
+    /// a FAIL it caused says so here, never reads as the runtime's own (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planted_defect: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
