@@ -35,6 +35,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
+/// The directory `path` names its file in: its parent, `.` for a bare name.
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// The temp file `write_atomic` writes `path` through: `.<name>.tmp.<pid>.<n>` beside it.
 fn tmp_path(path: &Path) -> std::io::Result<std::path::PathBuf> {
     let file_name = path.file_name().ok_or_else(|| {
@@ -43,10 +51,7 @@ fn tmp_path(path: &Path) -> std::io::Result<std::path::PathBuf> {
             format!("output path {} has no file name", path.display()),
         )
     })?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(path);
     let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
     Ok(dir.join(format!(
         ".{}.tmp.{}.{n}",
@@ -168,10 +173,7 @@ fn file_id(path: &Path) -> Option<FileId> {
         return Some(FileId::New(c));
     }
     let name = path.file_name()?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(path);
     Some(FileId::New(std::fs::canonicalize(dir).ok()?.join(name)))
 }
 
@@ -214,11 +216,10 @@ pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> an
 /// Whether `path`'s file sits in directory `dir` (both resolved: `./r/x.json` and `r/x.json`
 /// are in one directory); false where either does not resolve.
 pub fn in_dir(dir: &Path, path: &Path) -> bool {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    match (std::fs::canonicalize(dir), std::fs::canonicalize(parent)) {
+    match (
+        std::fs::canonicalize(dir),
+        std::fs::canonicalize(parent_dir(path)),
+    ) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     }

@@ -3240,32 +3240,24 @@ fn a_planted_defect_is_recorded_in_the_receipt() {
     let r = d.path().join("r.json");
     let rs = r.to_str().unwrap();
     let spec = "stages=3,chunk=3";
-    let o = run(&[
-        "--stages",
-        "3",
-        "--arms",
-        "prime",
-        "--chunk",
-        "3",
-        "--plant-defect",
-        spec,
-        "--receipt",
-        rs,
-    ]);
+    let gate = |stages: &str| {
+        run(&[
+            "--stages",
+            stages,
+            "--arms",
+            "prime",
+            "--chunk",
+            "3",
+            "--plant-defect",
+            spec,
+            "--receipt",
+            rs,
+        ])
+    };
+    let o = gate("3");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert_eq!(receipt(&r)["config"]["planted_defect"], spec);
-    let o = run(&[
-        "--stages",
-        "2",
-        "--arms",
-        "prime",
-        "--chunk",
-        "3",
-        "--plant-defect",
-        spec,
-        "--receipt",
-        rs,
-    ]);
+    let o = gate("2");
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(receipt(&r)["config"].get("planted_defect").is_none());
 }

@@ -431,9 +431,12 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     }
     std::fs::create_dir_all(&out).with_context(|| format!("--out {shown}"))?;
     let _lock = OutLock::take("--out", &out)?;
-    for (g, plan) in &gates {
-        check_writable("--out", &out.join(format!("{}.json", g.name)))
-            .with_context(|| format!("battery gate {:?}", g.name))?;
+    let receipts: Vec<PathBuf> = gates
+        .iter()
+        .map(|(g, _)| out.join(format!("{}.json", g.name)))
+        .collect();
+    for ((g, plan), receipt) in gates.iter().zip(&receipts) {
+        check_writable("--out", receipt).with_context(|| format!("battery gate {:?}", g.name))?;
         if let Plan::Run(cli) = plan {
             if let Some(t) = &cli.gate.trace {
                 check_writable("--trace", t)
@@ -444,10 +447,6 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     // No output may overwrite an input or another output: above all a receipt written over
     // the golden it is then diffed against (`--out D --golden D` read each receipt back as
     // its own golden, "same", and replaced the goldens), and --junit over the battery file.
-    let receipts: Vec<PathBuf> = gates
-        .iter()
-        .map(|(g, _)| out.join(format!("{}.json", g.name)))
-        .collect();
     let goldens: Vec<PathBuf> = match &a.golden {
         Some(d) => gates
             .iter()
@@ -498,15 +497,11 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
         if INTERRUPTS.load(Ordering::SeqCst) > 0 {
             // The gates never started are listed, so the XML does not read as a shorter
             // battery that passed.
-            for (h, _) in &gates[i..] {
-                report.cases.push(junit::Case::new(
-                    &h.name,
-                    &bf.name,
-                    junit::Outcome::Skipped {
-                        message: format!("not run: interrupted after {i} gate(s)"),
-                    },
-                ));
-            }
+            not_run(
+                report,
+                &gates[i..],
+                &format!("not run: interrupted after {i} gate(s)"),
+            );
             outln!(
                 "battery {}: {passed} PASS, {failed} FAIL, {skipped} SKIP (interrupted: {i} of {} gates done)",
                 bf.name,
@@ -554,18 +549,8 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
                 // the end.
                 if gates.len() > i + 1 {
                     let mut now = report.clone();
-                    for (h, _) in &gates[i + 1..] {
-                        now.cases.push(junit::Case::new(
-                            &h.name,
-                            &bf.name,
-                            junit::Outcome::Skipped {
-                                message: format!(
-                                    "not run: the battery left after {} gate(s)",
-                                    i + 1
-                                ),
-                            },
-                        ));
-                    }
+                    let why = format!("not run: the battery left after {} gate(s)", i + 1);
+                    not_run(&mut now, &gates[i + 1..], &why);
                     if let Err(e) = write_junit(a.junit.as_deref(), &now, None) {
                         eprintln!("ppn-gate: {e:#}");
                     }
@@ -576,18 +561,8 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
                 // this one are listed as not run rather than left out.
                 let secs = t0.elapsed().as_secs_f64();
                 report.cases.push(error_case(&g.name, &bf.name, secs, &e));
-                for (h, _) in &gates[i + 1..] {
-                    report.cases.push(junit::Case::new(
-                        &h.name,
-                        &bf.name,
-                        junit::Outcome::Skipped {
-                            message: format!(
-                                "not run: the battery stopped at gate {:?}'s error",
-                                g.name
-                            ),
-                        },
-                    ));
-                }
+                let why = format!("not run: the battery stopped at gate {:?}'s error", g.name);
+                not_run(report, &gates[i + 1..], &why);
                 return Err(e);
             }
         }
@@ -609,6 +584,21 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
         worst = EXIT_SKIPPED;
     }
     Ok(worst)
+}
+
+/// The gates of `rest` as skipped testcases of `report` (its class), each with `why`: so the
+/// XML never reads as a shorter battery that passed.
+fn not_run(report: &mut junit::Suite, rest: &[(&BatteryGate, Plan)], why: &str) {
+    for (h, _) in rest {
+        let case = junit::Case::new(
+            &h.name,
+            &report.name,
+            junit::Outcome::Skipped {
+                message: why.to_string(),
+            },
+        );
+        report.cases.push(case);
+    }
 }
 
 /// Runs one battery gate, prints its lines, writes its receipt and diffs it against the

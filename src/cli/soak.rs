@@ -303,10 +303,6 @@ fn soak_writes(dir: &Path, trace: Option<&Path>, runs: usize, p: &Path) -> Optio
         ));
     }
     let t = trace?;
-    let tdir = match t.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
     // A run's trace name for run i is run_trace_path(t, i): find i from the digits where the
     // first run's name has them.
     let first = run_trace_path(t, 1).file_name()?.to_str()?.to_string();
@@ -315,7 +311,7 @@ fn soak_writes(dir: &Path, trace: Option<&Path>, runs: usize, p: &Path) -> Optio
         .strip_prefix(head)?
         .strip_prefix("-run-")?
         .strip_suffix(tail)?;
-    if run_of(digits).is_some() && crate::fsio::in_dir(tdir, p) {
+    if run_of(digits).is_some() && crate::fsio::in_dir(crate::fsio::parent_dir(t), p) {
         return Some(format!("run {digits}'s trace of --trace {}", t.display()));
     }
     None

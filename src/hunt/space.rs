@@ -246,6 +246,17 @@ pub struct Space {
 }
 
 /// A weighted pick: the index of the entry `r` (0..sum) falls in.
+/// A chunk ladder with each size once, the first of each kept in place (the gate refuses a
+/// size listed twice).
+fn each_once(ladder: &mut Vec<usize>) {
+    let mut seen = Vec::with_capacity(ladder.len());
+    ladder.retain(|c| {
+        let new = !seen.contains(c);
+        seen.push(*c);
+        new
+    });
+}
+
 fn pick(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
     let total: u32 = weights.iter().sum();
     let mut r = rng.gen_range(0..total);
@@ -710,13 +721,10 @@ impl Space {
         }
         let (p, steps) = self.prompt_and_steps(d);
         if let Some(ladder) = &mut d.chunk {
-            let mut cut: Vec<usize> = Vec::new();
-            for c in ladder.iter().map(|&c| c.min(p)) {
-                if !cut.contains(&c) {
-                    cut.push(c);
-                }
+            for c in ladder.iter_mut() {
+                *c = (*c).min(p);
             }
-            *ladder = cut;
+            each_once(ladder);
         }
         let room = steps.saturating_sub(p).saturating_sub(1);
         d.draft = d.draft.map(|k| k.min(room)).filter(|&k| k >= 1);
@@ -919,13 +927,7 @@ impl Space {
                 for x in smaller(ladder[i]).into_iter().flatten() {
                     let mut l = ladder.clone();
                     l[i] = x;
-                    // Each size once (the gate refuses a size listed twice), first kept.
-                    let mut seen = Vec::new();
-                    l.retain(|c| {
-                        let new = !seen.contains(c);
-                        seen.push(*c);
-                        new
-                    });
+                    each_once(&mut l);
                     push(Draw {
                         chunk: Some(l),
                         ..d.clone()
