@@ -142,10 +142,13 @@ pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
             shown_path(f)
         );
     }
+    // The parents the probe makes are removed again (while empty): a command refused later
+    // leaves no directories behind; the write itself makes them (receipt::write_atomic).
     let probe = || -> std::io::Result<()> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
+        let _made = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) => Some(NewDir::create(dir)?),
+            None => None,
+        };
         let tmp = tmp_path(path)?;
         std::fs::File::create(&tmp)?;
         std::fs::remove_file(&tmp)
@@ -155,7 +158,8 @@ pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
 
 /// Which file a path names, to tell whether two paths are one file: an existing path by its
 /// device and inode (a symbolic or hard link to it is the same file), a path not yet written
-/// by its parent directory's canonical path and its name (two outputs aimed at one new file).
+/// by where it would go (`resolved`: two outputs aimed at one new file, its parents made or
+/// not).
 #[derive(PartialEq, Eq, Debug)]
 enum FileId {
     Node(u64, u64),
@@ -172,9 +176,8 @@ fn file_id(path: &Path) -> Option<FileId> {
     if let Ok(c) = std::fs::canonicalize(path) {
         return Some(FileId::New(c));
     }
-    let name = path.file_name()?;
-    let dir = parent_dir(path);
-    Some(FileId::New(std::fs::canonicalize(dir).ok()?.join(name)))
+    path.file_name()?;
+    Some(FileId::New(resolved(path)))
 }
 
 /// check_distinct's refusal: an output that would overwrite an input or another output. A
@@ -193,6 +196,17 @@ pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> an
     let ins: Vec<_> = inputs.iter().map(|(f, p)| (f, p, file_id(p))).collect();
     let outs: Vec<_> = outputs.iter().map(|(f, p)| (f, p, file_id(p))).collect();
     for (i, (flag, path, id)) in outs.iter().enumerate() {
+        // A directory a running soak, battery or hunt owns: its runs write names there as
+        // they go (run-NNN.json, a gate's receipt), and this file would interleave with them
+        // or be replaced (`--receipt D/run-005.json` into a live soak's D was accepted).
+        if let Some(h) = foreign_live_lock(parent_dir(path)) {
+            return Err(Clash(format!(
+                "{flag} {}: is in the --out directory of {}, which is still running; give a path outside it",
+                shown_path(path),
+                h.describe()
+            ))
+            .into());
+        }
         let Some(id) = id else { continue };
         if let Some((iflag, ipath, _)) = ins.iter().find(|(_, _, j)| j.as_ref() == Some(id)) {
             return Err(Clash(format!(
@@ -213,6 +227,54 @@ pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> an
     Ok(())
 }
 
+/// The holder of `dir`'s --out lock where it is another process that still runs (this
+/// process's own lock, and a stale one, are None).
+fn foreign_live_lock(dir: &Path) -> Option<LockHolder> {
+    let text = std::fs::read_to_string(dir.join(LOCK_NAME)).ok()?;
+    let h: LockHolder = serde_json::from_str(&text).ok()?;
+    let me = LockHolder::this_process();
+    (h.alive() && !(h.pid == me.pid && h.host == me.host)).then_some(h)
+}
+
+/// An --out directory this command created: removed again on drop (with the parents it
+/// created, each only while empty) unless `keep` was called, so a command refused after
+/// making its --out (a --junit that clashes, a lock held elsewhere) leaves no empty
+/// directory behind.
+#[must_use]
+pub struct NewDir {
+    created: Vec<std::path::PathBuf>,
+}
+
+impl NewDir {
+    /// Creates `dir` and its missing parents.
+    pub fn create(dir: &Path) -> std::io::Result<NewDir> {
+        let created: Vec<_> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        std::fs::create_dir_all(dir)?;
+        Ok(NewDir { created })
+    }
+
+    /// The directory stays: the command's outputs are being written there.
+    pub fn keep(mut self) {
+        self.created.clear();
+    }
+}
+
+impl Drop for NewDir {
+    fn drop(&mut self) {
+        // Deepest first; remove_dir refuses a directory that is not empty, and a parent
+        // holding anything else stays.
+        for d in &self.created {
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+        }
+    }
+}
+
 /// Whether `path`'s file sits in directory `dir` (both resolved: `./r/x.json` and `r/x.json`
 /// are in one directory); false where either does not resolve.
 pub fn in_dir(dir: &Path, path: &Path) -> bool {
@@ -226,14 +288,24 @@ pub fn in_dir(dir: &Path, path: &Path) -> bool {
 }
 
 /// `path` made absolute with its longest existing ancestor resolved (links followed), the
-/// rest appended as written: where a file not yet written would go, for comparing with a
-/// directory (`is it under --out?`) before its parents exist.
+/// rest appended with `.` dropped and `..` taking off the name before it (names that do not
+/// exist yet are no links): where a file not yet written would go, for comparing with a
+/// directory (`is it under --out?`) or another output before its parents exist.
 pub fn resolved(path: &Path) -> std::path::PathBuf {
+    use std::path::Component;
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     for a in abs.ancestors() {
-        if let Ok(c) = std::fs::canonicalize(a) {
-            let rest = abs.strip_prefix(a).unwrap_or(Path::new(""));
-            return c.join(rest);
+        if let Ok(mut c) = std::fs::canonicalize(a) {
+            for part in abs.strip_prefix(a).unwrap_or(Path::new("")).components() {
+                match part {
+                    Component::CurDir => {}
+                    Component::ParentDir => {
+                        c.pop();
+                    }
+                    p => c.push(p),
+                }
+            }
+            return c;
         }
     }
     abs

@@ -169,6 +169,8 @@ fn a_soak_output_among_its_runs_files_or_inputs_is_refused() {
         refused(&o, &says);
     }
     assert_eq!(bytes(&dir.join("m.gguf")), m, "the model was overwritten");
+    // Each refusal came after --out was made: the soak took it away again.
+    assert!(!dir.join("s").exists(), "a refused soak left its --out");
     // Past the runs the soak writes: not one of its names, so it runs.
     let o = run_in(
         dir,
@@ -224,7 +226,10 @@ fn a_battery_never_writes_over_its_goldens_or_its_own_file() {
         &o,
         &["--golden nogold: no golden receipt nogold/g1.json for gate \"g1\""],
     );
-    assert!(!dir.join("runs2/g1.json").exists(), "a gate ran");
+    assert!(
+        !dir.join("runs2").exists(),
+        "a refused battery left its --out"
+    );
     let b = bytes(&dir.join("b.json"));
     let o = run_in(dir, &["battery", "b.json", "--junit", "b.json"]);
     refused(&o, &["--junit b.json", "battery file b.json"]);
@@ -232,6 +237,83 @@ fn a_battery_never_writes_over_its_goldens_or_its_own_file() {
         bytes(&dir.join("b.json")),
         b,
         "the battery file was overwritten"
+    );
+}
+
+/// A directory a running soak, battery or hunt writes (its --out, locked): another command's
+/// output there would interleave with its runs or be replaced by one (`--receipt
+/// D/run-005.json` into a live soak's D was accepted). The holder here is a live `sleep`
+/// named in a lock as a soak would write it; once it is gone the lock is stale and the
+/// directory free.
+#[test]
+fn an_output_in_a_running_soaks_directory_is_refused() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let mut holder = Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep starts");
+    std::fs::create_dir(dir.join("busy")).unwrap();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let lock = format!(
+        r#"{{"pid": {}, "host": "{}", "start": null, "command": "ppn-gate soak --out busy"}}"#,
+        holder.id(),
+        host.trim()
+    );
+    std::fs::write(dir.join("busy/.ppn-gate.lock"), lock).unwrap();
+    let gate = ["--backend", "cpu", "--arms", "eager", "--gen-len", "2"];
+    let o = run_in(
+        dir,
+        &[&gate[..], &["--receipt", "busy/run-005.json"]].concat(),
+    );
+    refused(
+        &o,
+        &[
+            "--receipt busy/run-005.json: is in the --out directory of pid",
+            "ppn-gate soak --out busy",
+            "still running",
+        ],
+    );
+    let o = run_in(
+        dir,
+        &[
+            "soak",
+            "--backend",
+            "cpu",
+            "--runs",
+            "1",
+            "--gen-len",
+            "2",
+            "--out",
+            "mine",
+            "--junit",
+            "busy/j.xml",
+        ],
+    );
+    refused(
+        &o,
+        &["--junit busy/j.xml: is in the --out directory of pid"],
+    );
+    assert!(!dir.join("busy/run-005.json").exists());
+    assert!(!dir.join("busy/j.xml").exists());
+    assert!(!dir.join("mine").exists(), "a refused soak left its --out");
+    // A subdirectory is not the locked directory: its files are no names the soak writes.
+    let o = run_in(
+        dir,
+        &[&gate[..], &["--receipt", "busy/sub/r.json"]].concat(),
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let o = run_in(
+        dir,
+        &[&gate[..], &["--receipt", "busy/run-005.json"]].concat(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "a stale lock held: {}",
+        stderr(&o)
     );
 }
 
@@ -266,7 +348,10 @@ fn a_hunt_whose_fault_no_draw_opens_is_refused_before_any_trial() {
     ] {
         let o = run_in(dir, &[&h[..], &args[..]].concat());
         refused(&o, &says);
-        assert!(!dir.join("h/trials").exists(), "{args:?} ran a trial");
+        assert!(
+            !dir.join("h").exists(),
+            "{args:?} left --out (or ran a trial)"
+        );
     }
     let o = run_in(dir, &[&h[..], &["--junit", "h/hunt.json"]].concat());
     refused(&o, &["--junit h/hunt.json", "also the --out path"]);
@@ -280,6 +365,7 @@ fn a_hunt_whose_fault_no_draw_opens_is_refused_before_any_trial() {
         &o,
         &["--junit h/trials/0001/receipt.json", "is inside --out"],
     );
+    assert!(!dir.join("h").exists(), "a refused hunt left its --out");
 }
 
 #[test]

@@ -429,7 +429,9 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     if out.as_os_str().as_encoded_bytes().contains(&0) {
         bail!("--out {shown}: the path contains a NUL byte");
     }
-    std::fs::create_dir_all(&out).with_context(|| format!("--out {shown}"))?;
+    // Declared before the lock, which a refusal below removes first; then the directory
+    // goes too where this battery made it and nothing was written there.
+    let made = crate::fsio::NewDir::create(&out).with_context(|| format!("--out {shown}"))?;
     let _lock = OutLock::take("--out", &out)?;
     let receipts: Vec<PathBuf> = gates
         .iter()
@@ -488,6 +490,7 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
             }
         }
     }
+    made.keep();
     let mut worst = EXIT_PASS;
     let (mut passed, mut failed, mut skipped, mut off_golden) = (0, 0, 0, 0);
     // On a terminal from the first gate's start; dropped (so cleared) on every return.

@@ -334,7 +334,9 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
             .unwrap_or(0);
         PathBuf::from("receipts/runs").join(format!("hunt-{t}-{}", std::process::id()))
     });
-    std::fs::create_dir_all(&out)
+    // Declared before the lock, which a refusal below removes first; then the directory
+    // goes too where this hunt made it and nothing was written there.
+    let made = crate::fsio::NewDir::create(&out)
         .with_context(|| format!("--out {}", crate::fsio::shown_path(&out)))?;
     let out = out
         .canonicalize()
@@ -380,6 +382,7 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
         shrink_limit: SHRINK_LIMIT,
     };
     h.check_fault_reachable()?;
+    made.keep();
     let t = h.run()?;
     for l in crate::hunt::report::table(&h, &t) {
         outln!("{l}");

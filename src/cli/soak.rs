@@ -72,7 +72,9 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     if dir.as_os_str().as_encoded_bytes().contains(&0) {
         bail!("--out {shown}: the path contains a NUL byte");
     }
-    std::fs::create_dir_all(&dir).with_context(|| format!("--out {shown}"))?;
+    // Declared before the lock: on a refusal below the lock is removed first, then the
+    // directory (where this soak made it and it is empty).
+    let made = crate::fsio::NewDir::create(&dir).with_context(|| format!("--out {shown}"))?;
     let lock = OutLock::take("--out", &dir)?;
     let summary_path = dir.join("summary.json");
     check_writable("--out", &summary_path)?;
@@ -115,6 +117,7 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         l.summary.interrupted = INTERRUPTS.load(Ordering::SeqCst) > 0;
         l.summary.write(&l.path)?;
     }
+    made.keep();
     let r = soak_runs(a, &dir);
     let mut g = live();
     let Some(mut l) = g.take() else {
