@@ -217,17 +217,19 @@ template <> struct Unit<FMT_Q8_0> {
     static constexpr int BIAS = 128;
     uint4 q0, q1;
     u32 d;  // the block's f16 scale, raw: see Unit<FMT_Q6K>::d
+    // k.lane holds the scale's offset from the quants (32 nu - 30 lane), not the lane: one
+    // register a row where a pointer took two, which kept the one-row kernels' raw scales
+    // out of local memory (a spill store waits for its load as a widening did).
     __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
         k.a = row + 32 * (size_t)lane;
-        k.b = row + 32 * (size_t)nu + 2 * lane;
-        k.c = k.d = row;
-        k.lane = lane;
+        k.b = k.c = k.d = row;
+        k.lane = 32 * nu - 30 * lane;
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         const size_t o = (size_t)it * 1024;
         q0 = ldw16(k.a + o);
         q1 = ldw16(k.a + o + 16);
-        d = __ldg((const unsigned short*)(k.b + 64 * it));
+        d = __ldg((const unsigned short*)(k.a + k.lane + 64 * it));
     }
     __device__ __forceinline__ static int e0(int u) { return 32 * u; }
     __device__ __forceinline__ void ab(int r, float* A, float* B) const {
