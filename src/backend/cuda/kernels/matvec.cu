@@ -391,46 +391,20 @@ __device__ __forceinline__ int mv_locate(const MvArgs& a, int features, int f, i
     return -1;
 }
 
-// Where output feature o of matrix mi for batch row `row` goes.
-__device__ __forceinline__ float* mv_out(const MvArgs& a, int mi, int o, int row) {
+// The epilogue of output feature o of matrix mi for batch row `row`: s is the finished dot
+// (mode 2: of the gate), t the up projection's.
+__device__ __forceinline__ void mv_finish(const MvArgs& a, int mi, int o, int row, float s,
+                                          float t) {
     float* Y = MV_FIELD(a, mi, y);
     int ny = MV_FIELD(a, mi, n_out);
-    return Y + (size_t)row * ny + o;
-}
-
-// The epilogue's store of one output at y: s is the finished dot (mode 2: of the gate), t the
-// up projection's, yv what mode 1 adds s to (the residual's value at y).
-__device__ __forceinline__ void mv_store(const MvArgs& a, float* y, float s, float t, float yv) {
+    float* y = Y + (size_t)row * ny + o;
     if (a.mode == 0) {
         *y = s;
     } else if (a.mode == 1) {
-        *y = yv + s;
+        *y = *y + s;
     } else {
         *y = act_fn(s, a.act) * t;
     }
-}
-
-// The epilogue of output feature o of matrix mi for batch row `row` (mv_store's s and t).
-__device__ __forceinline__ void mv_finish(const MvArgs& a, int mi, int o, int row, float s,
-                                          float t) {
-    float* y = mv_out(a, mi, o, row);
-    mv_store(a, y, s, t, a.mode == 1 ? *y : 0.0f);
-}
-
-// What a mode-1 epilogue adds its dot to (the residual's value at the output), or 0 in the
-// other modes. A kernel reads it ahead, before the dot's reduction, and finishes with
-// mv_finish_res: the load's latency then overlaps the kernel's last work instead of
-// following it (the SASS of mv_finish's mode 1: LDG, then FADD and STG waiting on it, the
-// launch's last step). Only after pdl_wait (y is the earlier kernels' output); the output is
-// written only by the thread that finishes it, so the value read is the one mv_finish reads.
-__device__ __forceinline__ float mv_res_load(const MvArgs& a, int mi, int o, int row) {
-    return a.mode == 1 ? *mv_out(a, mi, o, row) : 0.0f;
-}
-
-// mv_finish with mode 1's addend read ahead by mv_res_load: the same store, so the same bits.
-__device__ __forceinline__ void mv_finish_res(const MvArgs& a, int mi, int o, int row, float s,
-                                              float t, float yv) {
-    mv_store(a, mv_out(a, mi, o, row), s, t, yv);
 }
 
 // The weight rows a slot will read: features f (and f + 1 when fps = 2), and in mode 2 the

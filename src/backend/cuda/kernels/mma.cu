@@ -1186,28 +1186,6 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
         }
         __syncthreads();
     }
-    // Where each of this thread's outputs goes (none: nullptr), and mode 1's addends read
-    // there before the sums' trip through shared memory and its barrier, which their load then
-    // overlaps (mv_res_load's reason). Not before the rounds: held across them, the Q4_K and
-    // Q6_K kernels at their 128-register bound spilled 8 to 20 more bytes.
-    float* yp[NO];
-    float yv[NO];
-#pragma unroll
-    for (int i = 0; i < NO; ++i) {
-        const int o = threadIdx.x + i * KP * 32;
-        const int mi = o >> 7, ln = (o >> 2) & 31, c = o & 3;
-        const int rin = (ln >> 2) + (c >= 2 ? 8 : 0);
-        const int col = 2 * (ln & 3) + (c & 1);
-        yp[i] = nullptr;
-        yv[i] = 0.0f;
-        // Past the tiles or the columns: not stored. A mode-2 up tile (mi odd): finished by
-        // its gate's thread, into the gate's output (matrix 0).
-        if (o >= MT * 128 || mt0 + mi >= n_mt || col >= nb || (a.mode == 2 && (mi & 1))) continue;
-        int m, o0;
-        mma_tile(a, mt0 + mi, n_sb, MmaF<F>::BLK, &m, &o0);
-        yp[i] = mv_out(a, a.mode == 2 ? 0 : m, o0 + rin, col);
-        if (a.mode == 1) yv[i] = *yp[i];
-    }
     // The finished sums through shared memory, so a mode-2 gate output (tile mi, even) meets
     // its up partner (tile mi + 1, same lane slot: o + 128) in one thread.
 #pragma unroll
@@ -1219,7 +1197,19 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
 #pragma unroll
     for (int i = 0; i < NO; ++i) {
         const int o = threadIdx.x + i * KP * 32;
-        if (yp[i]) mv_store(a, yp[i], red[0][o], a.mode == 2 ? red[0][o + 128] : 0.0f, yv[i]);
+        if (o >= MT * 128) continue;
+        const int mi = o >> 7, ln = (o >> 2) & 31, c = o & 3;
+        const int rin = (ln >> 2) + (c >= 2 ? 8 : 0);
+        const int col = 2 * (ln & 3) + (c & 1);
+        if (mt0 + mi >= n_mt || col >= nb) continue;
+        int m, o0;
+        mma_tile(a, mt0 + mi, n_sb, MmaF<F>::BLK, &m, &o0);
+        if (a.mode == 2) {
+            if (mi & 1) continue;  // the up tile: finished by its gate's thread
+            mv_finish(a, 0, o0 + rin, col, red[0][o], red[0][o + 128]);
+        } else {
+            mv_finish(a, m, o0 + rin, col, red[0][o], 0.0f);
+        }
     }
 }
 

@@ -172,12 +172,7 @@ template <> struct Unit<FMT_Q6K> {
     static constexpr int BIAS = 32;
     uint4 ql, qh;
     u32 sc;
-    // The super-block's f16 scale, raw: widened in ab(), where the item computes. Widened
-    // in load(), the conversion waited for the load at once, so a warp stalled a whole
-    // memory latency on the NEXT item's scale before computing the current one and the
-    // walk's one-item-ahead loads overlapped nothing (SASS: HADD2.F32 right after the
-    // LDGs). Timing only: the same exact widening of the same bits.
-    u32 d;
+    float d;
     int c;
     __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
         const int sb = lane >> 3, c = lane & 7, hh = c >> 2, t = c & 3;
@@ -194,14 +189,14 @@ template <> struct Unit<FMT_Q6K> {
         ql = ldw16(k.a + o);
         qh = ldw16(k.b + o);
         sc = __ldg((const unsigned short*)(k.c + o));
-        d = __ldg((const unsigned short*)(k.d + 8 * it));
+        d = h2f(__ldg((const unsigned short*)(k.d + 8 * it)));
     }
     __device__ __forceinline__ static int e0(int u) {
         int c = u & 7, t = c & 3;
         return (u >> 3) * 256 + (c >> 2) * 128 + (t >> 1) * 32 + (t & 1) * 16;
     }
     __device__ __forceinline__ void ab(int r, float* A, float* B) const {
-        *A = h2f(d) * (float)(int)(signed char)((sc >> (8 * r)) & 0xFFu);
+        *A = d * (float)(int)(signed char)((sc >> (8 * r)) & 0xFFu);
         *B = 0.0f;
     }
     __device__ __forceinline__ u32 word(int r, int g) const {
@@ -216,24 +211,22 @@ template <> struct Unit<FMT_Q8_0> {
     static constexpr int GAP = 16;
     static constexpr int BIAS = 128;
     uint4 q0, q1;
-    u32 d;  // the block's f16 scale, raw: see Unit<FMT_Q6K>::d
-    // k.lane holds the scale's offset from the quants (32 nu - 30 lane), not the lane: one
-    // register a row where a pointer took two, which kept the one-row kernels' raw scales
-    // out of local memory (a spill store waits for its load as a widening did).
+    float d;
     __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
         k.a = row + 32 * (size_t)lane;
-        k.b = k.c = k.d = row;
-        k.lane = 32 * nu - 30 * lane;
+        k.b = row + 32 * (size_t)nu + 2 * lane;
+        k.c = k.d = row;
+        k.lane = lane;
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         const size_t o = (size_t)it * 1024;
         q0 = ldw16(k.a + o);
         q1 = ldw16(k.a + o + 16);
-        d = __ldg((const unsigned short*)(k.a + k.lane + 64 * it));
+        d = h2f(__ldg((const unsigned short*)(k.b + 64 * it)));
     }
     __device__ __forceinline__ static int e0(int u) { return 32 * u; }
     __device__ __forceinline__ void ab(int r, float* A, float* B) const {
-        *A = h2f(d);
+        *A = d;
         *B = 0.0f;
     }
     // Signed bytes + 128 (xor of the sign bit).
@@ -446,14 +439,6 @@ __device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int grou
                                          Unit<FMT> (&cur)[NW], Unit<FMT> (&nxt)[NW], int& grp,
                                          int& it, const float* X, int n, const float* xsum,
                                          float (&acc)[NW][RT]) {
-    // A mode-1 group's addends, read as its last round starts (mv_res_load): each lane that
-    // finishes an output, lane j output (j / RT, row j % RT) as below.
-    float yv = 0.0f;
-    if (a.mode == 1 && it == rounds - 1 && lane < nf * RT) {
-        int o;
-        int mi = mv_locate(a, features, grp * nf + lane / RT, &o);
-        if (mi >= 0) yv = mv_res_load(a, mi, o, r0 + lane % RT);
-    }
     int ngrp = grp, nit = it + 1;
     if (nit == rounds) {
         // The current item's units are loaded already: its cursors may move on.
@@ -513,7 +498,7 @@ __device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int grou
         if (lane < nf * RT) {
             int o, f = grp * nf + lane / RT;
             int mi = mv_locate(a, features, f, &o);
-            if (mi >= 0) mv_finish_res(a, mi, o, r0 + lane % RT, sv, tv, yv);
+            if (mi >= 0) mv_finish(a, mi, o, r0 + lane % RT, sv, tv);
         }
     }
     grp = ngrp;
