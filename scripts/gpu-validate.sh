@@ -38,6 +38,12 @@
 #             (< 1 s), a damaged entry is rebuilt; every receipt `diff`s same as --no-cache's
 #   nccl      with two GPUs: launch --procs 2 --transport nccl PASS with the one-process
 #             gate's logits hashes, its faults FAIL; with one: nccl-check's one-rank send/recv
+#   cli       the commands around the gate on this backend, with the built-in model: a battery
+#             of three gates with --junit, then against its own receipts as --golden (same);
+#             a soak x10 of N = 4 pipelined with --junit; a clean hunt of 6 trials and one pinned
+#             to a fault (every trial that opens it catches it); an output inside a live soak's --out refused (exit 2)
+#             and free once it ends; a refused soak leaves no --out; a battery given two
+#             SIGTERMs exits 130 with its lock removed and its --junit standing
 #   bench     bench on the real models (N = 1, 2, 4; B=8), prefill at C = 64, 128, 512 and,
 #             with LLAMA_BIN, scripts/bench-vs-llamacpp.sh beside llama.cpp (BENCH.md)
 #   multi     four and eight GPUs (issue 31; skipped with fewer than four): `--stages N
@@ -68,7 +74,7 @@ OUT=${2:?usage: scripts/gpu-validate.sh BIN OUT}
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BE=${BE:-cuda}
-SECTIONS=${SECTIONS:-battery selftest soak oracle mma verdicts serve trace cache nccl bench multi}
+SECTIONS=${SECTIONS:-battery selftest soak oracle mma verdicts serve trace cache nccl cli bench multi}
 MODELS=${MODELS:-models}
 WORK=${WORK:-/tmp/gpu-validate}
 rm -rf "$WORK"
@@ -559,6 +565,53 @@ if want nccl; then
                 expect "  nccl $t fault $fault (must FAIL)" 1 launch --procs 2 --model "$f" "${NC[@]}" --fault "$fault" --arms "$arms" $extra
             done
         done
+    fi
+fi
+
+if want cli; then
+    C=$WORK/cli
+    mkdir -p "$C"
+    printf '%s\n' '{"name": "cli", "gates": [' \
+        "  {\"name\": \"n2\", \"args\": [\"--backend\", \"$BE\", \"--stages\", \"2\"]}," \
+        "  {\"name\": \"n4-jitter\", \"args\": [\"--backend\", \"$BE\", \"--stages\", \"4\", \"--window\", \"4\", \"--jitter-us\", \"200\"]}," \
+        "  {\"name\": \"n3-prime\", \"args\": [\"--backend\", \"$BE\", \"--stages\", \"3\", \"--arms\", \"prime,verify\", \"--prompt-len\", \"23\"]}" \
+        ']}' >"$C/b.json"
+    expect "cli: battery of 3 with --junit" 0 battery "$C/b.json" --out "$C/bat" --junit "$C/bat.xml"
+    expect "cli: the battery against its receipts as --golden" 0 battery "$C/b.json" --out "$C/bat2" --golden "$C/bat"
+    expect "cli: soak x10 N=4 pipelined with --junit" 0 soak --runs 10 --backend "$BE" -q --stages 4 --arms pipelined --out "$C/soak" --junit "$C/soak.xml"
+    grep -oE "^[0-9]+/10 PASS" "$WORK/last.out" | head -1 | sed "s/^/  /" | tee -a "$SUM" >/dev/null
+    expect "cli: hunt, 6 trials, seed 641" 0 hunt --backend "$BE" --trials 6 --seed 641 --out "$C/hunt"
+    # A pinned fault is no finding where it is caught: every trial that opens it must FAIL.
+    expect "cli: hunt pinned to --fault single-slot" 0 hunt --backend "$BE" --trials 6 --seed 643 --fault single-slot --out "$C/hunt-f"
+    c=$(grep -oE '^fault single-slot: opened in [0-9]+ trials \([0-9]+ caught\)' "$WORK/last.out")
+    o=$(echo "$c" | grep -oE 'in [0-9]+' | grep -oE '[0-9]+')
+    k=$(echo "$c" | grep -oE '\([0-9]+' | tr -d '(')
+    if [ -n "$o" ] && [ "$o" -gt 0 ] && [ "$o" = "$k" ]; then ok "  every trial that opened it caught it" "$k/$o"; else wrong "  every trial that opened it caught it" "${c:-no fault line}"; fi
+    # An output inside a live soak's --out: refused while it runs, free once it is gone.
+    "$BIN" soak --runs 400 --backend "$BE" -q --stages 2 --out "$C/live" >/dev/null 2>&1 &
+    LP=$!
+    for _ in $(seq 100); do [ -f "$C/live/run-001.json" ] && break; sleep 0.2; done
+    expect "cli: --receipt inside a live soak's --out refused" 2 --backend "$BE" -q --receipt "$C/live/run-005.json"
+    kill -TERM $LP
+    wait $LP
+    expect "cli: the same directory once the soak ended" 0 --backend "$BE" -q --receipt "$C/live/extra.json"
+    expect "cli: a refused soak (--junit on its lock)" 2 soak --runs 2 --backend "$BE" --out "$C/nope/d" --junit "$C/nope/d/.ppn-gate.lock"
+    if [ -e "$C/nope" ]; then wrong "cli: the refused soak left no --out" "$C/nope exists"; else ok "cli: the refused soak left no --out"; fi
+    # Two SIGTERMs: the battery leaves at once, exit 130 (1 where a gate FAILed), no lock left.
+    "$BIN" battery "$C/b.json" --out "$C/int" --junit "$C/int.xml" >/dev/null 2>&1 &
+    BP=$!
+    for _ in $(seq 300); do [ -f "$C/int/n2.json" ] && break; sleep 0.2; done
+    kill -TERM $BP
+    sleep 0.3
+    kill -TERM $BP
+    wait $BP
+    rc=$?
+    lock=removed
+    [ -e "$C/int/.ppn-gate.lock" ] && lock=left
+    if [ "$rc" = 130 ] && [ "$lock" = removed ] && grep -q 'name="n2"' "$C/int.xml"; then
+        ok "cli: battery given two SIGTERMs" "exit 130, lock removed, --junit stands"
+    else
+        wrong "cli: battery given two SIGTERMs" "exit $rc, lock $lock, junit $(grep -c '<testcase' "$C/int.xml" 2>/dev/null) cases"
     fi
 fi
 

@@ -111,7 +111,9 @@ pub fn check_writable(flag: &str, path: &Path) -> anyhow::Result<()> {
     if path.as_os_str().as_encoded_bytes().contains(&0) {
         anyhow::bail!("{flag} {shown}: the path contains a NUL byte");
     }
-    if path.is_dir() || path.file_name().is_none() {
+    // `m/n/` and `m/n/.` name a directory (a file `n` could not be written there as given).
+    let raw = path.as_os_str().as_encoded_bytes();
+    if path.is_dir() || path.file_name().is_none() || raw.ends_with(b"/") || raw.ends_with(b"/.") {
         anyhow::bail!("{flag} {shown}: is a directory, need a file path");
     }
     // An output is written to a temp file and renamed over its path, which would replace a
@@ -195,15 +197,26 @@ pub struct Clash(pub String);
 pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> anyhow::Result<()> {
     let ins: Vec<_> = inputs.iter().map(|(f, p)| (f, p, file_id(p))).collect();
     let outs: Vec<_> = outputs.iter().map(|(f, p)| (f, p, file_id(p))).collect();
+    let at: Vec<_> = outputs.iter().map(|(_, p)| resolved(p)).collect();
     for (i, (flag, path, id)) in outs.iter().enumerate() {
         // A directory a running soak, battery or hunt owns: its runs write names there as
         // they go (run-NNN.json, a gate's receipt), and this file would interleave with them
         // or be replaced (`--receipt D/run-005.json` into a live soak's D was accepted).
-        if let Some(h) = foreign_live_lock(parent_dir(path)) {
+        if let Some(h) = lock_in(parent_dir(path)) {
             return Err(Clash(format!(
-                "{flag} {}: is in the --out directory of {}, which is still running; give a path outside it",
+                "{flag} {}: is in the --out directory of {h}; give a path outside it",
+                shown_path(path)
+            ))
+            .into());
+        }
+        // One output under another's path (`--receipt r.json --trace r.json/x.json`): the
+        // first one written makes the other's write fail after the whole run.
+        if let Some(j) = (0..outs.len()).find(|&j| at[i] != at[j] && at[i].starts_with(&at[j])) {
+            return Err(Clash(format!(
+                "{flag} {}: is under the {} path {}, which is written as a file; each output needs a path of its own",
                 shown_path(path),
-                h.describe()
+                outs[j].0,
+                shown_path(outs[j].1)
             ))
             .into());
         }
@@ -227,13 +240,51 @@ pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> an
     Ok(())
 }
 
-/// The holder of `dir`'s --out lock where it is another process that still runs (this
-/// process's own lock, and a stale one, are None).
-fn foreign_live_lock(dir: &Path) -> Option<LockHolder> {
-    let text = std::fs::read_to_string(dir.join(LOCK_NAME)).ok()?;
-    let h: LockHolder = serde_json::from_str(&text).ok()?;
-    let me = LockHolder::this_process();
-    (h.alive() && !(h.pid == me.pid && h.host == me.host)).then_some(h)
+/// What holds `dir`, where another process's --out lock there says it is running (this
+/// process's own lock, and a stale one, are None); a lock that names no holder (being
+/// written, or not ours) holds it too, as it does for soak, battery and hunt.
+fn lock_in(dir: &Path) -> Option<String> {
+    match read_lock(&dir.join(LOCK_NAME)) {
+        LockRead::Absent => None,
+        LockRead::Holder(h) => (h.alive() && !h.is_this_process())
+            .then(|| format!("{}, which is still running", h.describe())),
+        LockRead::Unreadable(why) => Some(format!(
+            "a process: its lock {} {why}; remove it if no soak, battery or hunt writes there",
+            shown_path(&dir.join(LOCK_NAME))
+        )),
+    }
+}
+
+/// A lock file as read: missing, naming its holder, or not a lock (a partial write, another
+/// program's file, a FIFO or device: never opened, so never a read that blocks).
+enum LockRead {
+    Absent,
+    Holder(LockHolder),
+    Unreadable(String),
+}
+
+/// Largest lock file read (ours are a few hundred bytes).
+const LOCK_MAX_BYTES: u64 = 64 << 10;
+
+fn read_lock(path: &Path) -> LockRead {
+    let md = match std::fs::metadata(path) {
+        Ok(md) => md,
+        Err(_) if std::fs::symlink_metadata(path).is_err() => return LockRead::Absent,
+        Err(e) => return LockRead::Unreadable(format!("cannot be read ({e})")),
+    };
+    if !md.is_file() {
+        return LockRead::Unreadable(format!("is {}, not a lock file", file_kind(&md)));
+    }
+    if md.len() > LOCK_MAX_BYTES {
+        return LockRead::Unreadable(format!("holds {} bytes, not a lock", md.len()));
+    }
+    match std::fs::read_to_string(path) {
+        Err(e) => LockRead::Unreadable(format!("cannot be read ({e})")),
+        Ok(t) => match serde_json::from_str::<LockHolder>(&t) {
+            Ok(h) => LockRead::Holder(h),
+            Err(_) => LockRead::Unreadable("names no holder".into()),
+        },
+    }
 }
 
 /// An --out directory this command created: removed again on drop (with the parents it
@@ -246,15 +297,44 @@ pub struct NewDir {
 }
 
 impl NewDir {
-    /// Creates `dir` and its missing parents.
+    /// Creates `dir` and its missing parents, one component at a time (so `new/..` and
+    /// `D/.` make `new` and `D`, and exactly those are recorded); a component that is a
+    /// symbolic link to nothing is named as such.
     pub fn create(dir: &Path) -> std::io::Result<NewDir> {
-        let created: Vec<_> = dir
-            .ancestors()
-            .take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
-            .map(Path::to_path_buf)
-            .collect();
-        std::fs::create_dir_all(dir)?;
-        Ok(NewDir { created })
+        use std::path::Component;
+        let mut made = NewDir {
+            created: Vec::new(),
+        };
+        let mut cur = std::path::PathBuf::new();
+        for c in dir.components() {
+            cur.push(c.as_os_str());
+            if !matches!(c, Component::Normal(_)) {
+                continue;
+            }
+            match std::fs::symlink_metadata(&cur) {
+                Ok(md) if md.file_type().is_symlink() && std::fs::metadata(&cur).is_err() => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        format!(
+                            "{} is a symbolic link to nothing (a missing directory)",
+                            cur.display()
+                        ),
+                    ));
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    std::fs::create_dir(&cur)?;
+                    made.created.push(cur.clone());
+                }
+            }
+        }
+        if !dir.is_dir() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                format!("{} is not a directory", dir.display()),
+            ));
+        }
+        Ok(made)
     }
 
     /// The directory stays: the command's outputs are being written there.
@@ -265,9 +345,10 @@ impl NewDir {
 
 impl Drop for NewDir {
     fn drop(&mut self) {
-        // Deepest first; remove_dir refuses a directory that is not empty, and a parent
-        // holding anything else stays.
-        for d in &self.created {
+        // Deepest first (the reverse of their making, also where the making stopped half
+        // way); remove_dir refuses a directory that is not empty, and a parent holding
+        // anything else stays.
+        for d in self.created.iter().rev() {
             if std::fs::remove_dir(d).is_err() {
                 break;
             }
@@ -275,16 +356,10 @@ impl Drop for NewDir {
     }
 }
 
-/// Whether `path`'s file sits in directory `dir` (both resolved: `./r/x.json` and `r/x.json`
-/// are in one directory); false where either does not resolve.
+/// Whether `path`'s file sits in directory `dir`, both as `resolved` (`./r/x.json` and
+/// `r/x.json` are in one directory, made yet or not).
 pub fn in_dir(dir: &Path, path: &Path) -> bool {
-    match (
-        std::fs::canonicalize(dir),
-        std::fs::canonicalize(parent_dir(path)),
-    ) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
+    resolved(dir) == resolved(parent_dir(path))
 }
 
 /// `path` made absolute with its longest existing ancestor resolved (links followed), the
@@ -406,6 +481,11 @@ impl LockHolder {
         }
     }
 
+    /// This process (by pid on this host): a lock naming it is its own, never a rival's.
+    pub fn is_this_process(&self) -> bool {
+        self.pid == std::process::id() && self.host == host_name()
+    }
+
     pub fn describe(&self) -> String {
         let cmd: String = self.command.chars().take(200).collect();
         format!("pid {} on host {} (`{cmd}`)", self.pid, self.host)
@@ -445,28 +525,32 @@ impl OutLock {
                     return Ok(OutLock { path });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let held = std::fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|t| serde_json::from_str::<LockHolder>(&t).ok());
-                    match held {
-                        Some(h) if h.alive() => anyhow::bail!(
+                    match read_lock(&path) {
+                        LockRead::Holder(h) if h.alive() && !h.is_this_process() => anyhow::bail!(
                             "{flag} {}: in use by {} (its lock {}); give each soak or battery its own --out",
                             dir.display(),
                             h.describe(),
                             path.display()
                         ),
-                        Some(h) => {
+                        LockRead::Holder(h) if h.is_this_process() => {}
+                        LockRead::Holder(h) => {
+                            let why = if start_time(h.pid).is_some() {
+                                "whose pid now names another process"
+                            } else {
+                                "which no longer runs"
+                            };
                             eprintln!(
-                                "ppn-gate: {flag} {}: taking over a stale lock of {}, which no longer runs",
+                                "ppn-gate: {flag} {}: taking over a stale lock of {}, {why}",
                                 dir.display(),
                                 h.describe()
                             );
                         }
-                        None => {
+                        LockRead::Absent => continue,
+                        LockRead::Unreadable(why) => {
                             // Being written this instant by its holder, or not a lock of
                             // ours: refused either way, never silently replaced.
                             anyhow::bail!(
-                                "{flag} {}: {} exists but names no holder; remove it if no soak or battery writes there",
+                                "{flag} {}: {} exists but {why}; remove it if no soak or battery writes there",
                                 dir.display(),
                                 path.display()
                             );

@@ -317,6 +317,104 @@ fn an_output_in_a_running_soaks_directory_is_refused() {
     );
 }
 
+/// Everything the directory held before the command, as a sorted list of paths.
+fn tree(dir: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            v.push(p.strip_prefix(dir).unwrap().display().to_string());
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+/// Refused before any work and nothing left: paths through directories not made yet and
+/// `..` (their directories were left behind), an output under another output's path or
+/// ending in `/` (found only after the whole run), a soak whose flags its plan refuses (its
+/// --out and summary were left), and --out directories locked by a lock that names no
+/// holder or is no file (a gate wrote there; a FIFO hung the soak for ever).
+#[test]
+fn odd_output_paths_are_refused_up_front_and_leave_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let g = ["--backend", "cpu", "--arms", "eager", "--gen-len", "2"];
+    let before = tree(dir);
+    for (args, says) in [
+        (
+            vec!["--receipt", "new/../x.json", "--trace", "x.json"],
+            "--trace x.json: is also the --receipt path",
+        ),
+        (
+            vec!["--receipt", "n1/n2/../../n3/x.json", "--trace", "n3/x.json"],
+            "is also the --receipt path",
+        ),
+        (
+            vec!["--receipt", "r.json", "--trace", "r.json/x.json"],
+            "--trace r.json/x.json: is under the --receipt path r.json",
+        ),
+        (
+            vec!["--receipt", "a/r.json/x.json", "--trace", "a/r.json"],
+            "--receipt a/r.json/x.json: is under the --trace path a/r.json",
+        ),
+        (vec!["--receipt", "m/n/"], "--receipt m/n/: is a directory"),
+        (vec!["--trace", "m/n/."], "--trace m/n/.: is a directory"),
+    ] {
+        let o = run_in(dir, &[&g[..], &args[..]].concat());
+        refused(&o, &[says]);
+        assert_eq!(tree(dir), before, "{args:?} left files or directories");
+    }
+    let soak = ["soak", "--backend", "cpu", "--runs", "2", "--gen-len", "2"];
+    for (args, says) in [
+        (
+            vec!["--out", "s/d", "--junit", "s/d/run-001.json/x.xml"],
+            "run 001 of the soak's receipts",
+        ),
+        (
+            vec!["--out", "s/d", "--junit", "s/d/.ppn-gate.lock/x.xml"],
+            "--junit s/d/.ppn-gate.lock/x.xml: s/d/.ppn-gate.lock is a file",
+        ),
+        // Refused by the plan, after the summary is first written.
+        (
+            vec!["--out", "s/d", "--arms", "eager", "--fault", "stale-cache"],
+            "--fault stale-cache",
+        ),
+        (
+            vec!["--out", "s/d", "--stages", "2", "--splits", "99"],
+            "--splits",
+        ),
+    ] {
+        let o = run_in(dir, &[&soak[..], &args[..]].concat());
+        refused(&o, &[says]);
+        assert_eq!(tree(dir), before, "{args:?} left files or directories");
+    }
+    // `D/.` for a directory not made yet is D.
+    let o = run_in(dir, &[&soak[..], &["--out", "dot/."]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(dir.join("dot/summary.json").is_file());
+    // A lock that names no holder holds its directory for a gate as for a soak; one that is
+    // a FIFO is refused at once, never opened.
+    std::fs::create_dir(dir.join("held")).unwrap();
+    std::fs::write(dir.join("held/.ppn-gate.lock"), "{\"pid\": 12").unwrap();
+    let o = run_in(dir, &[&g[..], &["--receipt", "held/r.json"]].concat());
+    refused(&o, &["--receipt held/r.json", "names no holder"]);
+    std::fs::create_dir(dir.join("fifo")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(dir.join("fifo/.ppn-gate.lock"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let o = run_in(dir, &[&g[..], &["--receipt", "fifo/r.json"]].concat());
+    refused(&o, &["--receipt fifo/r.json", "not a lock file"]);
+    let o = run_in(dir, &[&soak[..], &["--out", "fifo"]].concat());
+    refused(&o, &["--out fifo", "not a lock file"]);
+}
+
 #[test]
 fn a_hunt_whose_fault_no_draw_opens_is_refused_before_any_trial() {
     let d = tempfile::tempdir().unwrap();

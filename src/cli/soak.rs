@@ -15,7 +15,7 @@ use super::SoakArgs;
 use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use crate::fsio::{check_writable, OutLock};
 use crate::gate::bounds;
-use crate::gate::plan::prepare;
+use crate::gate::plan::{prepare, Prepared};
 use crate::gate::report::verdict_lines;
 use crate::gate::run::{run_traced, TraceOut};
 use crate::gate::watch::Watch;
@@ -99,7 +99,11 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     let ins = opts.input_files();
     crate::fsio::check_distinct(&outs, &ins)?;
     for (flag, p) in ins.iter().chain(outs[2..].iter()) {
-        if let Some(what) = soak_writes(&dir, a.gate.trace.as_deref(), a.runs, p) {
+        // The path or a directory above it (`--junit D/run-001.json/x.xml`).
+        if let Some(what) = p
+            .ancestors()
+            .find_map(|q| soak_writes(&dir, a.gate.trace.as_deref(), a.runs, q))
+        {
             bail!(
                 "{flag} {}: is {what}, which the soak writes; give it another name",
                 crate::fsio::shown_path(p)
@@ -117,8 +121,36 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         l.summary.interrupted = INTERRUPTS.load(Ordering::SeqCst) > 0;
         l.summary.write(&l.path)?;
     }
-    made.keep();
-    let r = soak_runs(a, &dir);
+    // The model load and the plan: a flag refused here (a fault no placement opens, a bad
+    // split, a missing model) leaves nothing behind, as every refusal before any work does;
+    // an interrupt during the load keeps the summary that says so.
+    let r = match prepare(&a.gate.options()) {
+        Ok(p) => {
+            made.keep();
+            soak_runs(a, &dir, &p)
+        }
+        Err(e) => {
+            let l = live().take();
+            match l {
+                Some(mut l) if l.summary.interrupted => {
+                    made.keep();
+                    record_error(&mut l, &e);
+                }
+                Some(l) => {
+                    let _ = std::fs::remove_file(&l.path);
+                    // Dropping `l` removes the lock; then `made` removes --out if it made it.
+                    drop(l);
+                }
+                None => {
+                    // The second interrupt took it and is leaving the process.
+                    loop {
+                        std::thread::park();
+                    }
+                }
+            }
+            return Err(e);
+        }
+    };
     let mut g = live();
     let Some(mut l) = g.take() else {
         // The second interrupt took it and is leaving the process.
@@ -136,10 +168,9 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
 }
 
 /// The runs of a soak whose outputs are checked and whose summary is in `LIVE`.
-fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
+fn soak_runs(a: &SoakArgs, dir: &Path, p: &Prepared) -> Result<i32> {
     let mut report = junit::Suite::new("soak");
-    let p = prepare(&a.gate.options())?;
-    super::gate::one_stage_note(&p);
+    super::gate::one_stage_note(p);
     // On a terminal from run 1's start; dropped (so cleared) on every return, an error's
     // included, and cleared by the interrupt handler before it prints.
     let bar = Bar::unless(a.gate.quiet, "soak", a.runs, "runs");
@@ -165,7 +196,7 @@ fn soak_runs(a: &SoakArgs, dir: &Path) -> Result<i32> {
             write_junit(a.junit.as_deref(), report, Some(e))
         };
         let mut watch = Watch::new(a.gate.quiet, false);
-        let (r, traced) = match run_traced(&p, out, &mut |e| watch.event(e)) {
+        let (r, traced) = match run_traced(p, out, &mut |e| watch.event(e)) {
             Ok(r) => r,
             Err(e) => {
                 fail_case(&mut report, &e)?;

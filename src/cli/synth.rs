@@ -40,6 +40,8 @@ pub fn synth(a: &SynthArgs) -> Result<i32> {
     // The output path before any work (a big preset takes seconds to build): a directory,
     // a parent that is a file, an unwritable place are refused at once.
     crate::fsio::check_writable("-o", &a.output)?;
+    // Not into the --out of a soak, battery or hunt that still runs.
+    crate::fsio::check_distinct(&[("-o", a.output.as_path())], &[])?;
     let arch = match a.arch.as_deref() {
         None => None,
         Some(name) => Some(Arch::from_name(name).ok_or_else(|| {
