@@ -40,10 +40,11 @@
 #             gate's logits hashes, its faults FAIL; with one: nccl-check's one-rank send/recv
 #   cli       the commands around the gate on this backend, with the built-in model: a battery
 #             of three gates with --junit, then against its own receipts as --golden (same);
-#             a soak x10 of N = 4 pipelined with --junit; a clean hunt of 6 trials and one pinned
-#             to a fault (every trial that opens it catches it); an output inside a live soak's --out refused (exit 2)
-#             and free once it ends; a refused soak leaves no --out; a battery given two
-#             SIGTERMs exits 130 with its lock removed and its --junit standing
+#             a soak x10 of N = 4 pipelined with --junit; a clean hunt of 6 trials and one
+#             pinned to a fault (every trial that opens it catches it); an output inside a
+#             live soak's --out refused (exit 2) and free once it ends; a refused soak leaves
+#             no --out; a battery given two SIGTERMs exits 130 with its lock removed and its
+#             --junit standing
 #   bench     bench on the real models (N = 1, 2, 4; B=8), prefill at C = 64, 128, 512 and,
 #             with LLAMA_BIN, scripts/bench-vs-llamacpp.sh beside llama.cpp (BENCH.md)
 #   multi     four and eight GPUs (issue 31; skipped with fewer than four): `--stages N

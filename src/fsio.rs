@@ -356,6 +356,20 @@ impl Drop for NewDir {
     }
 }
 
+/// A soak's, battery's, hunt's or selftest's `--out DIR` (`flag` names it in errors): made
+/// where missing, then locked. Bind it as `let (made, lock) = ...`: the lock drops first,
+/// then `made` removes the directory where this command made it and nothing was written
+/// (call `made.keep()` once the command's work starts).
+pub fn take_out_dir(flag: &str, dir: &Path) -> anyhow::Result<(NewDir, OutLock)> {
+    let shown = shown_path(dir);
+    if dir.as_os_str().as_encoded_bytes().contains(&0) {
+        anyhow::bail!("{flag} {shown}: the path contains a NUL byte");
+    }
+    let made = NewDir::create(dir).map_err(|e| anyhow::anyhow!("{flag} {shown}: {e}"))?;
+    let lock = OutLock::take(flag, dir)?;
+    Ok((made, lock))
+}
+
 /// Whether `path`'s file sits in directory `dir`, both as `resolved` (`./r/x.json` and
 /// `r/x.json` are in one directory, made yet or not).
 pub fn in_dir(dir: &Path, path: &Path) -> bool {

@@ -14,7 +14,7 @@ use super::shared::{
 };
 use super::{BatteryArgs, Cli};
 use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS, EXIT_SKIPPED};
-use crate::fsio::{check_writable, OutLock};
+use crate::fsio::check_writable;
 use crate::gate::plan::{check, check_on, open_backend, prepare};
 use crate::gate::report::verdict_lines;
 use crate::gate::run::run_prepared;
@@ -425,14 +425,7 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     });
     // The outputs, before the first gate: the directory and its lock, every receipt name,
     // every gate's --trace.
-    let shown = crate::fsio::shown_path(&out);
-    if out.as_os_str().as_encoded_bytes().contains(&0) {
-        bail!("--out {shown}: the path contains a NUL byte");
-    }
-    // Declared before the lock, which a refusal below removes first; then the directory
-    // goes too where this battery made it and nothing was written there.
-    let made = crate::fsio::NewDir::create(&out).with_context(|| format!("--out {shown}"))?;
-    let _lock = OutLock::take("--out", &out)?;
+    let (made, _lock) = crate::fsio::take_out_dir("--out", &out)?;
     let receipts: Vec<PathBuf> = gates
         .iter()
         .map(|(g, _)| out.join(format!("{}.json", g.name)))
@@ -529,7 +522,8 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
             }
         };
         let t0 = Instant::now();
-        match run_battery_gate(a, g, cli, &out, &mut worst) {
+        let golden = goldens.get(i).map(PathBuf::as_path);
+        match run_battery_gate(g, cli, &receipts[i], golden, &mut worst) {
             Ok((mut case, r)) => {
                 case.time_s = t0.elapsed().as_secs_f64();
                 case.classname = bf.name.clone();
@@ -604,14 +598,14 @@ fn not_run(report: &mut junit::Suite, rest: &[(&BatteryGate, Plan)], why: &str) 
     }
 }
 
-/// Runs one battery gate, prints its lines, writes its receipt and diffs it against the
-/// golden: its testcase (a golden difference is a `<failure>`, a golden that is not
+/// Runs one battery gate, prints its lines, writes its receipt at `path` and diffs it against
+/// `golden` (both the paths checked before the first gate): its testcase (a golden difference is a `<failure>`, a golden that is not
 /// comparable an `<error>`) and its receipt. `worst` takes the golden's exit code.
 fn run_battery_gate(
-    a: &BatteryArgs,
     g: &BatteryGate,
     cli: &Cli,
-    out: &Path,
+    path: &Path,
+    golden: Option<&Path>,
     worst: &mut i32,
 ) -> Result<(junit::Case, Receipt)> {
     let t0 = Instant::now();
@@ -619,8 +613,7 @@ fn run_battery_gate(
     let mut watch = Watch::new(false, false);
     let r = run_prepared(&p, &mut |e| watch.event(e))
         .with_context(|| format!("battery gate {:?}", g.name))?;
-    let path = out.join(format!("{}.json", g.name));
-    r.write(&path)?;
+    r.write(path)?;
     outln!(
         "{:<28} {}  ({:.1} s)",
         g.name,
@@ -630,15 +623,14 @@ fn run_battery_gate(
     for l in verdict_lines(&r) {
         outln!("    {l}");
     }
-    let mut case = receipt_case(&g.name, "", 0.0, &r, &path);
-    let Some(gd) = &a.golden else {
+    let mut case = receipt_case(&g.name, "", 0.0, &r, path);
+    let Some(gp) = golden else {
         return Ok((case, r));
     };
-    let gp = gd.join(format!("{}.json", g.name));
     case.properties
         .push(("golden".into(), gp.display().to_string()));
     let golden =
-        Receipt::load(&gp).with_context(|| format!("golden receipt for gate {:?}", g.name))?;
+        Receipt::load(gp).with_context(|| format!("golden receipt for gate {:?}", g.name))?;
     match diff_receipts(&golden, &r) {
         DiffOutcome::Same => outln!("    golden: same as {}", gp.display()),
         DiffOutcome::Different(lines) => {

@@ -15,7 +15,7 @@ use super::{Cli, HuntArgs};
 use crate::arms::ArmKind;
 use crate::backend::any::AnyBackend;
 use crate::exit::{EXIT_FAIL, EXIT_INTERRUPTED, EXIT_PASS};
-use crate::fsio::{check_writable, OutLock};
+use crate::fsio::check_writable;
 use crate::gate::plan::{
     check_prompt_reach, check_topk, list_flag, load_model, open_backend, PromptReach,
 };
@@ -334,14 +334,10 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
             .unwrap_or(0);
         PathBuf::from("receipts/runs").join(format!("hunt-{t}-{}", std::process::id()))
     });
-    // Declared before the lock, which a refusal below removes first; then the directory
-    // goes too where this hunt made it and nothing was written there.
-    let made = crate::fsio::NewDir::create(&out)
-        .with_context(|| format!("--out {}", crate::fsio::shown_path(&out)))?;
+    let (made, _lock) = crate::fsio::take_out_dir("--out", &out)?;
     let out = out
         .canonicalize()
         .with_context(|| format!("--out {}", crate::fsio::shown_path(&out)))?;
-    let _lock = OutLock::take("--out", &out)?;
     // --junit must not overwrite an input or the report (the trials' own files are named
     // under trials/, shrink/, found/ and tapes/ by the hunt).
     let report_path = out.join("hunt.json");

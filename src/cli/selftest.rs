@@ -454,11 +454,8 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| default_receipt_path("selftest").with_extension(""));
-    // Locked as a soak's --out is (its rows write receipts and soaks there); a refusal
-    // here removes the directory again where this selftest made it.
-    let made = crate::fsio::NewDir::create(&out)
-        .with_context(|| format!("--out {}", crate::fsio::shown_path(&out)))?;
-    let _lock = crate::fsio::OutLock::take("--out", &out)?;
+    // Locked as a soak's --out is (its rows write receipts and soaks there).
+    let (made, _lock) = crate::fsio::take_out_dir("--out", &out)?;
     made.keep();
     let mut rows = plan(cuda, devices);
     if cuda && !has_mma_matrix(&model.0) {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use super::shared::{
     error_case, install_interrupt_handler, interrupted_code, live, receipt_case, write_junit, Live,
@@ -13,7 +13,7 @@ use super::shared::{
 };
 use super::SoakArgs;
 use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
-use crate::fsio::{check_writable, OutLock};
+use crate::fsio::check_writable;
 use crate::gate::bounds;
 use crate::gate::plan::{prepare, Prepared};
 use crate::gate::report::verdict_lines;
@@ -68,14 +68,7 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             .unwrap_or(0);
         PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
     });
-    let shown = crate::fsio::shown_path(&dir);
-    if dir.as_os_str().as_encoded_bytes().contains(&0) {
-        bail!("--out {shown}: the path contains a NUL byte");
-    }
-    // Declared before the lock: on a refusal below the lock is removed first, then the
-    // directory (where this soak made it and it is empty).
-    let made = crate::fsio::NewDir::create(&dir).with_context(|| format!("--out {shown}"))?;
-    let lock = OutLock::take("--out", &dir)?;
+    let (made, lock) = crate::fsio::take_out_dir("--out", &dir)?;
     let summary_path = dir.join("summary.json");
     check_writable("--out", &summary_path)?;
     check_writable("--out", &dir.join(format!("run-{:03}.json", a.runs)))?;
@@ -124,32 +117,9 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
     // The model load and the plan: a flag refused here (a fault no placement opens, a bad
     // split, a missing model) leaves nothing behind, as every refusal before any work does;
     // an interrupt during the load keeps the summary that says so.
-    let r = match prepare(&a.gate.options()) {
-        Ok(p) => {
-            made.keep();
-            soak_runs(a, &dir, &p)
-        }
-        Err(e) => {
-            let l = live().take();
-            match l {
-                Some(mut l) if l.summary.interrupted => {
-                    made.keep();
-                    record_error(&mut l, &e);
-                }
-                Some(l) => {
-                    let _ = std::fs::remove_file(&l.path);
-                    // Dropping `l` removes the lock; then `made` removes --out if it made it.
-                    drop(l);
-                }
-                None => {
-                    // The second interrupt took it and is leaving the process.
-                    loop {
-                        std::thread::park();
-                    }
-                }
-            }
-            return Err(e);
-        }
+    let (r, refused) = match prepare(&a.gate.options()) {
+        Ok(p) => (soak_runs(a, &dir, &p), false),
+        Err(e) => (Err(e), true),
     };
     let mut g = live();
     let Some(mut l) = g.take() else {
@@ -160,6 +130,12 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
         }
     };
     drop(g);
+    if refused && !l.summary.interrupted {
+        // Dropping `l` removes the lock, then `made` removes --out where the soak made it.
+        let _ = std::fs::remove_file(&l.path);
+        return r;
+    }
+    made.keep();
     if let Err(e) = &r {
         record_error(&mut l, e);
     }

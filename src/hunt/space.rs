@@ -245,7 +245,6 @@ pub struct Space {
     pub base_draft: Option<usize>,
 }
 
-/// A weighted pick: the index of the entry `r` (0..sum) falls in.
 /// A chunk ladder with each size once, the first of each kept in place (the gate refuses a
 /// size listed twice).
 fn each_once(ladder: &mut Vec<usize>) {
@@ -257,6 +256,7 @@ fn each_once(ladder: &mut Vec<usize>) {
     });
 }
 
+/// A weighted pick: the index of the entry `r` (0..sum) falls in.
 fn pick(rng: &mut ChaCha8Rng, weights: &[u32]) -> usize {
     let total: u32 = weights.iter().sum();
     let mut r = rng.gen_range(0..total);
