@@ -333,8 +333,8 @@ if want mma; then
                 gate "mma on $m N=$n chunks" 0 --mma on --model "$WORK/m/mma-$m.gguf" --stages $n --devices "$(devs $n)" $CHK
             done
         done
-        # Both forms of mma_prep's plant: the integer pieces of Q4_K, Q8_0 and Q6_K (x rounded
-        # toward zero on launches of 2+ rows), the other formats' f16 hi and lo swapped (smol576).
+        # Both forms of mma_prep's plant: Q4_K's and Q6_K's integer pieces (x rounded toward
+        # zero on launches of 2+ rows), the other formats' f16 hi and lo swapped.
         gate "fault mma-row-order q4_k batched B=8 (must FAIL)" 1 --mma on --model "$WORK/m/mma-q4_k.gguf" --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order
         gate "fault mma-row-order q4_k prime C=40 (must FAIL)" 1 --mma on --model "$WORK/m/mma-q4_k.gguf" --stages 1 --arms prime --prompt-len 40 --chunk 40 --gen-len 4 --fault mma-row-order
         gate "fault mma-row-order q8_0 batched B=8 (must FAIL)" 1 --mma on --model "$WORK/m/mma-q8_0.gguf" --stages 2 --devices 0,0 --arms batched --batch 8 --gen-len 8 --fault mma-row-order

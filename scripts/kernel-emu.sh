@@ -10,12 +10,12 @@
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
 #    and ragged tiles; the mixed Q4_K|Q6_K decode (one launch over Q4_K's matrices then
 #    Q6_K's) gives each output its format's own launch's bits. The planted --fault mma-row-order changes the GEMM's bits in both
-#    forms of the prepared activations (the integer pieces of Q4_K, Q8_0 and Q6_K, Q4_0's f16
-#    hi and lo), so the check can fail. The Q4_K, Q6_K and Q8_0 decodes (one row, three rows,
-#    the GEMM) equal a double-precision matvec of the weights read back from the repacked
-#    layout to 1e-5, at input magnitudes 1, 1e30 and 1e-30, so the emulated integer mma means
-#    what the kernels assume; a NaN or inf input makes its row's Q4_K, Q6_K and Q8_0 outputs
-#    non-finite (the clean row keeps its bits).
+#    forms of the prepared activations (Q4_K's and Q6_K's integer pieces, Q8_0's f16 hi and
+#    lo), so the check can fail. The Q4_K and Q6_K decodes (one row, three rows, the GEMM)
+#    equal a double-precision matvec of the weights read back from the repacked layout to
+#    1e-5, at input magnitudes 1, 1e30 and 1e-30, so the emulated integer mma means what the
+#    kernels assume; a NaN or inf input makes its row's Q4_K and Q6_K outputs non-finite
+#    (the clean row keeps its bits).
 #  - att_emu, for attention (kernels/attention.cu). Over the rows of one sequence, the store
 #    pass then the attend pass of `attention`, `attention_early` and `attention_rows`
 #    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head

@@ -265,7 +265,7 @@ pub struct GateArgs {
     /// matrices of whole 16-row tiles (Q4_K and Q6_K: whole 256-column super-blocks): on,
     /// off or auto. On: every such matrix is uploaded in the layout of kernels/mma.cu and
     /// every launch over it runs there, for decode tiles and prime/verify chunks alike, in one
-    /// reduction order. auto (the default): the Q4_K, Q6_K and Q8_0 matrices of models at least 4096 wide
+    /// reduction order. auto (the default): the Q4_K and Q6_K matrices of models at least 4096 wide
     /// (measured faster at B=8 and prefill; narrower models keep the FFMA kernels at one-row
     /// decode), and every format it covers, at any width, in a run whose prime arm primes
     /// chunks of 64 rows or more (its largest --chunk, or the whole prompt by default), or

@@ -47,7 +47,7 @@ pub fn on_off(flag: &str, v: &Option<String>) -> Result<bool> {
     }
 }
 
-/// `--mma`: on, off or auto (the default: the Q4_K, Q6_K and Q8_0 matrices of models at least
+/// `--mma`: on, off or auto (the default: the Q4_K and Q6_K matrices of models at least
 /// MMA_AUTO_MIN_EMBD wide, every format the path takes in runs that prime chunks of at least
 /// MMA_AUTO_MIN_ROWS rows); anything else names the value.
 pub fn mma_mode(v: &Option<String>) -> Result<MmaMode> {

@@ -473,11 +473,10 @@ fn b32_quant(ty: GgmlType, b: &[u8], j: usize) -> u8 {
 /// blocks of 32; cols a multiple of 32, the last super-block padded with zero bytes, which
 /// the kernels never add): per (m-tile of 16 rows, super-block of 256 columns), m-tile-major,
 /// one mma_block_bytes(ty) block (kernels/mma.cu MmaF<F>), for lane (g, t) = lane / 4, lane % 4:
-///   quants:
-///     Q8_0 (the integer route, kernels/mma.cu MmaQ8W): byte b * 512 + lane * 16 + 4r + i
-///           holds q[row g + 8 (r % 2)][32 b + 16 (r / 2) + 4t + i] as an s8 (block b of the
-///           super-block, register r of lane (g, t)'s m16n8k32 A fragment, byte i);
-///     Q4_0, Q4_1, Q5_0, u = q + bias: the f16 nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
+///   quants, u = q + bias:
+///     Q8_0: byte (ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2r + p holds u[row g + 8 (r % 2)]
+///           [ks * 16 + 8 (r / 2) + 2t + p] (register r of the A fragment, element p);
+///     Q4_0, Q4_1, Q5_0: the f16 nibble words (u32 (ks / 4) * 128 + lane * 4 + ks % 4, nibble
 ///           h + 2 * half + 4 * pos = u[row g + 8h][ks * 16 + 8 * half + 2t + pos] & 15);
 ///     Q5_0 also: byte 2048 + lane * 16 + ks, bit h + 2 * half + 4 * pos = that u's bit 4;
 ///   scales at the format's offset, per g 16-byte words: d[g][0..8], d[g+8][0..8] (f16, the
@@ -518,22 +517,6 @@ pub fn repack_mma_b32(
             };
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
-                if ty == GgmlType::Q8_0 {
-                    // The s8 A fragment of block b, register r (row g + 8 (r % 2), k 32 b +
-                    // 16 (r / 2) + 4t + i at byte i): q itself (u ^ 0x80), padding zeros.
-                    for b in 0..8 {
-                        for r in 0..4 {
-                            for i in 0..4 {
-                                let k = 32 * b + 16 * (r / 2) + 4 * t + i;
-                                let e = sb * 256 + k;
-                                let q =
-                                    block(g + 8 * (r % 2), e / bl).map_or(0, |blk| blk[2 + e % bl]);
-                                o[b * 512 + lane * 16 + 4 * r + i] = q;
-                            }
-                        }
-                    }
-                    continue;
-                }
                 for ks in 0..16 {
                     let mut w = 0u32;
                     let mut hb = 0u8;
@@ -542,13 +525,20 @@ pub fn repack_mma_b32(
                             for pos in 0..2 {
                                 let v = u(g + 8 * h, ks * 16 + 8 * half + 2 * t + pos);
                                 let i = h + 2 * half + 4 * pos;
-                                w |= ((v & 15) as u32) << (4 * i);
-                                hb |= ((v >> 4) & 1) << i;
+                                if ty == GgmlType::Q8_0 {
+                                    let r = h + 2 * half;
+                                    o[(ks / 2) * 512 + lane * 16 + (ks % 2) * 8 + 2 * r + pos] = v;
+                                } else {
+                                    w |= ((v & 15) as u32) << (4 * i);
+                                    hb |= ((v >> 4) & 1) << i;
+                                }
                             }
                         }
                     }
-                    let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
-                    o[at..at + 4].copy_from_slice(&w.to_le_bytes());
+                    if ty != GgmlType::Q8_0 {
+                        let at = 4 * ((ks / 4) * 128 + lane * 4 + ks % 4);
+                        o[at..at + 4].copy_from_slice(&w.to_le_bytes());
+                    }
                     if let Some(hbo) = hboff {
                         o[hbo + lane * 16 + ks] = hb;
                     }
@@ -575,9 +565,8 @@ pub fn repack_mma_b32(
 
 /// Host mirror of the tensor-core kernels' reading of a 32-element-format matrix: every
 /// weight d * q (Q4_1: d * q + m, the crate's f32 expressions) rebuilt from the layout as
-/// kernels/mma.cu's lanes see it: Q8_0's s8 m16n8k32 A fragments (PTX's definition, as
-/// mma_q8_afrag takes the lane's uint4) or m32_afrag's nibble masks (bits 0/16, 4/20 of w
-/// and of w >> 8) with
+/// kernels/mma.cu's lanes see it: m32_afrag's PRMT selectors (Q8_0: register r from bytes
+/// 2r, 2r + 1 of its k-step's 8) or nibble masks (bits 0/16, 4/20 of w and of w >> 8) with
 /// the Q5_0 high-bit spread (t = hb & 15 | (hb & 0xF0) << 12, then << 4, 7, 2, 5), minus the
 /// bias, and m32_add_block's scale words (d[g + 8h][b] at word h, m at word 2 + h). Derived
 /// from those definitions, not from `repack_mma_b32`'s loops: the two must agree (tests).
@@ -595,31 +584,24 @@ pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[
             let word = |at: usize| u32::from_le_bytes([o[at], o[at + 1], o[at + 2], o[at + 3]]);
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
-                if ty == GgmlType::Q8_0 {
-                    // PTX's m16n8k32 s8 A fragment (mma_q8_afrag: the lane's uint4 of block
-                    // b as registers 0..3): register r is row g + 8 (r % 2), k 16 (r / 2) + 4t
-                    // + i at byte i; its block's d of that row.
-                    for b in 0..8 {
-                        for r in 0..4 {
-                            let wd = word(b * 512 + lane * 16 + 4 * r);
-                            for i in 0..4 {
-                                let (row, h) = (g + 8 * (r % 2), r % 2);
-                                let c = sb * 256 + 32 * b + 16 * (r / 2) + 4 * t + i;
-                                if c >= cols {
-                                    continue;
-                                }
-                                let q = (wd >> (8 * i)) as u8 as i8 as f32;
-                                let d = h16(o, doff + g * 16 * nd + 16 * h + 2 * b);
-                                w[(mt * MMA_TILE_ROWS + row) * cols + c] = d * q;
-                            }
-                        }
-                    }
-                    continue;
-                }
                 for ks in 0..16 {
                     let k0 = ks * 16 + 2 * t;
                     // The four registers as (row offset, first k, [u of element 0, 1]).
-                    let regs: [(usize, usize, [u32; 2]); 4] = {
+                    let regs: [(usize, usize, [u32; 2]); 4] = if ty == GgmlType::Q8_0 {
+                        let base = (ks / 2) * 512 + lane * 16 + (ks % 2) * 8;
+                        let (w0, w1) = (word(base), word(base + 4));
+                        // __byte_perm(w, 0x64646464, 0x4140 | 0x4342): bytes 0, 1 | 2, 3
+                        let sel = |w: u32, hi: bool| {
+                            let s = if hi { 16 } else { 0 };
+                            [(w >> s) & 255, (w >> (s + 8)) & 255]
+                        };
+                        [
+                            (0, k0, sel(w0, false)),
+                            (8, k0, sel(w0, true)),
+                            (0, k0 + 8, sel(w1, false)),
+                            (8, k0 + 8, sel(w1, true)),
+                        ]
+                    } else {
                         let wd = word(4 * ((ks / 4) * 128 + lane * 4 + ks % 4));
                         let hb = hboff.map_or(0, |h| o[h + lane * 16 + ks] as u32);
                         let t2 = (hb & 0x0F) | ((hb & 0xF0) << 12);
@@ -652,7 +634,7 @@ pub(crate) fn mma_b32_weights(ty: GgmlType, rows: usize, cols: usize, packed: &[
                                 let m = h16(o, doff + g * 16 * nd + 16 * (2 + h) + 2 * b);
                                 d * q + m
                             } else {
-                                d * q
+                                d * q // Q8_0's q * d: the same product
                             };
                         }
                     }

@@ -15,8 +15,8 @@ use super::{op_err, DevCtx};
 use crate::backend::BResult;
 use crate::quant::GgmlType;
 
-/// `--mma auto` turns the tensor-core path on for the Q4_K, Q6_K and Q8_0 matrices (the
-/// integer route) of models at least this wide. Why 4096: the widths it was measured on against the
+/// `--mma auto` turns the tensor-core path on for the Q4_K and Q6_K matrices (the integer
+/// route) of models at least this wide. Why 4096: the widths it was measured on against the
 /// FFMA kernels (llama8b- and llama70b-shaped Q4_K files, one H200, 2026-11-30: B=8 2.2-2.8x
 /// and prefill512 4x the FFMA kernels, eager 7-10 % slower, each at or above llama.cpp).
 /// Q6_K joined Q4_K when it took the integer route (its one-row decode one mma a 32-k chunk,
@@ -97,10 +97,9 @@ impl MmaMode {
 /// of the model and the setting alone, the same for every engine of a gate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct MmaSel {
-    /// Q4_K and Q6_K matrices of whole super-blocks and Q8_0 ones of whole blocks of 32 (the
-    /// integer route, `mma_ints`).
+    /// Q4_K and Q6_K matrices of whole super-blocks (the integer route, `mma_ints`).
     pub ints: bool,
-    /// Q4_0, Q4_1, Q5_0 matrices (repack::mma_b32 less Q8_0, which is `ints`'s).
+    /// Q8_0, Q4_0, Q4_1, Q5_0 (repack::mma_b32) and Q6_K matrices.
     pub b32: bool,
 }
 
@@ -138,10 +137,10 @@ pub fn mma_note(
             "auto: on, every format it takes (rows a step {batch_rows} >= {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto if sel.ints && ints_taken => {
-            format!("auto: on, Q4_K, Q6_K and Q8_0 (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
+            format!("auto: on, Q4_K and Q6_K (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD})")
         }
         MmaMode::Auto if sel.ints => format!(
-            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K, Q6_K and Q8_0 only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"
+            "auto: off (n_embd {n_embd} >= {MMA_AUTO_MIN_EMBD} turns on Q4_K and Q6_K only, and no matrix of this model takes it; prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"
         ),
         MmaMode::Auto => format!(
             "auto: off (n_embd {n_embd} < {MMA_AUTO_MIN_EMBD}, prime chunks of {prime_rows} rows < {MMA_AUTO_MIN_ROWS}, rows a step {batch_rows} < {MMA_AUTO_MIN_BATCH})"
@@ -261,12 +260,11 @@ pub(super) fn mma_fuses(ty: GgmlType) -> bool {
     !mma_ints(ty)
 }
 
-/// Whether matrices of `ty` take the integer route (kernels/mma.cu MmaF<F>::INTS): Q4_K,
-/// Q6_K and (issue 30 step 39) Q8_0, whose launches mma_prep feeds with integer pieces of
-/// the activations (its `ints`) and whose decode preloads its first weights (so never fuses,
-/// as `mma_fuses` says).
+/// Whether matrices of `ty` take the integer route (kernels/mma.cu MmaF<F>::INTS): Q4_K and
+/// Q6_K, whose launches mma_prep feeds with integer pieces of the activations (its `ints`)
+/// and whose decode preloads its first weights (so never fuses, as `mma_fuses` says).
 pub(in crate::backend::cuda) fn mma_ints(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q4K | GgmlType::Q6K | GgmlType::Q8_0)
+    matches!(ty, GgmlType::Q4K | GgmlType::Q6K)
 }
 
 /// The MMA_KERNELS indices a device needs for matrices of `formats`: mma_prep and each

@@ -830,15 +830,9 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         "mma_prep, Q6_K's four: no mixed decode without Q4_K"
     );
     let kernels =
-        super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q4_0]);
-    assert_eq!(kernels.len(), 11, "mma_prep, Q4_K's four, Q4_0's six");
+        super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q8_0]);
+    assert_eq!(kernels.len(), 11, "mma_prep, Q4_K's four, Q8_0's six");
     assert_eq!(kernels[0], super::mma::MMA_PREP);
-    let kernels = super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q8_0]);
-    assert_eq!(
-        kernels.len(),
-        5,
-        "mma_prep, Q8_0's four: the integer route never fuses"
-    );
     // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
     // pairs gate and up in one block / lane only with an even tile count per block or warp.
@@ -1010,6 +1004,7 @@ fn mma_format_table_matches_the_host_layouts() {
         v.split([',', ' ']).next()?.parse().ok()
     };
     for (ty, tag) in [
+        (GgmlType::Q8_0, "MF_Q8_0"),
         (GgmlType::Q4_0, "MF_Q4_0"),
         (GgmlType::Q4_1, "MF_Q4_1"),
         (GgmlType::Q5_0, "MF_Q5_0"),
@@ -1030,18 +1025,6 @@ fn mma_format_table_matches_the_host_layouts() {
     };
     assert!(mma.contains("enum { BLK = MMA6_BLK, INTS = 1 };"));
     assert!(mma.contains("enum { BLK = MMA_BLK, INTS = 1 };"));
-    // Q8_0 on the integer route (issue 30 step 39): its block and d area are repack's.
-    assert!(mma.contains("enum { BLK = MMA8_BLK, INTS = 1 };"));
-    assert_eq!(define(mma, "MMA8_BLK"), mma_block_bytes(GgmlType::Q8_0));
-    assert_eq!(
-        define(mma, "MMA8_DOFF"),
-        Some(b32_geometry(GgmlType::Q8_0).0)
-    );
-    assert_eq!(
-        b32_geometry(GgmlType::Q8_0).1,
-        2,
-        "per g: d of rows g, then g+8"
-    );
     assert_eq!(define(mma, "MMA6_BLK"), mma_block_bytes(GgmlType::Q6K));
     assert_eq!(define(mma, "MMA6_HI_OFF"), Some(Q6K_HI_OFF));
     assert_eq!(define(mma, "MMA6_SC_OFF"), Some(Q6K_SC_OFF));
@@ -1078,7 +1061,7 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     use super::mma::MMA_FUSE_SMEM_MAX;
     use crate::quant::GgmlType;
     let cap = MMA_FUSE_SMEM_MAX;
-    let (q4k, q6k, q8, q40) = (GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8_0, GgmlType::Q4_0);
+    let (q4k, q6k, q8) = (GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q8_0);
     // XF (256 words), XS (8 floats), XE (1 float) per (row, super-block), as the kernel
     // carves its dynamic shared memory.
     assert_eq!(MMA_FUSE_UNIT, 4 * (256 + 8 + 1));
@@ -1087,55 +1070,51 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
     assert!(mma.contains("float* xe = xs + (size_t)nb * n_sb * 8;"));
     // Eager (one row) on the 16-warp kernel: every width up to 61 super-blocks (Llama-3-8B's
     // 14336 included: 4 rounds); a partial last super-block counts whole (SmolLM2's 576: 3).
+    assert_eq!(mma_fused_smem(q8, 1, 576, 16, cap), Some(3 * MMA_FUSE_UNIT));
     assert_eq!(
-        mma_fused_smem(q40, 1, 576, 16, cap),
-        Some(3 * MMA_FUSE_UNIT)
-    );
-    assert_eq!(
-        mma_fused_smem(q40, 1, 14336, 16, cap),
+        mma_fused_smem(q8, 1, 14336, 16, cap),
         Some(56 * MMA_FUSE_UNIT)
     );
     assert_eq!(
-        mma_fused_smem(q40, 1, 61 * 256, 16, cap),
+        mma_fused_smem(q8, 1, 61 * 256, 16, cap),
         Some(61 * MMA_FUSE_UNIT)
     );
-    assert_eq!(mma_fused_smem(q40, 1, 62 * 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 62 * 256, 16, cap), None);
     // The rounds: 8 warps take up to 16 (row, super-block) items (2 rounds: the 8B shape's
     // 4096, not the 70B shape's 8192), 16 warps 64 (4 rounds).
     assert_eq!(
-        mma_fused_smem(q40, 1, 4096, 8, cap),
+        mma_fused_smem(q8, 1, 4096, 8, cap),
         Some(16 * MMA_FUSE_UNIT)
     );
-    assert_eq!(mma_fused_smem(q40, 1, 17 * 256, 8, cap), None);
-    assert_eq!(mma_fused_smem(q40, 1, 32 * 256, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 17 * 256, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 32 * 256, 8, cap), None);
     assert_eq!(
-        mma_fused_smem(q40, 1, 32 * 256, 16, cap),
+        mma_fused_smem(q8, 1, 32 * 256, 16, cap),
         Some(32 * MMA_FUSE_UNIT)
     );
-    assert_eq!(mma_fused_smem(q40, 1, 65 * 256, 16, cap), None);
-    assert_eq!(mma_fused_smem(q40, 1, 14336, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 65 * 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 1, 14336, 8, cap), None);
     // More than one row (B = 8, measured slower fused): never, even where it would fit.
-    assert_eq!(mma_fused_smem(q40, 8, 1536, 16, cap), None);
-    assert_eq!(mma_fused_smem(q40, 8, 576, 8, cap), None);
-    assert_eq!(mma_fused_smem(q40, 2, 576, 16, cap), None);
-    assert_eq!(mma_fused_smem(q40, 8, 1536, 8, cap), None);
-    assert_eq!(mma_fused_smem(q40, 8, 2048, 16, cap), None);
-    assert_eq!(mma_fused_smem(q40, 8, 4096, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 1536, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 576, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 2, 576, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 1536, 8, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 2048, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 8, 4096, 16, cap), None);
     // More rows than the decode kernel's n-tile (the GEMM's), or none: never fused.
-    assert_eq!(mma_fused_smem(q40, 9, 256, 16, cap), None);
-    assert_eq!(mma_fused_smem(q40, 0, 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 9, 256, 16, cap), None);
+    assert_eq!(mma_fused_smem(q8, 0, 256, 16, cap), None);
     // A device whose opt-in limit is smaller fuses less; a cap of 0 never.
     let c16 = 16 * MMA_FUSE_UNIT;
-    assert_eq!(mma_fused_smem(q40, 1, 4096, 16, c16), Some(c16));
-    assert_eq!(mma_fused_smem(q40, 1, 4096, 16, c16 - 1), None);
-    assert_eq!(mma_fused_smem(q40, 1, 256, 16, 0), None);
-    assert_eq!(mma_fused_smem(q40, usize::MAX, usize::MAX, 16, cap), None);
-    // Q4_K, Q6_K and Q8_0 (the integer formats): never fused, at any width or warps
-    // (mma_prep, then the unfused kernel that preloads); another format at the same shapes
-    // (Q4_0) keeps the rule above.
+    assert_eq!(mma_fused_smem(q8, 1, 4096, 16, c16), Some(c16));
+    assert_eq!(mma_fused_smem(q8, 1, 4096, 16, c16 - 1), None);
+    assert_eq!(mma_fused_smem(q8, 1, 256, 16, 0), None);
+    assert_eq!(mma_fused_smem(q8, usize::MAX, usize::MAX, 16, cap), None);
+    // Q4_K and Q6_K (the integer formats): never fused, at any width or warps (mma_prep, then
+    // the unfused kernel that preloads); another format at the same shapes (Q8_0) keeps the
+    // rule above.
     assert!(!super::mma::mma_fuses(q4k) && !super::mma::mma_fuses(q6k));
-    assert!(!super::mma::mma_fuses(q8));
-    assert!(super::mma::mma_fuses(q40));
+    assert!(super::mma::mma_fuses(q8));
     for (n_in, warps) in [
         (256, 16),
         (1024, 16),
@@ -1150,14 +1129,13 @@ fn mma_fuses_a_decode_launch_only_when_its_prepared_rows_fit_the_budget() {
             "{n_in} {warps}"
         );
         assert_eq!(mma_fused_smem(q6k, 1, n_in, warps, cap), None);
-        assert_eq!(mma_fused_smem(q8, 1, n_in, warps, cap), None);
     }
     assert_eq!(
-        mma_fused_smem(q40, 1, 14336, 16, cap),
+        mma_fused_smem(q8, 1, 14336, 16, cap),
         Some(56 * MMA_FUSE_UNIT)
     );
     assert_eq!(
-        mma_fused_smem(q40, 1, 4096, 16, cap),
+        mma_fused_smem(q8, 1, 4096, 16, cap),
         Some(16 * MMA_FUSE_UNIT)
     );
 }
@@ -1181,11 +1159,7 @@ fn mma_auto_takes_every_format_for_batched_runs() {
             "{}",
             ty.name()
         );
-        // At W, Q8_0 (the integer route) is on by the width rule, whatever the batch.
-        assert_eq!(
-            MmaMode::Auto.select(W, 0, B - 1).takes(ty, 32, W),
-            ty == Q8_0
-        );
+        assert!(!MmaMode::Auto.select(W, 0, B - 1).takes(ty, 32, W));
         assert!(MmaMode::Auto.select(W - 256, 0, B).takes(ty, 32, W - 256));
         assert!(!MmaMode::Auto
             .select(W - 256, 0, B - 1)
@@ -1214,7 +1188,7 @@ fn mma_auto_takes_every_format_for_batched_runs() {
         format!("auto: on, every format it takes (rows a step {B} >= {B})")
     );
     let note = mma_note(MmaMode::Auto, W, 0, B - 1, true);
-    assert!(note.starts_with("auto: on, Q4_K, Q6_K and Q8_0"), "{note}");
+    assert!(note.starts_with("auto: on, Q4_K and Q6_K"), "{note}");
     let note = mma_note(MmaMode::Auto, 576, 0, B - 1, false);
     assert!(
         note.starts_with("auto: off (n_embd 576 <")
@@ -1225,8 +1199,8 @@ fn mma_auto_takes_every_format_for_batched_runs() {
     assert!(note.contains("prime chunks of 512"), "{note}");
 }
 
-/// `--mma auto`: Q4_K, Q6_K and Q8_0 (the integer route) at MMA_AUTO_MIN_EMBD and wider,
-/// nothing else, in runs that prime no
+/// `--mma auto`: Q4_K and Q6_K (the integer route) at MMA_AUTO_MIN_EMBD and wider, nothing
+/// else, in runs that prime no
 /// chunk of MMA_AUTO_MIN_ROWS rows; in runs that do, every format the path takes, at any
 /// width. On: every format; off: none. Only whole m-tiles of whole blocks of 32 take the
 /// 32-element formats' layout (SmolLM2's 576 and Gemma-3's 640 included).
@@ -1243,10 +1217,8 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
         .select(W - 1, R - 1, 0)
         .takes(Q4K, 32, W - 256));
     assert!(MmaMode::Auto.select(576, R, 0).takes(Q4K, 32, 1536));
-    // Q8_0 joined the integer route (issue 30 step 39): on at W with Q4_K and Q6_K.
-    assert!(auto.takes(Q8_0, 32, W), "auto left q8_0");
     for ty in [Q8_0, Q4_0, Q4_1, Q5_0] {
-        assert_eq!(auto.takes(ty, 32, W), ty == Q8_0, "auto and {}", ty.name());
+        assert!(!auto.takes(ty, 32, W), "auto took {}", ty.name());
         assert!(!MmaMode::Auto.select(576, R - 1, 0).takes(ty, 32, 576));
         assert!(
             MmaMode::Auto.select(576, R, 0).takes(ty, 32, 576),
@@ -1289,13 +1261,13 @@ fn mma_auto_selects_by_width_and_prime_chunk() {
     );
     assert_eq!(
         mma_note(MmaMode::Auto, W, 0, 0, true),
-        format!("auto: on, Q4_K, Q6_K and Q8_0 (n_embd {W} >= {W})")
+        format!("auto: on, Q4_K and Q6_K (n_embd {W} >= {W})")
     );
-    // A wide model without a Q4_K, Q6_K or Q8_0 matrix (a Q4_0 file): auto runs no
-    // tensor-core kernel.
+    // A wide model without a Q4_K or Q6_K matrix (a Q8_0 file): auto runs no tensor-core
+    // kernel.
     assert_eq!(
         mma_note(MmaMode::Auto, W, 0, 0, false),
-        format!("auto: off (n_embd {W} >= {W} turns on Q4_K, Q6_K and Q8_0 only, and no matrix of this model takes it; prime chunks of 0 rows < {R}, rows a step 0 < {B})")
+        format!("auto: off (n_embd {W} >= {W} turns on Q4_K and Q6_K only, and no matrix of this model takes it; prime chunks of 0 rows < {R}, rows a step 0 < {B})")
     );
     assert!(mma_note(MmaMode::Auto, 576, 16, 0, false).starts_with("auto: off (n_embd 576 <"));
     assert_eq!(mma_note(MmaMode::On, 576, 0, 0, true), "on");

@@ -93,7 +93,7 @@ pub(super) const MMA_FUSE_MAX_ROWS: usize = 1;
 /// (mma_decode_kernel) runs as ONE kernel that prepares its rows itself (decode sized, rows
 /// <= MMA_DECODE_MAX; its rows x super-blocks fit `cap`, the device's mma_fuse_cap, and take
 /// at most mma_fuse_rounds(warps) rounds of the block's warps; never a format that
-/// cuda/mma.rs mma_fuses declines, Q4_K, Q6_K and Q8_0), None for mma_prep then the decode kernel
+/// cuda/mma.rs mma_fuses declines, Q4_K and Q6_K), None for mma_prep then the decode kernel
 /// or GEMM.
 /// A function of the launch's shape and format alone (never of timing); both paths write the
 /// same bytes of XF/XE/XS (kernels/mma.cu mma_prep_sb), so the choice changes no bit.

@@ -1,6 +1,6 @@
-// The tensor-core matvec / GEMM (`--mma on`) for Q4_K, Q6_K and Q8_0 (integer mma.sync: u8 /
-// s8 weights, int8 pieces of the activations, exact s32 sums) and (below, "32-element
-// formats") Q4_0, Q4_1, Q5_0 (mma.sync m16n8k16, f16 in, f32 accumulate), ported from the
+// The tensor-core matvec / GEMM (`--mma on`) for Q4_K and Q6_K (integer mma.sync: u8 / s8
+// weights, int8 pieces of the activations, exact s32 sums) and (below, "32-element
+// formats") Q8_0, Q4_0, Q4_1, Q5_0 (mma.sync m16n8k16, f16 in, f32 accumulate), ported from the
 // prototype research/mma-q4k/mma_q4k.cu (removed in f78de77, git history keeps it; measured
 // there on an H200: every column's bits equal its bits run alone, decode B = 1..8 and GEMM
 // C = 16/64/512 alike). Compiled only into the mma module (`#define MMA_Q4K`, with common.cu,
@@ -57,15 +57,15 @@
 // tile p at 2p and up tile p at 2p + 1, so one block (decode) or one lane (GEMM) holds a
 // feature's gate and up values together for act(gate) * up.
 //
-// THE ORDER of the 32-element f16 formats (F = MF_Q4_0, MF_Q4_1, MF_Q5_0; n_in a multiple of
-// 32, the super-blocks of 256 as above, the last one possibly partial; fixed by n_in alone):
+// THE ORDER of the 32-element formats (F = MF_Q8_0, MF_Q4_0, MF_Q4_1, MF_Q5_0; n_in a multiple
+// of 32, the super-blocks of 256 as above, the last one possibly partial; fixed by n_in alone):
 //   for each super-block sb independently:
 //     u_sb = 0; for each 32-block b of sb (b < n_in / 32, in order):
 //       S_b = 0; for ks in 2b', 2b'+1 (b' = b - 8 sb): S_b = mma(A_ks, Xhi_ks, S_b);
 //                                                      S_b = mma(A_ks, Xlo_ks, S_b)
-//         A: the row's q (Q4_0 q-8, Q4_1 0..15, Q5_0 q-16), exact in f16;
+//         A: the row's q (Q8_0 -128..127, Q4_0 q-8, Q4_1 0..15, Q5_0 q-16), exact in f16;
 //         X: mma_prep's fragments, unchanged (2^E per column and super-block).
-//       v_b = d_b * (S_b * 2^E_sb)                            (Q4_0, Q5_0)
+//       v_b = d_b * (S_b * 2^E_sb)                            (Q8_0, Q4_0, Q5_0)
 //       v_b = fmaf(d_b, S_b * 2^E_sb, m_b * xsum_b)           (Q4_1; xsum_b = XS[b'])
 //       u_sb = u_sb + v_b
 //   y = 0; for sb in 0..n_sb: y = y + u_sb;   then mv_finish.
@@ -77,39 +77,14 @@
 // registers: the same bits, neither depends on the row count. The f32 cost is one mul (Q4_1:
 // an fmaf and a mul), one add per block per output.
 // Weights (crate::quant::repack::repack_mma_b32), per (m-tile, super-block) one MmaF<F>::BLK
-// block, the bytes of its 16 x 8 GGUF blocks: quants (the f16 nibble words, 2048 B: u32 word (ks / 4) * 128 + lane * 4 + ks % 4 is lane (g, t)'s k-step ks,
+// block, the bytes of its 16 x 8 GGUF blocks: quants (Q8_0: 4096 B, byte (ks/2)*512 +
+// lane*16 + (ks%2)*8 + 2r + p = u of A register r, element p; the others: the f16 nibble
+// words, 2048 B: u32 word (ks / 4) * 128 + lane * 4 + ks % 4 is lane (g, t)'s k-step ks,
 // nibble h + 2 * half + 4 * pos holding u[row g + 8h][ks * 16 + 8 * half + 2t + pos], so
 // m32_afrag's masks put nibbles 0/4, 1/5, 2/6, 3/7 in registers 0..3; Q5_0 then 512 B of
 // fifth bits, lane's 16 bytes, byte ks, bit = nibble index), then per g 16-byte words of f16
 // d[g][0..8], d[g+8][0..8] (Q4_1 also m[g][..], m[g+8][..]).
 // Stored quants are u = q + BIAS (unsigned); m32_afrag subtracts BIAS exactly.
-//
-// THE ORDER of Q8_0 (F = MF_Q8_0; n_in a multiple of 32, the last super-block possibly
-// partial; fixed by n_in alone; issue 30 step 39, which replaced its f16 route): the 32-element
-// formats' two levels, each block's sum an exact integer rounded once:
-//   per column and super-block sb: mma_prep's integer pieces, Q4_K's (E_sb, v_k, h, m, l; a
-//     partial super-block's 2^E from its real inputs, zeros past n_in);
-//   for each super-block sb independently:
-//     u_sb = 0; for each 32-block b of sb (b < n_in / 32, in order):
-//       D_b = 2^8 (2^8 D_h + D_m) + D_l = sum q_k v_k   (s8 q times the s8 digits, integer
-//                                              mma; |2^8 D_h + D_m| < 2^26 in int32, D_b in
-//                                              int64: |D_b| <= 32 * 128 * 2^21 = 2^33)
-//       v_b = d_b * (rn_f32(D_b) * 2^E_sb)      (d_b the row's f16 scale of block b; the one
-//                                              rounding of D_b, then two of f32)
-//       u_sb = u_sb + v_b
-//   y = 0; for sb in 0..n_sb: y = y + u_sb;   then mv_finish.
-// Why: the f16 route built each A register with an HFMA2 from a PRMT and ran two mma (hi,
-// lo) a 16-k step; here A is the weights' own bytes (no build), one block is three integer
-// mma (h, m, l as n-tiles of 8 columns) or, for one row, two (h and l as B columns 0 and 1,
-// then m: lane t = 0 holds all three sums, no shuffle), and the integer pieces keep 22 bits
-// of each super-block's largest input (the f16 hi + lo about 22 too). How the kernels sum:
-// mma_q8_sb (decode, 1..8 rows) and mma_gemm_sb's Q8_0 branch, both through mma_q8_f32.
-// A non-finite input: 2^E_sb is NaN (mma_prep_sb), so its super-block's v_b, and y, are NaN.
-// Weights (crate::quant::repack::repack_mma_b32, Q8_0), 4352 bytes per (m-tile, super-block):
-//   [0, 4096)    block b at 512 b, lane (g, t)'s uint4 at + 16 lane: s8 register r (0..3) byte
-//                i = q[row g + 8 (r % 2)][32 b + 16 (r / 2) + 4t + i] (PTX's m16n8k32 A
-//                fragment); a partial super-block's blocks past n_in zeros;
-//   [4096, 4352) per g: d[g][0..8], then d[g+8][0..8] (f16 bits, 16 bytes each).
 //
 // THE ORDER of Q6_K (F = MF_Q6_K; n_in a multiple of 256; fixed by n_in alone): Q4_K's, with
 // signed 6-bit weights, sub-blocks of 16 and no mins. Exact integers up to one rounding per
@@ -169,10 +144,6 @@
 #define MMA6_HI_OFF 2048
 #define MMA6_SC_OFF 3072
 #define MMA6_DD_OFF 3328
-// Q8_0's block: the s8 A fragments of its 8 32-blocks (block b at 512 b, lane's uint4 at + 16
-// lane), then per g the f16 d of row g (blocks 0..7), then of row g+8.
-#define MMA8_BLK 4352
-#define MMA8_DOFF 4096
 
 // Weights are read once per launch: no L1 allocation (keeps x in L1). Read-only for the
 // engine's life (uploaded at build), so the non-coherent path is valid.
@@ -534,9 +505,8 @@ __device__ __forceinline__ const u8* mma_tile(const MvArgs& a, int mt, int n_sb,
 #define MF_Q4_1 3
 #define MF_Q5_0 4
 #define MF_Q6_K 5
-// BLK: bytes per (m-tile, super-block); INTS: the integer route (Q4_K, Q6_K, Q8_0: mma_prep's
-// integer pieces, the u8 / s8 integer mma, one rounding a super-block or, Q8_0, a block); for
-// the f16 32-element
+// BLK: bytes per (m-tile, super-block); INTS: the integer route (Q4_K, Q6_K: mma_prep's
+// integer pieces, the u8 / s8 integer mma, one rounding a super-block); for the 32-element
 // formats (repack::repack_mma_b32): NQ: 16-byte quant words per lane per 4 k-steps (k4
 // group); DOFF: the scale area (per g: ND uint4s: d[g][0..8], d[g+8][0..8] and, with MIN,
 // m[g][0..8], m[g+8][0..8], f16); HB: a Q5_0 high-bit plane at HBOFF (lane's uint4, byte ks,
@@ -550,7 +520,7 @@ struct MmaF<MF_Q4K> {
 };
 template <>
 struct MmaF<MF_Q8_0> {
-    enum { BLK = MMA8_BLK, INTS = 1 };
+    enum { BLK = 4352, INTS = 0, DOFF = 4096, NQ = 2, ND = 2, HB = 0, HBOFF = 0, MIN = 0, BIAS = 128 };
 };
 template <>
 struct MmaF<MF_Q4_0> {
@@ -586,25 +556,35 @@ __device__ __forceinline__ M32c m32_consts() {
 }
 
 // The A fragment of k-step 4 * k4 + kk from the lane's k4-group quant words qv and (Q5_0) the
-// k-step's high-bit byte hb: the f16 nibble words (Q8_0 is on the integer route: mma_q8_afrag).
+// k-step's high-bit byte hb. Q8_0: byte 2r + p of the k-step's 8 bytes is register r's element
+// p; PRMT puts it under 0x64 (1024 + u, u = q + 128). Nibble formats: the f16 nibble words.
 template <int F>
 __device__ __forceinline__ void m32_afrag(const uint4 (&qv)[MmaF<F>::NQ], u32 hb, int kk,
                                           const M32c& k, u32 (&a)[4]) {
-    const u32 w = mma_comp4(qv[0], kk), w8 = w >> 8;
-    u32 h0 = 0, h1 = 0, h2 = 0, h3 = 0;
-    if constexpr (MmaF<F>::HB == 1) {
-        // bit i of hb (nibble i's fifth bit) to bit 4 above the nibble's place in its
-        // register: nibbles 0..3 at bits 0..3, 4..7 at 16..19, then shifted per register.
-        const u32 t = (hb & 0x0Fu) | ((hb & 0xF0u) << 12);
-        h0 = (t << 4) & 0x00100010u;  // bits 0, 4  -> 4, 20
-        h1 = (t << 7) & 0x01000100u;  // bits 1, 5  -> 8, 24
-        h2 = (t << 2) & 0x00100010u;  // bits 2, 6  -> 4, 20 (of w >> 8)
-        h3 = (t << 5) & 0x01000100u;  // bits 3, 7  -> 8, 24 (of w >> 8)
+    if constexpr (F == MF_Q8_0) {
+        const uint4 v = qv[(kk >> 1) & (MmaF<F>::NQ - 1)];
+        const u32 w0 = (kk & 1) ? v.z : v.x, w1 = (kk & 1) ? v.w : v.y;
+        a[0] = mma_hfma2(__byte_perm(w0, 0x64646464u, 0x4140), k.one, k.b);  // row g,   k0, k0+1
+        a[1] = mma_hfma2(__byte_perm(w0, 0x64646464u, 0x4342), k.one, k.b);  // row g+8, k0, k0+1
+        a[2] = mma_hfma2(__byte_perm(w1, 0x64646464u, 0x4140), k.one, k.b);  // row g,   k0+8..
+        a[3] = mma_hfma2(__byte_perm(w1, 0x64646464u, 0x4342), k.one, k.b);  // row g+8, k0+8..
+    } else {
+        const u32 w = mma_comp4(qv[0], kk), w8 = w >> 8;
+        u32 h0 = 0, h1 = 0, h2 = 0, h3 = 0;
+        if constexpr (MmaF<F>::HB == 1) {
+            // bit i of hb (nibble i's fifth bit) to bit 4 above the nibble's place in its
+            // register: nibbles 0..3 at bits 0..3, 4..7 at 16..19, then shifted per register.
+            const u32 t = (hb & 0x0Fu) | ((hb & 0xF0u) << 12);
+            h0 = (t << 4) & 0x00100010u;  // bits 0, 4  -> 4, 20
+            h1 = (t << 7) & 0x01000100u;  // bits 1, 5  -> 8, 24
+            h2 = (t << 2) & 0x00100010u;  // bits 2, 6  -> 4, 20 (of w >> 8)
+            h3 = (t << 5) & 0x01000100u;  // bits 3, 7  -> 8, 24 (of w >> 8)
+        }
+        a[0] = mma_hfma2((w & 0x000F000Fu) | h0 | 0x64006400u, k.one, k.b);
+        a[1] = mma_hfma2((w & 0x00F000F0u) | h1 | 0x64006400u, k.c16, k.d);
+        a[2] = mma_hfma2((w8 & 0x000F000Fu) | h2 | 0x64006400u, k.one, k.b);
+        a[3] = mma_hfma2((w8 & 0x00F000F0u) | h3 | 0x64006400u, k.c16, k.d);
     }
-    a[0] = mma_hfma2((w & 0x000F000Fu) | h0 | 0x64006400u, k.one, k.b);
-    a[1] = mma_hfma2((w & 0x00F000F0u) | h1 | 0x64006400u, k.c16, k.d);
-    a[2] = mma_hfma2((w8 & 0x000F000Fu) | h2 | 0x64006400u, k.one, k.b);
-    a[3] = mma_hfma2((w8 & 0x00F000F0u) | h3 | 0x64006400u, k.c16, k.d);
 }
 
 // The high bits of k-step ks from a lane's high-bit uint4 (m32_afrag's hb): Q5_0's byte ks.
@@ -1018,138 +998,6 @@ __device__ __forceinline__ void mma_q6k_sb(const MmaQ6kW<MT>& w, int sb, int n_s
     }
 }
 
-// ---- Q8_0 on the integer tensor cores (THE ORDER of Q8_0, the head; F = MF_Q8_0).
-// One warp's Q8_0 weights of a super-block of MT m-tiles: the lane's A fragment of each of the
-// 8 blocks (one uint4: s8 registers a0..a3, the head's layout) and the f16 d of rows g and
-// g+8 (uint4 each: blocks 0..7).
-template <int MT>
-struct MmaQ8W {
-    uint4 q[MT][8], dg[MT], d8[MT];
-};
-template <int MT>
-__device__ __forceinline__ void mma_q8_load(const u8* const (&base)[MT], int sb, int lane,
-                                            MmaQ8W<MT>& w) {
-    const int g = lane >> 2;
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi) {
-        const u8* blk = base[mi] + (size_t)sb * MMA8_BLK;
-#pragma unroll
-        for (int b = 0; b < 8; ++b) w.q[mi][b] = mma_ld16(blk + b * 512 + lane * 16);
-        w.dg[mi] = mma_ld16(blk + MMA8_DOFF + g * 32);
-        w.d8[mi] = mma_ld16(blk + MMA8_DOFF + g * 32 + 16);
-    }
-}
-
-// rn_f32(D_b) of one output from its pieces' sums, D_b = 2^16 D_h + 2^8 D_m + D_l (|D_h| <=
-// 32 * 128 * 32 = 2^17, |D_m|, |D_l| <= 32 * 128 * 128 = 2^19): THE ORDER's one rounding of
-// the block, without a 64-bit integer or its conversion (cvt.rn.f32.s64 runs at a fraction of
-// the FP32 rate, and the GEMM and the narrow decodes take one an output and block: BENCH.md
-// issue 30 step 39). D_b = 2^16 hi + lo exactly, with hi = D_h + floor(D_m / 2^8) (|hi| < 2^18)
-// and lo = 2^8 (D_m mod 2^8) + D_l (|lo| < 2^20); each is an exact f32 by the magic-number
-// trick (an integer n with |n| < 2^22 added into the mantissa of 1.5 * 2^23 (or 1.5 * 2^39 for
-// 2^16 n), then the constant subtracted: exact), and their one FADD is rn(2^16 hi + lo) =
-// rn_f32(D_b), the bits of (float)(long long)D_b (kernel-emu checks both ways).
-__device__ __forceinline__ float mma_q8_f32(int dh, int dm, int dl) {
-    const int hi = dh + (dm >> 8), lo = ((dm & 255) << 8) + dl;
-    const float fh = __fsub_rn(__int_as_float(0x53400000 + hi), 824633720832.0f);  // 1.5 * 2^39
-    const float fl = __fsub_rn(__int_as_float(0x4B400000 + lo), 12582912.0f);      // 1.5 * 2^23
-    return __fadd_rn(fh, fl);
-}
-
-// The A fragment of block b: the lane's uint4 as the four s8 registers (nothing to build).
-__device__ __forceinline__ void mma_q8_afrag(const uint4& q, u32 (&a)[4]) {
-    a[0] = q.x;  // row g,   k 4t..4t+3
-    a[1] = q.y;  // row g+8, k 4t..
-    a[2] = q.z;  // row g,   k 16+4t..
-    a[3] = q.w;  // row g+8, k 16+4t..
-}
-
-// Block b of the four outputs of a C fragment (columns 2t, 2t+1 x rows g, g+8): three
-// m16n8k32 (pieces h, m, l of the columns' B fragments: hb = {h0, h1, m0, m1}, lb = {l0, l1}),
-// then u += d * (rn_f32(D_b) * 2^E) per output (ea, ec: the columns' 2^E).
-__device__ __forceinline__ void mma_q8_dot(const u32 (&a)[4], const uint4& hb, const uint2& lb,
-                                           float dg, float d8, float ea, float ec, float (&u)[4]) {
-    int dh[4] = {0, 0, 0, 0}, dm[4] = {0, 0, 0, 0}, dl[4] = {0, 0, 0, 0};
-    imma16832<true>(dh, a, hb.x, hb.y);
-    imma16832<true>(dm, a, hb.z, hb.w);
-    imma16832<true>(dl, a, lb.x, lb.y);
-    u[0] = __fadd_rn(u[0], mma_q6k_value(mma_q8_f32(dh[0], dm[0], dl[0]), dg, ea));
-    u[1] = __fadd_rn(u[1], mma_q6k_value(mma_q8_f32(dh[1], dm[1], dl[1]), dg, ec));
-    u[2] = __fadd_rn(u[2], mma_q6k_value(mma_q8_f32(dh[2], dm[2], dl[2]), d8, ea));
-    u[3] = __fadd_rn(u[3], mma_q6k_value(mma_q8_f32(dh[3], dm[3], dl[3]), d8, ec));
-}
-
-// The compute half (as mma_q4k_sb): u_sb of THE ORDER from weights in registers. nblk: the
-// row's 32-blocks (n_in / 32); a partial last super-block's blocks past it are computed (zero
-// weights) and never added. XS: unused (no mins).
-template <int MT>
-__device__ __forceinline__ void mma_q8_sb(const MmaQ8W<MT>& w, int sb, int n_sb, const uint4* XF,
-                                          const float* XE, int nb, int nblk, int lane,
-                                          float (&v)[MT][4]) {
-    const int g = lane >> 2, t = lane & 3;
-    if (nb == 1) {  // the one-row decode (warp-uniform): two mma a block and m-tile
-        // Two m16n8k32 with the one column's pieces as B columns, so that lane t = 0 holds all
-        // three sums of its rows (no shuffle): the first h in column 0 and l in column 1, the
-        // second m in column 0 (lanes g = 0, 1 load; the other columns zero). Lane (g, 0)'s C
-        // fragments: c0 = D_h, c1 = D_l (row g), c2, c3 (row g+8); the second's c0, c2 = D_m.
-        // Its v[0], v[2] are column 0's values; the other lanes' are never stored.
-        const uint4* xc = XF + (size_t)sb * 64 + 2 * t;
-        const float e = XE[sb];
-        float u[MT][2];
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi) u[mi][0] = u[mi][1] = 0.0f;  // u_sb = 0
-#pragma unroll
-        for (int b = 0; b < 8; ++b) {
-            uint2 b1 = make_uint2(0u, 0u), b2 = make_uint2(0u, 0u);
-            if (g == 0) {
-                const uint4 hm = xc[b * 8];
-                b1 = make_uint2(hm.x, hm.y);
-                b2 = make_uint2(hm.z, hm.w);
-            } else if (g == 1) {
-                b1 = *(const uint2*)(xc + b * 8 + 1);
-            }
-            if (sb * 8 + b >= nblk) break;  // warp-uniform: the partial super-block's end
-#pragma unroll
-            for (int mi = 0; mi < MT; ++mi) {
-                u32 a[4];
-                mma_q8_afrag(w.q[mi][b], a);
-                int d1[4] = {0, 0, 0, 0}, d2[4] = {0, 0, 0, 0};
-                imma16832<true>(d1, a, b1.x, b1.y);
-                imma16832<true>(d2, a, b2.x, b2.y);
-                u[mi][0] = __fadd_rn(u[mi][0], mma_q6k_value(mma_q8_f32(d1[0], d2[0], d1[1]), m32_h8(w.dg[mi], b), e));
-                u[mi][1] = __fadd_rn(u[mi][1], mma_q6k_value(mma_q8_f32(d1[2], d2[2], d1[3]), m32_h8(w.d8[mi], b), e));
-            }
-        }
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi) {
-            v[mi][0] = u[mi][0];
-            v[mi][2] = u[mi][1];
-            v[mi][1] = v[mi][3] = 0.0f;
-        }
-        return;
-    }
-    // Lane (g, t)'s B fragments of column g: uint4 2 (4 b + t) = {h0, h1, m0, m1}, then {l0, l1}.
-    const uint4* xf = XF + ((size_t)g * n_sb + sb) * 64 + 2 * t;
-    const float ea = m32_xe(XE, 2 * t, nb, n_sb, sb), ec = m32_xe(XE, 2 * t + 1, nb, n_sb, sb);
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) v[mi][c] = 0.0f;  // u_sb = 0
-#pragma unroll
-    for (int b = 0; b < 8; ++b) {
-        if (sb * 8 + b >= nblk) break;  // warp-uniform
-        uint4 hb;
-        uint2 lb;
-        mma_int_bfrag(xf, b, g < nb, hb, lb);  // columns past nb: zeros, changing nothing
-#pragma unroll
-        for (int mi = 0; mi < MT; ++mi) {
-            u32 a[4];
-            mma_q8_afrag(w.q[mi][b], a);
-            mma_q8_dot(a, hb, lb, m32_h8(w.dg[mi], b), m32_h8(w.d8[mi], b), ea, ec, v[mi]);
-        }
-    }
-}
-
 // The integer formats' weights in registers (MmaIntW<F, MT>::T), their load and compute
 // halves: the decode's one structure for Q4_K and Q6_K.
 template <int F, int MT>
@@ -1160,23 +1008,17 @@ template <int MT>
 struct MmaIntW<MF_Q6_K, MT> {
     typedef MmaQ6kW<MT> T;
 };
-template <int MT>
-struct MmaIntW<MF_Q8_0, MT> {
-    typedef MmaQ8W<MT> T;
-};
 template <int F, int MT>
 __device__ __forceinline__ void mma_int_load(const u8* const (&base)[MT], int sb, int lane,
                                              typename MmaIntW<F, MT>::T& w) {
     if constexpr (F == MF_Q6_K) mma_q6k_load<MT>(base, sb, lane, w);
-    else if constexpr (F == MF_Q8_0) mma_q8_load<MT>(base, sb, lane, w);
     else mma_q4k_load<MT>(base, sb, lane, w);
 }
 template <int F, int MT>
 __device__ __forceinline__ void mma_int_sb(const typename MmaIntW<F, MT>::T& w, int sb, int n_sb,
                                            const uint4* XF, const float* XE, const float* XS,
-                                           int nb, int nblk, int lane, float (&v)[MT][4]) {
+                                           int nb, int lane, float (&v)[MT][4]) {
     if constexpr (F == MF_Q6_K) mma_q6k_sb<MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
-    else if constexpr (F == MF_Q8_0) mma_q8_sb<MT>(w, sb, n_sb, XF, XE, nb, nblk, lane, v);
     else mma_q4k_sb<MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
 }
 
@@ -1189,7 +1031,7 @@ __device__ __forceinline__ void mma_dec_sb(const u8* const (&base)[MT], int sb, 
     if constexpr (MmaF<F>::INTS) {
         typename MmaIntW<F, MT>::T w;
         mma_int_load<F, MT>(base, sb, lane, w);
-        mma_int_sb<F, MT>(w, sb, n_sb, XF, XE, XS, nb, nblk, lane, v);
+        mma_int_sb<F, MT>(w, sb, n_sb, XF, XE, XS, nb, lane, v);
     } else {
         typedef MmaF<F> T;
         // Every weight load of the super-block issued up front (as Q4_K's).
@@ -1323,7 +1165,7 @@ __device__ __forceinline__ void mma_decode_body(const MvArgs& a, const uint4* XF
             float v[MT][4];
             if constexpr (PRE) {
                 if (r > 0) mma_int_load<F, MT>(base, sb, lane, w0);  // round 0's: before pdl_wait
-                mma_int_sb<F, MT>(w0, sb, n_sb, XF, XE, XS, nb, nblk, lane, v);
+                mma_int_sb<F, MT>(w0, sb, n_sb, XF, XE, XS, nb, lane, v);
             } else {
                 mma_dec_sb<F, MT>(base, sb, n_sb, nblk, XF, XE, XS, nb, lane, v);
             }
@@ -1508,55 +1350,6 @@ __device__ __forceinline__ void mma_gemm_sb(const u8* const (&blk)[GMT], int sb,
                 for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], v[c]);
             }
         }
-    } else if constexpr (F == MF_Q8_0) {
-        // Per block one A uint4 per m-tile, per n-tile its B fragments, three mma and the
-        // block's values (u_sb += v_b in block order, THE ORDER); the d words once.
-        uint4 dg[GMT], d8[GMT];
-#pragma unroll
-        for (int mi = 0; mi < GMT; ++mi) {
-            const u8* b = blk[mi] + (size_t)sb * MMA8_BLK + MMA8_DOFF + g * 32;
-            dg[mi] = __ldg((const uint4*)b);
-            d8[mi] = __ldg((const uint4*)(b + 16));
-        }
-        float ea[GNT], ec[GNT], u[GMT][GNT][4];
-#pragma unroll
-        for (int ni = 0; ni < GNT; ++ni) {
-            const int c0 = (ntb + ni) * 8 + 2 * t;
-            ea[ni] = m32_xe(XE, c0, ncols, n_sb, sb);
-            ec[ni] = m32_xe(XE, c0 + 1, ncols, n_sb, sb);
-        }
-#pragma unroll
-        for (int mi = 0; mi < GMT; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < GNT; ++ni)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) u[mi][ni][c] = 0.0f;  // u_sb = 0
-#pragma unroll
-        for (int b = 0; b < 8; ++b) {
-            if (sb * 8 + b >= nblk) break;  // the partial super-block's end (uniform)
-            uint4 q[GMT];
-#pragma unroll
-            for (int mi = 0; mi < GMT; ++mi)
-                q[mi] = __ldg((const uint4*)(blk[mi] + (size_t)sb * MMA8_BLK + b * 512 + lane * 16));
-#pragma unroll
-            for (int ni = 0; ni < GNT; ++ni) {
-                uint4 hb;
-                uint2 lb;
-                mma_int_bfrag(xf[ni] + (size_t)sb * 64, b, true, hb, lb);
-#pragma unroll
-                for (int mi = 0; mi < GMT; ++mi) {
-                    u32 a[4];
-                    mma_q8_afrag(q[mi], a);
-                    mma_q8_dot(a, hb, lb, m32_h8(dg[mi], b), m32_h8(d8[mi], b), ea[ni], ec[ni], u[mi][ni]);
-                }
-            }
-        }
-#pragma unroll
-        for (int mi = 0; mi < GMT; ++mi)
-#pragma unroll
-            for (int ni = 0; ni < GNT; ++ni)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], u[mi][ni][c]);
     } else {
         typedef MmaF<F> T;
         // Q5_0's high bits once per super-block; the quants and the scales' 32-bit words
