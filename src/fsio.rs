@@ -20,12 +20,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             format!("{} is {kind}, not a file to write", path.display()),
         ));
     }
+    // A directory another process's soak, battery, hunt or selftest took after this command
+    // started (check_distinct found its outputs free then): this file would land among that
+    // run's files, or replace one of them (a gate started before a soak took its --out
+    // overwrote the soak's run-001.json). Checked before the temp file is made in it, and
+    // again at the rename, so only a lock taken in between those two instants is missed.
+    locked_out(path)?;
     let tmp = tmp_path(path)?;
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
+        locked_out(path)?;
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
@@ -33,6 +40,23 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// An error naming the holder when `path`'s directory is another live process's --out
+/// (`lock_in`; this process's own lock is its own, so soak, battery, hunt and selftest write
+/// there freely).
+fn locked_out(path: &Path) -> std::io::Result<()> {
+    match lock_in(parent_dir(path)) {
+        None => Ok(()),
+        Some(h) => Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "{}: its directory is now the --out directory of {h} (taken after this \
+                 command started); not written there",
+                shown_path(path)
+            ),
+        )),
+    }
 }
 
 /// The directory `path` names its file in: its parent, `.` for a bare name.
@@ -657,6 +681,56 @@ mod tests {
         assert!(e.to_string().contains("also the --receipt path"), "{e}");
         let other = p("other.json");
         check_distinct(&[("--receipt", &a), ("--trace", &other)], &ins).unwrap();
+    }
+
+    /// A write into a directory another live process holds as its --out (a lock taken after
+    /// this command's start checks) is refused naming the holder, and leaves neither the file
+    /// nor a temp file there; once the holder is gone (a stale lock) the same write lands.
+    /// This process's own lock never blocks it. The holder is a live `sleep`.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn write_atomic_refuses_a_directory_another_live_run_took() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("run-001.json");
+        let mut sleep = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let holder = LockHolder {
+            pid: sleep.id(),
+            host: host_name(),
+            start: start_time(sleep.id()),
+            command: "ppn-gate soak --out D".into(),
+        };
+        let lock = d.path().join(LOCK_NAME);
+        std::fs::write(&lock, serde_json::to_string(&holder).unwrap()).unwrap();
+        let e = write_atomic(&target, b"{}").unwrap_err();
+        let names = |p: &Path| {
+            let mut v: Vec<_> = std::fs::read_dir(p)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert!(
+            e.to_string().contains("is now the --out directory of pid"),
+            "{e}"
+        );
+        assert_eq!(
+            names(d.path()),
+            [LOCK_NAME],
+            "nothing written beside the lock"
+        );
+        let _ = sleep.kill();
+        let _ = sleep.wait();
+        write_atomic(&target, b"{}").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"{}");
+        // This process's own lock: its own --out.
+        let own = LockHolder::this_process();
+        std::fs::write(&lock, serde_json::to_string(&own).unwrap()).unwrap();
+        write_atomic(&target, b"[]").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"[]");
     }
 
     /// A JSON input must be a regular UTF-8 file: a directory, a device and bytes that are
