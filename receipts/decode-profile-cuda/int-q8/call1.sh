@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Issue 30 step 39, call 1: Q8_0 on the integer tensor cores (N: the step39 tree; O: main's
-# build, 5b10508, whose Q8_0 tensor-core route is the f16 one and whose --mma auto leaves
-# Q8_0 on the FFMA kernels at decode) gated on the GPU. Proves:
+# Issue 30 step 39, call 1: Q8_0 on the integer tensor cores (N: the step39 tree as first
+# built, which is 62472de with mma_q8_f32 as `(float)((long long)(dh * 256 + dm) * 256 + dl)`,
+# the same bits (f32-check.cpp); O: main's build, 5b10508, whose Q8_0 tensor-core route is the
+# f16 one and whose --mma auto leaves Q8_0 on the FFMA kernels at decode) gated on the GPU.
+# Proves:
 #  mma.txt  gpu-validate's mma section with N: every format's small file (Q4_K, Q8_0, Q4_1,
 #           Q5_0, Q4_0, Q6_K, a Q4_K_M mix, 576/640 wide) PASSes every decode and chunk arm at
 #           N = 1, 2 under --mma on; mma-row-order FAILs (q8_0 now in the integer form's plant:
