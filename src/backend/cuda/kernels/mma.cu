@@ -1498,6 +1498,259 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
     }
 }
 
+// ---- The staged Q4_K GEMM (issue 30 step 40; mma_gemm's Q4_K kernel, engine/mma.rs
+// mma_gemm_staged_smem). Why: Nsight Compute put mma_gemm_body's Q4_K launches at 83 % of L1
+// with the warps' own global loads (B fragments at 14 of 32 bytes a sector, spills beside
+// them) and, without the spills, on those loads' latency at 8 warps an SM (BENCH.md steps 33,
+// 34). Here a block's threads copy each super-block's weights (its m-tiles' 2368-byte blocks,
+// verbatim) and prepared columns into shared memory with cp.async, one super-block ahead of
+// the warps (two buffers), and every warp reads its fragments from there. A staged column is
+// its h|m words (lane t of chunk s: 16 bytes at (4 s + t) 16, MMA_HM_COL apart: a warp's
+// 8-lane phase of uint4 loads, columns g and g+1, lands on distinct banks) then, after every
+// column's, its l words (8 bytes at (4 s + t) 8, MMA_L_COL apart: a 16-lane phase of uint2
+// loads, columns g..g+3, on distinct banks); the unused words 6, 7 are not copied. Only
+// where the bytes are read from changes: each lane computes the same outputs with
+// mma_gemm_sb's Q4_K expressions, super-blocks in order, so THE ORDER and the same bits
+// (kernel-emu runs it beside the narrow GEMM and the decodes).
+#define MMA_HM_COL 576  // 512 bytes + 64: 144 words, 16 mod 32
+#define MMA_L_COL 288   // 256 bytes + 32: 72 words, 8 mod 32
+__device__ __forceinline__ void mma_cp16(void* dst, const void* src) {
+#if defined(PPN_EMU)
+    *(uint4*)dst = *(const uint4*)src;
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void mma_cp8(void* dst, const void* src) {
+#if defined(PPN_EMU)
+    *(uint2*)dst = *(const uint2*)src;
+#else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void mma_cp4(void* dst, const void* src) {
+#if defined(PPN_EMU)
+    *(u32*)dst = *(const u32*)src;
+#else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"((u32)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+#endif
+}
+__device__ __forceinline__ void mma_cp_commit() {
+#if !defined(PPN_EMU)
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most `pending` (0 or 1) of this thread's newest copy groups are in flight.
+__device__ __forceinline__ void mma_cp_wait(int pending) {
+#if !defined(PPN_EMU)
+    if (pending) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// Super-block sb's weights of the block's mb m-tiles (from mt0; past n_mt the last tile, as
+// mma_gemm_body computes a real tile it never stores) into stage `dst`. Weights only: no
+// kernel writes them, so this may run before pdl_wait (common.cu).
+__device__ __forceinline__ void mma_stage_a(const MvArgs& a, u8* dst, int mt0, int mb, int n_mt, int n_sb,
+                                            int sb) {
+    constexpr int CH = MMA_BLK / 16;  // 148 chunks of 16 bytes a block
+    for (int i = threadIdx.x; i < mb * CH; i += blockDim.x) {
+        const int m = i / CH, o = i - m * CH;
+        int mm, o0;
+        const u8* src = mma_tile(a, min(mt0 + m, n_mt - 1), n_sb, MMA_BLK, &mm, &o0);
+        mma_cp16(dst + m * MMA_BLK + o * 16, src + (size_t)sb * MMA_BLK + o * 16);
+    }
+}
+// Super-block sb's prepared words of the block's ncb columns from c0 into stage `hm` (h|m
+// words) and `l` (l words), and their XS (8 floats) and XE (one) into `xs` (48 bytes a
+// column) (after pdl_wait: mma_prep wrote them). nc: those of them that
+// mma_prep wrote (a multiple of 8); a column past them takes its place in the last n-tile
+// (a real tile computed, never stored, as mma_gemm_body's clamp). XF's uint4 2 (4 s + t) of a
+// column's super-block holds lane t's h|m words of chunk s, the first half of the next its l
+// words.
+__device__ __forceinline__ void mma_stage_b(const uint4* XF, const float* XS, const float* XE, u8* hm, u8* l,
+                                            u8* xs, int c0, int ncb, int nc, int n_sb, int sb) {
+    for (int i = threadIdx.x; i < ncb * 35; i += blockDim.x) {
+        const int c = i / 35, q = i - c * 35;  // q = 4 s + t (< 32), XS halves (32, 33), XE (34)
+        const int cs = c < nc ? c : nc - 8 + (c & 7);
+        const size_t cb = (size_t)(c0 + cs) * n_sb + sb;
+        if (q < 32) {
+            const uint4* src = XF + cb * 64 + 2 * q;
+            mma_cp16(hm + c * MMA_HM_COL + q * 16, src);
+            mma_cp8(l + c * MMA_L_COL + q * 8, src + 1);
+        } else if (q < 34) {
+            mma_cp16(xs + c * 48 + (q - 32) * 16, XS + cb * 8 + (q - 32) * 4);
+        } else {
+            mma_cp4(xs + c * 48 + 32, XE + cb);
+        }
+    }
+}
+
+// mma_gemm_sb's Q4_K branch on a staged super-block: As, the warp's first m-tile's block;
+// Hs, Ls: its first n-tile's column g's staged h|m and l words (+ ni * 8 columns a tile); Xs:
+// the staged XS|XE of its first n-tile's column 0 (48 bytes a column: XS, XE, 12 unused).
+// The same expressions in the same order.
+__device__ __forceinline__ void mma_load_xs_staged(const u8* Xs, bool live, float (&xs)[8], float& e) {
+    if (live) {
+        const float4 a = *(const float4*)Xs, b = *(const float4*)(Xs + 16);
+        xs[0] = a.x; xs[1] = a.y; xs[2] = a.z; xs[3] = a.w;
+        xs[4] = b.x; xs[5] = b.y; xs[6] = b.z; xs[7] = b.w;
+        e = *(const float*)(Xs + 32);
+    } else {
+#pragma unroll
+        for (int s = 0; s < 8; ++s) xs[s] = 0.0f;
+        e = 0.0f;
+    }
+}
+template <int GMT, int GNT>
+__device__ __forceinline__ void mma_gemm_q4k_ssb(const u8* As, const u8* Hs, const u8* Ls, const u8* Xs,
+                                                 int ntb, int ncols, int lane, float (&acc)[GMT][GNT][4]) {
+    const int g = lane >> 2, t = lane & 3;
+    uint4 sc[GMT];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi) sc[mi] = *(const uint4*)(As + mi * MMA_BLK + MMA_SC_OFF + g * 32);
+    MmaQ4kS S[GMT][GNT];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni) mma_q4k_zero(S[mi][ni]);
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+        uint4 nib[GMT];
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi) nib[mi] = *(const uint4*)(As + mi * MMA_BLK + p * 512 + lane * 16);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int s = 2 * p + j;
+#pragma unroll
+            for (int ni = 0; ni < GNT; ++ni) {
+                const uint4 hb = *(const uint4*)(Hs + ni * 8 * MMA_HM_COL + (4 * s + t) * 16);
+                const uint2 lb = *(const uint2*)(Ls + ni * 8 * MMA_L_COL + (4 * s + t) * 8);
+#pragma unroll
+                for (int mi = 0; mi < GMT; ++mi) {
+                    u32 af[4];
+                    mma_q4k_afrag(nib[mi], s, af);
+                    mma_q4k_dot(af, hb, lb, sc[mi], s, S[mi][ni]);
+                }
+            }
+        }
+    }
+    uint4 mn[GMT];
+    uint2 dd[GMT];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi) {
+        mn[mi] = *(const uint4*)(As + mi * MMA_BLK + MMA_SC_OFF + g * 32 + 16);
+        dd[mi] = *(const uint2*)(As + mi * MMA_BLK + MMA_DD_OFF + g * 8);
+    }
+#pragma unroll
+    for (int ni = 0; ni < GNT; ++ni) {
+        const int c0 = (ntb + ni) * 8 + 2 * t;
+        float xa[8], xc[8], ea, ec;
+        mma_load_xs_staged(Xs + (ni * 8 + 2 * t) * 48, c0 < ncols, xa, ea);
+        mma_load_xs_staged(Xs + (ni * 8 + 2 * t + 1) * 48, c0 + 1 < ncols, xc, ec);
+#pragma unroll
+        for (int mi = 0; mi < GMT; ++mi) {
+            float v[4], f[4];
+            mma_q4k_round(S[mi][ni], f);
+            mma_frag_values(f, dd[mi], mn[mi], xa, xc, ea, ec, v);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[mi][ni][c] = __fadd_rn(acc[mi][ni][c], v[c]);
+        }
+    }
+}
+
+// The staged GEMM's body: mma_gemm_body's grid, warps and stores (GWM x gwn warps of GMT x
+// GNT tiles; gwn from blockDim), its loads through two shared-memory stages (engine/mma.rs
+// mma_gemm_staged_smem: the launch's dynamic shared memory). Every thread takes part in
+// the copies and barriers; a warp whose tiles lie past the launch's computes nothing.
+template <int GMT, int GNT, int GWM>
+__device__ __forceinline__ void mma_gemm_q4k_staged(const MvArgs& a, const uint4* XF, const float* XE,
+                                                    const float* XS, int n_mt, int n_sb, int ncols) {
+    pdl_trigger();
+    DYN_SHARED(u8, smem);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int gwn = (int)(blockDim.x >> 5) / GWM;
+    const int wm = warp % GWM, wn = warp / GWM;
+    const int n_nt = (ncols + 7) >> 3;
+    constexpr int MB = GWM * GMT;
+    const int NB = gwn * GNT;
+    const int mt0 = blockIdx.x * MB, nt0 = blockIdx.y * NB;
+    const int nc = min(NB, n_nt - nt0) * 8;  // the block's prepared columns (grid.y: nt0 < n_nt)
+    const int a_bytes = MB * MMA_BLK, l_off = a_bytes + NB * 8 * MMA_HM_COL;
+    const int x_off = l_off + NB * 8 * MMA_L_COL;
+    const int stage = x_off + NB * 8 * 48;  // engine: mma_gemm_staged_smem / its stages
+    const int ns = (int)(dyn_smem_bytes() / (unsigned)stage);  // 2 or 3 stages (the host's pick)
+    const int mtb = mt0 + wm * GMT, ntb = nt0 + wn * GNT;
+    const bool live = mtb < n_mt && ntb < n_nt;
+    float acc[GMT][GNT][4];
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.0f;
+    // The first ns - 1 super-blocks: their weights before the wait, their columns after; copy
+    // group k holds super-block k's (group 0 the weights of all of them).
+    for (int k = 0; k < ns - 1 && k < n_sb; ++k) mma_stage_a(a, smem + k * stage, mt0, MB, n_mt, n_sb, k);
+    pdl_wait();
+    for (int k = 0; k < ns - 1; ++k) {
+        u8* st = smem + k * stage;
+        if (k < n_sb) mma_stage_b(XF, XS, XE, st + a_bytes, st + l_off, st + x_off, nt0 * 8, NB * 8, nc, n_sb, k);
+        mma_cp_commit();
+    }
+    for (int sb = 0; sb < n_sb; ++sb) {  // super-blocks in order: THE ORDER's y = y + v_sb
+        u8* cur = smem + (sb % ns) * stage;
+        // This thread's copies of super-block sb are done (at most ns - 2 newer groups in
+        // flight); the barrier makes every thread's visible and says every warp has finished
+        // sb - 1, whose buffer super-block sb + ns - 1's copies take.
+        mma_cp_wait(ns - 2);
+        __syncthreads();
+        const int nx = sb + ns - 1;
+        if (nx < n_sb) {
+            u8* st = smem + (nx % ns) * stage;
+            mma_stage_a(a, st, mt0, MB, n_mt, n_sb, nx);
+            mma_stage_b(XF, XS, XE, st + a_bytes, st + l_off, st + x_off, nt0 * 8, NB * 8, nc, n_sb, nx);
+        }
+        mma_cp_commit();  // empty past the end: the group count stays one a super-block
+        if (live)
+            mma_gemm_q4k_ssb<GMT, GNT>(cur + wm * GMT * MMA_BLK, cur + a_bytes + (wn * GNT * 8 + g) * MMA_HM_COL,
+                                       cur + l_off + (wn * GNT * 8 + g) * MMA_L_COL,
+                                       cur + x_off + wn * GNT * 8 * 48, ntb, ncols, lane, acc);
+    }
+    if (!live) return;
+#pragma unroll
+    for (int mi = 0; mi < GMT; ++mi) {
+        if (mtb + mi >= n_mt) continue;
+        if (a.mode == 2 && (mi & 1)) continue;  // the up tile: finished with its gate
+        int m, o0;
+        mma_tile(a, mtb + mi, n_sb, MMA_BLK, &m, &o0);
+#pragma unroll
+        for (int ni = 0; ni < GNT; ++ni)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                const int rin = g + (c >= 2 ? 8 : 0);
+                const int col = (ntb + ni) * 8 + 2 * t + (c & 1);
+                if (ntb + ni >= n_nt || col >= ncols) continue;
+                if (a.mode == 2) mv_finish(a, 0, o0 + rin, col, acc[mi][ni][c], acc[mi | 1][ni][c]);
+                else mv_finish(a, m, o0 + rin, col, acc[mi][ni][c], 0.0f);
+            }
+    }
+}
+
+// The GEMM kernel's body (MMA_K2): Q4_K's staged, the other formats' mma_gemm_body.
+template <int F>
+__device__ __forceinline__ void mma_gemm_k2(const MvArgs& a, const uint4* XF, const float* XE, const float* XS,
+                                            int n_mt, int n_sb, int ncols) {
+    if constexpr (F == MF_Q4K) mma_gemm_q4k_staged<2, 2, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);
+    else mma_gemm_body<F, 2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);
+}
+
 // The kernels the engine launches (src/backend/cuda/mod.rs MMA_KERNELS). Decode: MT = 2
 // m-tiles per block, KP = 8 or 16 warps (super-blocks in flight; the host picks by the
 // launch's m-tile count, never by the batch); GEMM: the prototype's fastest variant
@@ -1526,7 +1779,7 @@ __device__ __forceinline__ void mma_decode_kernel(MMA_ARGS, int plant) {
     }
 #define MMA_K2(F, SUF)                                                                          \
     extern "C" __global__ void __launch_bounds__(4 * 4 * 32) mma_gemm##SUF(MMA_ARGS) {        \
-        mma_gemm_body<F, 2, 2, 4, 4>(a, XF, XE, XS, n_mt, n_sb, ncols);                        \
+        mma_gemm_k2<F>(a, XF, XE, XS, n_mt, n_sb, ncols);                                      \
     }
 // The narrow GEMM (engine/mma.rs mma_gemm_narrow): mma_gemm_body with 2 x 1 tiles a warp and
 // 4 warps a block, unbounded registers. For launches whose grid the 2 x 2 tiles leave short of
