@@ -234,8 +234,6 @@ struct EmuBlock {
     size_t sched_size = 0;
 };
 inline dim3 threadIdx, blockIdx, blockDim, gridDim;
-// The launch's dynamic shared memory bytes (PTX %dynamic_smem_size; common.cu dyn_smem_bytes).
-inline unsigned emu_dyn_smem_bytes = 0;
 inline EmuBlock* emu_block = nullptr;
 
 inline int emu_lane() { return (int)(threadIdx.x & 31); }
@@ -416,7 +414,6 @@ void emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args) 
     constexpr size_t STACK = 256 * 1024;
     gridDim = grid;
     blockDim = block;
-    emu_dyn_smem_bytes = (unsigned)smem;
     const int n = (int)(block.x * block.y * block.z);
     while ((int)emu_stacks.size() < n) emu_stacks.emplace_back(new char[STACK]);
     std::function<void()> entry = [&] { k(args...); };

@@ -152,15 +152,8 @@ std::vector<float> run(const Launch& L, int kind, int r0, int rows, int plant) {
                        rows);
         } else {
             const int wn = kind - 4;
-            // Q4_K's staged GEMM: stages of 8 m-tiles' blocks and 16 wn columns' staged words
-            // and XS|XE (cuda/mma.rs mma_gemm_staged_smem); three as the host gives it, and
-            // two at wn = 2 (the kernel takes what the launch gives). The others read global
-            // memory only.
-            const size_t stages = wn == 2 ? 2 : 3;
-            const size_t smem =
-                c.fm->f == MF_Q4K ? stages * (8 * MMA_BLK + 16 * wn * (MMA_HM_COL + MMA_L_COL + 48)) : 0;
             emu_launch(c.fm->gemm, dim3{(unsigned)((n_mt + 7) / 8), (unsigned)((rows + 16 * wn - 1) / (16 * wn)), 1},
-                       dim3{(unsigned)(128 * wn), 1, 1}, smem, a, xf, (const float*)XE.data(),
+                       dim3{(unsigned)(128 * wn), 1, 1}, 0, a, xf, (const float*)XE.data(),
                        (const float*)XS.data(), n_mt, n_sb, rows);
         }
     }

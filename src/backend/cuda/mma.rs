@@ -300,22 +300,6 @@ pub(super) fn mma_module_head(i: usize) -> String {
     format!("#define MMA_Q4K\n#define MMA_SET {f}\n#define MMA_SLOT {slot}\n")
 }
 
-/// The staged Q4_K GEMM's dynamic shared memory (kernels/mma.cu mma_gemm_q4k_staged, which
-/// takes as many stages as the launch gives it): MMA_GEMM_STAGES stages, each a block's 8
-/// m-tiles' super-block of weights (MMA_BLK bytes each) and its 16 wn columns' staged h|m
-/// and l words and XS|XE (MMA_HM_COL + MMA_L_COL + 48 bytes each); None for the other
-/// formats' GEMM, which loads its fragments from global memory.
-pub(in crate::backend::cuda) fn mma_gemm_staged_smem(ty: GgmlType, wn: usize) -> Option<usize> {
-    (ty == GgmlType::Q4K)
-        .then(|| MMA_GEMM_STAGES * (8 * MMA_Q4K_BLK + 16 * wn * (MMA_HM_COL + MMA_L_COL + 48)))
-}
-/// Stages of the staged Q4_K GEMM (2 or 3; 3 at wn = 4: 231936 bytes, within Hopper's 227 KiB
-/// opt-in limit).
-const MMA_GEMM_STAGES: usize = 3;
-const MMA_Q4K_BLK: usize = 2368;
-const MMA_HM_COL: usize = 576;
-const MMA_L_COL: usize = 288;
-
 /// The fused decode's dynamic shared memory budget: 64 KiB holds a one-row launch of up to
 /// 61 super-blocks (15616 inputs: every matrix of Llama-3-8B, down-proj's 14336 included).
 /// The kernels take up to 8 rows; the host fuses one (MMA_FUSE_MAX_ROWS). Beside the 16-warp
@@ -348,17 +332,8 @@ impl DevCtx {
         let module = compile_and_load(self, &src, &what)?;
         // The fused decode kernels take their prepared rows in dynamic shared memory, up to
         // mma_fuse_cap bytes (engine/mma.rs mma_fused_smem).
-        // The staged Q4_K GEMM (`mma_gemm`, Q4_K's set has no suffix) takes its two stages
-        // there (engine/mma.rs mma_gemm_staged_smem at its widest block, wn = 4).
         let fused = name.starts_with("mma_decode_f");
-        let smem = if fused {
-            Some(self.mma_fuse_cap())
-        } else if name == "mma_gemm" {
-            mma_gemm_staged_smem(GgmlType::Q4K, 4)
-        } else {
-            None
-        };
-        load_kernel(&module, &what, name, smem)
+        load_kernel(&module, &what, name, fused.then(|| self.mma_fuse_cap()))
     }
 
     /// Dynamic shared memory a fused mma decode launch may take on this device: the crate's

@@ -12,8 +12,8 @@ use cudarc::driver::LaunchConfig;
 use super::weights::DevWeight;
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
-    mma_fuses, mma_gemm_staged_smem, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8,
-    MMA_FUSED, MMA_GEMM, MMA_GEMM_N, MMA_MIX, MMA_PREP,
+    mma_fuses, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM,
+    MMA_GEMM_N, MMA_MIX, MMA_PREP,
 };
 use crate::backend::cuda::{alloc_zeroed_on, op_err, DevCtx, GpuBuf, GpuStream};
 use crate::backend::BResult;
@@ -361,11 +361,6 @@ impl CudaEngine {
             // The narrow GEMM (mma_gemm_narrow): 4 warps of 2 x 1 tiles, a block an n-tile.
             let narrow = mma_gemm_narrow(n_mt, rows, self.dx.sms);
             let cols_per_block = if narrow { 8 } else { 16 * wn };
-            let smem = if narrow {
-                None
-            } else {
-                mma_gemm_staged_smem(ty, wn)
-            };
             let cfg = LaunchConfig {
                 grid_dim: (
                     to_u32(n_mt.div_ceil(8), "mma gemm m-blocks")?,
@@ -373,7 +368,7 @@ impl CudaEngine {
                     1,
                 ),
                 block_dim: (to_u32(128 * wn, "mma gemm threads")?, 1, 1),
-                shared_mem_bytes: to_u32(smem.unwrap_or(0), "mma gemm shared memory")?,
+                shared_mem_bytes: 0,
             };
             let slot = if narrow { MMA_GEMM_N } else { MMA_GEMM };
             (self.dx.mma_func(kernel(slot)?)?, cfg, "mma gemm")

@@ -55,18 +55,6 @@ __device__ __forceinline__ void pdl_wait() {
 #define DYN_SHARED(T, name) extern __shared__ __align__(16) T name[]
 #endif
 
-// The launch's dynamic shared memory bytes (PTX %dynamic_smem_size), so that a kernel can
-// size its stages by what the host gave it.
-__device__ __forceinline__ unsigned dyn_smem_bytes() {
-#if defined(PPN_EMU)
-    return emu_dyn_smem_bytes;
-#else
-    unsigned r;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
-    return r;
-#endif
-}
-
 // The f16 at b[0..2] (little endian), widened exactly (cvt.f32.f16: every f16, subnormals
 // included, is an f32; one instruction). One 16-bit load: every f16 of the GGUF layouts sits
 // at an even byte offset (all block sizes are even and allocations are 256-byte aligned).
