@@ -185,7 +185,8 @@ pub trait Backend: Send + Sync + Sized + 'static {
     /// comes costs `limit`, never a deadlock. A fault that removes an ordering edge uses it
     /// to lose the race it opens on purpose: a delay is a schedule the faulty program
     /// allows, so the control stays a faithful model of the race while its window opens
-    /// every time. Default: no hold (the backend's own timing and `--jitter-us` open it).
+    /// every time. Both backends hold (CPU: the stream's worker blocks; CUDA: `hold_wait`).
+    /// Default: no hold (a backend's own timing and `--jitter-us` would open it).
     fn hold_until_next(
         &self,
         _s: &Self::Stream,

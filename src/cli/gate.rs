@@ -56,11 +56,12 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
 }
 
 /// A gate run under `--fault` that PASSed (exit 0): the fault's window can open in this
-/// placement (else the gate refused it), but its race did not land. On CUDA a stage whose
-/// work is short finishes before the next step's write arrives: measured on one H100 with
-/// the built-in model, `--stages 2 --arms pipelined --prompt-len 1 --gen-len 2 --fault
-/// single-slot` PASSed 3/3. Said even under -q (stderr): a negative control's PASS proves
-/// nothing, and a user reading only the verdict would take it for one that held.
+/// placement (else the gate refused it), but its race did not land. The forced holds make
+/// that rare (before CUDA had them, `--stages 2 --arms pipelined --prompt-len 1 --gen-len 2
+/// --fault single-slot` PASSed 3/3 on one H100 with the built-in model); where a hold waits
+/// out `FAULT_HOLD` (the write it waits for never issued while it holds) it can still
+/// happen. Said even under -q (stderr): a negative control's PASS proves nothing, and a user
+/// reading only the verdict would take it for one that held.
 pub(super) fn fault_pass_note(
     faults: &[crate::runtime::fault::Fault],
     code: i32,
@@ -70,7 +71,7 @@ pub(super) fn fault_pass_note(
     }
     let names: Vec<&str> = faults.iter().map(|f| f.name()).collect();
     Some(format!(
-        "ppn-gate: note: --fault {} ran and the gate PASSed: the window can open here but the race did not land, so this negative control proved nothing (`ppn-gate selftest` runs each fault where it is measured to land; on CUDA the boundary races need a stage whose work lags, e.g. a multi-GB model)",
+        "ppn-gate: note: --fault {} ran and the gate PASSed: the window can open here but the race did not land, so this negative control proved nothing (`ppn-gate selftest` runs each fault where it is measured to land)",
         names.join(",")
     ))
 }

@@ -575,9 +575,7 @@ pub struct SelftestArgs {
     /// Backend: auto (CUDA when a GPU is present, else CPU), cpu, cuda.
     #[arg(long, default_value = "auto")]
     pub backend: String,
-    /// GGUF model for every row (default: the built-in synthetic model; on CUDA the rows
-    /// whose window needs a GPU-bound stage then run on a 2.5 GB synthetic llama built in
-    /// memory).
+    /// GGUF model for every row (default: the built-in synthetic model).
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// CPU backend: number of CPU "devices" (domains), 1 to 7281 (as many as stages).
@@ -612,6 +610,19 @@ pub struct BenchArgs {
 }
 
 /// Entry point: returns the process exit code.
+/// Whether this command may run a gate under `--fault` in this process (so hold a stream):
+/// a gate, soak or launch given a fault, and selftest and battery (their gates carry faults
+/// of their own). hunt's trials are gates of their own processes.
+fn may_hold(cli: &Cli) -> bool {
+    match &cli.cmd {
+        None => !cli.gate.faults.is_empty(),
+        Some(Cmd::Soak(a)) => !a.gate.faults.is_empty(),
+        Some(Cmd::Launch(a)) => !a.gate.faults.is_empty(),
+        Some(Cmd::Selftest(_) | Cmd::Battery(_)) => true,
+        Some(_) => false,
+    }
+}
+
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -622,6 +633,12 @@ pub fn main() -> i32 {
         }
     };
     crate::term::set_verbose(cli.verbose);
+    // A run that may hold a stream for a fault gets its device queues before the driver is
+    // first used (`queues_for_fault_holds`: with too few, a hold can stall the very stream
+    // it waits for, and the negative control PASSes).
+    if may_hold(&cli) {
+        crate::backend::cuda::queues_for_fault_holds();
+    }
     let r = match cli.cmd {
         None => gate::run_cli(&cli.gate.options()),
         Some(Cmd::Inspect { file, tensors }) => inspect::inspect(&file, tensors),
@@ -663,6 +680,25 @@ pub fn main() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The processes that may hold a stream for a fault, and only those, ask for the
+    /// device queues holds need.
+    #[test]
+    fn only_a_process_that_may_run_a_fault_asks_for_the_hold_queues() {
+        let hold = |argv: &[&str]| {
+            let argv = std::iter::once("ppn-gate").chain(argv.iter().copied());
+            may_hold(&Cli::try_parse_from(argv).unwrap())
+        };
+        assert!(hold(&["--stages", "2", "--fault", "single-slot"]));
+        assert!(hold(&["soak", "--runs", "2", "--fault", "no-war-guard"]));
+        assert!(hold(&["launch", "--procs", "2", "--fault", "rx-no-wait"]));
+        assert!(hold(&["selftest"]));
+        assert!(hold(&["battery", "gates/cpu.json"]));
+        assert!(!hold(&["--stages", "2"]));
+        assert!(!hold(&["soak", "--runs", "2"]));
+        assert!(!hold(&["hunt", "--fault", "single-slot"]));
+        assert!(!hold(&["bench", "--stages", "2"]));
+    }
 
     fn parse(argv: impl IntoIterator<Item = String>) -> GateOptions {
         let argv = std::iter::once("ppn-gate".to_string()).chain(argv);

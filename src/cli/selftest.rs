@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
@@ -18,12 +17,11 @@ use crate::backend::cuda::MmaMode;
 use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
 use crate::gate::bounds;
 use crate::gate::opens::{recipe, Recipe};
-use crate::gate::plan::{load_model, open_backend, prepare_model, synth_model, Prepared};
+use crate::gate::plan::{load_model, open_backend, prepare_model, Prepared};
 use crate::gate::report::default_receipt_path;
 use crate::gate::run::run_prepared;
 use crate::gate::watch::Watch;
 use crate::gate::GateOptions;
-use crate::model::synth::{builtin_spec, SynthSpec};
 use crate::model::Model;
 use crate::receipt::write_atomic;
 use crate::runtime::Fault;
@@ -114,8 +112,6 @@ pub struct RowResult {
     pub fault: Option<String>,
     pub law: Option<&'static str>,
     pub placement: String,
-    /// The row's window needs a GPU-bound stage (`Recipe::Opens::heavy`).
-    pub heavy: bool,
     pub status: Status,
     /// Runs that did what the row needs: FAILed (a fault) or PASSed (a control).
     pub hits: usize,
@@ -234,7 +230,6 @@ pub fn execute(
             fault: row.fault.map(|f| f.name().to_string()),
             law: row.fault.map(|f| f.law()),
             placement: placement(row),
-            heavy: matches!(row.recipe, Recipe::Opens { heavy: true, .. }),
             status: Status::CannotOpen,
             hits: 0,
             runs_done: 0,
@@ -327,40 +322,15 @@ pub struct GateRunner {
     out: PathBuf,
     /// The model of every row (`--model`, or the built-in one) and its receipt name.
     model: (Arc<Model>, String),
-    /// Build the heavy model for `heavy` rows (CUDA without `--model`).
-    synth_heavy: bool,
-    heavy: Option<(Arc<Model>, String)>,
     current: Option<(String, Prepared)>,
 }
 
-/// The heavy rows' model on CUDA: the 12-layer, 4096-wide llama (q8_0, 2.5 GB) the fault
-/// matrix was measured with (`receipts/faults-cuda/faults-x20-1gpu.txt`).
-fn heavy_spec() -> SynthSpec {
-    SynthSpec {
-        layers: 12,
-        embd: 4096,
-        heads: 32,
-        kv_heads: 8,
-        ff: 11008,
-        vocab: 32000,
-        seed: 11,
-        ..builtin_spec()
-    }
-}
-
 impl GateRunner {
-    pub fn new(
-        common: Vec<String>,
-        out: PathBuf,
-        model: (Arc<Model>, String),
-        synth_heavy: bool,
-    ) -> GateRunner {
+    pub fn new(common: Vec<String>, out: PathBuf, model: (Arc<Model>, String)) -> GateRunner {
         GateRunner {
             common,
             out,
             model,
-            synth_heavy,
-            heavy: None,
             current: None,
         }
     }
@@ -376,11 +346,7 @@ impl GateRunner {
         if self.current.as_ref().map(|c| &c.0) != Some(&row.id) {
             self.current = None; // free the previous row's runtime state first
             let args = parse_gate(&self.argv(row))?;
-            let model = match row.recipe {
-                Recipe::Opens { heavy: true, .. } if self.synth_heavy => self.heavy()?,
-                _ => self.model.clone(),
-            };
-            let p = prepare_model(&args, Some(model))
+            let p = prepare_model(&args, Some(self.model.clone()))
                 .with_context(|| format!("selftest row {}", row.id))?;
             self.current = Some((row.id.clone(), p));
         }
@@ -391,26 +357,6 @@ impl GateRunner {
         let path = self.out.join(&row.id).join(format!("run-{run:03}.json"));
         r.write(&path)?;
         Ok(RunRecord::from_receipt(run, &r, path.display().to_string()))
-    }
-
-    fn heavy(&mut self) -> Result<(Arc<Model>, String)> {
-        if self.heavy.is_none() {
-            let t0 = Instant::now();
-            // A bar on a terminal while it builds; the time only with -v: nothing but the
-            // table's rows between its rows (results on stdout, no notes among them).
-            let bar = crate::term::Bar::new(
-                "selftest: building the 2.5 GB synthetic model the write-after-read rows need",
-                1,
-                "models",
-            );
-            self.heavy = Some(synth_model(&heavy_spec(), "the heavy synthetic model")?);
-            bar.finish();
-            diag!(
-                "selftest: the heavy synthetic model built in {:.1} s",
-                t0.elapsed().as_secs_f64()
-            );
-        }
-        Ok(self.heavy.clone().expect("built above"))
     }
 }
 
@@ -444,12 +390,7 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
     let cuda = kind == "cuda";
     // Loaded once, before any row runs (a model that does not load is a bad flag).
     let model = load_model(a.model.as_deref())?;
-    let synth_heavy = cuda && a.model.is_none();
-    let model_name = if synth_heavy {
-        format!("{} (rows marked heavy: a 2.5 GB synthetic llama)", model.1)
-    } else {
-        model.1.clone()
-    };
+    let model_name = model.1.clone();
     let out = a
         .out
         .clone()
@@ -466,7 +407,7 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
             r.recipe = mma_closed();
         }
     }
-    let mut runner = GateRunner::new(common, out.clone(), model, synth_heavy);
+    let mut runner = GateRunner::new(common, out.clone(), model);
     let opens = rows
         .iter()
         .filter(|r| matches!(r.recipe, Recipe::Opens { .. }))
@@ -493,7 +434,8 @@ pub fn selftest(a: &SelftestArgs) -> Result<i32> {
 mod tests {
     use super::*;
     use crate::arms::ArmKind;
-    use crate::gate::plan::{mma_mode, site, Engines};
+    use crate::gate::plan::{mma_mode, site, synth_model, Engines};
+    use crate::model::synth::builtin_spec;
 
     /// Every recipe that opens passes the gate's own window check on that backend, and the
     /// ones that do not open say why: the selftest never plans a run the gate would refuse.
@@ -563,7 +505,7 @@ mod tests {
         assert!(!has_mma_matrix(&m));
         assert!(matches!(
             recipe(Fault::MmaRowOrder, true, 1),
-            Recipe::Opens { ref flags, heavy: false } if flags.join(" ").starts_with("--mma on")
+            Recipe::Opens { ref flags } if flags.join(" ").starts_with("--mma on")
         ));
         assert!(matches!(mma_closed(), Recipe::Closed(ref w) if w.contains("no matrix")));
     }
@@ -740,7 +682,7 @@ mod tests {
             .map(String::from)
             .to_vec();
         let model = load_model(None).unwrap();
-        let mut runner = GateRunner::new(common, d.path().to_path_buf(), model, false);
+        let mut runner = GateRunner::new(common, d.path().to_path_buf(), model);
         let res = execute(
             &rows,
             1,

@@ -7,13 +7,9 @@ use crate::runtime::Fault;
 /// Where a fault's window opens on a backend, or why no placement there opens it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Recipe {
-    /// Gate flags that open it. `heavy`: on CUDA the window needs a GPU-bound stage that
-    /// lags the stage before it, which the small built-in model never keeps busy long
-    /// enough (those faults PASS 20/20 on it), so selftest gives these rows a 2.5 GB
-    /// synthetic model unless `--model` names one.
+    /// Gate flags that open it.
     Opens {
         flags: Vec<String>,
-        heavy: bool,
     },
     Closed(String),
 }
@@ -21,59 +17,56 @@ pub enum Recipe {
 /// The placement each fault's window opens in. CPU: the placements `tests/gate.rs` proves
 /// FAIL on the built-in model. CUDA: the placements measured on the H200 (20 runs each:
 /// `receipts/faults-cuda/faults-x20-1gpu.txt`; across two GPUs `receipts/faults-cuda/multi-2gpu-smol-summary.txt`),
-/// where several races only open under `--jitter-us`, the GPU's natural timing rarely
-/// losing them. `devices`: how many the backend has.
+/// some under `--jitter-us` (chosen when the GPU's own timing rarely lost those races; since
+/// the CUDA backend holds streams for a fault as the CPU's does, every one of them FAILs on
+/// the built-in model: `receipts/faults-cuda/forced-holds/`). `devices`: how many the
+/// backend has.
 pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
-    let opens = |flags: &str, heavy: bool| Recipe::Opens {
+    let opens = |flags: &str| Recipe::Opens {
         flags: flags.split_whitespace().map(String::from).collect(),
-        heavy,
     };
     let spread4 = spread(4, devices);
     match (f, cuda) {
-        (Fault::MisplacedCache, _) if devices >= 2 => opens("--stages 2 --devices 0,1", false),
+        (Fault::MisplacedCache, _) if devices >= 2 => opens("--stages 2 --devices 0,1"),
         (Fault::MisplacedCache, _) => Recipe::Closed(format!(
             "one device, nothing to misplace (this backend has {devices})"
         )),
-        (Fault::RxNoWait | Fault::NoExitPublish, false) => opens("--stages 2", false),
+        (Fault::RxNoWait | Fault::NoExitPublish, false) => opens("--stages 2"),
         (Fault::NoWarGuard, false) => {
-            opens("--stages 2 --splits 1 --window 8 --arms pipelined", false)
+            opens("--stages 2 --splits 1 --window 8 --arms pipelined")
         }
         (Fault::SingleSlot, false) => {
-            opens("--stages 2 --splits 1 --window 4 --arms pipelined", false)
+            opens("--stages 2 --splits 1 --window 4 --arms pipelined")
         }
         (Fault::SharedScratch, false) => {
-            opens("--stages 4 --arms pipelined --jitter-us 200", false)
+            opens("--stages 4 --arms pipelined --jitter-us 200")
         }
         (Fault::SlotFirstUse, false) => {
-            opens("--stages 2 --splits 1 --arms pipelined,batched", false)
+            opens("--stages 2 --splits 1 --arms pipelined,batched")
         }
-        (Fault::NoReversePublish, false) => opens("--stages 2 --jitter-us 400 --gen-len 24", false),
+        (Fault::NoReversePublish, false) => opens("--stages 2 --jitter-us 400 --gen-len 24"),
         // Multi-row laws: a prime of 8-row chunks (the prompt's rows read their siblings'
         // slots), and verify rounds whose rollback the fault skips. The same placements on
         // CUDA, with 64-row chunks there so the one launch holds many racing rows.
         (Fault::ChunkKvOrder, false) => {
-            opens("--stages 2 --arms prime --chunk 8 --repeat 1", false)
+            opens("--stages 2 --arms prime --chunk 8 --repeat 1")
         }
         (Fault::ChunkKvOrder, true) => opens(
-            "--stages 2 --arms prime --chunk 64 --prompt-len 64 --gen-len 4 --repeat 2",
-            false,
-        ),
-        (Fault::NoRollback, _) => opens("--stages 2 --arms verify", false),
+            "--stages 2 --arms prime --chunk 64 --prompt-len 64 --gen-len 4 --repeat 2"),
+        (Fault::NoRollback, _) => opens("--stages 2 --arms verify"),
         (Fault::NoLoadBarrier, false) => Recipe::Closed(
             "the cpu backend's engines read the model's one host copy: there is no load to race".into(),
         ),
         // Across GPUs the boundary races run over peer copies, stages in contiguous blocks
         // over the devices (as measured on two H200s).
         (Fault::RxNoWait | Fault::NoExitPublish, true) if devices >= 2 => opens(
-            &format!("--stages 4 --devices {spread4} --window 4 --jitter-us 300"),
-            false,
-        ),
-        (Fault::RxNoWait, true) => opens("--stages 4 --window 4", false),
+            &format!("--stages 4 --devices {spread4} --window 4 --jitter-us 300")),
+        (Fault::RxNoWait, true) => opens("--stages 4 --window 4"),
         (Fault::SharedScratch | Fault::NoExitPublish | Fault::NoReversePublish, true) => {
-            opens("--stages 4 --window 4 --jitter-us 300", false)
+            opens("--stages 4 --window 4 --jitter-us 300")
         }
         (Fault::NoWarGuard | Fault::SingleSlot | Fault::SlotFirstUse, true) => {
-            opens("--stages 2 --splits 1 --window 8 --arms pipelined", true)
+            opens("--stages 2 --splits 1 --window 8 --arms pipelined")
         }
         (Fault::MmaRowOrder, false) => Recipe::Closed(
             "it plants in the tensor-core matvec, which only the cuda backend has".into(),
@@ -81,17 +74,15 @@ pub fn recipe(f: Fault, cuda: bool, devices: usize) -> Recipe {
         // B = 8 rows share every launch: the planted hi/lo swap reorders all of them. On a
         // model without a matrix the path takes it cannot plant: `selftest` closes the row
         // there (`mma_closed`).
-        (Fault::MmaRowOrder, true) => opens("--mma on --stages 2 --arms batched --batch 8", false),
+        (Fault::MmaRowOrder, true) => opens("--mma on --stages 2 --arms batched --batch 8"),
         // The serve arm with more requests than cache rows (reuse) on both backends; the
         // row-count plant on the FFMA matvec of either (CUDA: --mma off, where every matrix
         // takes it).
         (Fault::StaleCache, _) => opens(
-            "--stages 2 --arms serve --requests 16 --max-rows 4 --prefill-chunk 2",
-            false,
-        ),
-        (Fault::RowCountOrder, false) => opens("--stages 2 --arms serve --requests 8", false),
+            "--stages 2 --arms serve --requests 16 --max-rows 4 --prefill-chunk 2"),
+        (Fault::RowCountOrder, false) => opens("--stages 2 --arms serve --requests 8"),
         (Fault::RowCountOrder, true) => {
-            opens("--mma off --stages 2 --arms serve --requests 8", false)
+            opens("--mma off --stages 2 --arms serve --requests 8")
         }
         (Fault::NoLoadBarrier, true) => Recipe::Closed(
             "a finding, not a control: it never fails on CUDA (40/40 runs PASS on the H200; pageable uploads return only once the driver has staged the bytes), see README".into(),
@@ -108,14 +99,9 @@ fn spread(n: usize, g: usize) -> String {
 /// The end of a gate's refusal of `f`: the placement that opens it on `be`, or why none does.
 pub fn where_it_opens(f: Fault, be: &AnyBackend) -> String {
     match recipe(f, matches!(be, AnyBackend::Cuda(_)), be.device_count()) {
-        Recipe::Opens { flags, heavy } => format!(
-            "it opens with {} (the placement `ppn-gate selftest` runs it in on this backend{})",
-            flags.join(" "),
-            if heavy {
-                ", on a model whose layers keep the GPU busy"
-            } else {
-                ""
-            }
+        Recipe::Opens { flags } => format!(
+            "it opens with {} (the placement `ppn-gate selftest` runs it in on this backend)",
+            flags.join(" ")
         ),
         Recipe::Closed(why) => format!("no placement opens it on this backend: {why}"),
     }

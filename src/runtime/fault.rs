@@ -93,8 +93,8 @@ pub enum Fault {
 
 /// The longest a fault's forced schedule holds a stream (`Backend::hold_until_next`): a
 /// boundary fault holds one side of the race until the other side's next op has landed, so
-/// the stale read it allows happens every run (on the CPU backend; a backend without holds
-/// keeps its natural timing). The hold's end is that op's completion; the limit only ends
+/// the stale read it allows happens every run (on both backends: the CPU's stream workers
+/// block, a CUDA stream runs `hold_wait`). The hold's end is that op's completion; the limit only ends
 /// one whose op is never issued while it holds (a walk's last steps, a slot's growth), so
 /// it bounds the cost, and a step that reaches it merely loses its chance to open.
 pub const FAULT_HOLD: std::time::Duration = std::time::Duration::from_millis(200);
@@ -198,7 +198,7 @@ impl Fault {
     /// Why the fault's window cannot open at `site` (the gate refuses it: a negative
     /// control that cannot fail proves nothing), or None where it can. Structural only:
     /// where a window can open, the runtime's fault holds (`FAULT_HOLD`) make the run lose
-    /// the race on the CPU backend; elsewhere it is the backend's timing (and jitter).
+    /// the race, on the CPU backend and on CUDA alike.
     pub fn cannot_open(self, site: &Site) -> Option<String> {
         let n = site.devices.len();
         let (Some(&d0), Some(&d_last)) = (site.devices.first(), site.devices.last()) else {

@@ -119,6 +119,8 @@ impl Backend for CudaBackend {
             ev,
             dev,
             last: Mutex::new(None),
+            gen: std::sync::atomic::AtomicU32::new(0),
+            word: Mutex::new(None),
         })
     }
 
@@ -127,6 +129,8 @@ impl Backend for CudaBackend {
         drv(ev.ev.record(&s.s), || {
             format!("record event (device {}) on stream {}", ev.dev, s.label())
         })?;
+        // Where a fault hold watches this event, its generation is stored behind the record.
+        ev.count_record(s)?;
         // Traced: a separate timing event right behind the ordering record (which stays as
         // it is), where the flows of the waits this record releases start.
         match &s.trace {
@@ -146,6 +150,18 @@ impl Backend for CudaBackend {
             Some(t) => t.wait(s, ev, wait),
             None => wait(),
         }
+    }
+
+    fn hold_until_next(
+        &self,
+        s: &GpuStream,
+        ev: &GpuEvent,
+        limit: std::time::Duration,
+    ) -> BResult<()> {
+        // Faults only: after this stream's jitter, as every operation on it.
+        s.jitter()?;
+        let dx = self.device(ev.dev)?;
+        ev.hold(s, &dx.ctx, limit)
     }
 
     fn start_trace(&self) -> Option<Arc<Tracer>> {

@@ -33,11 +33,13 @@ pub(super) const SOURCES: [(&str, &str); 8] = [
 
 /// The kernels of the main module (its build starts when a device is opened; the
 /// attention kernels are modules of their own, `ATT_KERNELS`).
-pub(super) const KERNELS: [&str; 5] = [
+pub(super) const KERNELS: [&str; 7] = [
     "embed_rows",
     "add_residual",
     "stage_rows",
     "spin",
+    "hold_wait",
+    "hold_put",
     "rowpos_set",
 ];
 

@@ -6,12 +6,14 @@
 //! operation it delays, drawn from that stream's seeded generator; an event's trace stamp
 //! is bookkeeping, never consulted for ordering.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::PushKernelArg;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
+use super::mem::Raw;
 use super::{op_err, tracing, DevCtx};
 use crate::backend::BResult;
 
@@ -70,4 +72,97 @@ pub struct GpuEvent {
     /// Traced runs only: the track and timing stamp of this event's last record (where a
     /// wait's flow starts). Never consulted for ordering.
     pub(super) last: Mutex<Option<(usize, tracing::Stamp)>>,
+    /// Fault holds only (`hold_until_next`): how many times this event has been recorded,
+    /// counted in host order as the records are enqueued (the CPU backend's generations).
+    pub(super) gen: AtomicU32,
+    /// Fault holds only: the word each record's generation is stored into once its stream
+    /// reaches the record (`hold_put`), where a held stream polls it (`hold_wait`). Pinned,
+    /// mapped host memory, so a stream of any device reads it. Made by the first hold on
+    /// this event; an event no fault holds on never has one and its records launch nothing.
+    pub(super) word: Mutex<Option<Raw>>,
 }
+
+impl GpuEvent {
+    /// Counts a record just enqueued on `s` and, where a hold watches this event, enqueues
+    /// the store of its generation behind it (the release a `hold_wait` acquires).
+    pub(super) fn count_record(&self, s: &GpuStream) -> BResult<()> {
+        let gen = self.gen.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        let w = self
+            .word
+            .lock()
+            .map_err(|_| op_err(format!("event (device {}): hold word poisoned", self.dev)))?;
+        let Some(w) = w.as_ref() else {
+            return Ok(());
+        };
+        let ptr = w.ptr();
+        let f = s.dx.func("hold_put")?;
+        let mut b = s.s.launch_builder(f);
+        b.arg(&ptr);
+        b.arg(&gen);
+        // SAFETY: hold_put(u32* word, u32 gen) stores one u32 at `word`, the first 4 bytes
+        // of a live pinned, portable, mapped host allocation this event owns (it outlives
+        // every stream that can reach it: Raw's drop synchronizes its context first).
+        unsafe { b.launch(ONE_THREAD) }
+            .map_err(|e| op_err(format!("hold_put on stream {}: {e}", s.label)))?;
+        s.dx.count_launch();
+        Ok(())
+    }
+
+    /// Enqueues on `s` a wait for this event's next record (generation + 1 of those
+    /// enqueued so far) or `limit`, whichever comes first; makes the word on first use.
+    pub(super) fn hold(
+        &self,
+        s: &GpuStream,
+        ctx: &Arc<cudarc::driver::CudaContext>,
+        limit: std::time::Duration,
+    ) -> BResult<()> {
+        let mut w = self
+            .word
+            .lock()
+            .map_err(|_| op_err(format!("event (device {}): hold word poisoned", self.dev)))?;
+        if w.is_none() {
+            // Its zeroes are below every generation to come: a record enqueued before this
+            // word existed stored nothing, and none is waited for (gen + 1 below).
+            *w = Some(Raw::host(ctx, 4, "fault hold word")?);
+        }
+        let ptr = w.as_ref().map(Raw::ptr).unwrap_or(0);
+        let gen = self.gen.load(Ordering::SeqCst).wrapping_add(1);
+        let ns = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
+        let f = s.dx.func("hold_wait")?;
+        let mut b = s.s.launch_builder(f);
+        b.arg(&ptr);
+        b.arg(&gen);
+        b.arg(&ns);
+        // SAFETY: hold_wait(const u32* word, u32 gen, u64 ns) only loads the one u32 at
+        // `word` (a live mapped host allocation this event owns, as in `count_record`).
+        unsafe { b.launch(ONE_THREAD) }
+            .map_err(|e| op_err(format!("hold_wait on stream {}: {e}", s.label)))?;
+        s.dx.count_launch();
+        Ok(())
+    }
+}
+
+/// The hardware work queues the driver gives a device's streams under `--fault`. Streams
+/// beyond a device's queue count share queues, in order: a stream held by `hold_wait` then
+/// also stops every stream sharing its queue. With the driver's default of 8, eight stages
+/// on one GPU (and the caller's and readback streams) are more streams than queues, and the
+/// write a hold waited for sat behind it: each hold waited out its limit and the fault
+/// PASSed (`hunt` found `--stages 8 --fault single-slot` PASSing 3/3 on one H100; with 32
+/// queues it FAILs, `receipts/faults-cuda/forced-holds/`). 32 is the driver's maximum.
+pub const FAULT_CONNECTIONS: &str = "32";
+
+/// Before the driver is first used: gives every device `FAULT_CONNECTIONS` hardware work
+/// queues, for a process that may run a fault hold (the variable is the driver's, read once
+/// when it initializes; the run's own configuration still comes from flags alone). Only
+/// such processes: the extra queues cost about 0.6 s of set-up at eight stages on one GPU
+/// and nothing measurable per token (`receipts/faults-cuda/forced-holds/queues.txt`).
+pub fn queues_for_fault_holds() {
+    std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", FAULT_CONNECTIONS);
+}
+
+/// One block of one thread: the schedule kernels' launch (`spin`, `hold_wait`, `hold_put`).
+const ONE_THREAD: cudarc::driver::LaunchConfig = cudarc::driver::LaunchConfig {
+    grid_dim: (1, 1, 1),
+    block_dim: (1, 1, 1),
+    shared_mem_bytes: 0,
+};

@@ -10,6 +10,31 @@ extern "C" __global__ void spin(u64 ns) {
     } while (t - t0 < ns);
 }
 
+// Forced fault holds (`--fault`, Backend::hold_until_next): the stream that runs `hold_wait`
+// stops, in stream order, until the event's NEXT record has run on its own stream (that record
+// is followed by `hold_put`, which stores its generation into `word`, pinned host memory mapped
+// into every device), or until `ns` nanoseconds of the global timer have passed: a record that
+// never comes costs the limit, never a deadlock. One thread, so the SMs stay free for the
+// stream it waits for. The store is a release and the load an acquire at system scope, so the
+// held stream's next operation sees what the recording stream had completed before the record.
+// Generations count up from 1 in host order; the wait ends once the word reaches `gen`.
+extern "C" __global__ void hold_wait(const u32* word, u32 gen, u64 ns) {
+    u64 t0, t;
+    u32 v;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    for (;;) {
+        asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(word) : "memory");
+        if (v >= gen) break;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        if (t - t0 >= ns) break;
+        __nanosleep(500);
+    }
+}
+
+extern "C" __global__ void hold_put(u32* word, u32 gen) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(word), "r"(gen) : "memory");
+}
+
 // A step's row positions into the engine's RowPos buffer (one launch per POS_ROWS-row group).
 // The host launches it WITHOUT programmatic dependent launch, so it starts only after every
 // earlier operation of its stream has completed (write after read: the previous step's
