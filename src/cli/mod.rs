@@ -609,7 +609,6 @@ pub struct BenchArgs {
     pub gate: GateArgs,
 }
 
-/// Entry point: returns the process exit code.
 /// Whether this command may run a gate under `--fault` in this process (so hold a stream):
 /// a gate, soak or launch given a fault, and selftest and battery (their gates carry faults
 /// of their own). hunt's trials are gates of their own processes.
@@ -623,6 +622,7 @@ fn may_hold(cli: &Cli) -> bool {
     }
 }
 
+/// Entry point: returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,

@@ -94,9 +94,10 @@ pub enum Fault {
 /// The longest a fault's forced schedule holds a stream (`Backend::hold_until_next`): a
 /// boundary fault holds one side of the race until the other side's next op has landed, so
 /// the stale read it allows happens every run (on both backends: the CPU's stream workers
-/// block, a CUDA stream runs `hold_wait`). The hold's end is that op's completion; the limit only ends
-/// one whose op is never issued while it holds (a walk's last steps, a slot's growth), so
-/// it bounds the cost, and a step that reaches it merely loses its chance to open.
+/// block, a CUDA stream runs `hold_wait`). The hold's end is that op's completion; the
+/// limit only ends one whose op is never issued while it holds (a walk's last steps, a
+/// slot's growth), so it bounds the cost, and a step that reaches it merely loses its
+/// chance to open.
 pub const FAULT_HOLD: std::time::Duration = std::time::Duration::from_millis(200);
 
 impl Fault {

@@ -120,7 +120,7 @@ impl Backend for CudaBackend {
             dev,
             last: Mutex::new(None),
             gen: std::sync::atomic::AtomicU32::new(0),
-            word: Mutex::new(None),
+            word: std::sync::OnceLock::new(),
         })
     }
 

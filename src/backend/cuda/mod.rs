@@ -46,7 +46,7 @@ pub use mma::{
     MMA_AUTO_MIN_ROWS,
 };
 pub(crate) use nvrtc::{MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE};
-pub use stream::{queues_for_fault_holds, GpuEvent, GpuStream, FAULT_CONNECTIONS};
+pub use stream::{queues_for_fault_holds, GpuEvent, GpuStream};
 
 use cudarc::driver::result;
 

@@ -7,7 +7,7 @@
 //! is bookkeeping, never consulted for ordering.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::PushKernelArg;
 use rand::Rng;
@@ -45,13 +45,8 @@ impl GpuStream {
         let f = self.dx.func("spin")?;
         let mut b = self.s.launch_builder(f);
         b.arg(&ns);
-        let cfg = cudarc::driver::LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (1, 1, 1),
-            shared_mem_bytes: 0,
-        };
         // SAFETY: spin(u64 ns) takes one u64 by value and touches no memory.
-        unsafe { b.launch(cfg) }
+        unsafe { b.launch(ONE_THREAD) }
             .map_err(|e| op_err(format!("jitter on stream {}: {e}", self.label)))?;
         self.dx.count_launch();
         Ok(())
@@ -78,8 +73,9 @@ pub struct GpuEvent {
     /// Fault holds only: the word each record's generation is stored into once its stream
     /// reaches the record (`hold_put`), where a held stream polls it (`hold_wait`). Pinned,
     /// mapped host memory, so a stream of any device reads it. Made by the first hold on
-    /// this event; an event no fault holds on never has one and its records launch nothing.
-    pub(super) word: Mutex<Option<Raw>>,
+    /// this event; an event no fault holds on never has one and its records launch nothing
+    /// (a record reads it without a lock: every record of every step passes here).
+    pub(super) word: OnceLock<Raw>,
 }
 
 impl GpuEvent {
@@ -87,11 +83,7 @@ impl GpuEvent {
     /// the store of its generation behind it (the release a `hold_wait` acquires).
     pub(super) fn count_record(&self, s: &GpuStream) -> BResult<()> {
         let gen = self.gen.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
-        let w = self
-            .word
-            .lock()
-            .map_err(|_| op_err(format!("event (device {}): hold word poisoned", self.dev)))?;
-        let Some(w) = w.as_ref() else {
+        let Some(w) = self.word.get() else {
             return Ok(());
         };
         let ptr = w.ptr();
@@ -116,16 +108,13 @@ impl GpuEvent {
         ctx: &Arc<cudarc::driver::CudaContext>,
         limit: std::time::Duration,
     ) -> BResult<()> {
-        let mut w = self
-            .word
-            .lock()
-            .map_err(|_| op_err(format!("event (device {}): hold word poisoned", self.dev)))?;
-        if w.is_none() {
+        if self.word.get().is_none() {
             // Its zeroes are below every generation to come: a record enqueued before this
-            // word existed stored nothing, and none is waited for (gen + 1 below).
-            *w = Some(Raw::host(ctx, 4, "fault hold word")?);
+            // word existed stored nothing, and none is waited for (gen + 1 below). Two holds
+            // racing here: the loser's word is dropped before any stream saw it.
+            let _ = self.word.set(Raw::host(ctx, 4, "fault hold word")?);
         }
-        let ptr = w.as_ref().map(Raw::ptr).unwrap_or(0);
+        let ptr = self.word.get().map(Raw::ptr).unwrap_or(0);
         let gen = self.gen.load(Ordering::SeqCst).wrapping_add(1);
         let ns = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
         let f = s.dx.func("hold_wait")?;
@@ -149,7 +138,7 @@ impl GpuEvent {
 /// write a hold waited for sat behind it: each hold waited out its limit and the fault
 /// PASSed (`hunt` found `--stages 8 --fault single-slot` PASSing 3/3 on one H100; with 32
 /// queues it FAILs, `receipts/faults-cuda/forced-holds/`). 32 is the driver's maximum.
-pub const FAULT_CONNECTIONS: &str = "32";
+const FAULT_CONNECTIONS: &str = "32";
 
 /// Before the driver is first used: gives every device `FAULT_CONNECTIONS` hardware work
 /// queues, for a process that may run a fault hold (the variable is the driver's, read once
