@@ -21,7 +21,9 @@
 #     `bench --arms prime --chunk 512 --prompt-len 512` (prefill512 tok/s, last position's
 #     logits), the builds alternating ROUNDS times, in $OUT/prefill.txt.
 # Environment: SAME ("name:mma ..."), SPEED ("name ..."; set but empty: none), ROUNDS, PROF,
-# PREFILL. Names are
+# PREFILL, SPEED_ARGS (bench's flags in part 2, default `--arms batched --batch 8 --steps
+# 128`; `--arms eager --steps 128` is the bench table's decode-only eager, whose --mma auto
+# keeps a file's FFMA kernels where a --batch 8 run takes the tensor cores). Names are
 # those of scripts/shapes.sh (l70, l8q4k, l32, l4m, l2q8: 70B and 8B slices; smol, qw05, q3:
 # narrow shapes whose decode is launch-bound, BENCH.md steps 9 and 10; gem: Gemma-3-270M's
 # shape; gemq4km: the same in its real file's Q4_K_M mix), all synthesized here into /tmp/ab
@@ -83,7 +85,7 @@ for m in $PREFILL; do
   alternate $m "--arms prime --chunk 512 --prompt-len 512" "prefill +\("
 done | tee "$OUT/prefill.txt"
 for m in $SPEED; do
-  alternate $m "--arms batched --batch 8 --steps 128" "eager +\(|batched +\(|floor"
+  alternate $m "${SPEED_ARGS:---arms batched --batch 8 --steps 128}" "eager +\(|batched +\(|floor"
 done | tee "$OUT/speed.txt" | grep -v floor
 if [ "${PROF:-0}" = 1 ]; then
   for n in "${names[0]}" "${names[-1]}"; do

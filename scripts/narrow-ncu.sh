@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Where a narrow model's one-row layer goes (issue 30), in one call on the GPU machine:
 #
-#   OUT=DIR scripts/narrow-ncu.sh BIN
+#   OUT=DIR [SHAPE=l8q8 SKIP=172] scripts/narrow-ncu.sh BIN
 #
+# SHAPE: a scripts/shapes.sh name (default smol); SKIP: launches of the kernels below to skip
+# before the two layers measured (default 620: SmolLM2's fifth step; l8q8 takes 172);
+# STALL_K, STALL_SKIP: the stall profile's kernels and skip (default attention|mvq_w1, 300).
 # On the SmolLM2-135M shape (synthetic, Q4_1, 30 layers, 576 wide): `bench` (eager tok/s
 # with graphs: the wall time of a layer), then Nsight Compute with the clocks left as they
 # are (--clock-control none, so durations compare with the wall time) on two layers' ten
@@ -18,9 +21,11 @@ set -u
 B=${1:?usage: OUT=DIR scripts/narrow-ncu.sh BIN}
 OUT=${OUT:?OUT: where the results go}
 mkdir -p /tmp/p "$OUT"
-M=/tmp/p/smol.gguf
+SHAPE=${SHAPE:-smol}
+SKIP=${SKIP:-620}
+M=/tmp/p/$SHAPE.gguf
 . "$(dirname "$0")"/shapes.sh
-$B synth ${SHAPES[smol]} -o $M > /dev/null
+$B synth ${SHAPES[$SHAPE]} -o $M > /dev/null
 NCU=/usr/local/cuda/bin/ncu
 $B bench --backend cuda --model $M --steps 128 > "$OUT"/bench.txt 2>&1
 G="--backend cuda --model $M --graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q"
@@ -28,17 +33,17 @@ G="--backend cuda --model $M --graphs off --stages 1 --arms eager --prompt-len 8
 for cc in none all; do
   f=warm; [ $cc = all ] && f=flushed
   $NCU --clock-control none --cache-control $cc \
-    --metrics gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread \
-    -k regex:"mvq|attention|mv_tile|embed|rowpos" --launch-skip 620 --launch-count 12 $B $G \
+    --metrics gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread,dram__bytes_read.sum \
+    -k regex:"mvq|attention|mv_tile|embed|rowpos" --launch-skip $SKIP --launch-count 12 $B $G \
     > "$OUT"/ncu-durations-$f.txt 2>&1; echo "durations ($f) exit $?"
 done
 . "$(dirname "$0")"/ncu-stalls.sh
 S=$(ncu_stall_metrics gpu__time_duration.sum)
-$NCU --clock-control none --cache-control none $S -k regex:"attention|mvq_w1" --launch-skip 300 --launch-count 4 $B $G \
+$NCU --clock-control none --cache-control none $S -k regex:"${STALL_K:-attention|mvq_w1}" --launch-skip ${STALL_SKIP:-300} --launch-count 4 $B $G \
   > "$OUT"/ncu-stalls-narrow.txt 2>&1; echo "stalls exit $?"
 grep -E "eager +\(" "$OUT"/bench.txt
 for f in warm flushed; do
-  echo "== $f"; grep -E "^  [a-z_]+.*\(|gpu__time_duration.sum" "$OUT"/ncu-durations-$f.txt | paste - - | awk '{print $1, $(NF)}' | head -12
+  echo "== $f"; grep -E "^  [a-z_]+.*\(|dram__bytes_read.sum|gpu__time_duration.sum" "$OUT"/ncu-durations-$f.txt | paste - - - | awk '{print $1, $(NF), "us;", $(NF-3), $(NF-4), "read"}' | head -12
 done
 echo "== stall reasons (warm), the six largest of each launch (cycles per issued instruction)"
 awk '/^  [a-z_]+.*\(/{k=$1 "#" (++i)} /stalled_.*\.ratio/{n=$1; sub(/.*stalled_/,"",n); sub(/\.ratio/,"",n); v=$NF; gsub(",","",v); print k, n, v}' \
