@@ -163,6 +163,14 @@ devs() {
     echo "$l"
 }
 have_real() { [ -f "$SMOL" ] && [ -f "$GEMMA" ]; }
+# need_real SECTION: the real files a section runs every gate on are here; else one WRONG row
+# naming them, and the section's gates are not run (each would fail on the missing file, a
+# row apiece that says nothing of the build).
+need_real() {
+    have_real && return 0
+    wrong "$1" "missing $SMOL or $GEMMA (scripts/fetch-models.sh, or MODELS=DIR); not run"
+    return 1
+}
 # same_hashes A B: two receipts of one gate (processes against one process) hold the same
 # reference and the same logits hashes at every step of every arm.
 same_hashes() {
@@ -220,7 +228,7 @@ if want selftest; then
     grep -E '^selftest ' "$WORK/last.out" | cut -c1-150 | sed 's/^/  /' | tee -a "$SUM" >/dev/null
 fi
 
-if want soak; then
+if want soak && need_real soak; then
     soakrow "soak x$SOAK_RUNS smol N=4 all arms" "$SOAK_RUNS" --model "$SMOL" --stages 4
     soakrow "soak x$SOAK_RUNS smol N=4 prime --repeat 5" "$SOAK_RUNS" --model "$SMOL" --stages 4 --arms prime --repeat 5 --prompt-len 23 --gen-len 16
     if [ "$NGPU" -ge 2 ]; then
@@ -522,7 +530,7 @@ m=json.load(open(sys.argv[1]))["timings"].get("modules") or {}
 print("%.0f %d %d %d" % (m.get("ms",-1), m.get("hits",-1), m.get("misses",-1), m.get("corrupt",-1)))' "$1"
 }
 if want cache; then
-    if cuda; then
+    if cuda && need_real cache; then
         C=$WORK/cache
         CUDA_CACHE_PATH=$WORK/nvjit gate "cache nocache" 0 --no-cache --model "$SMOL" --stages 2 --gen-len 8
         for k in miss hit; do gate "cache $k" 0 --cache-dir "$C" --model "$SMOL" --stages 2 --gen-len 8; done
@@ -536,7 +544,7 @@ if want cache; then
         read -r _ _ _ cc < <(modules "$(rec "cache corrupt")")
         [ "$cc" = 1 ] && ok "  a damaged entry is detected and rebuilt" || wrong "  a damaged entry is detected and rebuilt" "corrupt $cc"
         for k in miss hit corrupt; do same "  cache $k = nocache" "$(rec "cache nocache")" "$(rec "cache $k")"; done
-    else
+    elif ! cuda; then
         skip "cache" "the module cache is CUDA's"
     fi
 fi
