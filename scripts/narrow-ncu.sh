@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Where a narrow model's one-row layer goes (issue 30), in one call on the GPU machine:
+# Where a model's one-row layer goes (issue 30; SmolLM2's shape by default), in one GPU call:
 #
 #   OUT=DIR [SHAPE=l8q8 SKIP=172] scripts/narrow-ncu.sh BIN
 #

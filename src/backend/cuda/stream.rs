@@ -6,10 +6,10 @@
 //! operation it delays, drawn from that stream's seeded generator; an event's trace stamp
 //! is bookkeeping, never consulted for ordering.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{fence, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::{LaunchArgs, PushKernelArg};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -42,12 +42,33 @@ impl GpuStream {
             let max = g.0;
             g.1.gen_range(0..=max)
         };
-        let f = self.dx.func("spin")?;
-        let mut b = self.s.launch_builder(f);
-        b.arg(&ns);
         // SAFETY: spin(u64 ns) takes one u64 by value and touches no memory.
+        unsafe {
+            self.launch_one_thread("spin", "jitter", |b| {
+                b.arg(&ns);
+            })
+        }
+    }
+
+    /// Launches schedule kernel `name` of the main module (`spin`, `hold_wait`, `hold_put`)
+    /// as one thread on this stream, with the arguments `args` pushes; `what` names the
+    /// launch in an error.
+    ///
+    /// # Safety
+    /// `args` pushes exactly `name`'s parameters, in order, and any memory they point to
+    /// stays valid until this stream has run the launch.
+    unsafe fn launch_one_thread<'a>(
+        &'a self,
+        name: &str,
+        what: &str,
+        args: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> BResult<()> {
+        let f = self.dx.func(name)?;
+        let mut b = self.s.launch_builder(f);
+        args(&mut b);
+        // SAFETY: the caller's contract: `args` matched `name`'s parameters and their memory.
         unsafe { b.launch(ONE_THREAD) }
-            .map_err(|e| op_err(format!("jitter on stream {}: {e}", self.label)))?;
+            .map_err(|e| op_err(format!("{what} on stream {}: {e}", self.label)))?;
         self.dx.count_launch();
         Ok(())
     }
@@ -83,21 +104,23 @@ impl GpuEvent {
     /// the store of its generation behind it (the release a `hold_wait` acquires).
     pub(super) fn count_record(&self, s: &GpuStream) -> BResult<()> {
         let gen = self.gen.fetch_add(1, Ordering::SeqCst).wrapping_add(1);
+        // Pairs with `hold`'s fence: a first hold made on another thread while this record
+        // is enqueued either sees this generation or this record sees its word, never
+        // neither (a hold waiting for a generation nobody stores would wait out its limit).
+        fence(Ordering::SeqCst);
         let Some(w) = self.word.get() else {
             return Ok(());
         };
         let ptr = w.ptr();
-        let f = s.dx.func("hold_put")?;
-        let mut b = s.s.launch_builder(f);
-        b.arg(&ptr);
-        b.arg(&gen);
         // SAFETY: hold_put(u32* word, u32 gen) stores one u32 at `word`, the first 4 bytes
         // of a live pinned, portable, mapped host allocation this event owns (it outlives
         // every stream that can reach it: Raw's drop synchronizes its context first).
-        unsafe { b.launch(ONE_THREAD) }
-            .map_err(|e| op_err(format!("hold_put on stream {}: {e}", s.label)))?;
-        s.dx.count_launch();
-        Ok(())
+        unsafe {
+            s.launch_one_thread("hold_put", "hold_put", |b| {
+                b.arg(&ptr);
+                b.arg(&gen);
+            })
+        }
     }
 
     /// Enqueues on `s` a wait for this event's next record (generation + 1 of those
@@ -114,20 +137,20 @@ impl GpuEvent {
             // racing here: the loser's word is dropped before any stream saw it.
             let _ = self.word.set(Raw::host(ctx, 4, "fault hold word")?);
         }
+        // Pairs with `count_record`'s fence (the word published before the generation read).
+        fence(Ordering::SeqCst);
         let ptr = self.word.get().map(Raw::ptr).unwrap_or(0);
         let gen = self.gen.load(Ordering::SeqCst).wrapping_add(1);
         let ns = u64::try_from(limit.as_nanos()).unwrap_or(u64::MAX);
-        let f = s.dx.func("hold_wait")?;
-        let mut b = s.s.launch_builder(f);
-        b.arg(&ptr);
-        b.arg(&gen);
-        b.arg(&ns);
         // SAFETY: hold_wait(const u32* word, u32 gen, u64 ns) only loads the one u32 at
         // `word` (a live mapped host allocation this event owns, as in `count_record`).
-        unsafe { b.launch(ONE_THREAD) }
-            .map_err(|e| op_err(format!("hold_wait on stream {}: {e}", s.label)))?;
-        s.dx.count_launch();
-        Ok(())
+        unsafe {
+            s.launch_one_thread("hold_wait", "hold_wait", |b| {
+                b.arg(&ptr);
+                b.arg(&gen);
+                b.arg(&ns);
+            })
+        }
     }
 }
 
