@@ -25,6 +25,7 @@ SHAPE=${SHAPE:-smol}
 SKIP=${SKIP:-620}
 M=/tmp/p/$SHAPE.gguf
 . "$(dirname "$0")"/shapes.sh
+[ -n "${SHAPES[$SHAPE]:-}" ] || { echo "narrow-ncu: unknown SHAPE $SHAPE (known: ${!SHAPES[*]})" >&2; exit 2; }
 $B synth ${SHAPES[$SHAPE]} -o $M > /dev/null
 NCU=/usr/local/cuda/bin/ncu
 $B bench --backend cuda --model $M --steps 128 > "$OUT"/bench.txt 2>&1
