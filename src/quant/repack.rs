@@ -6,11 +6,12 @@
 //! (210) sit at offsets that are only 2- or 4-byte aligned, so a kernel reading them straight
 //! issues one small load per few elements and is bound by load instructions, not by DRAM
 //! bandwidth. Repacked, a row is a plane of 16-byte-aligned blocks followed by a plane of the
-//! per-block f16 scales. The K-quants' sub-block scales are also laid out per unit: Q4_K and
-//! Q5_K's twelve packed 6-bit (scale, min) bytes become eight scales and eight mins, one
-//! byte each, the four a unit needs in one 32-bit word (decoding the packed form costs a
-//! lane more instructions than its 32 elements' dot); Q6_K's sixteen scales are reordered so
-//! a unit's two are adjacent.
+//! per-block f16 scales (Q8_0's 32-byte blocks by 16-byte halves, `q8_half_at`, so that each of
+//! a warp's two loads a block is 512 contiguous bytes). The K-quants' sub-block scales are also
+//! laid out per unit: Q4_K and Q5_K's twelve packed 6-bit (scale, min) bytes become eight
+//! scales and eight mins, one byte each, the four a unit needs in one 32-bit word (decoding
+//! the packed form costs a lane more instructions than its 32 elements' dot); Q6_K's sixteen
+//! scales are reordered so a unit's two are adjacent.
 //!
 //! Every value is unchanged (bytes are moved or unpacked, never requantized). The kernel's element
 //! order is described in kernels/mvq.cu; `unit_values` below is its host mirror, which the
@@ -88,6 +89,18 @@ fn k4_scales(sc: &[u8]) -> [u8; 16] {
 fn q6k_scale_index(c: usize, r: usize) -> usize {
     let (hh, t) = (c / 4, c % 4);
     hh * 8 + 2 * (t / 2 + 2 * r) + t % 2
+}
+
+/// Where half `h` (0: quant bytes 0..16, 1: 16..32) of Q8_0 block `b` of a row of `blocks`
+/// blocks starts in its repacked quant plane: the plane is rounds of 32 blocks (the last one
+/// `blocks % 32` when that is not 0), each round the first halves of its blocks in order, then
+/// their second halves. Why: a warp's lanes take a round's 32 blocks, one each, and load a
+/// block as two 16-byte halves; laid out by halves, each of those loads is 512 contiguous
+/// bytes instead of every 32-byte sector of 1 KB at half use (kernels/mvq.cu Unit<FMT_Q8_0>).
+pub fn q8_half_at(blocks: usize, b: usize, h: usize) -> usize {
+    let (round, j) = (b / 32, b % 32);
+    let in_round = (blocks - 32 * round).min(32);
+    1024 * round + 16 * (h * in_round + j)
 }
 
 fn pad16(n: usize) -> usize {
@@ -183,9 +196,18 @@ pub fn repack(
         let i = &src[r * in_row..(r + 1) * in_row];
         let (qp, sp) = o.split_at_mut(blocks * qb);
         for (b, blk) in i.chunks_exact(ty.block_bytes()).enumerate() {
+            if ty == GgmlType::Q8_0 {
+                // d to the scale plane; the 32 quants as two halves (q8_half_at).
+                sp[b * sb..(b + 1) * sb].copy_from_slice(&blk[..2]);
+                for h in 0..2 {
+                    let at = q8_half_at(blocks, b, h);
+                    qp[at..at + 16].copy_from_slice(&blk[2 + 16 * h..18 + 16 * h]);
+                }
+                continue;
+            }
             let (q, s) = (&mut qp[b * qb..(b + 1) * qb], &mut sp[b * sb..(b + 1) * sb]);
             match ty {
-                GgmlType::Q8_0 | GgmlType::Q4_0 => {
+                GgmlType::Q4_0 => {
                     s.copy_from_slice(&blk[..2]);
                     q.copy_from_slice(&blk[2..]);
                 }
@@ -222,7 +244,7 @@ pub fn repack(
                     }
                     s.copy_from_slice(&blk[208..]);
                 }
-                _ => unreachable!("planes() lists only the formats matched here"),
+                _ => unreachable!("planes() lists only the formats matched here (Q8_0 above)"),
             }
         }
     });
@@ -760,7 +782,16 @@ pub(crate) fn unit_values(ty: GgmlType, row: &[u8], cols: usize, u: usize) -> Ve
     let (e0, gap, ab, q): (usize, usize, [(f32, f32); 2], [i32; 32]) = match ty {
         GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q5_1 => {
             let (qb, sb) = planes(ty).unwrap();
-            let qs = &row[u * qb..(u + 1) * qb];
+            let qs: Vec<u8> = if ty == GgmlType::Q8_0 {
+                (0..2)
+                    .flat_map(|h| {
+                        let at = q8_half_at(nb, u, h);
+                        row[at..at + 16].to_vec()
+                    })
+                    .collect()
+            } else {
+                row[u * qb..(u + 1) * qb].to_vec()
+            };
             let s = &row[nb * qb + u * sb..nb * qb + (u + 1) * sb];
             let d = h16(s, 0);
             let m = if has_offsets(ty) { h16(s, 2) } else { 0.0 };
@@ -862,8 +893,14 @@ mod tests {
     #[test]
     fn repacked_units_decode_to_the_dequantized_row() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
-        for ty in GgmlType::ALL.into_iter().filter(|&t| is_fast(t)) {
-            let (rows, cols) = (3usize, 512usize);
+        // 512: one partial round of 16 units (Q8_0's halves); 1280: a whole round of 32 and a
+        // partial one of 8.
+        for (ty, cols) in GgmlType::ALL
+            .into_iter()
+            .filter(|&t| is_fast(t))
+            .flat_map(|t| [(t, 512usize), (t, 1280)])
+        {
+            let rows = 3usize;
             let v: Vec<f32> = (0..rows * cols)
                 .map(|_| rng.gen_range(-2.0f32..2.0))
                 .collect();
@@ -893,6 +930,32 @@ mod tests {
                     }
                 }
                 assert!(seen.iter().all(|&s| s), "{} misses elements", ty.name());
+            }
+        }
+    }
+
+    /// Q8_0's halves tile the quant plane (every 16 bytes once), and within a round of 32
+    /// blocks a warp's load of one half is contiguous: lane j's half at the half's start + 16 j
+    /// (kernels/mvq.cu Unit<FMT_Q8_0> loads q0 at 1024 r + 16 j and q1 16 * (blocks in the
+    /// round) later), at widths with whole rounds, a partial one, and both.
+    #[test]
+    fn q8_halves_tile_the_plane_in_contiguous_warp_loads() {
+        for blocks in [1usize, 5, 18, 31, 32, 33, 64, 152, 448] {
+            let mut starts: Vec<usize> = (0..blocks)
+                .flat_map(|b| (0..2).map(move |h| q8_half_at(blocks, b, h)))
+                .collect();
+            starts.sort_unstable();
+            let want: Vec<usize> = (0..2 * blocks).map(|k| 16 * k).collect();
+            assert_eq!(starts, want, "{blocks} blocks");
+            for b in 0..blocks {
+                let (r, j) = (b / 32, b % 32);
+                let m = (blocks - 32 * r).min(32);
+                assert_eq!(q8_half_at(blocks, b, 0), 1024 * r + 16 * j, "{blocks}: {b}");
+                assert_eq!(
+                    q8_half_at(blocks, b, 1),
+                    1024 * r + 16 * m + 16 * j,
+                    "{blocks}: {b}"
+                );
             }
         }
     }

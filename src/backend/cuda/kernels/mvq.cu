@@ -115,6 +115,7 @@ struct Cur {
     const u8* c;
     const u8* d;
     int lane;
+    int nu;  // units a row (Q8_0's loads: the size of a row's last, partial round)
 };
 
 // Q4_K repacked: per super-block qs 128 | scales 16 (for unit pair p: scale 2p, scale 2p+1,
@@ -137,6 +138,7 @@ struct UnitK4 {
         k.c = row + (size_t)(nu >> 3) * SB + 4 * sb;
         k.d = b + 16 * (c & 1);
         k.lane = lane;
+        k.nu = nu;
     }
     // Round it: super-blocks 4 it + lane / 8, the same chunk c = lane % 8.
     __device__ __forceinline__ void load(const Cur& k, int it) {
@@ -182,6 +184,7 @@ template <> struct Unit<FMT_Q6K> {
         k.c = b + 192 + 2 * c;  // this unit's two scales (the repack put them side by side)
         k.d = row + (size_t)(nu >> 3) * 208 + 2 * sb;
         k.lane = lane;
+        k.nu = nu;
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         const size_t o = (size_t)it * (4 * 208);
@@ -206,22 +209,35 @@ template <> struct Unit<FMT_Q6K> {
     }
 };
 
-// Q8_0 repacked: 32 quant bytes per block, then the d's. Elements 32u + j.
+// Q8_0 repacked: the quant plane in rounds of 32 blocks (the last round m = nu % 32 blocks
+// when nu is not a multiple of 32), a round holding the first 16 quant bytes of each of its
+// blocks in block order, then the last 16 of each (crate::quant::repack::q8_half_at), then
+// the d's. Elements 32u + j. Why halves: a lane's unit is 32 bytes; laid out whole, each of
+// its two 16-byte loads touched every 32-byte sector of the warp's 1 KB at half use (the
+// other half is the other load's, re-read from L2: the loads do not allocate in L1), so the
+// warp moved twice its bytes from L2 and issued twice the sector requests. By halves, each
+// load is 512 contiguous bytes of the round.
 template <> struct Unit<FMT_Q8_0> {
     static constexpr int GAP = 16;
     static constexpr int BIAS = 128;
     uint4 q0, q1;
     float d;
+    // lane: the unit of round 0 (the plain walk's lane; the dense walk's unit, any u < nu).
     __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
-        k.a = row + 32 * (size_t)lane;
+        k.a = row + 1024 * (size_t)(lane >> 5) + 16 * (lane & 31);
         k.b = row + 32 * (size_t)nu + 2 * lane;
         k.c = k.d = row;
         k.lane = lane;
+        k.nu = nu;
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         const size_t o = (size_t)it * 1024;
+        // Blocks in this round (32 but in a row's partial last round): where its second
+        // halves start.
+        const int left = k.nu - 32 * ((k.lane >> 5) + it);
+        const int h1 = left >= 32 ? 512 : 16 * left;
         q0 = ldw16(k.a + o);
-        q1 = ldw16(k.a + o + 16);
+        q1 = ldw16(k.a + o + h1);
         d = h2f(__ldg((const unsigned short*)(k.b + 64 * it)));
     }
     __device__ __forceinline__ static int e0(int u) { return 32 * u; }
@@ -251,6 +267,7 @@ template <int FMT> struct UnitNib {
         k.b = row + 16 * (size_t)nu + SZ * lane;
         k.c = k.d = row;
         k.lane = lane;
+        k.nu = nu;
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         q = ldw16(k.a + (size_t)it * 512);
