@@ -114,8 +114,7 @@ struct Cur {
     const u8* b;
     const u8* c;
     const u8* d;
-    int lane;
-    int nu;  // units a row (Q8_0's loads: the size of a row's last, partial round)
+    int lane;  // the lane (Q8_0: where its rounds' second halves start, Unit<FMT_Q8_0>)
 };
 
 // Q4_K repacked: per super-block qs 128 | scales 16 (for unit pair p: scale 2p, scale 2p+1,
@@ -138,7 +137,6 @@ struct UnitK4 {
         k.c = row + (size_t)(nu >> 3) * SB + 4 * sb;
         k.d = b + 16 * (c & 1);
         k.lane = lane;
-        k.nu = nu;
     }
     // Round it: super-blocks 4 it + lane / 8, the same chunk c = lane % 8.
     __device__ __forceinline__ void load(const Cur& k, int it) {
@@ -184,7 +182,6 @@ template <> struct Unit<FMT_Q6K> {
         k.c = b + 192 + 2 * c;  // this unit's two scales (the repack put them side by side)
         k.d = row + (size_t)(nu >> 3) * 208 + 2 * sb;
         k.lane = lane;
-        k.nu = nu;
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         const size_t o = (size_t)it * (4 * 208);
@@ -223,19 +220,19 @@ template <> struct Unit<FMT_Q8_0> {
     uint4 q0, q1;
     float d;
     // lane: the unit of round 0 (the plain walk's lane; the dense walk's unit, any u < nu).
+    // k.lane holds, instead of the lane, where each round's second halves start: 64 f + m,
+    // f = the whole rounds from this cursor's first round on (their second halves 512 bytes
+    // in), m = the blocks of the row's partial last round (16 m bytes in). One int where a
+    // field for nu spilled the one-row two-rows-a-warp kernel at its 80 registers (ptxas).
     __device__ __forceinline__ static void init(Cur& k, const u8* row, int lane, int nu) {
         k.a = row + 1024 * (size_t)(lane >> 5) + 16 * (lane & 31);
         k.b = row + 32 * (size_t)nu + 2 * lane;
         k.c = k.d = row;
-        k.lane = lane;
-        k.nu = nu;
+        k.lane = 64 * ((nu >> 5) - (lane >> 5)) + (nu & 31);
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         const size_t o = (size_t)it * 1024;
-        // Blocks in this round (32 but in a row's partial last round): where its second
-        // halves start.
-        const int left = k.nu - 32 * ((k.lane >> 5) + it);
-        const int h1 = left >= 32 ? 512 : 16 * left;
+        const int h1 = it < (k.lane >> 6) ? 512 : 16 * (k.lane & 63);
         q0 = ldw16(k.a + o);
         q1 = ldw16(k.a + o + h1);
         d = h2f(__ldg((const unsigned short*)(k.b + 64 * it)));
@@ -267,7 +264,6 @@ template <int FMT> struct UnitNib {
         k.b = row + 16 * (size_t)nu + SZ * lane;
         k.c = k.d = row;
         k.lane = lane;
-        k.nu = nu;
     }
     __device__ __forceinline__ void load(const Cur& k, int it) {
         q = ldw16(k.a + (size_t)it * 512);
