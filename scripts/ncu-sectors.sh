@@ -19,15 +19,18 @@
 set -u
 B=${1:?usage: OUT=DIR scripts/ncu-sectors.sh BIN}
 OUT=${OUT:?OUT: where the results go}
+[ -x "$B" ] || { echo "ncu-sectors: $B is not an executable" >&2; exit 2; }
 mkdir -p /tmp/p "$OUT"
 . "$(dirname "$0")"/shapes.sh
 CASES=${CASES:-"smol:eager:620 gemq4km:eager:400 l8q4k:eager:172 l8q8:eager:172 l8q4k:prime:8:mma_gemm"}
-NCU=/usr/local/cuda/bin/ncu
+NCU=${NCU:-/usr/local/cuda/bin/ncu}
+[ -x "$NCU" ] || { echo "ncu-sectors: no Nsight Compute at $NCU (set NCU)" >&2; exit 2; }
 M=gpu__time_duration.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
 : > "$OUT"/sectors.txt
 for c in $CASES; do
   IFS=: read -r shape arm skip rx <<< "$c"
   [ -n "${SHAPES[$shape]:-}" ] || { echo "ncu-sectors: unknown shape $shape (known: ${!SHAPES[*]})" >&2; exit 2; }
+  [[ "$skip" =~ ^[0-9]+$ ]] || { echo "ncu-sectors: case $c: skip '$skip' is not a whole number" >&2; exit 2; }
   # eager: a gate's decode steps (narrow-ncu.sh's skips); batched and prime: bench's.
   case $arm in
     eager) C= R="--graphs off --stages 1 --arms eager --prompt-len 8 --gen-len 8 -q" ;;
