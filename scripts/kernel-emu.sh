@@ -32,6 +32,9 @@
 #    (mvq_d8: a warp deals 8 narrow rows' units to its 32 lanes) at widths 32 to 992, clean
 #    and planted, and over three matrices in one launch (its consecutive-rows path and its
 #    per-row lookup). The planted --fault row-count-order changes bits, so the check can fail.
+#    And the Q8_0 walks read the layout the host writes (repack::q8_half_at's halves) to
+#    within 1e-5 of a double dot of the GGUF blocks, at whole and partial rounds; the same
+#    blocks laid out whole must miss it.
 # Every harness runs under AddressSanitizer and UBSan: a kernel that reads or writes past a
 # buffer (its own, a weight matrix, a __shared__ array) stops the run there, an access a GPU
 # would make without a word; so does a vector load off its alignment (emu.h's uint4 is

@@ -97,7 +97,7 @@ fn q6k_scale_index(c: usize, r: usize) -> usize {
 /// their second halves. Why: a warp's lanes take a round's 32 blocks, one each, and load a
 /// block as two 16-byte halves; laid out by halves, each of those loads is 512 contiguous
 /// bytes instead of every 32-byte sector of 1 KB at half use (kernels/mvq.cu Unit<FMT_Q8_0>).
-pub fn q8_half_at(blocks: usize, b: usize, h: usize) -> usize {
+fn q8_half_at(blocks: usize, b: usize, h: usize) -> usize {
     let (round, j) = (b / 32, b % 32);
     let in_round = (blocks - 32 * round).min(32);
     1024 * round + 16 * (h * in_round + j)

@@ -16,7 +16,9 @@
 // bits (the comparison can fail).
 //
 // The weights are random bytes (each below 0x3C, so every f16 the formats read is finite):
-// the check is the kernel against itself, so the values need no meaning.
+// the check is the kernel against itself, so the values need no meaning. One check is not:
+// the Q8_0 walks against a double-precision dot of GGUF blocks laid out as the host's repack
+// writes them (halves), and the same blocks laid out whole must miss it.
 //
 // Usage: mvq_emu   (exit 0: every check held; 1: a check failed, named on stderr)
 #define MVQ_FMT FMT_Q4K  // the module's kernels (mvq_w1/2/4); the harness calls mvq_body
@@ -28,6 +30,7 @@
 #include "../../src/backend/cuda/kernels/norm.cu"
 #include "../../src/backend/cuda/kernels/mvq.cu"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -206,6 +209,43 @@ bool same(const std::vector<float>& ref, const std::vector<float>& got, std::str
     return true;
 }
 
+// Q8_0 rows of GGUF blocks (d, 32 signed quants) laid out as crate::quant::repack writes
+// them: the quant plane by halves (repack::q8_half_at: rounds of 32 blocks, a round's first
+// 16-byte halves, then its second halves; the last round holds nb % 32 blocks), then the d
+// plane. `whole`: each block's 32 quants together instead (the layout before the halves),
+// the negative control: the kernel must then read other values. Returns the rows' bytes and
+// each row's double-precision dot with x and its sum of |w x|.
+struct Q8Rows {
+    std::vector<uint8_t> w;
+    std::vector<double> dot, mag;
+};
+Q8Rows q8_rows(int n, int n_out, const std::vector<float>& x, bool whole) {
+    const Fmt& f = *fmt("q8_0");
+    const int nb = n / 32;
+    const size_t rb = row_bytes(f, n);
+    Q8Rows r{std::vector<uint8_t>(rb * n_out, 0), std::vector<double>(n_out, 0.0), std::vector<double>(n_out, 0.0)};
+    for (int o = 0; o < n_out; ++o) {
+        uint8_t* row = r.w.data() + rb * o;
+        for (int b = 0; b < nb; ++b) {
+            // d: a finite normal f16 of either sign, 2^-7 .. 2^-1 and a random mantissa.
+            const unsigned short dh = (unsigned short)(((rnd() & 1) << 15) | ((8 + rnd() % 7) << 10) | (rnd() & 0x3FF));
+            row[32 * nb + 2 * b] = (uint8_t)(dh & 0xFF);
+            row[32 * nb + 2 * b + 1] = (uint8_t)(dh >> 8);
+            const double d = emu_h2f(dh);
+            const int round = b / 32, j = b % 32, in_round = std::min(32, nb - 32 * round);
+            for (int e = 0; e < 32; ++e) {
+                const int q = (int)(rnd() % 255) - 127;
+                const int h = e / 16;
+                const size_t at = whole ? 32 * (size_t)b + e : 1024 * (size_t)round + 16 * (h * in_round + j) + e % 16;
+                row[at] = (uint8_t)(int8_t)q;
+                r.dot[o] += d * q * x[32 * b + e];
+                r.mag[o] += std::fabs(d * q * x[32 * b + e]);
+            }
+        }
+    }
+    return r;
+}
+
 }  // namespace
 
 int main() {
@@ -376,6 +416,38 @@ int main() {
                 std::printf("mvq_emu: ok  %s, post-norm add folded in (the add itself changes %d of %zu outputs)\n",
                             name(c).c_str(), differ, ref.size());
         }
+    }
+    // The Q8_0 kernels read the layout the host writes (repack::q8_half_at), checked against
+    // a double-precision dot of the GGUF blocks' values: the plain walk at 640 (a partial
+    // round of 20 blocks), 1088 (a whole round and a partial one of 2) and 4096 (four whole
+    // rounds), the dense walk at 640; within 1e-5 of sum |w x|. The same blocks laid out
+    // whole must fail it (the check can fail). The checks above hold each kernel against
+    // another; only this one holds them against the host's layout.
+    for (int n : {640, 1088, 4096}) {
+        const Case c{fmt("q8_0"), n, 37, 1, 0, false};
+        Inputs in = make_inputs(c);
+        bool ok = true;
+        for (int whole = 0; whole < 2 && ok; ++whole) {
+            const Q8Rows q = q8_rows(n, c.n_out, in.x, whole);
+            in.w[0] = q.w;
+            for (int nwi : {0, 1, 3}) {
+                if (nwi == 3 && n >= 1024) continue;
+                const std::vector<float> got = run(c, in, 0, nwi, true, 0, 0);
+                int off = 0;
+                for (int o = 0; o < c.n_out; ++o) off += std::fabs(got[o] - q.dot[o]) > 1e-5 * q.mag[o] + 1e-30;
+                ++checked;
+                const std::string what = name(c) + (nwi == 3 ? ", dense" : ", NW " + std::to_string(1 << nwi));
+                if (!whole && off) {
+                    emu_harness::fail("mvq_emu", what + ": " + std::to_string(off) + " rows off the host layout's dot");
+                    ok = false;
+                } else if (whole && off == 0) {
+                    emu_harness::fail("mvq_emu", what + ": blocks laid out whole read as the halves layout (the check could not fail)");
+                    ok = false;
+                }
+                if (!ok) break;
+            }
+        }
+        if (ok) std::printf("mvq_emu: ok  q8_0 n_in %d: the kernels read repack's halves layout (laid out whole: every walk off)\n", n);
     }
     // The negative control: --fault row-count-order's planted order must change bits.
     {

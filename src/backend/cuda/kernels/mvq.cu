@@ -210,10 +210,10 @@ template <> struct Unit<FMT_Q6K> {
 // when nu is not a multiple of 32), a round holding the first 16 quant bytes of each of its
 // blocks in block order, then the last 16 of each (crate::quant::repack::q8_half_at), then
 // the d's. Elements 32u + j. Why halves: a lane's unit is 32 bytes; laid out whole, each of
-// its two 16-byte loads touched every 32-byte sector of the warp's 1 KB at half use (the
-// other half is the other load's, re-read from L2: the loads do not allocate in L1), so the
-// warp moved twice its bytes from L2 and issued twice the sector requests. By halves, each
-// load is 512 contiguous bytes of the round.
+// its two 16-byte loads touched every 32-byte sector of the warp's 1 KB at half use, so L1
+// looked up twice the sectors (L2 still served each once: Nsight Compute, BENCH.md step 43).
+// By halves, each load is 512 contiguous bytes of the round: +3 to +5 % eager on the Q8_0
+// files, measured only in the graph (alone, the launches were no faster).
 template <> struct Unit<FMT_Q8_0> {
     static constexpr int GAP = 16;
     static constexpr int BIAS = 128;
