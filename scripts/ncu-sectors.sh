@@ -11,9 +11,10 @@
 # Nsight Compute (clocks as they run, warm caches) gives every profiled launch's duration,
 # its global load requests and 32-byte sectors, the bytes of each sector its loads use (ncu's
 # smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct: 100 % = every sector byte
-# read once a request) and its shared-memory bank conflicts. What it proves: which kernels
-# move sectors they half use (step 43 found the one-row Q8_0 walk at 50 %: two 16-byte loads
-# a lane, 32 bytes apart), so a layout change is worth measuring there and nowhere else.
+# read once a request) and its shared-memory bank conflicts (loads; stores in brackets). What
+# it proves: which kernels move sectors they half use (step 43 found the one-row Q8_0 walk at
+# 50 %: two 16-byte loads a lane, 32 bytes apart), so a layout change is worth measuring there
+# and nowhere else; and which conflict in shared memory (step 44: the dense head walk).
 # Files: $OUT/sectors-<shape>-<arm>.txt (ncu's output) and the table printed (and in
 # $OUT/sectors.txt): case, kernel, us, requests, sectors, % of sector bytes used, conflicts.
 set -u
@@ -25,7 +26,7 @@ mkdir -p /tmp/p "$OUT"
 CASES=${CASES:-"smol:eager:620 gemq4km:eager:400 l8q4k:eager:172 l8q8:eager:172 l8q4k:prime:8:mma_gemm"}
 NCU=${NCU:-/usr/local/cuda/bin/ncu}
 [ -x "$NCU" ] || { echo "ncu-sectors: no Nsight Compute at $NCU (set NCU)" >&2; exit 2; }
-M=gpu__time_duration.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum
+M=gpu__time_duration.sum,l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum
 : > "$OUT"/sectors.txt
 for c in $CASES; do
   IFS=: read -r shape arm skip rx <<< "$c"
@@ -49,6 +50,8 @@ for c in $CASES; do
     /l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum/ {rq = $NF}
     /l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum/ {se = $NF}
     /l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum/ {bc = $NF}
-    /smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct/ {printf "%s %s %s us, %s requests, %s sectors, %s %% used, %s conflicts\n", c, k, t, rq, se, $NF, bc}
+    /l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum/ {bs = $NF}
+    # ncu prints the metrics of a launch in name order: this one (smsp__) is its last.
+    /smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.pct/ {printf "%s %s %s us, %s requests, %s sectors, %s %% used, %s conflicts (stores %s)\n", c, k, t, rq, se, $NF, bc, bs}
   ' "$f" | tee -a "$OUT"/sectors.txt
 done
