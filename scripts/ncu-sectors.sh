@@ -16,7 +16,8 @@
 # 50 %: two 16-byte loads a lane, 32 bytes apart), so a layout change is worth measuring there
 # and nowhere else; and which conflict in shared memory (step 44: the dense head walk).
 # Files: $OUT/sectors-<shape>-<arm>.txt (ncu's output) and the table printed (and in
-# $OUT/sectors.txt): case, kernel, us, requests, sectors, % of sector bytes used, conflicts.
+# $OUT/sectors.txt): case, kernel, us, requests, sectors, % of sector bytes used, shared
+# load conflicts (and store conflicts).
 set -u
 B=${1:?usage: OUT=DIR scripts/ncu-sectors.sh BIN}
 OUT=${OUT:?OUT: where the results go}
