@@ -147,6 +147,16 @@ def main():
                                     f"#define MVQ_FMT {fmt}\n#define MV_RT {tile}\n#define MVQ_NW {nw}\n"
                                     "#define MVQ_PRE\n"
                                     + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
+    # The mixed one-row modules (MVQ_MIX_BASE kinds, nvrtc.rs build_mv: two formats side by
+    # side, folding, mvq_x1 / mvq_x2): gemma3's Q5_0|Q8_0 and a Q4_K_M layer's Q4_K|Q6_K;
+    # with --all every pair of vectorized formats.
+    pairs = [(a, b) for a in VECTORIZED for b in VECTORIZED if a < b] if all_ else [(5, 7), (10, 12)]
+    for fa, fb in pairs:
+        for nw in (1, 2):
+            modules.append((f"mvq mix {fa}|{fb} tile 1 nw {nw}",
+                            f"#define MVQ_FMT {fa}\n#define MVQ_FMT2 {fb}\n#define MV_RT 1\n"
+                            f"#define MVQ_NW {nw}\n#define MVQ_PRE\n"
+                            + "".join(src(n) for n in MV_SOURCES + ["mvq.cu"])))
     # The tensor-core kernels (--mma on), one module each as the engine builds them
     # (src/backend/cuda/mma.rs mma_module_head): mma_prep alone (MMA_SET -1), then kernel
     # MMA_SLOT of format MMA_SET's set; with --all also the whole program, every kernel.

@@ -13,7 +13,11 @@
 // post_norm(o)): every one-row kernel, plain and dense, staged, over a full grid and one
 // block, gives the outputs of add_residual then the same launch over its sum, and writes that
 // sum's bits; an add left out must differ. The planted `--fault row-count-order` must change
-// bits (the comparison can fail).
+// bits (the comparison can fail). So must the mixed one-row launch (mvq_x1 / mvq_x2:
+// matrices of two formats side by side, each format's walk on its own share of the grid):
+// every output the bits of its matrix's own one-format launch, with a norm, with the folded
+// post-norm add (and its res_out) and without, over full, minimal and uneven grids, the
+// blocks run forwards and backwards; a split one feature off must differ.
 //
 // The weights are random bytes (each below 0x3C, so every f16 the formats read is finite):
 // the check is the kernel against itself, so the values need no meaning. One check is not:
@@ -54,6 +58,13 @@ void kq(MvArgs a, int features, int stage_x) {
 template <int F>
 void kd(MvArgs a, int features, int stage_x) {
     mvd_body<F>(a, features, stage_x);
+}
+
+// The mixed one-row launch (mvq_x1 / mvq_x2 of a module with MVQ_FMT2).
+using KM = void (*)(MvArgs, int, int, int);
+template <int FA, int FB, int NW>
+void km(MvArgs a, int features, int fa, int nba) {
+    mvq_mix_body<FA, FB, NW>(a, features, fa, nba);
 }
 
 // The row tiles checked (rows of a tile the host may launch: 1..8) and, for each, the three
@@ -244,6 +255,160 @@ Q8Rows q8_rows(int n, int n_out, const std::vector<float>& x, bool whole) {
         }
     }
     return r;
+}
+
+// The pairs the mixed launch is checked on: gemma3's Q5_0|Q8_0, a Q4_K_M layer's Q4_K|Q6_K,
+// and two whose offsets (the run sums of x in shared memory) sit in one half only.
+struct MixPair {
+    const char *a, *b;  // FMTS names, a of the lower format id
+    KM k[2];            // NW 1, 2
+};
+const MixPair PAIRS[] = {
+    {"q5_0", "q8_0", {km<FMT_Q5_0, FMT_Q8_0, 1>, km<FMT_Q5_0, FMT_Q8_0, 2>}},
+    {"q4_k", "q6_k", {km<FMT_Q4K, FMT_Q6K, 1>, km<FMT_Q4K, FMT_Q6K, 2>}},
+    {"q4_1", "q8_0", {km<FMT_Q4_1, FMT_Q8_0, 1>, km<FMT_Q4_1, FMT_Q8_0, 2>}},
+    {"q4_0", "q5_1", {km<FMT_Q4_0, FMT_Q5_1, 1>, km<FMT_Q4_0, FMT_Q5_1, 2>}},
+};
+
+// engine/matvec.rs mvq_smem of a staged one-row tile (with `pre`: three rows after it).
+size_t smem_one_row(const Fmt& f, int n, bool pre) {
+    size_t floats = (size_t)n + (f.offs ? (size_t)n / 16 : 0) + 1;
+    if (pre) floats = (floats + 3) / 4 * 4 + 3 * (size_t)n;
+    return 4 * floats;
+}
+
+struct MixMat {
+    const Fmt* fm;
+    int n_out;
+    std::vector<uint8_t> w;
+};
+
+// One one-row launch over `mats` (mode 0, staged, norm g, the folded add when pre): kernel
+// `k` is a one-format kernel (k1, every matrix of one format) or the mixed one (km with fa
+// features first and nba blocks of `blocks`). Returns every matrix's outputs, in order.
+std::vector<float> mix_launch(const std::vector<const MixMat*>& mats, int n, const std::vector<float>& x,
+                              const std::vector<float>& g, const Pre* pre, K k1, KM k, int fa, int nba, int blocks,
+                              size_t smem) {
+    std::vector<std::vector<float>> ys;
+    for (const MixMat* m : mats) ys.emplace_back((size_t)m->n_out, std::nanf(""));
+    MvArgs a{};
+    int features = 0;
+    for (size_t i = 0; i < mats.size(); ++i) {
+        a.m[i].w = mats[i]->w.data();
+        a.m[i].row_bytes = row_bytes(*mats[i]->fm, n);
+        a.m[i].y = ys[i].data();
+        a.m[i].n_out = mats[i]->n_out;
+        features += mats[i]->n_out;
+    }
+    a.n_mat = (int)mats.size();
+    a.n_in = n;
+    a.rows = 1;
+    a.mode = 0;
+    a.eps = 1e-5f;
+    a.x = x.data();
+    a.norm = g.data();
+    if (pre) {
+        a.res_o = pre->o;
+        a.res_w = pre->w;
+        a.res_out = pre->out;
+    }
+    if (k1)
+        emu_launch(k1, dim3{(unsigned)((features + MV_WARPS - 1) / MV_WARPS), 1, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a,
+                   features, 1);
+    else
+        emu_launch(k, dim3{(unsigned)blocks, 1, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a, features, fa, nba);
+    std::vector<float> out;
+    for (const auto& y : ys) out.insert(out.end(), y.begin(), y.end());
+    return out;
+}
+
+// Checks the mixed launch of one pair at width n; returns the launches checked.
+int mix_check(const MixPair& p, int n) {
+    const Fmt &fa = *fmt(p.a), &fb = *fmt(p.b);
+    auto mat = [&](const Fmt& f, int n_out) {
+        MixMat m{&f, n_out, std::vector<uint8_t>(row_bytes(f, n) * n_out)};
+        for (auto& b : m.w) b = (uint8_t)(rnd() % 0x3C);
+        return m;
+    };
+    // gemma3's q|k|v shape (q, k of a, v of b: ragged groups at every matrix's end), a pair,
+    // and one a-matrix with two b-matrices.
+    const MixMat q = mat(fa, 37), kk = mat(fa, 11), v = mat(fb, 13), v2 = mat(fb, 7);
+    const std::vector<std::vector<const MixMat*>> shapes = {{&q, &kk, &v}, {&q, &v}, {&kk, &v, &v2}};
+    std::vector<float> x(n), g(n), o(n), pw(n);
+    for (auto& t : x) t = frand();
+    for (auto& t : g) t = 0.5f + frand();
+    for (auto& t : o) t = frand();
+    for (auto& t : pw) t = 0.5f + frand();
+    const size_t sm[2] = {std::max(smem_one_row(fa, n, false), smem_one_row(fb, n, false)),
+                          std::max(smem_one_row(fa, n, true), smem_one_row(fb, n, true))};
+    int checked = 0;
+    for (const auto& mats : shapes) {
+        int feat_a = 0, features = 0;
+        for (const MixMat* m : mats) {
+            features += m->n_out;
+            if (m->fm == &fa) feat_a += m->n_out;
+        }
+        for (int withpre = 0; withpre < 2; ++withpre) {
+            // The reference: each matrix alone in its format's one-row launch (RT 1, NW 1).
+            std::vector<float> ref, ref_out(n, std::nanf(""));
+            for (const MixMat* m : mats) {
+                std::vector<float> out(n, std::nanf(""));
+                const Pre pr{o.data(), pw.data(), out.data()};
+                const std::vector<float> r = mix_launch({m}, n, x, g, withpre ? &pr : nullptr, m->fm->k[0][0], nullptr, 0,
+                                                        0, 0, smem_one_row(*m->fm, n, withpre));
+                ref.insert(ref.end(), r.begin(), r.end());
+                if (withpre) ref_out = out;
+            }
+            for (int nwi = 0; nwi < 2; ++nwi) {
+                const int nw = 1 << nwi;
+                const int need_a = (feat_a + nw - 1) / nw, need_b = (features - feat_a + nw - 1) / nw;
+                const int ba = (need_a + MV_WARPS - 1) / MV_WARPS, bb = (need_b + MV_WARPS - 1) / MV_WARPS;
+                // Full (each format all the blocks it can use), minimal, uneven.
+                // Each also with the grid's blocks run backwards (emu.h): a feature written by
+                // blocks of both halves would end with whichever ran last.
+                const int grids[3][2] = {{ba, bb}, {1, 1}, {2, 1}};
+                for (int rev = 0; rev < 2; ++rev)
+                for (const auto& gr : grids) {
+                    std::vector<float> out(n, std::nanf(""));
+                    const Pre pr{o.data(), pw.data(), out.data()};
+                    emu_reverse_blocks = rev;
+                    const std::vector<float> got = mix_launch(mats, n, x, g, withpre ? &pr : nullptr, nullptr, p.k[nwi],
+                                                              feat_a, gr[0], gr[0] + gr[1], sm[withpre]);
+                    emu_reverse_blocks = false;
+                    std::string where;
+                    ++checked;
+                    const std::string what = std::string("mixed ") + p.a + "|" + p.b + " n_in " + std::to_string(n) +
+                                             " x" + std::to_string(mats.size()) + " matrices NW " +
+                                             std::to_string(nw) + " grid " + std::to_string(gr[0]) + "+" +
+                                             std::to_string(gr[1]) + (withpre ? " folded add" : "") +
+                                             (rev ? " blocks backwards" : "");
+                    if (!same(ref, got, &where)) {
+                        emu_harness::fail("mvq_emu", what + ", " + where);
+                        return checked;
+                    }
+                    if (withpre && !same(ref_out, out, &where)) {
+                        emu_harness::fail("mvq_emu", what + ", res_out " + where);
+                        return checked;
+                    }
+                }
+            }
+            // The split one feature off: fb's first row walked as fa's (whose rows are the
+            // shorter in every pair, so the walk stays inside the matrix) must differ.
+            if (withpre) continue;
+            const std::vector<float> off =
+                mix_launch(mats, n, x, g, nullptr, nullptr, p.k[0], feat_a + 1, 1, 2, sm[0]);
+            std::string where;
+            ++checked;
+            if (same(ref, off, &where)) {
+                emu_harness::fail("mvq_emu", std::string("mixed ") + p.a + "|" + p.b +
+                                                 ": a split one feature off gave the reference (the check could not fail)");
+                return checked;
+            }
+        }
+    }
+    std::printf("mvq_emu: ok  mixed %s|%s n_in %d: every output its format's own launch's bits (%d launches)\n", p.a,
+                p.b, n, checked);
+    return checked;
 }
 
 }  // namespace
@@ -448,6 +613,12 @@ int main() {
             }
         }
         if (ok) std::printf("mvq_emu: ok  q8_0 n_in %d: the kernels read repack's halves layout (laid out whole: every walk off)\n", n);
+    }
+    // The mixed one-row launch: 32-element pairs at 640 (gemma3 270M), 1152 and 4096 (the
+    // widest staged one-row tile), K-quant pairs at 768, 2560 and 4096.
+    for (const MixPair& p : PAIRS) {
+        const bool kq = fmt(p.a)->block_len == 256;
+        for (int n : kq ? std::vector<int>{768, 2560, 4096} : std::vector<int>{640, 1152, 4096}) checked += mix_check(p, n);
     }
     // The negative control: --fault row-count-order's planted order must change bits.
     {

@@ -123,7 +123,13 @@ pub(crate) const MVQ_BASE: usize = MV_GENERIC + 1;
 /// kernels carry the fold's code (engine/matvec.rs `pre_kind`).
 pub(crate) const MVQ_PRE_BASE: usize = MVQ_BASE + crate::quant::GgmlType::ALL.len();
 
-pub(crate) const MV_KINDS: usize = MVQ_PRE_BASE + crate::quant::GgmlType::ALL.len();
+/// Then the mixed one-row kinds (`MVQ_MIX_BASE + fa * formats + fb`, fa < fb: the
+/// vectorized module with `#define MVQ_FMT fa`, `#define MVQ_FMT2 fb` and MVQ_PRE, kernels/mvq.cu
+/// mvq_mix_body): one launch over side-by-side matrices of two formats (engine/matvec.rs
+/// `mix_of`), built only for the pairs a model's q|k|v holds.
+pub(crate) const MVQ_MIX_BASE: usize = MVQ_PRE_BASE + crate::quant::GgmlType::ALL.len();
+
+pub(crate) const MV_KINDS: usize = MVQ_MIX_BASE + crate::quant::GgmlType::ALL.len().pow(2);
 
 /// The kernels of a vectorized module, by weight rows per warp (1, 2, 4), then the dense
 /// one-row walk (`mvq_d8`, groups of 8 rows; one-row modules only: `mv_parts`).
@@ -131,6 +137,9 @@ pub(crate) const MVQ_KERNELS: [&str; 4] = ["mvq_w1", "mvq_w2", "mvq_w4", "mvq_d8
 
 /// The variant index of the dense one-row walk in `MVQ_KERNELS`.
 pub(crate) const MVQ_DENSE: usize = 3;
+
+/// The kernels of a mixed module, by weight rows per warp (1, 2); one-row modules only.
+pub(crate) const MVQ_MIX_KERNELS: [&str; 2] = ["mvq_x1", "mvq_x2"];
 
 /// The largest matvec row tile (`MV_RT` of a module; kernels/matvec.cu).
 pub(crate) const MV_MAX_TILE: usize = 8;
@@ -654,6 +663,8 @@ impl DevCtx {
     fn mv_parts(kind: usize, tile: usize) -> usize {
         if kind < MVQ_BASE {
             1
+        } else if kind >= MVQ_MIX_BASE {
+            MVQ_MIX_KERNELS.len()
         } else if tile == 1 {
             MVQ_KERNELS.len()
         } else {
@@ -666,8 +677,18 @@ impl DevCtx {
     /// variants compile side by side.
     fn build_mv(&self, kind: usize, tile: usize, part: usize) -> BResult<CudaFunction> {
         let vectorized = kind >= MVQ_BASE;
+        let mixed = kind >= MVQ_MIX_BASE;
         let head = if kind == MV_GENERIC {
             format!("#define MV_GENERIC\n#define MV_RT {tile}\n")
+        } else if mixed {
+            // The pair's module: one-row (kernels/mvq.cu rejects another tile), folding.
+            let nf = crate::quant::GgmlType::ALL.len();
+            let (fa, fb) = ((kind - MVQ_MIX_BASE) / nf, (kind - MVQ_MIX_BASE) % nf);
+            format!(
+                "#define MVQ_FMT {fa}\n#define MVQ_FMT2 {fb}\n#define MV_RT {tile}\n\
+                 #define MVQ_NW {}\n#define MVQ_PRE\n",
+                1 << part
+            )
         } else if vectorized {
             // The folding kinds are the same module with MVQ_PRE defined.
             let (base, pre) = if kind >= MVQ_PRE_BASE {
@@ -685,7 +706,9 @@ impl DevCtx {
         };
         let extra: &[&str] = if vectorized { &["mvq.cu"] } else { &[] };
         let src = module_source(head, MV_SOURCES.iter().chain(extra));
-        let (name, smem) = if vectorized && part == MVQ_DENSE {
+        let (name, smem) = if mixed {
+            (MVQ_MIX_KERNELS[part], self.smem_max)
+        } else if vectorized && part == MVQ_DENSE {
             // Its rows are under 1024 wide (a tile of at most 4 KB), and its 8.3 KiB of static
             // slots must fit beside the dynamic limit.
             (MVQ_KERNELS[part], self.stage_max)

@@ -2,14 +2,18 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-validate.sh (section oracle), never here.
 
 use super::engine::{
-    att_kernel, att_rows_smax, att_rows_tile, fmt_of, kind_of, launch_groups, mv_args_bytes,
-    mv_args_prefix_bytes, mv_kind, mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem,
-    pre_fuses, pre_kind, row_pos_bytes, row_tiles, tiles_up_to, vectorized, warps_per_feature,
-    MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN, MVQ_PRE_MAX,
+    att_kernel, att_rows_smax, att_rows_tile, fmt_of, kind_of, launch_groups, mix_of,
+    mv_args_bytes, mv_args_prefix_bytes, mv_kind, mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp,
+    mvq_smem, pre_fuses, pre_kind, row_pos_bytes, row_tiles, tiles_up_to, vectorized,
+    warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN, MVQ_PRE_MAX,
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
-use super::nvrtc::{KERNELS, MVQ_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES};
-use super::{CudaBackend, MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE};
+use super::nvrtc::{
+    KERNELS, MVQ_KERNELS, MVQ_MIX_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES,
+};
+use super::{
+    CudaBackend, MVQ_BASE, MVQ_DENSE, MVQ_MIX_BASE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE,
+};
 use crate::quant::GgmlType;
 
 /// The text of kernel source file `name` (one of SOURCES).
@@ -347,7 +351,68 @@ fn a_launch_of_one_format_gets_that_formats_module_and_a_mix_the_generic_one() {
         mv_kind([(GgmlType::Q5_0, false), (GgmlType::Q8_0, false)].into_iter()),
         MV_GENERIC
     );
-    assert_eq!(MV_KINDS, 3 * GgmlType::ALL.len() + 1);
+    // Then the mixed one-row kinds, one per ordered pair of format ids (mix_of).
+    assert_eq!(MVQ_MIX_BASE, 3 * GgmlType::ALL.len() + 1);
+    assert_eq!(MV_KINDS, MVQ_MIX_BASE + GgmlType::ALL.len().pow(2));
+}
+
+#[test]
+fn two_vectorized_formats_side_by_side_at_one_row_take_one_mixed_launch() {
+    use GgmlType::{Q4K, Q5_0, Q6K, Q8_0};
+    let p = |t| ((t, true), false);
+    // gemma-3's q4_k_m q|k|v in 9 of its 18 layers: q, k Q5_0 and v Q8_0.
+    let gem = [p(Q5_0), p(Q5_0), p(Q8_0)];
+    let nf = GgmlType::ALL.len();
+    let k = MVQ_MIX_BASE + fmt_of(Q5_0) as usize * nf + fmt_of(Q8_0) as usize;
+    assert_eq!(mix_of(gem.into_iter(), 1, 0), Some((k, Q5_0, Q8_0)));
+    assert!(k < MV_KINDS);
+    // The pair in either order is one module, the lower format id first.
+    assert_eq!(
+        mix_of([p(Q8_0), p(Q5_0), p(Q5_0)].into_iter(), 1, 0),
+        Some((k, Q5_0, Q8_0))
+    );
+    let k46 = MVQ_MIX_BASE + fmt_of(Q4K) as usize * nf + fmt_of(Q6K) as usize;
+    assert_eq!(
+        mix_of([p(Q4K), p(Q4K), p(Q6K)].into_iter(), 1, 0),
+        Some((k46, Q4K, Q6K))
+    );
+    // Not mixed: more rows, another mode, one format, three formats, a byte-wise matrix or
+    // one on the tensor cores.
+    assert_eq!(mix_of(gem.into_iter(), 2, 0), None);
+    assert_eq!(mix_of(gem.into_iter(), 8, 0), None);
+    assert_eq!(mix_of([p(Q5_0), p(Q8_0)].into_iter(), 1, 1), None);
+    assert_eq!(mix_of([p(Q5_0), p(Q8_0)].into_iter(), 1, 2), None);
+    assert_eq!(mix_of([p(Q5_0), p(Q5_0), p(Q5_0)].into_iter(), 1, 0), None);
+    assert_eq!(mix_of([p(Q5_0), p(Q6K), p(Q8_0)].into_iter(), 1, 0), None);
+    assert_eq!(
+        mix_of([p(Q5_0), p(Q5_0), ((Q8_0, false), false)].into_iter(), 1, 0),
+        None
+    );
+    assert_eq!(
+        mix_of([p(Q4K), p(Q4K), ((Q6K, true), true)].into_iter(), 1, 0),
+        None
+    );
+    // Every pair's kind is its own, inside the table, and its module has the two kernels.
+    let mut seen = vec![false; MV_KINDS];
+    for a in GgmlType::ALL {
+        for b in GgmlType::ALL {
+            let Some((k, fa, fb)) = mix_of([p(a), p(b)].into_iter(), 1, 0) else {
+                assert_eq!(a, b);
+                continue;
+            };
+            assert!((MVQ_MIX_BASE..MV_KINDS).contains(&k));
+            assert!(fmt_of(fa) < fmt_of(fb) && [a, b].contains(&fa) && [a, b].contains(&fb));
+            if fmt_of(a) < fmt_of(b) {
+                assert!(!seen[k], "{a}|{b}: kind {k} taken twice");
+                seen[k] = true;
+            }
+        }
+    }
+    assert_eq!(MVQ_MIX_KERNELS, ["mvq_x1", "mvq_x2"]);
+    let mvq = source("mvq.cu");
+    for name in MVQ_MIX_KERNELS {
+        assert!(mvq.contains(&format!("MVQ_MIX_KERNEL({name}, ")), "{name}");
+    }
 }
 
 #[test]

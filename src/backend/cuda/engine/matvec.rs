@@ -13,7 +13,7 @@ use super::mma::mma_mix_split;
 use super::weights::{DevLayer, DevWeight};
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP, MODE_STORE};
 use crate::backend::cuda::{
-    GpuBuf, GpuStream, MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE,
+    GpuBuf, GpuStream, MVQ_BASE, MVQ_DENSE, MVQ_MIX_BASE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE,
 };
 use crate::backend::BResult;
 use crate::model::Activation;
@@ -120,6 +120,43 @@ pub(in crate::backend::cuda) fn launch_groups(
         }
     }
     out
+}
+
+/// The mixed one-row module of a side-by-side op (mode 0, q|k|v) over `tys` at `rows` rows:
+/// when every matrix is packed (vectorized, off the tensor cores) and they hold exactly two
+/// formats, `Some((kind, fa, fb))`, fa the format of lower id, whose matrices the launch
+/// takes first (kernels/mvq.cu mvq_mix_body), and kind `MVQ_MIX_BASE + fa * formats + fb`.
+/// One row only: a multi-row tile keeps a launch per format. Each output keeps its own
+/// format's walk, so the choice is timing only. Why: gemma3's Q4_K_M file (v in Q8_0 beside
+/// q and k in Q5_0 in 9 of 18 layers) paid a second launch's chain for v's 256 rows.
+pub(in crate::backend::cuda) fn mix_of(
+    tys: impl Iterator<Item = (MatKind, bool)>,
+    rows: usize,
+    mode: i32,
+) -> Option<(usize, GgmlType, GgmlType)> {
+    if rows != 1 || mode != MODE_STORE {
+        return None;
+    }
+    let mut fmts: Vec<GgmlType> = Vec::with_capacity(2);
+    for ((ty, packed), mma) in tys {
+        if !packed || mma {
+            return None;
+        }
+        if !fmts.contains(&ty) {
+            fmts.push(ty);
+        }
+    }
+    let [a, b] = fmts[..] else {
+        return None;
+    };
+    let (fa, fb) = if fmt_of(a) < fmt_of(b) {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let nf = GgmlType::ALL.len();
+    let kind = MVQ_MIX_BASE + fmt_of(fa) as usize * nf + fmt_of(fb) as usize;
+    Some((kind, fa, fb))
 }
 
 /// Weight rows per warp of a vectorized launch (1, 2 or 4; gate|up at least 2, a gate row
@@ -336,9 +373,13 @@ pub(super) fn modules_needed(
 ) -> (Vec<(usize, usize)>, Vec<GgmlType>) {
     let mut kinds: Vec<usize> = Vec::new();
     let mut pre: Vec<usize> = Vec::new();
+    let mut mix: Vec<usize> = Vec::new();
     let mut mma: Vec<GgmlType> = Vec::new();
     let mut need = |tys: &[&DevWeight], mode: i32, folds: bool| {
         mma.extend(tys.iter().filter(|w| w.mma).map(|w| w.ty));
+        if let Some((k, _, _)) = mix_of(tys.iter().map(|w| (w.kind(), w.mma)), 1, mode) {
+            mix.push(k);
+        }
         let groups = launch_groups(tys.iter().filter(|w| !w.mma).map(|w| w.kind()), mode);
         if folds {
             // gemma3: q|k|v and gate|up may fold a post-norm add at one row (`PreAdd`).
@@ -360,12 +401,15 @@ pub(super) fn modules_needed(
     kinds.dedup();
     pre.sort_unstable();
     pre.dedup();
+    mix.sort_unstable();
+    mix.dedup();
     let tiles = tiles_up_to(max_rows);
-    // The folding kinds at one row only: the fold never runs on a larger tile (pre_fuses).
+    // The folding and mixed kinds at one row only: neither runs a larger tile (pre_fuses,
+    // mix_of).
     let need: Vec<(usize, usize)> = kinds
         .iter()
         .flat_map(|&k| tiles.iter().map(move |&t| (k, t)))
-        .chain(pre.into_iter().map(|k| (k, 1)))
+        .chain(pre.into_iter().chain(mix).map(|k| (k, 1)))
         .collect();
     mma.sort_unstable_by_key(|t| *t as usize);
     mma.dedup();
@@ -485,6 +529,15 @@ impl CudaEngine {
         let k0 = mats[0].0.kind();
         if mode == MODE_GATE_UP || mats.iter().all(|(w, _)| w.kind() == k0) {
             return self.mv_launch(s, mats, x, pre, norm, rows, mode, wpf, op);
+        }
+        // Two vectorized formats side by side at one row (gemma3's q|k|v): one mixed launch,
+        // when its one-row tile stages (as every such launch of one format does).
+        if let Some(mix) = mix_of(mats.iter().map(|(w, _)| (w.kind(), w.mma)), rows, mode) {
+            let n_in = mats[0].0.cols;
+            let features: usize = mats.iter().map(|(w, _)| w.rows).sum();
+            if 4 * n_in <= self.dx.stage_max && !mvq_dense(1, n_in, features, false, self.dx.sms) {
+                return self.mvq_mix_launch(s, mats, x, pre, norm, mix, op);
+            }
         }
         // Mixed kinds side by side (q|k|v): one launch per kind, each with the op's split,
         // so every feature's bits are those of a fused launch.
@@ -781,6 +834,101 @@ impl CudaEngine {
             unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
             self.prof_end(s, prof_kind, e0);
         }
+        Ok(())
+    }
+
+    /// The mixed one-row launch (kernels/mvq.cu mvq_x1 / mvq_x2) over side-by-side matrices
+    /// of two packed formats (`mix_of`: kind, fa, fb): fa's matrices first, in their order,
+    /// then fb's, each output written through its own pointer (so the order is free); the
+    /// grid shared between the two formats' walks in proportion to their groups. Staged, so
+    /// the prologue normalizes (and, with `pre`, forms the post-norm add) in every block.
+    #[allow(clippy::too_many_arguments)]
+    fn mvq_mix_launch(
+        &self,
+        s: &GpuStream,
+        mats: &[(&DevWeight, u64)],
+        x: u64,
+        pre: Option<PreAdd>,
+        norm: Option<&GpuBuf>,
+        (kind, fa, fb): (usize, GgmlType, GgmlType),
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let mut ord: Vec<(&DevWeight, u64)> = Vec::with_capacity(mats.len());
+        ord.extend(mats.iter().filter(|(w, _)| w.ty == fa));
+        ord.extend(mats.iter().filter(|(w, _)| w.ty == fb));
+        let (mut a, features) = self.mv_args(&ord, x, norm, MODE_STORE, op)?;
+        let n_in = ord[0].0.cols;
+        let fa_features: usize = ord
+            .iter()
+            .filter(|(w, _)| w.ty == fa)
+            .map(|(w, _)| w.rows)
+            .sum();
+        if !ord.iter().all(|(w, _)| w.packed && !w.mma)
+            || fa_features == 0
+            || fa_features == features
+        {
+            return Err(self.err(&op(), "a mixed launch needs packed matrices of two formats"));
+        }
+        if 4 * n_in > self.dx.stage_max {
+            return Err(self.err(&op(), "a mixed launch of an unstaged tile"));
+        }
+        a.rows = 1;
+        if let Some(p) = pre {
+            a.res_o = self.o.at(0);
+            a.res_w = p.w.at(0);
+            a.res_out = p.out;
+        }
+        let nw = mvq_rows_per_warp(features, false, 1);
+        let resident = mvq_blocks_per_sm(nw, 1) * self.dx.sms;
+        let need_a = fa_features.div_ceil(nw).div_ceil(MV_WARPS);
+        let need_b = (features - fa_features).div_ceil(nw).div_ceil(MV_WARPS);
+        // Each format's blocks: all it can use when the two fit one wave, else the wave
+        // shared in proportion (at least one block each). Timing only.
+        let (nba, nbb) = if need_a + need_b <= resident {
+            (need_a, need_b)
+        } else {
+            let ba = (resident * need_a / (need_a + need_b)).clamp(1, resident - 1);
+            (ba, resident - ba)
+        };
+        let smem = mvq_smem(fa, 1, n_in, true, pre.is_some()).max(mvq_smem(
+            fb,
+            1,
+            n_in,
+            true,
+            pre.is_some(),
+        ));
+        if smem > self.dx.smem_max {
+            return Err(self.err(
+                &op(),
+                format!("{smem} bytes of shared memory for a mixed one-row launch of width {n_in}"),
+            ));
+        }
+        let f = self.dx.mv_variant(kind, 1, nw.trailing_zeros() as usize)?;
+        let cfg = LaunchConfig {
+            grid_dim: (to_u32(nba + nbb, "matvec blocks")?, 1, 1),
+            block_dim: (32 * MV_WARPS as u32, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        let (feat_i, fa_i, nba_i) = (
+            to_i32(features, "matvec features")?,
+            to_i32(fa_features, "matvec features")?,
+            to_i32(nba, "matvec blocks")?,
+        );
+        let prof_kind = MV_PROF[Self::prof_op(MODE_STORE, ord.len(), norm.is_some())];
+        let e0 = self.prof_start(s);
+        let mut p = [kp(&a), kp(&feat_i), kp(&fa_i), kp(&nba_i)];
+        // SAFETY: mvq_xN(MvArgs a, int features, int fa, int nba) of the mixed module `kind`
+        // (MVQ_FMT fa, MVQ_FMT2 fb, MVQ_PRE, one-row), N = nw (1 or 2: mvq_rows_per_warp at
+        // one row); MvArgs is laid out as the CUDA struct of an MVQ_PRE module (res_* zero
+        // unless `pre`), its matrices fa's (features 0..fa_features) then fb's, each packed
+        // in crate::quant::repack's layout of its format (checked above), all of width n_in
+        // (mv_args), a multiple of 32; x holds one row of n_in values and each y one row of
+        // n_out (engine scratch); the tile is staged (4 n_in <= stage_max, checked) and the
+        // dynamic shared memory requested (<= smem_max, opted in at load) is the larger of
+        // the two formats' one-row layouts (mvq_smem), which each half lays out for itself;
+        // norm, when set, holds n_in values; 1 <= nba < nba + nbb blocks.
+        unsafe { self.dx.launch(s, f, &cfg, &mut p) }.map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, prof_kind, e0);
         Ok(())
     }
 

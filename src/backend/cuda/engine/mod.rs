@@ -63,9 +63,9 @@ use graph::{Graph, GraphKey};
 pub(super) use matvec::fmt_of;
 #[cfg(test)]
 pub(super) use matvec::{
-    kind_of, launch_groups, mv_args_bytes, mv_args_prefix_bytes, mv_kind, mvq_blocks_per_sm,
-    mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind, row_tiles, tiles_up_to,
-    warps_per_feature, MVD_ROWS, MVQ_PRE_MAX,
+    kind_of, launch_groups, mix_of, mv_args_bytes, mv_args_prefix_bytes, mv_kind,
+    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind, row_tiles,
+    tiles_up_to, warps_per_feature, MVD_ROWS, MVQ_PRE_MAX,
 };
 use matvec::{modules_needed, MatKind, PreAdd};
 use mma::MmaScratch;

@@ -446,7 +446,7 @@ __device__ __forceinline__ float tree32_split(float (&v)[NW][RT], int lane) {
 // first when it starts a group), then the current one's (in `cur`) are multiplied in, and a
 // finished group is reduced (tree32) and written. Returns whether an item is left.
 template <int FMT, int RT, int NW, typename RowOf>
-__device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int groups, int nf,
+__device__ __forceinline__ bool mvq_item(const MvArgs& a, int f0, int features, int groups, int nf,
                                          bool gu, int all_warps, int rounds, int nu, int lane,
                                          int r0, RowOf& row_of, Cur (&k)[NW],
                                          Unit<FMT> (&cur)[NW], Unit<FMT> (&nxt)[NW], int& grp,
@@ -509,7 +509,7 @@ __device__ __forceinline__ bool mvq_item(const MvArgs& a, int features, int grou
                 }
         }
         if (lane < nf * RT) {
-            int o, f = grp * nf + lane / RT;
+            int o, f = f0 + grp * nf + lane / RT;
             int mi = mv_locate(a, features, f, &o);
             if (mi >= 0) mv_finish(a, mi, o, r0 + lane % RT, sv, tv);
         }
@@ -585,12 +585,13 @@ __device__ __forceinline__ void mvq_stage_fast(const MvArgs& a, const float* X, 
     __syncthreads();
 }
 
-// The weight row of feature slot i of group grp, groups of nf features (mode 2: slots
-// nf..2nf - 1 are the up rows of slots 0..nf - 1); a dead slot reads row 0 of matrix 0.
-__device__ __forceinline__ const u8* mvq_row(const MvArgs& a, int features, int nf, bool gu,
-                                             int grp, int i) {
+// The weight row of feature slot i of group grp, groups of nf features from feature f0 on
+// (mode 2: slots nf..2nf - 1 are the up rows of slots 0..nf - 1); a dead slot reads row 0 of
+// matrix 0.
+__device__ __forceinline__ const u8* mvq_row(const MvArgs& a, int f0, int features, int nf,
+                                             bool gu, int grp, int i) {
     int o;
-    int f = grp * nf + (gu ? i % nf : i);
+    int f = f0 + grp * nf + (gu ? i % nf : i);
     int m = mv_locate(a, features, f, &o);
     if (m < 0) return a.m[0].w;
     if (gu && i >= nf) return a.m[1].w + (size_t)o * a.m[1].row_bytes;
@@ -766,17 +767,24 @@ __device__ __forceinline__ const float* mvq_prologue(const MvArgs& a, int r0, fl
 // A tile that does not stage reads x from global rows that stage_rows laid out (swizzled
 // and, for a norm launch, normalized with the same expressions), so a row's bits never
 // depend on the staging.
+// The walk covers features f0 .. features - 1 with blocks bx of nb (a launch of one format:
+// 0, all of them, blockIdx.x of gridDim.x; the mixed launch, mvq_mix_body, gives each
+// format's features its own share of the grid). Which block and warp computes a feature is
+// timing only.
 template <int FMT, int RT, int NW, bool XS>
-__device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* smem, float* red) {
+__device__ __forceinline__ void mvq_run(const MvArgs& a, int f0, int features, int bx, int nb,
+                                        float* smem, float* red) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int n = a.n_in, nu = n >> 5, rounds = (nu + 31) >> 5;
     const int r0 = blockIdx.y * RT;
     const bool gu = a.mode == 2;
     const int nf = gu ? NW / 2 : NW;
-    const int groups = (features + nf - 1) / nf;
-    const int all_warps = gridDim.x * MV_WARPS;
-    auto row_of = [&](int grp, int i) -> const u8* { return mvq_row(a, features, nf, gu, grp, i); };
-    int grp = blockIdx.x * MV_WARPS + warp, it = 0;
+    const int groups = (features - f0 + nf - 1) / nf;
+    const int all_warps = nb * MV_WARPS;
+    auto row_of = [&](int grp, int i) -> const u8* {
+        return mvq_row(a, f0, features, nf, gu, grp, i);
+    };
+    int grp = bx * MV_WARPS + warp, it = 0;
     Cur k[NW];  // this warp's current group's rows (lane cursors)
     Unit<FMT> ua[NW], ub[NW];
 #pragma unroll
@@ -806,11 +814,11 @@ __device__ __forceinline__ void mvq_run(const MvArgs& a, int features, float* sm
     // flight across rounds and groups. Two items per trip, the buffers' roles swapped, so no
     // unit is copied between registers.
     while (grp < groups) {  // uniform over the warp
-        if (!mvq_item<FMT, RT, NW>(a, features, groups, nf, gu, all_warps, rounds, nu, lane, r0,
-                                   row_of, k, ua, ub, grp, it, X, n, xsum, acc))
+        if (!mvq_item<FMT, RT, NW>(a, f0, features, groups, nf, gu, all_warps, rounds, nu, lane,
+                                   r0, row_of, k, ua, ub, grp, it, X, n, xsum, acc))
             break;
-        mvq_item<FMT, RT, NW>(a, features, groups, nf, gu, all_warps, rounds, nu, lane, r0, row_of,
-                              k, ub, ua, grp, it, X, n, xsum, acc);
+        mvq_item<FMT, RT, NW>(a, f0, features, groups, nf, gu, all_warps, rounds, nu, lane, r0,
+                              row_of, k, ub, ua, grp, it, X, n, xsum, acc);
     }
 }
 
@@ -888,7 +896,7 @@ __device__ __forceinline__ void mvd_rows(const MvArgs& a, int features, int nf, 
 template <int FMT>
 __device__ __forceinline__ void mvd_load(const MvArgs& a, int features, int nf, bool gu, int nu,
                                          const MvdPos& p, const MvdRows& r, Unit<FMT> (&u)[1]) {
-    const u8* row = r.fast ? r.base + (size_t)p.si * r.rb : mvq_row(a, features, nf, gu, p.grp, p.si);
+    const u8* row = r.fast ? r.base + (size_t)p.si * r.rb : mvq_row(a, 0, features, nf, gu, p.grp, p.si);
     Cur k;
     Unit<FMT>::init(k, row, p.su, nu);
     u[0].load(k, 0);
@@ -1004,8 +1012,30 @@ __device__ __forceinline__ void mvq_body(const MvArgs& a, int features, int stag
     DYN_SHARED(float4, mvq_smem4);
     __shared__ float red[8 * RT];  // sumsq256's warp sums (8 per row: mvq_stage_fast)
     pdl_trigger();
-    if (stage_x) mvq_run<FMT, RT, NW, true>(a, features, (float*)mvq_smem4, red);
-    else mvq_run<FMT, RT, NW, false>(a, features, (float*)mvq_smem4, red);
+    if (stage_x) mvq_run<FMT, RT, NW, true>(a, 0, features, blockIdx.x, gridDim.x, (float*)mvq_smem4, red);
+    else mvq_run<FMT, RT, NW, false>(a, 0, features, blockIdx.x, gridDim.x, (float*)mvq_smem4, red);
+}
+
+// The mixed one-row launch: matrices side by side (mode 0, q|k|v) of two formats, FA's
+// first (features 0 .. fa - 1), then FB's (fa .. features - 1), in one launch instead of one
+// per format. Blocks 0 .. nba - 1 walk FA's features as mvq_run<FA> over a grid of nba
+// blocks, the rest FB's as mvq_run<FB> over the others: each feature's dot is its format's
+// walk, the one its own launch runs, so every output has that launch's bits (mvq_emu). Each
+// block stages the tile itself (one-row tiles, always staged: the host's rule), and a folded
+// post-norm add (MVQ_PRE) is formed by every block and written by block (0, 0) only, as in
+// a launch of one format. Why: gemma3's Q4_K_M file holds v in Q8_0 beside q and k in Q5_0
+// in 9 of its 18 layers, and each of those layers paid a second launch's whole chain (the
+// wait, the norm, the staging) for v's 256 rows.
+template <int FA, int FB, int NW>
+__device__ __forceinline__ void mvq_mix_body(const MvArgs& a, int features, int fa, int nba) {
+    DYN_SHARED(float4, mvq_smem4);
+    __shared__ float red[8];  // sumsq256's warp sums (mvq_stage_fast at RT = 1)
+    pdl_trigger();
+    if ((int)blockIdx.x < nba)
+        mvq_run<FA, 1, NW, true>(a, 0, fa, blockIdx.x, nba, (float*)mvq_smem4, red);
+    else
+        mvq_run<FB, 1, NW, true>(a, fa, features, blockIdx.x - nba, gridDim.x - nba,
+                                 (float*)mvq_smem4, red);
 }
 
 template <int FMT>
@@ -1031,6 +1061,23 @@ __device__ __forceinline__ void mvd_body(const MvArgs& a, int features, int stag
     }
 // One variant per engine module (MVQ_NW, src/backend/cuda/nvrtc.rs build_mv), all of them
 // without it (scripts/nvrtc-check.py); the dense walk (MVQ_NW 8) in one-row modules only.
+// A mixed module (MVQ_FMT2 defined: engine/matvec.rs mix_kind) holds only mvq_x1 / mvq_x2.
+#if defined(MVQ_FMT2)
+#if MV_RT != 1
+#error "a mixed vectorized module is one-row only"
+#endif
+#define MVQ_MIX_ARGS MvArgs a, int features, int fa, int nba
+#define MVQ_MIX_KERNEL(NAME, NW)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, MVQ_MIN_BLOCKS(NW)) NAME(MVQ_MIX_ARGS) { \
+        mvq_mix_body<MVQ_FMT, MVQ_FMT2, NW>(a, features, fa, nba);                               \
+    }
+#if !defined(MVQ_NW) || MVQ_NW == 1
+MVQ_MIX_KERNEL(mvq_x1, 1)
+#endif
+#if !defined(MVQ_NW) || MVQ_NW == 2
+MVQ_MIX_KERNEL(mvq_x2, 2)
+#endif
+#else
 #if !defined(MVQ_NW) || MVQ_NW == 1
 MVQ_KERNEL(mvq_w1, 1)
 #endif
@@ -1050,5 +1097,6 @@ extern "C" __global__ void __launch_bounds__(256, 3) mvq_d8(MVQ_ARGS) {
     mvd_body<MVQ_FMT>(a, features, stage_x);
 }
 #endif
+#endif  // MVQ_FMT2
 
 #endif
