@@ -14,7 +14,9 @@
 #  - bench/: N's eager and B=8 on the Gemma-3 twin beside llama.cpp built in this call (the
 #    anchors tarball), ROUNDS rounds (summary.txt, vs-llamacpp.json); bench-O/: O's the same,
 #    after it, on the same llama.cpp build.
-# Run: OUT=DIR receipts/decode-profile-cuda/mixed-qkv/call1.sh (from the repo root).
+# Run: OUT=DIR receipts/decode-profile-cuda/mixed-qkv/call1.sh (from the repo root). As run
+# (2026-12-06, one H100, `nvidia-h100-x1`): as written; its files are in h100/. A call returns
+# 8 files, so bench-O/ did not come back: its summary, as printed, is in h100/printed.txt.
 set -u
 OUT=${OUT:?}
 T0=$(date +%s)
