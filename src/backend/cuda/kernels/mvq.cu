@@ -1061,7 +1061,7 @@ __device__ __forceinline__ void mvd_body(const MvArgs& a, int features, int stag
     }
 // One variant per engine module (MVQ_NW, src/backend/cuda/nvrtc.rs build_mv), all of them
 // without it (scripts/nvrtc-check.py); the dense walk (MVQ_NW 8) in one-row modules only.
-// A mixed module (MVQ_FMT2 defined: engine/matvec.rs mix_kind) holds only mvq_x1 / mvq_x2.
+// A mixed module (MVQ_FMT2 defined: engine/matvec.rs mix_of) holds only mvq_x1 / mvq_x2.
 #if defined(MVQ_FMT2)
 #if MV_RT != 1
 #error "a mixed vectorized module is one-row only"
