@@ -157,6 +157,14 @@ Inputs make_inputs(const Case& c) {
     return in;
 }
 
+// engine/matvec.rs mvq_smem: the staged tile, the run sums for a format with offsets, the
+// tile's norm factors, and with `pre` three rows at the next 16-byte boundary.
+size_t mvq_smem(const Fmt& f, int rt, int n, bool staged, bool pre) {
+    size_t floats = (staged ? (size_t)rt * n : 0) + (f.offs ? (size_t)rt * n / 16 : 0) + rt;
+    if (pre) floats = (floats + 3) / 4 * 4 + 3 * (size_t)n;
+    return 4 * floats;
+}
+
 // Every row's outputs (gate|up: the act(gate) * up products) from launches of tile `rt`
 // (index ri into RTS), rows-per-warp kernel nwi (3: the dense walk, groups of 8 rows, RT = 1
 // only), staged or laid out, with `blocks` blocks per tile (0: one warp per group), over the
@@ -191,15 +199,12 @@ std::vector<float> run(const Case& c, const Inputs& in, int ri, int nwi, bool st
     // engine/matvec.rs mvq_launch's grid (uncapped) and mvq_smem.
     const int all = ((features + per_group - 1) / per_group + MV_WARPS - 1) / MV_WARPS;
     const int nb = blocks ? blocks : all;
-    size_t floats = (staged ? (size_t)rt * c.n : 0) + (c.fm->offs ? (size_t)rt * c.n / 16 : 0) + rt;
     if (pre) {
-        // engine/matvec.rs mvq_smem with pre: three rows at the next 16-byte boundary.
-        floats = (floats + 3) / 4 * 4 + 3 * (size_t)c.n;
         a.res_o = pre->o;
         a.res_w = pre->w;
         a.res_out = pre->out;
     }
-    const size_t smem = 4 * floats;
+    const size_t smem = mvq_smem(*c.fm, rt, c.n, staged, pre != nullptr);
     emu_launch(dense ? c.fm->d : c.fm->k[ri][nwi], dim3{(unsigned)nb, (unsigned)tiles, 1}, dim3{32 * MV_WARPS, 1, 1}, smem, a,
                features, (int)staged);
     // Mode 0: every matrix's outputs, matrix after matrix (gate|up writes the first's).
@@ -270,13 +275,6 @@ const MixPair PAIRS[] = {
     {"q4_0", "q5_1", {km<FMT_Q4_0, FMT_Q5_1, 1>, km<FMT_Q4_0, FMT_Q5_1, 2>}},
 };
 
-// engine/matvec.rs mvq_smem of a staged one-row tile (with `pre`: three rows after it).
-size_t smem_one_row(const Fmt& f, int n, bool pre) {
-    size_t floats = (size_t)n + (f.offs ? (size_t)n / 16 : 0) + 1;
-    if (pre) floats = (floats + 3) / 4 * 4 + 3 * (size_t)n;
-    return 4 * floats;
-}
-
 struct MixMat {
     const Fmt* fm;
     int n_out;
@@ -339,8 +337,8 @@ int mix_check(const MixPair& p, int n) {
     for (auto& t : g) t = 0.5f + frand();
     for (auto& t : o) t = frand();
     for (auto& t : pw) t = 0.5f + frand();
-    const size_t sm[2] = {std::max(smem_one_row(fa, n, false), smem_one_row(fb, n, false)),
-                          std::max(smem_one_row(fa, n, true), smem_one_row(fb, n, true))};
+    const size_t sm[2] = {std::max(mvq_smem(fa, 1, n, true, false), mvq_smem(fb, 1, n, true, false)),
+                          std::max(mvq_smem(fa, 1, n, true, true), mvq_smem(fb, 1, n, true, true))};
     int checked = 0;
     for (const auto& mats : shapes) {
         int feat_a = 0, features = 0;
@@ -355,7 +353,7 @@ int mix_check(const MixPair& p, int n) {
                 std::vector<float> out(n, std::nanf(""));
                 const Pre pr{o.data(), pw.data(), out.data()};
                 const std::vector<float> r = mix_launch({m}, n, x, g, withpre ? &pr : nullptr, m->fm->k[0][0], nullptr, 0,
-                                                        0, 0, smem_one_row(*m->fm, n, withpre));
+                                                        0, 0, mvq_smem(*m->fm, 1, n, true, withpre));
                 ref.insert(ref.end(), r.begin(), r.end());
                 if (withpre) ref_out = out;
             }

@@ -137,18 +137,21 @@ pub(in crate::backend::cuda) fn mix_of(
     if rows != 1 || mode != MODE_STORE {
         return None;
     }
-    let mut fmts: Vec<GgmlType> = Vec::with_capacity(2);
+    // The first format seen, and the second (a third: no mix). No Vec: this runs for every
+    // op of two formats, every decode step with graphs off.
+    let (mut a, mut b): (Option<GgmlType>, Option<GgmlType>) = (None, None);
     for ((ty, packed), mma) in tys {
         if !packed || mma {
             return None;
         }
-        if !fmts.contains(&ty) {
-            fmts.push(ty);
+        match (a, b) {
+            (None, _) => a = Some(ty),
+            (Some(t), None) if t != ty => b = Some(ty),
+            (Some(t), Some(u)) if t != ty && u != ty => return None,
+            _ => {}
         }
     }
-    let [a, b] = fmts[..] else {
-        return None;
-    };
+    let (a, b) = (a?, b?);
     let (fa, fb) = if fmt_of(a) < fmt_of(b) {
         (a, b)
     } else {
