@@ -45,7 +45,7 @@ pub use mma::{
     mma_format_types, mma_note, MmaMode, MmaSel, MMA_AUTO_MIN_BATCH, MMA_AUTO_MIN_EMBD,
     MMA_AUTO_MIN_ROWS,
 };
-pub(crate) use nvrtc::{MVQ_BASE, MVQ_DENSE, MVQ_MIX_BASE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE};
+pub(crate) use nvrtc::{mvq_mix_kind, MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE};
 pub use stream::{queues_for_fault_holds, GpuEvent, GpuStream};
 
 use cudarc::driver::result;

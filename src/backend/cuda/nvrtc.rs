@@ -131,6 +131,17 @@ pub(crate) const MVQ_MIX_BASE: usize = MVQ_PRE_BASE + crate::quant::GgmlType::AL
 
 pub(crate) const MV_KINDS: usize = MVQ_MIX_BASE + crate::quant::GgmlType::ALL.len().pow(2);
 
+/// The mixed kind of format ids fa, fb (`engine::fmt_of`); `mvq_mix_pair` reads it back.
+pub(crate) fn mvq_mix_kind(fa: usize, fb: usize) -> usize {
+    MVQ_MIX_BASE + fa * crate::quant::GgmlType::ALL.len() + fb
+}
+
+/// The format ids (fa, fb) of a mixed kind (`kind >= MVQ_MIX_BASE`).
+pub(crate) fn mvq_mix_pair(kind: usize) -> (usize, usize) {
+    let nf = crate::quant::GgmlType::ALL.len();
+    ((kind - MVQ_MIX_BASE) / nf, (kind - MVQ_MIX_BASE) % nf)
+}
+
 /// The kernels of a vectorized module, by weight rows per warp (1, 2, 4), then the dense
 /// one-row walk (`mvq_d8`, groups of 8 rows; one-row modules only: `mv_parts`).
 pub(crate) const MVQ_KERNELS: [&str; 4] = ["mvq_w1", "mvq_w2", "mvq_w4", "mvq_d8"];
@@ -682,8 +693,7 @@ impl DevCtx {
             format!("#define MV_GENERIC\n#define MV_RT {tile}\n")
         } else if mixed {
             // The pair's module: one-row (kernels/mvq.cu rejects another tile), folding.
-            let nf = crate::quant::GgmlType::ALL.len();
-            let (fa, fb) = ((kind - MVQ_MIX_BASE) / nf, (kind - MVQ_MIX_BASE) % nf);
+            let (fa, fb) = mvq_mix_pair(kind);
             format!(
                 "#define MVQ_FMT {fa}\n#define MVQ_FMT2 {fb}\n#define MV_RT {tile}\n\
                  #define MVQ_NW {}\n#define MVQ_PRE\n",

@@ -9,11 +9,10 @@ use super::engine::{
 };
 use super::mma::{MMA_FORMATS, MMA_KERNELS, MMA_SOURCES};
 use super::nvrtc::{
-    KERNELS, MVQ_KERNELS, MVQ_MIX_KERNELS, MV_KERNEL, MV_KINDS, MV_SOURCES, SOURCES,
+    mvq_mix_kind, mvq_mix_pair, KERNELS, MVQ_KERNELS, MVQ_MIX_BASE, MVQ_MIX_KERNELS, MV_KERNEL,
+    MV_KINDS, MV_SOURCES, SOURCES,
 };
-use super::{
-    CudaBackend, MVQ_BASE, MVQ_DENSE, MVQ_MIX_BASE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE,
-};
+use super::{CudaBackend, MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE};
 use crate::quant::GgmlType;
 
 /// The text of kernel source file `name` (one of SOURCES).
@@ -354,6 +353,22 @@ fn a_launch_of_one_format_gets_that_formats_module_and_a_mix_the_generic_one() {
     // Then the mixed one-row kinds, one per ordered pair of format ids (mix_of).
     assert_eq!(MVQ_MIX_BASE, 3 * GgmlType::ALL.len() + 1);
     assert_eq!(MV_KINDS, MVQ_MIX_BASE + GgmlType::ALL.len().pow(2));
+}
+
+#[test]
+fn a_mixed_kind_reads_back_as_its_pair_of_formats() {
+    // build_mv reads the pair back from the kind mix_of formed: every ordered pair, one kind
+    // each, all of them inside the mixed range.
+    let nf = GgmlType::ALL.len();
+    let mut seen = std::collections::HashSet::new();
+    for fa in 0..nf {
+        for fb in 0..nf {
+            let k = mvq_mix_kind(fa, fb);
+            assert!((MVQ_MIX_BASE..MV_KINDS).contains(&k), "{fa} {fb}: kind {k}");
+            assert_eq!(mvq_mix_pair(k), (fa, fb));
+            assert!(seen.insert(k), "{fa} {fb}: kind {k} twice");
+        }
+    }
 }
 
 #[test]

@@ -13,7 +13,7 @@ use super::mma::mma_mix_split;
 use super::weights::{DevLayer, DevWeight};
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_ADD, MODE_GATE_UP, MODE_STORE};
 use crate::backend::cuda::{
-    GpuBuf, GpuStream, MVQ_BASE, MVQ_DENSE, MVQ_MIX_BASE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE,
+    mvq_mix_kind, GpuBuf, GpuStream, MVQ_BASE, MVQ_DENSE, MVQ_PRE_BASE, MV_GENERIC, MV_MAX_TILE,
 };
 use crate::backend::BResult;
 use crate::model::Activation;
@@ -157,9 +157,11 @@ pub(in crate::backend::cuda) fn mix_of(
     } else {
         (b, a)
     };
-    let nf = GgmlType::ALL.len();
-    let kind = MVQ_MIX_BASE + fmt_of(fa) as usize * nf + fmt_of(fb) as usize;
-    Some((kind, fa, fb))
+    Some((
+        mvq_mix_kind(fmt_of(fa) as usize, fmt_of(fb) as usize),
+        fa,
+        fb,
+    ))
 }
 
 /// Weight rows per warp of a vectorized launch (1, 2 or 4; gate|up at least 2, a gate row
