@@ -858,10 +858,33 @@ impl CudaEngine {
         (kind, fa, fb): (usize, GgmlType, GgmlType),
         op: &dyn Fn() -> String,
     ) -> BResult<()> {
-        let mut ord: Vec<(&DevWeight, u64)> = Vec::with_capacity(mats.len());
-        ord.extend(mats.iter().filter(|(w, _)| w.ty == fa));
-        ord.extend(mats.iter().filter(|(w, _)| w.ty == fb));
-        let (mut a, features) = self.mv_args(&ord, x, norm, MODE_STORE, op)?;
+        // fa's matrices first, then fb's, on the stack: MvArgs holds at most three (q|k|v),
+        // and this runs on every one-row q|k|v launch when graphs are off.
+        let mut buf = [*mats
+            .first()
+            .ok_or_else(|| self.err(&op(), "a mixed launch of no matrices"))?;
+            3];
+        if mats.len() > buf.len() {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "a mixed launch of {} matrices (at most {})",
+                    mats.len(),
+                    buf.len()
+                ),
+            ));
+        }
+        let mut n = 0;
+        for m in mats
+            .iter()
+            .filter(|(w, _)| w.ty == fa)
+            .chain(mats.iter().filter(|(w, _)| w.ty == fb))
+        {
+            buf[n] = *m;
+            n += 1;
+        }
+        let ord = &buf[..n];
+        let (mut a, features) = self.mv_args(ord, x, norm, MODE_STORE, op)?;
         let n_in = ord[0].0.cols;
         let fa_features: usize = ord
             .iter()
