@@ -6,7 +6,10 @@
 # What it proves, for each build after the first against the first:
 #  1. the same bits: `ppn-gate diff` of receipts of every arm and serve at N = 2 (a prime
 #     chunk of 64 for the GEMM, B = 8), on each file of SAME (default: the 8192-wide 70B slice
-#     and the 8B l8 Q4_K slice under --mma auto, a 4-layer Q4_K_M file under --mma on);
+#     and the 8B l8 Q4_K slice under --mma auto, a 4-layer Q4_K_M file under --mma on).
+#     Under --mma auto this run's --batch 8 and --chunk 64 put every format the tensor cores
+#     cover on them for the whole run, reference included: any file's FFMA launches
+#     (its one-row decode, which SPEED's decode-only eager times) are compared only under off;
 #     a line per pair in $OUT/same.txt, `same: ...` or what differs (placement.resident left
 #     out: the engine's scratch bytes are the build's, not the bits; every other field and
 #     every logits hash compared);
