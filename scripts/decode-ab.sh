@@ -8,10 +8,11 @@
 #     chunk of 64 for the GEMM, B = 8), on each file of SAME (default: the 8192-wide 70B slice
 #     and the 8B l8 Q4_K slice under --mma auto, a 4-layer Q4_K_M file under --mma on).
 #     Under --mma auto that run's --batch 8, --chunk 64 and serve arm put every format the
-#     tensor cores cover on them for the whole run, reference included, so a second line per
-#     file compares eager and pipelined alone (prompt 70, 24 generated): under auto, the
-#     one-row kernels that SPEED's decode-only eager times (FFMA for every matrix auto does
-#     not give the tensor cores: all of a file below 4096 wide, Q8_0 at any width);
+#     tensor cores cover on them for the whole run, reference included, so a file under auto
+#     gets a second line, eager and pipelined alone (prompt 70, 24 generated): the one-row
+#     kernels that SPEED's decode-only eager times (FFMA for every matrix auto does not give
+#     the tensor cores: all of a file below 4096 wide, Q8_0 at any width). Under on and off
+#     the first run already runs every kernel the second would;
 #     a line per pair in $OUT/same.txt, `same: ...` or what differs (placement.resident left
 #     out: the engine's scratch bytes are the build's, not the bits; every other field and
 #     every logits hash compared);
@@ -79,7 +80,7 @@ alternate() {
 for x in $SAME; do
   m=${x%%:*} mm=${x#*:}
   same_bits "$m --mma $mm" "--backend cuda --model /tmp/ab/$m.gguf --mma $mm --stages 2 --arms eager,pipelined,batched,prime,verify,serve --requests 12 --batch 8 --chunk 64 --prompt-len 70 --gen-len 8 -q"
-  same_bits "$m --mma $mm decode-only" "--backend cuda --model /tmp/ab/$m.gguf --mma $mm --stages 2 --arms eager,pipelined --prompt-len 70 --gen-len 24 -q"
+  [ "$mm" != auto ] || same_bits "$m --mma $mm decode-only" "--backend cuda --model /tmp/ab/$m.gguf --mma $mm --stages 2 --arms eager,pipelined --prompt-len 70 --gen-len 24 -q"
 done
 for m in $PREFILL; do
   for ch in 512 37; do
