@@ -14,9 +14,9 @@
 #    the same llama.cpp build.
 # Run: OUT=DIR receipts/decode-profile-cuda/mixed-qkv/call5.sh (from the repo root, carrying
 # the two .stage files); BENCH=0: same.txt only. As run (2026-12-06): named nvidia-h200, an
-# H100 came (driver 580.159.04), so BENCH=0 (31 s), files in h100-q3km/. The bench part has not
-# run yet: with llama.cpp's build (~390 s) it needs about 450 s of one call on an H200, which
-# the session's device time no longer held after the starts that failed.
+# H100 came (driver 580.159.04), so BENCH=0 (31 s), files in h100-q3km/. Then, in the next
+# session, on an H200 (driver 580.159.04) with BENCH=1 ROUNDS=3 DEADLINE=540: files in
+# h200-bench/ (276 s; bench-O/vs-llamacpp.json did not come back: a call returns 8 files).
 set -u
 OUT=${OUT:?}
 T0=$(date +%s)

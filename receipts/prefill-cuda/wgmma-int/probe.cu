@@ -178,7 +178,7 @@ __device__ __forceinline__ void wgi_issue(const MvArgs& a, const u8* XG, u8* rin
 // stage released (EB: this warp's arrival on its empty barrier; else a block barrier and
 // thread 0's refill); then the outputs through mv_finish. ACCS: acc in shared memory after the
 // ring (word o of thread tid at accS[o * NWG * 128 + tid]), NO registers fewer a thread.
-template <int BN, int NWG, int NST, bool ACCS, bool EB, typename Body>
+template <int BN, int NWG, int NST, bool ACCS, bool EB, bool WS, typename Body>
 __device__ __forceinline__ void wg_walk(const MvArgs& a, const u8* XG, int n_mt, int n_sb, int ncols, Body&& body) {
     constexpr int NO = Wgi<BN>::NO, NCT = BN / 8;
     constexpr int STAGE = Wgi<BN>::TILE + NWG * 4 * MMA_BLK;
@@ -186,18 +186,36 @@ __device__ __forceinline__ void wg_walk(const MvArgs& a, const u8* XG, int n_mt,
     u64* bar = (u64*)sm;
     u8* ring = sm + 128;
     float* accS = (float*)(ring + (size_t)NST * STAGE);
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    // WS: warpgroup 0 produces (its thread 0 issues every copy, after the stage's empty
+    // barrier; its registers go to the consumers by setmaxnreg), and the NWG consumer
+    // warpgroups follow it: tid counts the consumers' threads from 0.
+    const int tid = (int)threadIdx.x - (WS ? 128 : 0), warp = tid >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t = lane & 3;
     const int mt0 = blockIdx.y * NWG * 4, col0 = blockIdx.x * BN;
-    if (tid == 0) {
+    if (threadIdx.x == 0) {
         for (int q = 0; q < NST; ++q) {
             mbar_init(bar + q, 1);
-            if (EB) mbar_init(bar + 8 + q, NWG * 4);  // stage q emptied: every warp's arrival
+            if (EB || WS) mbar_init(bar + 8 + q, NWG * 4);  // stage q emptied: every warp's arrival
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
-    if (tid == 0)
+    if constexpr (WS) {
+        if (threadIdx.x < 128) {
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+            if (threadIdx.x == 0)
+                for (int sb = 0; sb < n_sb; ++sb) {
+                    const int q = sb % NST;
+                    if (sb >= NST) mbar_wait(bar + 8 + q, (u32)(sb / NST - 1) & 1u);
+                    fence_proxy_async();  // the consumers' generic reads before the copy's writes
+                    wgi_issue<BN, NWG, NST>(a, XG, ring, bar, q, sb, n_sb, n_mt, mt0);
+                }
+            return;
+        }
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    } else if (tid == 0) {
         for (int q = 0; q < NST && q < n_sb; ++q) wgi_issue<BN, NWG, NST>(a, XG, ring, bar, q, q, n_sb, n_mt, mt0);
+    }
     float acc[ACCS ? 1 : NO];
 #pragma unroll
     for (int o = 0; o < NO; ++o) {
@@ -207,7 +225,7 @@ __device__ __forceinline__ void wg_walk(const MvArgs& a, const u8* XG, int n_mt,
     for (int sb = 0; sb < n_sb; ++sb) {
         const int q = sb % NST;
         u8* st = ring + (size_t)q * STAGE;
-        if (EB && tid == 0 && sb >= 1 && sb - 1 + NST < n_sb) {
+        if (EB && !WS && tid == 0 && sb >= 1 && sb - 1 + NST < n_sb) {
             // EB: stage (sb - 1) % NST refilled once every warp has left it (its empty
             // barrier), not at a block barrier: the other warps go on meanwhile.
             const int qq = (sb - 1) % NST;
@@ -246,7 +264,7 @@ __device__ __forceinline__ void wg_walk(const MvArgs& a, const u8* XG, int n_mt,
             }
         };
         body(st, wt, epilogue);
-        if constexpr (EB) {
+        if constexpr (EB || WS) {
             __syncwarp();
             if (lane == 0) mbar_arrive(bar + 8 + q);  // this warp is done with stage q
             continue;
@@ -269,11 +287,11 @@ __device__ __forceinline__ void wg_walk(const MvArgs& a, const u8* XG, int n_mt,
             mv_finish(a, m, o0 + g + ((c & 2) ? 8 : 0), col, ACCS ? accS[o * NWG * 128 + tid] : acc[o], 0.0f);
     }
 }
-template <int BN, int NWG, int NST, int MINB, bool ACCS, bool PP, bool EB = false>
-__global__ void __launch_bounds__(NWG * 128, MINB) wgi_gemm(MvArgs a, const u8* XG, int n_mt, int n_sb, int ncols) {
+template <int BN, int NWG, int NST, int MINB, bool ACCS, bool PP, bool EB = false, bool WS = false>
+__global__ void __launch_bounds__((NWG + WS) * 128, MINB) wgi_gemm(MvArgs a, const u8* XG, int n_mt, int n_sb, int ncols) {
     constexpr int NO = Wgi<BN>::NO;
     const int lane = threadIdx.x & 31, g = lane >> 2;
-    wg_walk<BN, NWG, NST, ACCS, EB>(a, XG, n_mt, n_sb, ncols, [&](const u8* st, const u8* wt, auto& epilogue) {
+    wg_walk<BN, NWG, NST, ACCS, EB, WS>(a, XG, n_mt, n_sb, ncols, [&](const u8* st, const u8* wt, auto& epilogue) {
         const uint4 sc = *(const uint4*)(wt + MMA_SC_OFF + g * 32);
         int Shm[NO], Sl[NO];
 #pragma unroll
@@ -380,11 +398,11 @@ __device__ __forceinline__ void wgs_scale(u32 w, int k, u32& lo, u32& hi) {
     lo = __byte_perm(e, o, 0x6240);
     hi = __byte_perm(e, o, 0x7351);
 }
-template <int BN, int NWG, int NST, int MINB, bool ACCS, bool EB = false>
-__global__ void __launch_bounds__(NWG * 128, MINB) wgs_gemm(MvArgs a, const u8* XG, int n_mt, int n_sb, int ncols) {
+template <int BN, int NWG, int NST, int MINB, bool ACCS, bool EB = false, bool WS = false>
+__global__ void __launch_bounds__((NWG + WS) * 128, MINB) wgs_gemm(MvArgs a, const u8* XG, int n_mt, int n_sb, int ncols) {
     constexpr int NO = Wgi<BN>::NO;
     const int lane = threadIdx.x & 31, g = lane >> 2;
-    wg_walk<BN, NWG, NST, ACCS, EB>(a, XG, n_mt, n_sb, ncols, [&](const u8* st, const u8* wt, auto& epilogue) {
+    wg_walk<BN, NWG, NST, ACCS, EB, WS>(a, XG, n_mt, n_sb, ncols, [&](const u8* st, const u8* wt, auto& epilogue) {
         const uint4 sc = *(const uint4*)(wt + MMA_SC_OFF + g * 32);
         int Dl[3 * NO], Dh[3 * NO];
 #pragma unroll
@@ -502,20 +520,20 @@ static float run_eng(const MvArgs& a, const uint4* XF, const float* XE, const fl
     const dim3 grid((n_mt + 7) / 8, (ncols + 16 * wn - 1) / (16 * wn));
     return timed([&] { mma_gemm<<<grid, 128 * wn>>>(a, XF, XE, XS, n_mt, n_sb, ncols); }, reps);
 }
-template <int BN, int NWG, int NST, int MINB, bool ACCS = false, bool PP = false, bool EB = false>
+template <int BN, int NWG, int NST, int MINB, bool ACCS = false, bool PP = false, bool EB = false, bool WS = false>
 static float run_wgi(const MvArgs& a, const u8* XG, int n_mt, int n_sb, int ncols, int reps) {
     const int smem = 128 + NST * (Wgi<BN>::TILE + NWG * 4 * MMA_BLK) + (ACCS ? Wgi<BN>::NO * NWG * 128 * 4 : 0);
-    CK(cudaFuncSetAttribute(wgi_gemm<BN, NWG, NST, MINB, ACCS, PP, EB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(wgi_gemm<BN, NWG, NST, MINB, ACCS, PP, EB, WS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid((ncols + BN - 1) / BN, (n_mt + 4 * NWG - 1) / (4 * NWG));
-    return timed([&] { wgi_gemm<BN, NWG, NST, MINB, ACCS, PP, EB><<<grid, NWG * 128, smem>>>(a, XG, n_mt, n_sb, ncols); }, reps);
+    return timed([&] { wgi_gemm<BN, NWG, NST, MINB, ACCS, PP, EB, WS><<<grid, (NWG + WS) * 128, smem>>>(a, XG, n_mt, n_sb, ncols); }, reps);
 }
 
-template <int BN, int NWG, int NST, int MINB, bool ACCS = false, bool EB = false>
+template <int BN, int NWG, int NST, int MINB, bool ACCS = false, bool EB = false, bool WS = false>
 static float run_wgs(const MvArgs& a, const u8* XG, int n_mt, int n_sb, int ncols, int reps) {
     const int smem = 128 + NST * (Wgi<BN>::TILE + NWG * 4 * MMA_BLK) + (ACCS ? Wgi<BN>::NO * NWG * 128 * 4 : 0);
-    CK(cudaFuncSetAttribute(wgs_gemm<BN, NWG, NST, MINB, ACCS, EB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(wgs_gemm<BN, NWG, NST, MINB, ACCS, EB, WS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const dim3 grid((ncols + BN - 1) / BN, (n_mt + 4 * NWG - 1) / (4 * NWG));
-    return timed([&] { wgs_gemm<BN, NWG, NST, MINB, ACCS, EB><<<grid, NWG * 128, smem>>>(a, XG, n_mt, n_sb, ncols); }, reps);
+    return timed([&] { wgs_gemm<BN, NWG, NST, MINB, ACCS, EB, WS><<<grid, (NWG + WS) * 128, smem>>>(a, XG, n_mt, n_sb, ncols); }, reps);
 }
 
 int main(int argc, char** argv) {
@@ -529,7 +547,8 @@ int main(int argc, char** argv) {
     // aN-B-S: wgi with acc in shared memory; pN-B-S: wgi with sub-block s + 1's wgmma issued
     // before s's sums; sN-B-S: the scaled-A kernel (wgs); rM: held to M blocks an SM
     // (__launch_bounds__; acc in shared memory where M >= 4 or N = 2); suffix e: EB (stages
-    // freed by per-stage empty mbarriers, no block barrier). Each call's set (argv: `probe
+    // freed by per-stage empty mbarriers, no block barrier); suffix x: WS (a producer
+    // warpgroup, its registers given to the consumers by setmaxnreg). Each call's set (argv: `probe
     // [one] SET`, default the last), so that every committed probe.txt reruns from this file.
     // After call 3 the two families' common walk moved into wg_walk (the same operations;
     // ptxas allocates a few registers otherwise): call 4 re-runs w2-32-2, s1-32-3, s1-48-2.
@@ -560,10 +579,13 @@ int main(int argc, char** argv) {
         {"s1-32-3e", 32, run_wgs<32, 1, 3, 2, false, true>},
         {"s2-32-3e", 32, run_wgs<32, 2, 3, 1, false, true>},
         {"s1-48-2e", 48, run_wgs<48, 1, 2, 1, false, true>},
+        {"w2-32-3x", 32, run_wgi<32, 2, 3, 1, false, false, false, true>},
+        {"s2-48-3x", 48, run_wgs<48, 2, 3, 1, false, false, true>},
+        {"s2-32-3x", 32, run_wgs<32, 2, 3, 1, false, false, true>},
     };
     const int set = atoi(argv[argc - 1]) ? atoi(argv[argc - 1]) : 4;
     const Var* vars = set == 1 ? set1 : set == 2 ? set2 : set == 3 ? set3 : set4;
-    const int NV = set == 1 ? 8 : set == 2 ? 8 : set == 3 ? 6 : 9;
+    const int NV = set == 1 ? 8 : set == 2 ? 8 : set == 3 ? 6 : 12;
     printf("%-20s %4s %7s", "matrix (us a launch)", "cols", "eng");
     for (int i = 0; i < NV; ++i) printf(" %8s", vars[i].name);
     printf("  outputs differing from eng, each kernel\n");
