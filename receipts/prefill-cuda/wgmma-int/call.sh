@@ -4,7 +4,7 @@
 # against the wgmma kernels, microseconds a launch and differing outputs on the 8B shape's
 # matrices (probe.txt), ptxas's registers and spills (build.txt). Run from the repo root:
 #   OUT=DIR bash receipts/prefill-cuda/wgmma-int/call.sh [SET]
-# SET (1..4, default 4): the kernels of callSET/ (probe.cu main's tables).
+# SET (1..5, default 5): the kernels of callSET/ (probe.cu main's tables; set 5 not yet run).
 set -u
 OUT=${OUT:-/tmp}
 cd "$(dirname "$0")"
