@@ -21,6 +21,9 @@
 //  `probe [one] [SET]`: SET (1..5, default 5) the kernels of callSET/ (main's tables); one:
 //  gate|up at 512 columns only, each kernel twice (for Nsight Compute, call-ncu.sh).
 // Research code for one GPU call, not part of the build: no engine file includes it.
+// Since call 4: the read-write wgmma copies folded into wgs_mma (scale-d 0), one launcher
+// (run_walk) and each set's size read from its table; NVRTC's sm_90a SASS of w2-32-2, w2-64-3,
+// p1-32-3 and s1-48-2 is byte for byte what it was (compared before and after).
 // Build and run on the GPU machine (call.sh):
 //   python3 mksrc.py KERNELS && nvcc -O3 -gencode arch=compute_90a,code=sm_90a -fmad=false \
 //     -ftz=false -prec-div=true -prec-sqrt=true -o probe probe.cu && ./probe
@@ -81,7 +84,8 @@ __device__ __forceinline__ void bulk_g2s(void* dst, const void* src, u32 bytes, 
                  ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(b)) : "memory");
 }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-// The two wgmma shapes (BN = 32, 64; written out by a few lines of python: 48 and 96 outputs).
+// The write-only wgmma forms (PP), BN = 32 and 64 (written out by a few lines of python: 48
+// and 96 outputs); the read-write, accumulating forms (wgs_mma) follow the wgs comment below.
 // D = A * B (scale-d 0: D written, never read), u8 A (the warp's 16 x 32 from registers,
 // mma.sync m16n8k32's A layout), s8 B (32 x 96, K-major in shared memory), s32.
 __device__ __forceinline__ void wgi_mma_n96(int (&d)[48], const u32 (&a)[4], u64 desc) {
@@ -104,41 +108,52 @@ __device__ __forceinline__ void wgi_mma_n192(int (&d)[96], const u32 (&a)[4], u6
         : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]), "=r"(d[7]), "=r"(d[8]), "=r"(d[9]), "=r"(d[10]), "=r"(d[11]), "=r"(d[12]), "=r"(d[13]), "=r"(d[14]), "=r"(d[15]), "=r"(d[16]), "=r"(d[17]), "=r"(d[18]), "=r"(d[19]), "=r"(d[20]), "=r"(d[21]), "=r"(d[22]), "=r"(d[23]), "=r"(d[24]), "=r"(d[25]), "=r"(d[26]), "=r"(d[27]), "=r"(d[28]), "=r"(d[29]), "=r"(d[30]), "=r"(d[31]), "=r"(d[32]), "=r"(d[33]), "=r"(d[34]), "=r"(d[35]), "=r"(d[36]), "=r"(d[37]), "=r"(d[38]), "=r"(d[39]), "=r"(d[40]), "=r"(d[41]), "=r"(d[42]), "=r"(d[43]), "=r"(d[44]), "=r"(d[45]), "=r"(d[46]), "=r"(d[47]), "=r"(d[48]), "=r"(d[49]), "=r"(d[50]), "=r"(d[51]), "=r"(d[52]), "=r"(d[53]), "=r"(d[54]), "=r"(d[55]), "=r"(d[56]), "=r"(d[57]), "=r"(d[58]), "=r"(d[59]), "=r"(d[60]), "=r"(d[61]), "=r"(d[62]), "=r"(d[63]), "=r"(d[64]), "=r"(d[65]), "=r"(d[66]), "=r"(d[67]), "=r"(d[68]), "=r"(d[69]), "=r"(d[70]), "=r"(d[71]), "=r"(d[72]), "=r"(d[73]), "=r"(d[74]), "=r"(d[75]), "=r"(d[76]), "=r"(d[77]), "=r"(d[78]), "=r"(d[79]), "=r"(d[80]), "=r"(d[81]), "=r"(d[82]), "=r"(d[83]), "=r"(d[84]), "=r"(d[85]), "=r"(d[86]), "=r"(d[87]), "=r"(d[88]), "=r"(d[89]), "=r"(d[90]), "=r"(d[91]), "=r"(d[92]), "=r"(d[93]), "=r"(d[94]), "=r"(d[95])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 }
-// The same with D as read-write operands ("+r"): ptxas then keeps one D set live and
-// serializes the wgmmas (the non-PP kernels wait on each anyway) with fewer registers.
-// D = A * B (scale-d 0), u8 A (the warp's 16 x 32 from registers,
-// mma.sync m16n8k32's A layout), s8 B (32 x 96, K-major in shared memory), s32.
-__device__ __forceinline__ void wgi_mma_n96_rw(int (&d)[48], const u32 (&a)[4], u64 desc) {
+// D = A * B + (acc ? D : 0), u8 A from registers, s8 B K-major in shared memory, s32: the
+// accumulating form (scale-d a register) the scaled-A kernels (wgs) chain a super-block with.
+__device__ __forceinline__ void wgs_mma_n96(int (&d)[48], const u32 (&a)[4], u64 desc, int acc) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n96k32.s32.u8.s8 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
         "{%48, %49, %50, %51}, %52, p;\n}\n"
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
 }
-// The same with D as read-write operands ("+r"): ptxas then keeps one D set live and
-// serializes the wgmmas (the non-PP kernels wait on each anyway) with fewer registers.
-// D = A * B (scale-d 0), u8 A (the warp's 16 x 32 from registers,
-// mma.sync m16n8k32's A layout), s8 B (32 x 192, K-major in shared memory), s32.
-__device__ __forceinline__ void wgi_mma_n192_rw(int (&d)[96], const u32 (&a)[4], u64 desc) {
+__device__ __forceinline__ void wgs_mma_n144(int (&d)[72], const u32 (&a)[4], u64 desc, int acc) {
     asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n144k32.s32.u8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71}, "
+        "{%72, %73, %74, %75}, %76, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
+}
+__device__ __forceinline__ void wgs_mma_n192(int (&d)[96], const u32 (&a)[4], u64 desc, int acc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n192k32.s32.u8.s8 "
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
         "{%96, %97, %98, %99}, %100, p;\n}\n"
         : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
 }
-// PP (write-only D): ptxas may keep a wgmma in flight while another D set is read.
+template <int BN>
+__device__ __forceinline__ void wgs_mma(int (&d)[3 * BN / 2], const u32 (&a)[4], u64 desc, int acc) {
+    if constexpr (BN == 64) wgs_mma_n192(d, a, desc, acc);
+    else if constexpr (BN == 48) wgs_mma_n144(d, a, desc, acc);
+    else wgs_mma_n96(d, a, desc, acc);
+}
+
+// wgi's wgmma: PP's write-only D (ptxas may then keep a wgmma in flight while another D set is
+// read), else the read-write form with scale-d 0 (one D set live; the non-PP kernels wait on
+// each wgmma anyway).
 template <int BN, bool PP>
 __device__ __forceinline__ void wgi_mma(int (&d)[3 * BN / 2], const u32 (&a)[4], u64 desc) {
     if constexpr (PP) {
         if constexpr (BN == 64) wgi_mma_n192(d, a, desc);
         else wgi_mma_n96(d, a, desc);
     } else {
-        if constexpr (BN == 64) wgi_mma_n192_rw(d, a, desc);
-        else wgi_mma_n96_rw(d, a, desc);
+        wgs_mma<BN>(d, a, desc, 0);
     }
 }
 
@@ -155,6 +170,10 @@ struct Wgi {
     static constexpr int NO = BN / 2;       // outputs a thread: 64 x BN / 128
     static constexpr int XB = 768 * BN;     // B bytes a super-block
     static constexpr int TILE = 804 * BN;   // + XS + XE
+    // A block's dynamic shared memory: the mbarriers, NST stages, and acc when ACCS.
+    __host__ __device__ static constexpr int smem(int NWG, int NST, bool ACCS) {
+        return 128 + NST * (TILE + NWG * 4 * MMA_BLK) + (ACCS ? NO * NWG * 128 * 4 : 0);
+    }
 };
 template <int BN, int NWG, int NST>
 __device__ __forceinline__ void wgi_issue(const MvArgs& a, const u8* XG, u8* ring, u64* bar, int q,
@@ -341,42 +360,6 @@ __global__ void __launch_bounds__((NWG + WS) * 128, MINB) wgi_gemm(MvArgs a, con
     });
 }
 
-// D = A * B + (acc ? D : 0), u8 A from registers, s8 B K-major in shared memory, s32: the
-// accumulating form (scale-d a register) the scaled-A kernels (wgs) chain a super-block with.
-__device__ __forceinline__ void wgs_mma_n96(int (&d)[48], const u32 (&a)[4], u64 desc, int acc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n96k32.s32.u8.s8 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
-        "{%48, %49, %50, %51}, %52, p;\n}\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
-}
-__device__ __forceinline__ void wgs_mma_n144(int (&d)[72], const u32 (&a)[4], u64 desc, int acc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n144k32.s32.u8.s8 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71}, "
-        "{%72, %73, %74, %75}, %76, p;\n}\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
-}
-__device__ __forceinline__ void wgs_mma_n192(int (&d)[96], const u32 (&a)[4], u64 desc, int acc) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n192k32.s32.u8.s8 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, "
-        "{%96, %97, %98, %99}, %100, p;\n}\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(acc));
-}
-template <int BN>
-__device__ __forceinline__ void wgs_mma(int (&d)[3 * BN / 2], const u32 (&a)[4], u64 desc, int acc) {
-    if constexpr (BN == 64) wgs_mma_n192(d, a, desc, acc);
-    else if constexpr (BN == 48) wgs_mma_n144(d, a, desc, acc);
-    else wgs_mma_n96(d, a, desc, acc);
-}
-
 // ---- the scaled-A integer GEMM (wgs): the sub-block scales move from the epilogue into the A
 // operand, so that the tensor cores chain a whole super-block. Per sub-block s and weight
 // row, A = sc_s * q (0..945, exact) goes in as two u8 pieces, A_lo = sc_s q mod 2^8 and A_hi =
@@ -471,7 +454,7 @@ static Acts make_acts(int ncols, int npad, int n_sb) {
                 const int s = k / 32, r = k % 32, j = r / 16, t = (r % 16) / 4, b = r % 4;
                 for (int p = 0; p < 3; ++p) {
                     A.xf[i * 256 + (s * 4 + t) * 8 + 2 * p + j] |= ((u32)pc[p] & 255u) << (8 * b);
-                    for (int b = 0; b < 3; ++b) xg_put(A.xg[b], BNS[b], n_sb, col, sb, s, p, r, (u8)pc[p]);
+                    for (int bi = 0; bi < 3; ++bi) xg_put(A.xg[bi], BNS[bi], n_sb, col, sb, s, p, r, (u8)pc[p]);
                 }
             }
             A.xe[i] = ldexpf(1.0f, (int)(rnd() % 9) - 24);
@@ -520,20 +503,23 @@ static float run_eng(const MvArgs& a, const uint4* XF, const float* XE, const fl
     const dim3 grid((n_mt + 7) / 8, (ncols + 16 * wn - 1) / (16 * wn));
     return timed([&] { mma_gemm<<<grid, 128 * wn>>>(a, XF, XE, XS, n_mt, n_sb, ncols); }, reps);
 }
+// One wgi or wgs kernel's launch on the walk's grid (blocks of BN columns x 4 NWG m-tiles,
+// (NWG + WS) warpgroups), timed.
+using WalkKernel = void (*)(MvArgs, const u8*, int, int, int);
+template <int BN, int NWG, int NST, bool ACCS, bool WS>
+static float run_walk(WalkKernel k, const MvArgs& a, const u8* XG, int n_mt, int n_sb, int ncols, int reps) {
+    const int smem = Wgi<BN>::smem(NWG, NST, ACCS);
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const dim3 grid((ncols + BN - 1) / BN, (n_mt + 4 * NWG - 1) / (4 * NWG));
+    return timed([&] { k<<<grid, (NWG + WS) * 128, smem>>>(a, XG, n_mt, n_sb, ncols); }, reps);
+}
 template <int BN, int NWG, int NST, int MINB, bool ACCS = false, bool PP = false, bool EB = false, bool WS = false>
 static float run_wgi(const MvArgs& a, const u8* XG, int n_mt, int n_sb, int ncols, int reps) {
-    const int smem = 128 + NST * (Wgi<BN>::TILE + NWG * 4 * MMA_BLK) + (ACCS ? Wgi<BN>::NO * NWG * 128 * 4 : 0);
-    CK(cudaFuncSetAttribute(wgi_gemm<BN, NWG, NST, MINB, ACCS, PP, EB, WS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const dim3 grid((ncols + BN - 1) / BN, (n_mt + 4 * NWG - 1) / (4 * NWG));
-    return timed([&] { wgi_gemm<BN, NWG, NST, MINB, ACCS, PP, EB, WS><<<grid, (NWG + WS) * 128, smem>>>(a, XG, n_mt, n_sb, ncols); }, reps);
+    return run_walk<BN, NWG, NST, ACCS, WS>(wgi_gemm<BN, NWG, NST, MINB, ACCS, PP, EB, WS>, a, XG, n_mt, n_sb, ncols, reps);
 }
-
 template <int BN, int NWG, int NST, int MINB, bool ACCS = false, bool EB = false, bool WS = false>
 static float run_wgs(const MvArgs& a, const u8* XG, int n_mt, int n_sb, int ncols, int reps) {
-    const int smem = 128 + NST * (Wgi<BN>::TILE + NWG * 4 * MMA_BLK) + (ACCS ? Wgi<BN>::NO * NWG * 128 * 4 : 0);
-    CK(cudaFuncSetAttribute(wgs_gemm<BN, NWG, NST, MINB, ACCS, EB, WS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const dim3 grid((ncols + BN - 1) / BN, (n_mt + 4 * NWG - 1) / (4 * NWG));
-    return timed([&] { wgs_gemm<BN, NWG, NST, MINB, ACCS, EB, WS><<<grid, (NWG + WS) * 128, smem>>>(a, XG, n_mt, n_sb, ncols); }, reps);
+    return run_walk<BN, NWG, NST, ACCS, WS>(wgs_gemm<BN, NWG, NST, MINB, ACCS, EB, WS>, a, XG, n_mt, n_sb, ncols, reps);
 }
 
 int main(int argc, char** argv) {
@@ -592,9 +578,15 @@ int main(int argc, char** argv) {
         {"s2-64-2x", 64, run_wgs<64, 2, 2, 1, true, false, true>},
         {"s2-48-2x", 48, run_wgs<48, 2, 2, 1, true, false, true>},
     };
-    const int set = atoi(argv[argc - 1]) ? atoi(argv[argc - 1]) : 5;
-    const Var* vars = set == 1 ? set1 : set == 2 ? set2 : set == 3 ? set3 : set == 4 ? set4 : set5;
-    const int NV = set == 1 ? 8 : set == 2 ? 8 : set == 3 ? 6 : set == 4 ? 12 : 4;
+    struct Set { const Var* v; int n; };
+#define SET_OF(s) Set{s, (int)(sizeof(s) / sizeof(s[0]))}
+    const Set sets[] = {SET_OF(set1), SET_OF(set2), SET_OF(set3), SET_OF(set4), SET_OF(set5)};
+#undef SET_OF
+    const int nsets = (int)(sizeof(sets) / sizeof(sets[0]));
+    const int arg = atoi(argv[argc - 1]);
+    const int set = arg >= 1 && arg <= nsets ? arg : nsets;  // the last call's by default
+    const Var* vars = sets[set - 1].v;
+    const int NV = sets[set - 1].n;
     printf("%-20s %4s %7s", "matrix (us a launch)", "cols", "eng");
     for (int i = 0; i < NV; ++i) printf(" %8s", vars[i].name);
     printf("  outputs differing from eng, each kernel\n");
@@ -634,7 +626,7 @@ int main(int argc, char** argv) {
             CK(cudaMemcpy(h0.data(), y0, ny * 4, cudaMemcpyDeviceToHost));
             printf("%-20s %4d %7.1f", s.name, ncols, te);
             a.m[0].y = y1;
-            size_t diffs[16];
+            std::vector<size_t> diffs(NV);
             for (int i = 0; i < NV; ++i) {
                 CK(cudaMemset(y1, 0xFF, ny * 4));
                 const float tv = vars[i].run(a, dG[vars[i].bn == 32 ? 0 : vars[i].bn == 48 ? 1 : 2], n_mt, n_sb, ncols, reps);
