@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
 # The kernel emulator: runs the engine's CUDA kernels on the CPU, without a GPU
 # (tests/kernel-emu/emu.h: a block's threads as fibers, warp collectives and mma.sync with
-# PTX's fragment layout, f16 as _Float16), and proves what follows.
+# PTX's fragment layout, f16 as _Float16; Hopper's wgmma, mbarriers and bulk copies), and
+# proves what follows.
 #  - mma_emu, for the tensor-core kernels (kernels/mma.cu). Every kernel the host may pick for
 #    a launch gives every output the bits of the one-row decode of its column alone. The
 #    picks are mma_prep then the 8- and 16-warp decode, the fused decode (every format but
-#    Q4_K and Q6_K, whose fused kernels it checks all the same), the narrow GEMM, and the
-#    GEMM at each warps-along-n.
+#    Q4_K and Q6_K, whose fused kernels it checks all the same), the narrow GEMM, the GEMM at
+#    each warps-along-n, and Q4_K's wgmma GEMM (mma_prep_xg then mma_gemm_wg, sm_90a's):
+#    on every Q4_K case (rows 1 to 37) and cases of its own (two blocks of 8 m-tiles and of
+#    32 columns, each last one ragged; 10 to 12 super-blocks through its 2-stage ring; the
+#    three modes, q|k|v), its bulk copies landing late (when their mbarrier phase completes,
+#    so a stage read before its wait shows old bytes) and early (at issue, so a refill under
+#    a stage's readers overwrites it). Misusing wgmma, an mbarrier or a copy, or a deadlock,
+#    stops the run (emu.h).
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
 #    and ragged tiles; the mixed Q4_K|Q6_K decode (one launch over Q4_K's matrices then
 #    Q6_K's) gives each output its format's own launch's bits. The planted --fault mma-row-order changes the GEMM's bits in both
 #    forms of the prepared activations (Q4_K's and Q6_K's integer pieces, Q8_0's f16 hi and
-#    lo), so the check can fail. The Q4_K and Q6_K decodes (one row, three rows, the GEMM)
-#    equal a double-precision matvec of the weights read back from the repacked layout to
-#    1e-5, at input magnitudes 1, 1e30 and 1e-30, so the emulated integer mma means what the
-#    kernels assume; a NaN or inf input makes its row's Q4_K and Q6_K outputs non-finite
-#    (the clean row keeps its bits).
+#    lo) and the wgmma GEMM's, so the check can fail. The Q4_K and Q6_K decodes (one row,
+#    three rows, the GEMM, the wgmma GEMM) equal a double-precision matvec of the weights
+#    read back from the repacked layout to 1e-5, at input magnitudes 1, 1e30 and 1e-30, so
+#    the emulated integer mma and wgmma mean what the kernels assume; a NaN or inf input
+#    makes its row's Q4_K and Q6_K outputs non-finite (the wgmma GEMM's too; the clean row
+#    keeps its bits).
 #  - att_emu, for attention (kernels/attention.cu). Over the rows of one sequence, the store
 #    pass then the attend pass of `attention`, `attention_early` and `attention_rows`
 #    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head
@@ -40,7 +48,8 @@
 # would make without a word; so does a vector load off its alignment (emu.h's uint4 is
 # alignas(16), as CUDA's: a GPU faults on it).
 # What it cannot prove (emu.h says why): the hardware's own rounding inside an mma, timing,
-# and memory ordering on a GPU. The GPU scripts (scripts/gpu-validate.sh) show those.
+# and memory ordering on a GPU (the async proxy's fences included). The GPU scripts
+# (scripts/gpu-validate.sh) show those.
 # Usage: scripts/kernel-emu.sh [--quick]   (needs g++ 12+; exit 0 when every check held)
 set -euo pipefail
 cd "$(dirname "$0")/.."

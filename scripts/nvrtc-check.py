@@ -32,6 +32,7 @@ ATT_WIDTHS = [64, 128, 256, 0]  # src/backend/cuda/nvrtc.rs ATT_WIDTHS
 MMA_FORMATS = 6       # src/backend/cuda/mma.rs MMA_FORMATS
 MMA_SET_KERNELS = 6   # src/backend/cuda/mma.rs MMA_SET
 MMA_MIX_KERNELS = 2   # src/backend/cuda/mma.rs MMA_MIX_KERNELS
+MMA_WG_KERNELS = 2    # src/backend/cuda/mma.rs MMA_WG: mma_prep_xg, mma_gemm_wg (set 7, sm_90a)
 
 
 # The engine's compile options (src/backend/cuda/mod.rs compile_options), less the
@@ -172,14 +173,22 @@ def main():
                         f"#define MMA_Q4K\n#define MMA_SET {MMA_FORMATS}\n#define MMA_SLOT {slot}\n" + mma_src))
     if all_:
         modules.append(("mma q4k", "#define MMA_Q4K\n" + "".join(src(n) for n in MV_SOURCES + ["mma.cu"])))
+    # The wgmma Q4_K GEMM and its prep (mma.rs MMA_WG: set 7, slots 0 and 1), built by the
+    # engine for compute capability 9.0 only, for sm_90a (nvrtc.rs Target::sm90a): compiled
+    # so here whatever NVRTC_ARCH says (its sm_ form: sm_90a, for --regs and --cubin).
+    wg_arch = "sm_90a" if ARCH.startswith("sm_") else "compute_90a"
+    for slot in range(MMA_WG_KERNELS):
+        modules.append((f"mma set {MMA_FORMATS + 1} kernel {slot}",
+                        f"#define MMA_Q4K\n#define MMA_SET {MMA_FORMATS + 1}\n#define MMA_SLOT {slot}\n" + mma_src,
+                        wg_arch))
     only = os.environ.get("ONLY")
-    modules = [(w, t) for w, t in modules if not only or only in w]
+    modules = [m for m in modules if not only or only in m[0]]
     # NVRTC releases the GIL inside ctypes calls: one module per core at a time.
     from concurrent.futures import ThreadPoolExecutor
     extra = ["--ptxas-options=-v"] if regs else []
     with ThreadPoolExecutor(max_workers=1 if regs else (os.cpu_count() or 1)) as pool:
-        errs = list(pool.map(lambda m: compile_module(lib, m[0], m[1], cubin=cubin, extra=extra,
-                                                      verbose=regs), modules))
+        errs = list(pool.map(lambda m: compile_module(lib, m[0], m[1], arch=m[2] if len(m) > 2 else ARCH,
+                                                      cubin=cubin, extra=extra, verbose=regs), modules))
     bad = 0
     for err in errs:
         if err:

@@ -1,21 +1,32 @@
 // The tensor-core kernels of kernels/mma.cu run on the CPU (emu.h), checked against each
 // other: every kernel the engine may pick for a launch (mma_prep then the decode kernels of 8
-// and 16 warps, the fused decode kernels, the GEMM at every warps-along-n the host may pick)
-// must give each output the bits of the one-row decode of that output's column alone, for
-// every format, mode (store, += residual, act(gate) * up over interleaved m-tiles), norm or
-// none (one row too), q|k|v launches of three matrices, row counts from 1 to past two GEMM
-// n-blocks, widths with a partial last super-block (the 32-element formats) and ragged last
-// tiles. Then checks that the comparison can fail and that the emulated mma means what the
-// kernels assume: the planted `--fault mma-row-order` (on launches of 2+ rows: hi and lo
-// swapped in the f16 form, Q8_0 here; x rounded toward zero in the integer form, Q4_K and
-// Q6_K) must change GEMM bits; the Q4_K and Q6_K decodes' and GEMM's outputs must equal a
-// double-precision matvec of the dequantized weights (read back from the documented
-// repacked layouts) to 1e-5 of sum |w x| (the integer pieces keep 22 bits), with inputs of
-// ordinary and hostile (1e30, 1e-30) magnitudes; and a NaN or inf input of a row makes
-// every Q4_K and Q6_K output of that row non-finite. The mixed decode (Q4_K's matrices then
-// Q6_K's in one launch) gives each output its format's own launch's bits.
+// and 16 warps, the fused decode kernels, the GEMM at every warps-along-n the host may pick,
+// Q4_K's wgmma GEMM: mma_prep_xg then mma_gemm_wg) must give each output the bits of the
+// one-row decode of that output's column alone, for every format, mode (store, += residual,
+// act(gate) * up over interleaved m-tiles), norm or none (one row too), q|k|v launches of
+// three matrices, row counts from 1 to past two GEMM n-blocks, widths with a partial last
+// super-block (the 32-element formats) and ragged last tiles. The wgmma GEMM (the host
+// picks it past 8 rows on sm_90a; it computes the same outputs at any row count) runs on
+// every Q4_K case, rows 1 to 37, and on cases of its own: two blocks of 8 m-tiles, the last
+// ragged; two blocks of 32 columns, the last ragged; 10 to 12 super-blocks (its 2-stage ring
+// of bulk copies refilled over and over); the three modes, both activations, q|k|v across
+// its m-tile blocks. Each with its bulk copies landing late (when their mbarrier phase
+// completes: a stage read before its wait shows its old bytes) and early (at issue: a
+// refill of a stage still being read overwrites it), two schedules a GPU may take (emu.h
+// models wgmma, the mbarriers and the copies; --quick: late only, three cases of its own). Then checks that the comparison
+// can fail and that the emulated mma means what the kernels assume: the planted `--fault
+// mma-row-order` (on launches of 2+ rows: hi and lo swapped in the f16 form, Q8_0 here; x
+// rounded toward zero in the integer form, Q4_K and Q6_K) must change the GEMM's bits and
+// the wgmma GEMM's; the Q4_K and Q6_K decodes' and GEMM's outputs, and the wgmma GEMM's,
+// must equal a double-precision matvec of the dequantized weights (read back from the
+// documented repacked layouts) to 1e-5 of sum |w x| (the integer pieces keep 22 bits), with
+// inputs of ordinary and hostile (1e30, 1e-30) magnitudes; and a NaN or inf input of a row
+// makes every Q4_K and Q6_K output of that row non-finite (the wgmma GEMM's too). The mixed
+// decode (Q4_K's matrices then Q6_K's in one launch) gives each output its format's own
+// launch's bits.
 //
-// Usage: mma_emu [--quick]   (exit 0: every check held; 1: a check failed, named on stderr)
+// Usage: mma_emu [--quick]   (exit 0: every check held; 1: a check failed, named on stderr;
+// 2: emu.h stopped the run: a kernel misused wgmma, an mbarrier or a copy, or deadlocked)
 #define MMA_Q4K
 #include "../../src/backend/cuda/kernels/common.cu"
 #include "../../src/backend/cuda/kernels/ffn.cu"
@@ -103,7 +114,13 @@ struct Launch {
 
 // y = the launch over rows [r0, r0 + rows) of x, by `kind`: 0 decode k8, 1 decode k16,
 // 2 fused f8, 3 fused f16, 4 + wn GEMM with wn warps along n (1, 2, 4), 9 the narrow GEMM
-// (engine/mma.rs mma_gemm_narrow: 4 warps of 2 x 1 tiles, a block an n-tile).
+// (engine/mma.rs mma_gemm_narrow: 4 warps of 2 x 1 tiles, a block an n-tile), KIND_WG the
+// Q4_K GEMM on wgmma (mma_prep_xg then mma_gemm_wg; emu.h models wgmma, the mbarriers and
+// the bulk copies).
+constexpr int KIND_WG = 10;
+// Bulk copies that land at issue in the wgmma GEMM (emu.h emu_bulk_early), not at their
+// phase's completion: set for a second run of some cases (both are schedules a GPU may take).
+bool wg_early = false;
 std::vector<float> run(const Launch& L, int kind, int r0, int rows, int plant) {
     const Case& c = L.c;
     const int nm = (int)c.n_out.size();
@@ -129,7 +146,26 @@ std::vector<float> run(const Launch& L, int kind, int r0, int rows, int plant) {
     a.eps = 1e-5f;
     a.plant = 0;
     const int n_sb = L.n_sb, n_mt = L.n_mt;
-    if (kind == 2 || kind == 3) {
+    if (kind == KIND_WG) {
+        // XG: per 32 columns and super-block one WG_TILE, garbage first (a byte the prep
+        // misses shows); not the harness's generator, so the drawn data stay as they were.
+        const int cols = (rows + WG_BN - 1) / WG_BN * WG_BN;
+        std::vector<uint4> XG((size_t)cols / WG_BN * n_sb * WG_TILE / 16);
+        uint64_t z = 0x243F6A8885A308D3ull;
+        for (auto& v : XG) {
+            z = z * 6364136223846793005ull + 1442695040888963407ull;
+            v = make_uint4((unsigned)(z >> 32), (unsigned)z, (unsigned)(z >> 17), (unsigned)(z >> 41));
+        }
+        emu_launch(mma_prep_xg, dim3{(unsigned)cols, (unsigned)((n_sb + 7) / 8), 1}, dim3{256, 1, 1}, 0, a,
+                   (u8*)XG.data(), plant);
+        emu_bulk_early = wg_early;
+        emu_launch(mma_gemm_wg, dim3{(unsigned)(cols / WG_BN), (unsigned)((n_mt + WG_MT - 1) / WG_MT), 1},
+                   dim3{WG_NWG * 128, 1, 1}, WG_SMEM, a, (const u8*)XG.data(), n_mt, n_sb, rows);
+        emu_bulk_early = false;
+        std::string first;
+        if (const int n = emu_take_faults(&first))
+            emu_harness::fail("mma_emu", "wgmma GEMM: " + std::to_string(n) + " emulator fault(s), the first: " + first);
+    } else if (kind == 2 || kind == 3) {
         const int warps = kind == 2 ? 8 : 16;
         const size_t smem = (size_t)rows * n_sb * 4 * (256 + 8 + 1);  // engine/mma.rs MMA_FUSE_UNIT
         emu_launch(kind == 2 ? L.c.fm->f8 : L.c.fm->f16, dim3{(unsigned)((n_mt + 1) / 2), 1, 1},
@@ -206,8 +242,30 @@ float out_at(const Case& c, const std::vector<float>& y, int rows, int r, int j)
     return y[base + (size_t)r * c.n_out[m] + j];
 }
 
+// The wgmma GEMM's launches checked, and their outputs (the summary line).
+int wg_launches = 0;
+size_t wg_outputs = 0;
+
+// The wgmma GEMM (Q4_K) of case c against the one-row decode (compare), at every row count:
+// the host picks it past 8 rows, but it computes the same outputs at any. Its bulk copies
+// landing late (at their phase's completion, the default) and, but in --quick, early (at
+// issue): a correct kernel gives the same bits under both schedules.
+template <class Cmp>
+void check_wg(const Case& c, const Launch& L, const std::vector<std::vector<float>>& ref, Cmp& compare, bool quick) {
+    for (bool early : {false, true}) {
+        if (early && quick) continue;
+        wg_early = early;
+        compare(run(L, KIND_WG, 0, c.rows, 0), KIND_WG, early ? "wgmma gemm (copies land at issue)" : "wgmma gemm");
+        wg_early = false;
+        ++wg_launches;
+        wg_outputs += (size_t)c.rows * ref[0].size();
+    }
+}
+
 // Every kernel the host may pick for this launch against the one-row decode, bit for bit.
-void check_case(const Case& c, bool quick) {
+// wg_own: a case of the wgmma GEMM's own (main): it and the GEMM of one warp along n only.
+void check_case(const Case& c, bool quick, bool wg_own = false) {
+    const int failed = failures;
     const Launch L = make_launch(c);
     const int outs = c.mode == 2 ? c.n_out[0] : [&] { int s = 0; for (int n : c.n_out) s += n; return s; }();
     std::vector<std::vector<float>> ref(c.rows);
@@ -225,6 +283,14 @@ void check_case(const Case& c, bool quick) {
                 }
             }
     };
+    if (wg_own) {
+        compare(run(L, 5, 0, c.rows, 0), 5, "gemm");
+        check_wg(c, L, ref, compare, quick);
+        if (failures == failed)
+            std::printf("mma_emu: ok  %s: wgmma GEMM (%s) and GEMM\n", name(c).c_str(),
+                        quick ? "copies landing late" : "copies landing late, then early");
+        return;
+    }
     if (c.rows <= 8) {
         compare(run(L, 0, 0, c.rows, 0), 0, "decode k8");
         compare(run(L, 1, 0, c.rows, 0), 1, "decode k16");
@@ -238,7 +304,9 @@ void check_case(const Case& c, bool quick) {
         compare(run(L, 4 + wn, 0, c.rows, 0), 4 + wn, "gemm");
     }
     compare(run(L, 9, 0, c.rows, 0), 9, "narrow gemm");
-    std::printf("mma_emu: ok  %s\n", name(c).c_str());
+    if (c.fm->f == MF_Q4K) check_wg(c, L, ref, compare, quick);
+    if (failures == failed)
+        std::printf("mma_emu: ok  %s%s\n", name(c).c_str(), c.fm->f == MF_Q4K ? " (and the wgmma GEMM)" : "");
 }
 
 // The planted row-order fault must change the GEMM's bits (the comparison can fail), in both
@@ -247,16 +315,22 @@ void check_case(const Case& c, bool quick) {
 void check_plant(const Fmt& fm) {
     Case c{&fm, 0, 0, true, 512, {32}, 12};
     const Launch L = make_launch(c);
-    const std::vector<float> clean = run(L, 8, 0, c.rows, 0), planted = run(L, 8, 0, c.rows, 1);
-    size_t diff = 0;
-    for (size_t i = 0; i < clean.size(); ++i) diff += __float_as_uint(clean[i]) != __float_as_uint(planted[i]);
-    // At least a quarter: the f16 swap reorders two roundings of a chain, which leaves some
-    // outputs' bits alone (the emulated mma's rounding: about 40 % change on Q8_0 here).
-    if (diff * 4 < clean.size())
-        fail(std::string(fm.name) + ": the planted mma-row-order fault changed " + std::to_string(diff) + " of " +
-             std::to_string(clean.size()) + " GEMM outputs (at least a quarter expected)");
-    else
-        std::printf("mma_emu: ok  %s plant mma-row-order changes %zu of %zu GEMM outputs\n", fm.name, diff, clean.size());
+    // The GEMM (4 warps along n), and Q4_K's wgmma GEMM (mma_prep_xg plants it as mma_prep).
+    for (int kind : {8, KIND_WG}) {
+        if (kind == KIND_WG && fm.f != MF_Q4K) continue;
+        const char* what = kind == KIND_WG ? "wgmma GEMM" : "GEMM";
+        const std::vector<float> clean = run(L, kind, 0, c.rows, 0), planted = run(L, kind, 0, c.rows, 1);
+        size_t diff = 0;
+        for (size_t i = 0; i < clean.size(); ++i) diff += __float_as_uint(clean[i]) != __float_as_uint(planted[i]);
+        // At least a quarter: the f16 swap reorders two roundings of a chain, which leaves some
+        // outputs' bits alone (the emulated mma's rounding: about 40 % change on Q8_0 here).
+        if (diff * 4 < clean.size())
+            fail(std::string(fm.name) + ": the planted mma-row-order fault changed " + std::to_string(diff) + " of " +
+                 std::to_string(clean.size()) + " " + what + " outputs (at least a quarter expected)");
+        else
+            std::printf("mma_emu: ok  %s plant mma-row-order changes %zu of %zu %s outputs\n", fm.name, diff,
+                        clean.size(), what);
+    }
 }
 
 // Weight (o, k) of an integer format's matrix w (n_sb super-blocks), read back from the
@@ -298,6 +372,8 @@ void check_semantics(const Fmt& fm, float scale) {
     const int n_sb = L.n_sb;
     double worst = 0.0;
     const std::vector<float> all = run(L, 1, 0, c.rows, 0), gemm = run(L, 5, 0, c.rows, 0);
+    // Q4_K's wgmma GEMM too (its wgmma's A, B and D layouts mean what the kernel assumes).
+    const std::vector<float> wg = fm.f == MF_Q4K ? run(L, KIND_WG, 0, c.rows, 0) : gemm;
     for (int r = 0; r < c.rows; ++r) {
         const std::vector<float> y = run(L, 1, r, 1, 0);
         for (int o = 0; o < c.n_out[0]; ++o) {
@@ -307,7 +383,8 @@ void check_semantics(const Fmt& fm, float scale) {
                 acc += wv * xv;
                 mag += std::fabs(wv * xv);
             }
-            for (float got : {y[o], all[(size_t)r * c.n_out[0] + o], gemm[(size_t)r * c.n_out[0] + o]}) {
+            for (float got : {y[o], all[(size_t)r * c.n_out[0] + o], gemm[(size_t)r * c.n_out[0] + o],
+                              wg[(size_t)r * c.n_out[0] + o]}) {
                 const double err = std::fabs((double)got - acc) / (mag > 0 ? mag : 1.0);
                 if (!(err <= worst)) worst = err;  // NaN too
             }
@@ -318,7 +395,8 @@ void check_semantics(const Fmt& fm, float scale) {
     if (!(worst <= 1e-5))
         fail(std::string(fm.name) + " decode against the dequantized matvec" + buf + ": relative error " + std::to_string(worst));
     else
-        std::printf("mma_emu: ok  %s decode and GEMM = dequantized matvec%s (worst relative error %.2e)\n", fm.name, buf, worst);
+        std::printf("mma_emu: ok  %s decode and GEMM%s = dequantized matvec%s (worst relative error %.2e)\n", fm.name,
+                    fm.f == MF_Q4K ? " and wgmma GEMM" : "", buf, worst);
 }
 
 // A non-finite input (NaN, +inf) of a row makes every output of that row non-finite, for an
@@ -333,7 +411,8 @@ void check_nonfinite(const Fmt& fm) {
     L.x[(size_t)1 * c.n_in + 37] = std::nanf("");
     L.x[(size_t)2 * c.n_in + 300] = INFINITY;
     const std::vector<float> one = run(L, 0, 0, 1, 0);
-    for (int kind : {0, 5}) {
+    for (int kind : {0, 5, KIND_WG}) {
+        if (kind == KIND_WG && fm.f != MF_Q4K) continue;
         const std::vector<float> y = run(L, kind, 0, c.rows, 0);
         int finite_bad = 0, row0_bad = 0;
         for (int r = 1; r < 3; ++r)
@@ -368,7 +447,7 @@ void check_nonfinite(const Fmt& fm) {
     if (finite != (int)y.size()) fail(std::string(fm.name) + ": non-finite control: zeroed inputs gave non-finite outputs");
     else
         std::printf("mma_emu: ok  %s NaN and inf inputs give non-finite rows (decode of 3 rows and of each "
-                    "alone, GEMM), the clean row its bits\n", fm.name);
+                    "alone, GEMM%s), the clean row its bits\n", fm.name, fm.f == MF_Q4K ? ", wgmma GEMM" : "");
 }
 
 // The mixed decode (kernels/mma.cu mma_decode_mix, engine/mma.rs mma_mix_split): one launch
@@ -471,6 +550,23 @@ int main(int argc, char** argv) {
     check_plant(q6);
     check_mix(1);
     check_mix(5);
+    // The wgmma GEMM's own cases (Q4_K; after the others: their drawn data as before): two
+    // blocks of WG_MT m-tiles, the last ragged (n_mt 12, 9, 10), two blocks of 32 columns, the
+    // last ragged (rows 40, 33; 64 whole), 10 and 11 super-blocks (the ring's 2 stages
+    // refilled over and over; 3 and 1 besides), every mode and both activations, q|k|v
+    // across the m-tile blocks, and rows 2..8 over 12 super-blocks.
+    const Fmt& q4 = FMTS[0];
+    check_case({&q4, 0, 0, true, 2560, {96, 48, 48}, 40}, quick, true);
+    check_case({&q4, 1, 0, false, 2816, {144}, 33}, quick, true);
+    check_case({&q4, 2, 0, true, 768, {80, 80}, 64}, quick, true);
+    if (!quick) {
+        check_case({&q4, 2, 1, false, 2560, {48, 48}, 9}, quick, true);
+        check_case({&q4, 0, 0, false, 256, {128, 16}, 32}, quick, true);
+        for (int rows = 2; rows <= 8; rows += 3) check_case({&q4, 0, 0, true, 3072, {16, 16, 16}, rows}, quick, true);
+    }
+    if (failures == 0)
+        std::printf("mma_emu: ok  the wgmma GEMM: %d launches, %zu outputs, each the one-row decode's bits\n",
+                    wg_launches, wg_outputs);
     if (failures) {
         std::fprintf(stderr, "mma_emu: %d check(s) failed\n", failures);
         return 1;

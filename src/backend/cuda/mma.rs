@@ -10,7 +10,7 @@
 
 use cudarc::driver::CudaFunction;
 
-use super::nvrtc::{compile_and_load, load_kernel, module_source};
+use super::nvrtc::{compile_and_load_for, load_kernel, module_source};
 use super::{op_err, DevCtx};
 use crate::backend::BResult;
 use crate::quant::GgmlType;
@@ -170,8 +170,9 @@ pub(crate) const MMA_SOURCES: [&str; 4] = ["common.cu", "ffn.cu", "matvec.cu", "
 /// The kernels of the mma module: mma_prep, then per MMA_FORMATS entry its decode (8 and 16
 /// warps), GEMM, narrow GEMM and fused decode (8 and 16 warps; its own prep in shared memory)
 /// kernels
-/// (mma_kernel indexes them), then the mixed Q4_K-then-Q6_K decode (8 and 16 warps, MMA_MIX).
-pub(crate) const MMA_KERNELS: [&str; 39] = [
+/// (mma_kernel indexes them), then the mixed Q4_K-then-Q6_K decode (8 and 16 warps, MMA_MIX),
+/// then the wgmma Q4_K GEMM's prep and GEMM (MMA_WG, sm_90a only).
+pub(crate) const MMA_KERNELS: [&str; 41] = [
     "mma_prep",
     "mma_decode_k8",
     "mma_decode_k16",
@@ -211,6 +212,8 @@ pub(crate) const MMA_KERNELS: [&str; 39] = [
     "mma_decode_f16_q6_k",
     "mma_decode_k8_mix",
     "mma_decode_k16_mix",
+    "mma_prep_xg",
+    "mma_gemm_wg",
 ];
 
 /// Index of mma_prep in MMA_KERNELS.
@@ -234,7 +237,29 @@ const _: () = assert!(MMA_FUSED + 2 == MMA_SET);
 pub(super) const MMA_MIX: usize = 1 + MMA_SET * MMA_FORMATS.len();
 /// Kernels of the mixed decode (slots MMA_DECODE_K8, MMA_DECODE_K16).
 pub(super) const MMA_MIX_KERNELS: usize = 2;
-const _: () = assert!(MMA_MIX + MMA_MIX_KERNELS == MMA_KERNELS.len());
+
+/// The MMA_KERNELS index of the wgmma Q4_K GEMM's prep (kernels/mma.cu mma_prep_xg; then the
+/// GEMM mma_gemm_wg at + 1), module set MMA_FORMATS.len() + 1, compiled for sm_90a
+/// (`DevCtx::mma_wg`; engine/mma.rs mma_gemm_wg says which launches take it).
+pub(super) const MMA_WG: usize = MMA_MIX + MMA_MIX_KERNELS;
+/// Kernels of the wgmma GEMM (its prep, slot 0, and the GEMM, slot 1).
+pub(super) const MMA_WG_KERNELS: usize = 2;
+const _: () = assert!(MMA_WG + MMA_WG_KERNELS == MMA_KERNELS.len());
+
+/// Warpgroups of a wgmma GEMM block (kernels/mma.cu WG_NWG: each 4 m-tiles, 64 weight rows)
+/// and stages of its ring (WG_NST), given to the kernel by its module head.
+pub(crate) const MMA_WG_NWG: usize = 2;
+pub(crate) const MMA_WG_NST: usize = 2;
+/// The wgmma GEMM's dynamic shared memory (kernels/mma.cu WG_SMEM: 128 bytes of mbarriers,
+/// then MMA_WG_NST stages of one super-block's 32-column XG tile, 804 x 32 bytes, and the
+/// block's MMA_WG_MT m-tiles' 2368-byte weight blocks).
+pub(crate) const MMA_WG_SMEM: usize = 128 + MMA_WG_NST * (804 * 32 + MMA_WG_MT * 2368);
+/// The wgmma GEMM's prepared activations a column and super-block: XG's 804 bytes (768
+/// of digits, 8 sub-block sums, 2^E), in u32 words.
+pub(crate) const MMA_WG_COL_WORDS: usize = 804 / 4;
+/// Columns of a wgmma GEMM block (kernels/mma.cu WG_BN) and its m-tiles (WG_MT).
+pub(crate) const MMA_WG_BN: usize = 32;
+pub(crate) const MMA_WG_MT: usize = 4 * MMA_WG_NWG;
 
 /// The MMA_KERNELS index of kernel `slot` of format `ty`'s set, None for a format without one.
 pub(super) fn mma_kernel(ty: GgmlType, slot: usize) -> Option<usize> {
@@ -269,8 +294,9 @@ pub(in crate::backend::cuda) fn mma_ints(ty: GgmlType) -> bool {
 
 /// The MMA_KERNELS indices a device needs for matrices of `formats`: mma_prep and each
 /// format's set (which kernel of a set a launch takes depends on its size), less the
-/// fused decode kernels of a format that never fuses (mma_fuses).
-pub(super) fn mma_kernels_for(formats: &[GgmlType]) -> Vec<usize> {
+/// fused decode kernels of a format that never fuses (mma_fuses); and with `wg` (a device
+/// that runs the wgmma GEMM, `DevCtx::mma_wg`) and Q4_K among the formats, MMA_WG's two.
+pub(super) fn mma_kernels_for(formats: &[GgmlType], wg: bool) -> Vec<usize> {
     let mut v = vec![MMA_PREP];
     for &ty in formats {
         // The fused slots are the set's last two (asserted at MMA_SET).
@@ -280,6 +306,9 @@ pub(super) fn mma_kernels_for(formats: &[GgmlType]) -> Vec<usize> {
     // Both integer formats: a Q4_K_M file's q|k|v (Q4_K q and k, Q6_K v) decodes as one launch.
     if formats.contains(&GgmlType::Q4K) && formats.contains(&GgmlType::Q6K) {
         v.extend(MMA_MIX..MMA_MIX + MMA_MIX_KERNELS);
+    }
+    if wg && formats.contains(&GgmlType::Q4K) {
+        v.extend(MMA_WG..MMA_WG + MMA_WG_KERNELS);
     }
     v.sort_unstable();
     v.dedup();
@@ -292,12 +321,19 @@ pub(super) fn mma_module_head(i: usize) -> String {
     if i == MMA_PREP {
         return "#define MMA_Q4K\n#define MMA_SET -1\n".to_string();
     }
-    let (f, slot) = if i >= MMA_MIX {
+    let (f, slot) = if i >= MMA_WG {
+        (MMA_FORMATS.len() + 1, i - MMA_WG)
+    } else if i >= MMA_MIX {
         (MMA_FORMATS.len(), i - MMA_MIX)
     } else {
         ((i - 1) / MMA_SET, (i - 1) % MMA_SET)
     };
-    format!("#define MMA_Q4K\n#define MMA_SET {f}\n#define MMA_SLOT {slot}\n")
+    let wg = if i >= MMA_WG {
+        format!("#define WG_NWG {MMA_WG_NWG}\n#define WG_NST {MMA_WG_NST}\n")
+    } else {
+        String::new()
+    };
+    format!("#define MMA_Q4K\n#define MMA_SET {f}\n#define MMA_SLOT {slot}\n{wg}")
 }
 
 /// The fused decode's dynamic shared memory budget: 64 KiB holds a one-row launch of up to
@@ -329,11 +365,40 @@ impl DevCtx {
         let name = MMA_KERNELS[i];
         let src = module_source(mma_module_head(i), MMA_SOURCES.iter());
         let what = format!("device {}: mma kernel {name}", self.dev);
-        let module = compile_and_load(self, &src, &what)?;
+        // The wgmma kernels are Hopper's architecture-specific code (sm_90a): built only
+        // where mma_wg holds, never JIT-compiled for another device.
+        let wg = i >= MMA_WG;
+        if wg && !self.mma_wg() {
+            return Err(op_err(format!(
+                "{what}: the wgmma GEMM needs compute capability 9.0 and {MMA_WG_SMEM} bytes \
+                 of shared memory a block; this device is sm_{}{} with {}",
+                self.cc.0, self.cc.1, self.smem_max
+            )));
+        }
+        let target = if wg {
+            self.target().sm90a()
+        } else {
+            self.target()
+        };
+        let module = compile_and_load_for(self, target, &src, &what)?;
         // The fused decode kernels take their prepared rows in dynamic shared memory, up to
-        // mma_fuse_cap bytes (engine/mma.rs mma_fused_smem).
-        let fused = name.starts_with("mma_decode_f");
-        load_kernel(&module, &what, name, fused.then(|| self.mma_fuse_cap()))
+        // mma_fuse_cap bytes (engine/mma.rs mma_fused_smem); the wgmma GEMM its ring.
+        let smem = if name.starts_with("mma_decode_f") {
+            Some(self.mma_fuse_cap())
+        } else if name == MMA_KERNELS[MMA_WG + 1] {
+            Some(MMA_WG_SMEM)
+        } else {
+            None
+        };
+        load_kernel(&module, &what, name, smem)
+    }
+
+    /// Whether this device runs the wgmma Q4_K GEMM (MMA_WG): compute capability 9.0 exactly
+    /// (sm_90a code runs on no other) with MMA_WG_SMEM bytes of shared memory a block. A
+    /// function of the device alone, so every engine on it takes the same kernels; the GEMM
+    /// computes THE ORDER as mma_gemm does, so whether a device takes it changes no bit.
+    pub(crate) fn mma_wg(&self) -> bool {
+        self.cc == (9, 0) && self.smem_max >= MMA_WG_SMEM
     }
 
     /// Dynamic shared memory a fused mma decode launch may take on this device: the crate's

@@ -240,6 +240,19 @@ pub(super) struct Target {
     pub(super) sm: Option<&'static str>,
 }
 
+impl Target {
+    /// Hopper's architecture-specific target (compute_90a / sm_90a), for the modules that use
+    /// wgmma, bulk copies and transaction-count mbarriers (cuda/mma.rs MMA_WG): only for a
+    /// device of compute capability 9.0 (`DevCtx::mma_wg`), whose images they are.
+    pub(super) fn sm90a(self) -> Target {
+        Target {
+            cc: self.cc,
+            arch: Some("compute_90a"),
+            sm: Some("sm_90a"),
+        }
+    }
+}
+
 /// A compiled module not yet loaded into a context: CUBIN or PTX bytes.
 pub(super) struct Image {
     kind: ImageKind,
@@ -248,7 +261,17 @@ pub(super) struct Image {
 
 /// Gets `src`'s module for `dx`'s device and loads it (`build_image`, then `load_image`).
 pub(super) fn compile_and_load(dx: &DevCtx, src: &str, what: &str) -> BResult<Arc<CudaModule>> {
-    let image = build_image(&dx.modules, dx.target(), src, what)?;
+    compile_and_load_for(dx, dx.target(), src, what)
+}
+
+/// `compile_and_load` for target `t` (the device's own, or its `Target::sm90a`).
+pub(super) fn compile_and_load_for(
+    dx: &DevCtx,
+    t: Target,
+    src: &str,
+    what: &str,
+) -> BResult<Arc<CudaModule>> {
+    let image = build_image(&dx.modules, t, src, what)?;
     load_image(&dx.ctx, &dx.modules, image, what)
 }
 

@@ -893,8 +893,10 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         );
     }
     assert!(mma.contains("#define MMA_ONE(F, SUF) MMA_CAT(MMA_K, MMA_SLOT)(F, SUF)"));
-    let kernels =
-        super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q6K]);
+    let kernels = super::mma::mma_kernels_for(
+        &[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q6K],
+        false,
+    );
     // The integer formats' fused decode kernels are never launched (mma_fuses), so never
     // compiled; both integer formats bring the mixed decode's two.
     assert_eq!(
@@ -903,16 +905,36 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
         "mma_prep, Q4_K's four, Q6_K's four, the mixed two"
     );
     assert_eq!(kernels[9..], [super::mma::MMA_MIX, super::mma::MMA_MIX + 1]);
-    let kernels = super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q6K]);
+    let kernels = super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q6K], false);
     assert_eq!(
         kernels.len(),
         5,
         "mma_prep, Q6_K's four: no mixed decode without Q4_K"
     );
-    let kernels =
-        super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q8_0]);
+    let kernels = super::mma::mma_kernels_for(
+        &[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q8_0],
+        false,
+    );
     assert_eq!(kernels.len(), 11, "mma_prep, Q4_K's four, Q8_0's six");
     assert_eq!(kernels[0], super::mma::MMA_PREP);
+    // A device that runs the wgmma GEMM (DevCtx::mma_wg) builds its prep and GEMM for Q4_K
+    // only: a model without Q4_K never compiles them.
+    let wg = super::mma::MMA_WG;
+    let kernels = super::mma::mma_kernels_for(
+        &[crate::quant::GgmlType::Q4K, crate::quant::GgmlType::Q6K],
+        true,
+    );
+    assert_eq!(
+        kernels.len(),
+        13,
+        "the 11 above, then mma_prep_xg and mma_gemm_wg"
+    );
+    assert_eq!(kernels[11..], [wg, wg + 1]);
+    let kernels = super::mma::mma_kernels_for(&[crate::quant::GgmlType::Q6K], true);
+    assert!(
+        kernels.iter().all(|&k| k < wg),
+        "no wgmma kernel without Q4_K"
+    );
     // The launch geometry of engine/mma.rs mma_launch: decode blocks of 2 m-tiles (8 or 16
     // warps), GEMM blocks of 4 x 4 warps of 2 x 2 tiles (8 m-tiles x 64 columns); mode 2
     // pairs gate and up in one block / lane only with an even tile count per block or warp.
@@ -954,8 +976,58 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     }
     assert_eq!(
         MMA_KERNELS.len(),
-        1 + super::mma::MMA_SET * MMA_FORMATS.len() + super::mma::MMA_MIX_KERNELS
+        1 + super::mma::MMA_SET * MMA_FORMATS.len()
+            + super::mma::MMA_MIX_KERNELS
+            + super::mma::MMA_WG_KERNELS
     );
+    // The wgmma GEMM (its prep, slot 0, then the GEMM): module set MMA_FORMATS.len() + 1, its
+    // block shape in the head (kernels/mma.cu WG_NWG, WG_NST: what the host sizes from), and
+    // nvrtc-check compiles both for sm_90a.
+    for (slot, name) in [(0, "mma_prep_xg"), (1, "mma_gemm_wg")] {
+        let i = super::mma::MMA_WG + slot;
+        assert_eq!(MMA_KERNELS[i], name);
+        assert_eq!(
+            super::mma::mma_module_head(i),
+            format!(
+                "#define MMA_Q4K\n#define MMA_SET {}\n#define MMA_SLOT {slot}\n#define WG_NWG {}\n#define WG_NST {}\n",
+                MMA_FORMATS.len() + 1,
+                super::mma::MMA_WG_NWG,
+                super::mma::MMA_WG_NST
+            )
+        );
+        assert!(mma.contains(&format!(
+            "#elif MMA_SET == {} && MMA_SLOT == {slot}\nMMA_W{slot}\n",
+            MMA_FORMATS.len() + 1
+        )));
+    }
+    assert!(py.contains(&format!("MMA_WG_KERNELS = {}", super::mma::MMA_WG_KERNELS)));
+    // The sizes the host launches with are the kernel's: 32 columns and 4 m-tiles a
+    // warpgroup a block, XG's 804 bytes a column and super-block, the ring's bytes.
+    assert!(mma.contains("#define WG_BN 32\n"));
+    assert!(mma.contains("#define WG_MT (4 * WG_NWG)\n"));
+    assert!(mma.contains("#define WG_TILE (804 * WG_BN)\n"));
+    assert!(mma.contains("#define WG_SMEM (128 + WG_NST * WG_STAGE)\n"));
+    assert!(mma.contains("#define WG_STAGE (WG_TILE + WG_MT * MMA_BLK)\n"));
+    assert_eq!(super::mma::MMA_WG_BN, 32);
+    assert_eq!(super::mma::MMA_WG_MT, 4 * super::mma::MMA_WG_NWG);
+    assert_eq!(super::mma::MMA_WG_COL_WORDS * 4, 804);
+    assert_eq!(
+        super::mma::MMA_WG_SMEM,
+        128 + super::mma::MMA_WG_NST * (804 * 32 + super::mma::MMA_WG_MT * 2368)
+    );
+    // Which Q4_K GEMM launches take it (engine/mma.rs mma_gemm_wg): past the decode's 8 rows,
+    // and only where its blocks give each SM one (132 SMs: the 8B shape's gate|up at 37 rows,
+    // 224 m-blocks x 2; its o at 512 rows; not its o at 37 rows, 32 x 2 blocks).
+    {
+        let pick = super::engine::mma_gemm_wg;
+        let mt = super::mma::MMA_WG_MT;
+        assert!(!pick(2 * 14336 / 16, 8, 132), "8 rows: the decode kernel");
+        assert!(pick(2 * 14336 / 16, 37, 132));
+        assert!(pick(4096 / 16, 512, 132));
+        assert!(!pick(4096 / 16, 37, 132));
+        assert!(pick(132 * mt, 9, 132), "one block an SM: enough");
+        assert!(!pick(131 * mt, 9, 132), "one SM without a block");
+    }
     // The mixed decode (Q4_K's matrices then Q6_K's): its own module set after the formats',
     // its kernels in the decode slots' order, one macro each.
     for (slot, warps) in [

@@ -13,7 +13,8 @@ use super::weights::DevWeight;
 use super::{kp, to_i32, to_u32, CudaEngine, MODE_GATE_UP};
 use crate::backend::cuda::mma::{
     mma_fuses, mma_ints, mma_kernel, MMA_DECODE_K16, MMA_DECODE_K8, MMA_FUSED, MMA_GEMM,
-    MMA_GEMM_N, MMA_MIX, MMA_PREP,
+    MMA_GEMM_N, MMA_MIX, MMA_PREP, MMA_WG, MMA_WG_BN, MMA_WG_COL_WORDS, MMA_WG_MT, MMA_WG_NWG,
+    MMA_WG_SMEM,
 };
 use crate::backend::cuda::{alloc_zeroed_on, op_err, DevCtx, GpuBuf, GpuStream};
 use crate::backend::BResult;
@@ -23,6 +24,10 @@ use crate::quant::GgmlType;
 /// (max_rows rounded up to whole 8-column n-tiles) and super-block of the widest input, the
 /// B fragments XF (256 words), then 2^E (XE, 1 float), then the sub-block sums (XS, 8
 /// floats); a launch of n_sb super-blocks packs its columns at stride n_sb from each start.
+/// Or, for the wgmma GEMM (mma_prep_xg), the same buffer from its start as XG: per block of
+/// 32 columns (max_rows rounded up to 32) and super-block one tile of 804 bytes a column.
+/// One launch's prep and GEMM use it at a time (stream order; with PDL every kernel waits
+/// for its predecessor before touching it), so the two layouts share it.
 pub(super) struct MmaScratch {
     pub(super) buf: GpuBuf,
     cols: usize,
@@ -37,15 +42,25 @@ impl MmaScratch {
         s: &GpuStream,
     ) -> BResult<Self> {
         let (cols, sbs) = (max_rows.div_ceil(8) * 8, width.div_ceil(256));
+        let over = || op_err(format!("mma scratch of {cols} x {sbs} overflows"));
         let n = cols
             .checked_mul(sbs)
             .and_then(|u| u.checked_mul(256 + 1 + 8))
-            .ok_or_else(|| op_err(format!("mma scratch of {cols} x {sbs} overflows")))?;
+            .ok_or_else(over)?;
+        let n = n.max(Self::xg_words(max_rows, sbs).ok_or_else(over)?);
         Ok(MmaScratch {
             buf: alloc_zeroed_on(dx, n, s)?,
             cols,
             sbs,
         })
+    }
+
+    /// Words of XG for `rows` columns of `sbs` super-blocks (whole blocks of MMA_WG_BN).
+    fn xg_words(rows: usize, sbs: usize) -> Option<usize> {
+        rows.div_ceil(MMA_WG_BN)
+            .checked_mul(MMA_WG_BN)?
+            .checked_mul(sbs)?
+            .checked_mul(MMA_WG_COL_WORDS)
     }
 
     /// (XF, XE, XS) device pointers. Each part starts 32-byte aligned (cols is a multiple
@@ -154,6 +169,18 @@ pub(in crate::backend::cuda) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: 
         .unwrap_or(1)
 }
 
+/// Whether a Q4_K GEMM launch of `n_mt` m-tiles and `rows` rows takes the wgmma GEMM
+/// (kernels/mma.cu mma_gemm_wg, on a device where `DevCtx::mma_wg` holds): a GEMM (rows past
+/// MMA_DECODE_MAX) whose blocks (MMA_WG_MT m-tiles x MMA_WG_BN columns) give every SM one;
+/// else mma_gemm or the narrow GEMM, whose smaller blocks fill the SMs. Step 47's probe
+/// measured it 1.53x mma_gemm over a layer's four 8B-shape matrices at 512 rows, on an H100
+/// and an H200, and slower at 37 and 64 rows on q|k|v and o, whose grids it leaves short of
+/// the SMs (receipts/prefill-cuda/wgmma-int/call4). A function of the launch's shape alone;
+/// timing only: both kernels compute THE ORDER (every output the same bits).
+pub(in crate::backend::cuda) fn mma_gemm_wg(n_mt: usize, rows: usize, sms: usize) -> bool {
+    rows > MMA_DECODE_MAX && n_mt.div_ceil(MMA_WG_MT) * rows.div_ceil(MMA_WG_BN) >= sms
+}
+
 /// Whether a GEMM launch takes the narrow kernel (kernels/mma.cu MMA_K3, `mma_gemm_n`: 4 warps
 /// of 2 x 1 tiles, a block an n-tile of 8 columns, registers unbounded): where even one warp
 /// along n (`mma_gemm_warps_n` 1) leaves the grid short of warps. Why: Nsight Compute of a
@@ -178,6 +205,15 @@ const MMA_PROF: [(&str, &str); 5] = [
     ("mma decode fused q|k|v", "mma decode q|k|v"),
     ("mma decode fused head", "mma decode head"),
     ("mma decode fused store", "mma decode store"),
+];
+
+/// PPN_CUDA_PROF's names of the wgmma GEMM launches, by CudaEngine::prof_op.
+const MMA_WG_PROF: [&str; 5] = [
+    "mma gemm wg gate|up",
+    "mma gemm wg +residual",
+    "mma gemm wg q|k|v",
+    "mma gemm wg head",
+    "mma gemm wg store",
 ];
 
 /// The mixed decode's rule (kernels/mma.cu mma_decode_mix): Some(m-tiles of the Q4_K
@@ -318,6 +354,15 @@ impl CudaEngine {
             self.prof_end(s, fused_kind, e0);
             return Ok(());
         }
+        // The wgmma GEMM (mma_gemm_wg): its own prep and layout.
+        if !decode
+            && ty == GgmlType::Q4K
+            && self.dx.mma_wg()
+            && mma_gemm_wg(n_mt, rows, self.dx.sms)
+        {
+            let kind = MMA_WG_PROF[Self::prof_op(mode, mats.len(), norm.is_some())];
+            return self.mma_wg_launch(s, &a, scratch, (n_mt_i, n_sb_i, rows_i), plant, kind, op);
+        }
         // The GEMM reads whole n-tiles of 8 columns (the padding prepared as zeros); the
         // decode kernel reads only the launch's rows. Warps of a block take 8 super-blocks.
         let cols = if decode { rows } else { rows.div_ceil(8) * 8 };
@@ -408,6 +453,82 @@ impl CudaEngine {
         // (the kernel reads its warps along n from blockDim), the narrow GEMM's its 8 x 1
         // (128 threads, one n-tile a block: mma_gemm_narrow only where wn is 1).
         unsafe { self.dx.launch(s, f, &cfg, p) }.map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, kind, e0);
+        Ok(())
+    }
+
+    /// The wgmma GEMM's two launches (kernels/mma.cu): mma_prep_xg (the rows normalized and
+    /// split as mma_prep does, laid out as XG in the scratch) then mma_gemm_wg. `a`: the
+    /// launch's arguments (Q4_K matrices in the mma layout, checked by mma_launch); `dims`:
+    /// its m-tiles, super-blocks and rows; `kind`: PPN_CUDA_PROF's name of the GEMM launch.
+    #[allow(clippy::too_many_arguments)]
+    fn mma_wg_launch(
+        &self,
+        s: &GpuStream,
+        a: &super::matvec::MvArgs,
+        scratch: &MmaScratch,
+        dims: (i32, i32, i32),
+        plant: i32,
+        kind: &'static str,
+        op: &dyn Fn() -> String,
+    ) -> BResult<()> {
+        let (n_mt_i, n_sb_i, rows_i) = dims;
+        let (n_mt, n_sb, rows) = (n_mt_i as usize, n_sb_i as usize, rows_i as usize);
+        let cols = rows.div_ceil(MMA_WG_BN) * MMA_WG_BN;
+        let words = MmaScratch::xg_words(rows, n_sb);
+        if words.is_none_or(|w| w > scratch.buf.len()) {
+            return Err(self.err(
+                &op(),
+                format!(
+                    "mma wg launch of {rows} rows x {n_sb} super-blocks: XG outgrows the scratch"
+                ),
+            ));
+        }
+        let xg = scratch.buf.at(0);
+        let prep = LaunchConfig {
+            grid_dim: (
+                to_u32(cols, "mma wg prep columns")?,
+                to_u32(n_sb.div_ceil(8), "mma wg prep super-block groups")?,
+                1,
+            ),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let e0 = self.prof_start(s);
+        let mut p = [kp(a), kp(&xg), kp(&plant)];
+        // SAFETY: mma_prep_xg(MvArgs a, u8* XG, int plant); a.x holds a.rows = rows rows of
+        // n_in floats and a.norm, when set, n_in values (as for mma_prep, checked by
+        // mma_launch; n_in a multiple of 256 for Q4_K); XG is the scratch from its start, which
+        // holds xg_words(rows, n_sb) words (checked above): ceil(rows / 32) blocks of n_sb
+        // tiles of 804 x 32 bytes, every byte of which the grid's cols columns x n_sb
+        // super-blocks write (columns past rows as zeros).
+        unsafe { self.dx.launch(s, self.dx.mma_func(MMA_WG)?, &prep, &mut p) }
+            .map_err(|e| self.err(&op(), e))?;
+        self.prof_end(s, "mma prep wg", e0);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                to_u32(cols / MMA_WG_BN, "mma wg n-blocks")?,
+                to_u32(n_mt.div_ceil(MMA_WG_MT), "mma wg m-blocks")?,
+                1,
+            ),
+            block_dim: (to_u32(128 * MMA_WG_NWG, "mma wg threads")?, 1, 1),
+            shared_mem_bytes: to_u32(MMA_WG_SMEM, "mma wg shared memory")?,
+        };
+        let e0 = self.prof_start(s);
+        let mut p = [kp(a), kp(&xg), kp(&n_mt_i), kp(&n_sb_i), kp(&rows_i)];
+        // SAFETY: mma_gemm_wg(MvArgs a, const u8* XG, int n_mt, int n_sb, int ncols); every
+        // matrix of a is Q4_K in the mma layout (mma_launch's checks), n_mt its m-tiles as
+        // mma_tile maps them (mode 2: gate and up of one shape), each of n_sb 2368-byte blocks
+        // (16-byte aligned, as the bulk copies need: the allocation and 2368 = 16 x 148); XG
+        // was written by mma_prep_xg above on this stream for cols columns (the GEMM's grid
+        // covers exactly those blocks of 32 and reads no column past them); each y holds rows
+        // x n_out (stores only for columns < rows); MMA_WG_SMEM bytes of dynamic shared memory,
+        // which build_mma_kernel opted the kernel in to.
+        unsafe {
+            self.dx
+                .launch(s, self.dx.mma_func(MMA_WG + 1)?, &cfg, &mut p)
+        }
+        .map_err(|e| self.err(&op(), e))?;
         self.prof_end(s, kind, e0);
         Ok(())
     }

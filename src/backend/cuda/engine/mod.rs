@@ -71,8 +71,8 @@ use matvec::{modules_needed, MatKind, PreAdd};
 use mma::MmaScratch;
 #[cfg(test)]
 pub(super) use mma::{
-    mma_decode_kernel, mma_fused_smem, mma_gemm_narrow, mma_gemm_warps_n, mma_mix_split,
-    MMA_DECODE_MAX, MMA_FUSE_UNIT,
+    mma_decode_kernel, mma_fused_smem, mma_gemm_narrow, mma_gemm_warps_n, mma_gemm_wg,
+    mma_mix_split, MMA_DECODE_MAX, MMA_FUSE_UNIT,
 };
 use weights::{upload_f32, DevLayer, DevWeight};
 #[cfg(test)]
@@ -266,7 +266,7 @@ impl CudaEngine {
         let mma_kernels = if mma_formats.is_empty() {
             Vec::new()
         } else {
-            crate::backend::cuda::mma::mma_kernels_for(&mma_formats)
+            crate::backend::cuda::mma::mma_kernels_for(&mma_formats, dx.mma_wg())
         };
         dx.prepare_modules(
             &need,

@@ -1498,6 +1498,357 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
     }
 }
 
+// ---- The Q4_K GEMM on Hopper's wgmma (issue 30 step 48; the probe of step 47,
+// receipts/prefill-cuda/wgmma-int/probe.cu w2-32-2, measured 1.53x mma_gemm over a layer's four
+// 8B-shape matrices on an H100 and an H200, every output the same bits). THE ORDER of Q4_K
+// unchanged: the same integer digits of mma_prep, the same exact integer sums S_sb (only how
+// the tensor cores sum them differs, and an exact integer has no order), the same one rounding
+// rn_f32(S_sb), and mma_frag_values' f32 epilogue, super-blocks added in order in one thread's
+// registers. So every output is mma_gemm's bits (kernel-emu checks it; the GPU scripts too).
+// Built only for sm_90a (wgmma, bulk copies and transaction-count mbarriers are Hopper's;
+// NVRTC defines __CUDA_ARCH_FEAT_SM90_ALL for compute_90a), and in the kernel emulator, which
+// models them (tests/kernel-emu/emu.h).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(PPN_EMU)
+#define MMA_WG_ON 1
+#else
+#define MMA_WG_ON 0
+#endif
+// The block: WG_NWG warpgroups (warp w takes m-tile blockIdx.y * WG_MT + w: a warpgroup's 4
+// warps are its 64 rows) x WG_BN columns from blockIdx.x * WG_BN. Each thread holds WG_NO
+// outputs (64 x WG_BN / 128). WG_NST stages of the ring, each one super-block's XG tile then
+// the block's WG_MT 2368-byte weight blocks.
+// WG_NWG and WG_NST come from the module's head (cuda/mma.rs mma_module_head: MMA_WG_NWG,
+// MMA_WG_NST, which the host sizes the launch from); these defaults serve the emulator and
+// the whole program.
+#define WG_BN 32
+#ifndef WG_NWG
+#define WG_NWG 2
+#endif
+#ifndef WG_NST
+#define WG_NST 2
+#endif
+#define WG_MT (4 * WG_NWG)
+#define WG_NO (WG_BN / 2)
+// The prepared activations' layout XG (mma_prep_xg): per block of WG_BN columns and
+// super-block sb one WG_TILE of bytes:
+//   [0, WG_XS)      the B operand: sub-block s at s * 96 BN, piece p (h, m, l) at + p * 32 BN,
+//                   8-column group ct at + ct * 256, k-half kh at + kh * 128, column c8 at
+//                   + c8 * 16, byte kb = piece p of v[32 s + 16 kh + kb] (wgmma's K-major
+//                   no-swizzle core matrices: LBO 128 between the k-halves, SBO 256 between
+//                   the 3 BN / 8 column groups, so one m64n(3 BN)k32 takes h, m, l of BN
+//                   columns);
+//   [WG_XS, WG_XE)  XS: column c's 8 sub-block sums at (c * 8 + s) * 4;
+//   [WG_XE, TILE)   XE: column c's 2^E at c * 4.
+#define WG_XS (768 * WG_BN)
+#define WG_XE (800 * WG_BN)
+#define WG_TILE (804 * WG_BN)
+#define WG_STAGE (WG_TILE + WG_MT * MMA_BLK)
+// Dynamic shared memory of a block (cuda/mma.rs MMA_WG_SMEM): 128 bytes of mbarriers, the ring.
+#define WG_SMEM (128 + WG_NST * WG_STAGE)
+
+#if MMA_WG_ON
+// wgmma, mbarrier and bulk-copy operations (PTX ISA 8.0, sm_90a), or the emulator's models.
+__device__ __forceinline__ u32 wg_smem(const void* p) {
+#if defined(PPN_EMU)
+    return emu_smem_addr(p);
+#else
+    return (u32)__cvta_generic_to_shared(p);
+#endif
+}
+__device__ __forceinline__ void wg_fence() {
+#if defined(PPN_EMU)
+    emu_wg_fence();
+#else
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#if defined(PPN_EMU)
+    emu_wg_commit();
+#else
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_wait0() {
+#if defined(PPN_EMU)
+    emu_wg_wait(0);
+#else
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#endif
+}
+// The shared-memory matrix descriptor, no swizzle: start >> 4 at bits 0-13, LBO >> 4 at
+// 16-29, SBO >> 4 at 32-45.
+__device__ __forceinline__ u64 wg_desc(const void* p, u32 lbo, u32 sbo) {
+    const u32 addr = wg_smem(p);
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((u64)((sbo & 0x3FFFF) >> 4) << 32);
+}
+// D = A * B (scale-d 0: D written, never read): u8 A, the warp's 16 x 32 from registers in
+// mma.sync m16n8k32's A layout (mma_q4k_afrag); s8 B, 32 x 96 K-major in shared memory
+// (desc); s32 D, thread (g, t) of warp w holding rows 16 w + g (+ 8) x columns 8 ct + 2 t
+// (+ 1) at d[4 ct + c] (c: bit 1 the row's + 8, bit 0 the column's + 1).
+__device__ __forceinline__ void wg_mma_n96(int (&d)[48], const u32 (&a)[4], u64 desc) {
+#if defined(PPN_EMU)
+    emu_wgmma_n96_u8s8(d, a, desc);
+#else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 0, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k32.s32.u8.s8 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
+        "{%48, %49, %50, %51}, %52, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
+          "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]),
+          "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]),
+          "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]),
+          "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]),
+          "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]),
+          "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+#endif
+}
+__device__ __forceinline__ void mbar_init(u64* b, u32 n) {
+#if defined(PPN_EMU)
+    emu_mbar_init(b, n);
+#else
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(wg_smem(b)), "r"(n) : "memory");
+#endif
+}
+// The barriers' initialization visible to the async proxy (the bulk copies complete on them).
+__device__ __forceinline__ void mbar_init_fence() {
+#if defined(PPN_EMU)
+    emu_fence_mbar_init();
+#else
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+#endif
+}
+// This thread's arrival on b, the phase then expecting `bytes` more of transactions.
+__device__ __forceinline__ void mbar_expect(u64* b, u32 bytes) {
+#if defined(PPN_EMU)
+    emu_mbar_expect_tx(b, bytes);
+#else
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(wg_smem(b)), "r"(bytes)
+                 : "memory");
+#endif
+}
+// Until b's phase of `parity` has completed (its arrivals and transaction bytes).
+__device__ __forceinline__ void mbar_wait(u64* b, u32 parity) {
+#if defined(PPN_EMU)
+    while (!emu_mbar_try_wait(b, parity)) {
+    }
+#else
+    u32 done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(wg_smem(b)), "r"(parity)
+            : "memory");
+    } while (!done);
+#endif
+}
+// One bulk copy of `bytes` (a multiple of 16, both ends 16-byte aligned) global -> shared by
+// the copy engine, completing on b's transaction count.
+__device__ __forceinline__ void bulk_g2s(void* dst, const void* src, u32 bytes, u64* b) {
+#if defined(PPN_EMU)
+    emu_bulk_g2s(dst, src, bytes, b);
+#else
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            wg_smem(dst)),
+        "l"(src), "r"(bytes), "r"(wg_smem(b))
+        : "memory");
+#endif
+}
+// The generic proxy's accesses to shared memory before the async proxy's (the copy engine's
+// writes of a refill after the warps' reads of the stage).
+__device__ __forceinline__ void fence_proxy_async() {
+#if defined(PPN_EMU)
+    emu_fence_proxy_async();
+#else
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// mma_prep_xg: mma_prep's integer form (Q4_K's digits, 2^E, sub-block sums, the norm and
+// the plant: the same function mma_prep_sb, so the same bytes) laid out as XG (above) for
+// the wgmma GEMM. grid (columns rounded up to WG_BN, ceil(n_sb / 8)), block 256: warp w of
+// block (col, j) prepares super-block 8 j + w of column col into its staging copy of mma_prep's
+// words, then moves them into the column's place in the tile. Columns past a.rows (the last
+// block's) are zeros: computed by the GEMM, never stored.
+__device__ __forceinline__ void mma_prep_xg_body(const MvArgs& a, u8* __restrict__ XG, int plant) {
+    __shared__ float red[8];
+    // Per warp: mma_prep's 256 XF words, then its 8 sub-block sums and 2^E.
+    __shared__ __align__(16) u32 stg[8][256 + 16];
+    pdl_trigger();
+    pdl_wait();
+    const int col = blockIdx.x, n = a.n_in, n_sb = (n + 255) >> 8;
+    const int warp = threadIdx.x >> 5, L = threadIdx.x & 31, sb = blockIdx.y * 8 + warp;
+    const int c = col % WG_BN;
+    u8* tile = XG + ((size_t)(col / WG_BN) * n_sb + sb) * WG_TILE;
+    u32* w = stg[warp];
+    const bool live = col < a.rows;  // uniform over the block
+    float inv = 0.0f;
+    if (live && a.norm) inv = 1.0f / sqrtf(sumsq256(a.x + (size_t)col * n, n, red) / (float)n + a.eps);
+    if (sb >= n_sb) return;
+    if (live) {
+        mma_prep_sb(a.x + (size_t)col * n, a.norm, inv, n, sb, L, w, (float*)&w[264], (float*)&w[256],
+                    true, plant && a.rows > 1);
+        __syncwarp();
+    }
+    // 48 chunks of 16 bytes: sub-block s, piece p, k-half kh. XF word (s * 4 + t) * 8 + 2 p +
+    // kh holds bytes k = 32 s + 16 kh + 4 t + i (mma_prep_ints), so chunk byte 4 t + i.
+    for (int i = L; i < 48; i += 32) {
+        const int s = i / 6, p = (i % 6) >> 1, kh = i & 1;
+        const u32* q = w + s * 32 + 2 * p + kh;
+        const uint4 v = live ? make_uint4(q[0], q[8], q[16], q[24]) : make_uint4(0u, 0u, 0u, 0u);
+        *(uint4*)(tile + s * 96 * WG_BN + p * 32 * WG_BN + (c >> 3) * 256 + kh * 128 + (c & 7) * 16) = v;
+    }
+    if (L < 8) ((float*)(tile + WG_XS))[c * 8 + L] = live ? __int_as_float((int)w[256 + L]) : 0.0f;
+    if (L == 8) ((float*)(tile + WG_XE))[c] = live ? __int_as_float((int)w[264]) : 0.0f;
+}
+
+// Thread 0's copies of super-block sb into stage q: the XG tile of the block's columns and the
+// WG_MT m-tiles' weight blocks (past the launch's last m-tile: its last, computed, never
+// stored), all completing on the stage's barrier.
+__device__ __forceinline__ void wg_issue(const MvArgs& a, const u8* XG, u8* ring, u64* bar, int q, int sb,
+                                         int n_sb, int n_mt, int mt0) {
+    u8* st = ring + (size_t)q * WG_STAGE;
+    mbar_expect(bar + q, WG_STAGE);
+    bulk_g2s(st, XG + ((size_t)blockIdx.x * n_sb + sb) * WG_TILE, WG_TILE, bar + q);
+    // Not unrolled: thread 0's registers in this branch are the kernel's tightest (ptxas
+    // spilled there unrolled).
+#pragma unroll 1
+    for (int i = 0; i < WG_MT; ++i) {
+        int m, o0;
+        const u8* wb = mma_tile(a, min(mt0 + i, n_mt - 1), n_sb, MMA_BLK, &m, &o0);
+        bulk_g2s(st + WG_TILE + i * MMA_BLK, wb + (size_t)sb * MMA_BLK, MMA_BLK, bar + q);
+    }
+}
+
+// mma_gemm_wg: the Q4_K GEMM (rows > 8; engine/mma.rs mma_gemm_wg picks it). grid
+// (ceil(ncols / WG_BN), ceil(n_mt / WG_MT)), block WG_NWG * 128, WG_SMEM bytes of dynamic
+// shared memory. The super-blocks in order (THE ORDER's y = y + v_sb), each: its stage's
+// barrier waited, then per sub-block s each warp's A fragment (mma_q4k_afrag) and one
+// wgmma (h | m | l products of its warpgroup's 64 rows x WG_BN columns), S_hm += sc_s (2^8
+// D_h + D_m), S_l += sc_s D_l (mma_q4k_dot's integers), then v_sb (mma_frag_values) and
+// acc += v_sb; a block barrier (every warp done with the stage) and thread 0's refill of it
+// NST super-blocks ahead. Mode 2: the up warp (odd m-tile) hands its sums to the gate warp
+// (even, the same feature rows) through the ring, free once the walk is over.
+__device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, int n_mt, int n_sb,
+                                                 int ncols) {
+    DYN_SHARED(u8, sm);
+    u64* bar = (u64*)sm;
+    u8* ring = sm + 128;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int mt0 = blockIdx.y * WG_MT, col0 = blockIdx.x * WG_BN;
+    pdl_trigger();
+    if (tid == 0) {
+        for (int q = 0; q < WG_NST; ++q) mbar_init(bar + q, 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    // XG is mma_prep_xg's output (the previous launch), y may be read (mode 1): every thread
+    // waits before its first access; the weights are only read.
+    pdl_wait();
+    if (tid == 0)
+        for (int q = 0; q < WG_NST && q < n_sb; ++q) wg_issue(a, XG, ring, bar, q, q, n_sb, n_mt, mt0);
+    float acc[WG_NO];
+#pragma unroll
+    for (int o = 0; o < WG_NO; ++o) acc[o] = 0.0f;
+    for (int sb = 0; sb < n_sb; ++sb) {
+        const int q = sb % WG_NST;
+        const u8* st = ring + (size_t)q * WG_STAGE;
+        mbar_wait(bar + q, (u32)(sb / WG_NST) & 1u);
+        __syncwarp();  // the warp converged again before the warpgroup's aligned wgmma
+        const u8* wt = st + WG_TILE + warp * MMA_BLK;
+        const uint4 sc = *(const uint4*)(wt + MMA_SC_OFF + g * 32);  // shared: plain loads
+        int Shm[WG_NO], Sl[WG_NO];
+#pragma unroll
+        for (int o = 0; o < WG_NO; ++o) Shm[o] = Sl[o] = 0;
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+            const uint4 nib = *(const uint4*)(wt + (s >> 1) * 512 + lane * 16);
+            u32 af[4];
+            mma_q4k_afrag(nib, s, af);
+            int D[3 * WG_NO];
+            wg_fence();
+            wg_mma_n96(D, af, wg_desc(st + s * 96 * WG_BN, 128, 256));
+            wg_commit();
+            wg_wait0();
+            const int kg = (int)mma_byte_at(sc.x, sc.y, s), k8 = (int)mma_byte_at(sc.z, sc.w, s);
+#pragma unroll
+            for (int o = 0; o < WG_NO; ++o) {
+                const int k = (o & 2) ? k8 : kg;
+                Shm[o] += k * (D[o] * 256 + D[WG_NO + o]);
+                Sl[o] += k * D[2 * WG_NO + o];
+            }
+        }
+        // THE ORDER's v_sb of the thread's outputs and acc += v_sb.
+        const uint4 mn = *(const uint4*)(wt + MMA_SC_OFF + g * 32 + 16);
+        const uint2 dd = *(const uint2*)(wt + MMA_DD_OFF + g * 8);
+        const float* xsS = (const float*)(st + WG_XS);
+        const float* xeS = (const float*)(st + WG_XE);
+#pragma unroll
+        for (int ct = 0; ct < WG_BN / 8; ++ct) {
+            const int ca = 8 * ct + 2 * t;
+            float xa[8], xc[8], f[4], v[4];
+#pragma unroll
+            for (int s = 0; s < 8; ++s) {
+                xa[s] = xsS[ca * 8 + s];
+                xc[s] = xsS[ca * 8 + 8 + s];
+            }
+#pragma unroll
+            for (int c = 0; c < 4; ++c) f[c] = mma_q4k_f32(Shm[4 * ct + c], Sl[4 * ct + c]);
+            mma_frag_values(f, dd, mn, xa, xc, xeS[ca], xeS[ca + 1], v);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) acc[4 * ct + c] = __fadd_rn(acc[4 * ct + c], v[c]);
+        }
+        // Every warp done with stage q (its wgmma waited, its loads done) before the copy
+        // engine overwrites it; the generic reads ordered before the async writes.
+        __syncthreads();
+        if (tid == 0 && sb + WG_NST < n_sb) {
+            fence_proxy_async();
+            wg_issue(a, XG, ring, bar, q, sb + WG_NST, n_sb, n_mt, mt0);
+        }
+    }
+    const int mt = mt0 + warp;
+    // Mode 2: the up warp's sums to its gate warp, through the ring (every copy has landed and
+    // been read: the last refill is of super-block n_sb - 1, waited above, then a barrier).
+    float* ex = (float*)ring + (size_t)(warp >> 1) * WG_NO * 32;
+    if (a.mode == 2) {  // uniform
+        if (warp & 1)
+#pragma unroll
+            for (int o = 0; o < WG_NO; ++o) ex[o * 32 + lane] = acc[o];
+        __syncthreads();
+        if (warp & 1) return;
+    }
+    if (mt >= n_mt) return;
+    int m, o0;
+    mma_tile(a, mt, n_sb, MMA_BLK, &m, &o0);
+#pragma unroll
+    for (int o = 0; o < WG_NO; ++o) {
+        const int ct = o >> 2, c = o & 3;
+        const int col = col0 + 8 * ct + 2 * t + (c & 1), row = o0 + g + ((c & 2) ? 8 : 0);
+        if (col >= ncols) continue;
+        if (a.mode == 2) mv_finish(a, 0, row, col, acc[o], ex[o * 32 + lane]);
+        else mv_finish(a, m, row, col, acc[o], 0.0f);
+    }
+}
+#define MMA_W0                                                                                   \
+    extern "C" __global__ void __launch_bounds__(256) mma_prep_xg(MvArgs a, u8* __restrict__ XG, int plant) { \
+        mma_prep_xg_body(a, XG, plant);                                                          \
+    }
+#define MMA_W1                                                                                   \
+    extern "C" __global__ void __launch_bounds__(WG_NWG * 128, WG_NWG > 2 ? 1 : 2) mma_gemm_wg(MvArgs a, const u8* XG, int n_mt, \
+                                                                          int n_sb, int ncols) { \
+        mma_gemm_wg_body(a, XG, n_mt, n_sb, ncols);                                              \
+    }
+#endif  // MMA_WG_ON
+
 // The kernels the engine launches (src/backend/cuda/mod.rs MMA_KERNELS). Decode: MT = 2
 // m-tiles per block, KP = 8 or 16 warps (super-blocks in flight; the host picks by the
 // launch's m-tile count, never by the batch); GEMM: the prototype's fastest variant
@@ -1585,6 +1936,10 @@ MMA_KERNEL_SET(MF_Q5_0, _q5_0)
 MMA_KERNEL_SET(MF_Q6_K, _q6_k)
 MMA_M0
 MMA_M1
+#if MMA_WG_ON
+MMA_W0
+MMA_W1
+#endif
 #elif MMA_SET >= 0
 // The engine's modules: ONE kernel each, MMA_SLOT of format MMA_SET's set (src/backend/cuda/
 // mma.rs mma_module_head), so a cold start compiles only the kernels its formats need, all
@@ -1608,6 +1963,12 @@ MMA_ONE(MF_Q6_K, _q6_k)
 MMA_M0
 #elif MMA_SET == 6 && MMA_SLOT == 1
 MMA_M1
+#elif MMA_SET == 7 && !MMA_WG_ON
+#error "MMA_SET 7 (the wgmma GEMM) is built for sm_90a only (cuda/mma.rs DevCtx::mma_wg)"
+#elif MMA_SET == 7 && MMA_SLOT == 0
+MMA_W0
+#elif MMA_SET == 7 && MMA_SLOT == 1
+MMA_W1
 #else
 #error "MMA_SET names no format of MMA_FORMATS"
 #endif
