@@ -13,6 +13,7 @@ use cudarc::driver::CudaFunction;
 use super::nvrtc::{compile_and_load_for, load_kernel, module_source};
 use super::{op_err, DevCtx};
 use crate::backend::BResult;
+use crate::quant::repack::MMA_BLOCK;
 use crate::quant::GgmlType;
 
 /// `--mma auto` turns the tensor-core path on for the Q4_K and Q6_K matrices (the integer
@@ -253,7 +254,8 @@ pub(crate) const MMA_WG_NST: usize = 2;
 /// The wgmma GEMM's dynamic shared memory (kernels/mma.cu WG_SMEM: 128 bytes of mbarriers,
 /// then MMA_WG_NST stages of one super-block's 32-column XG tile, 804 x 32 bytes, and the
 /// block's MMA_WG_MT m-tiles' 2368-byte weight blocks).
-pub(crate) const MMA_WG_SMEM: usize = 128 + MMA_WG_NST * (804 * 32 + MMA_WG_MT * 2368);
+pub(crate) const MMA_WG_SMEM: usize =
+    128 + MMA_WG_NST * (4 * MMA_WG_COL_WORDS * MMA_WG_BN + MMA_WG_MT * MMA_BLOCK);
 /// The wgmma GEMM's prepared activations a column and super-block: XG's 804 bytes (768
 /// of digits, 8 sub-block sums, 2^E), in u32 words.
 pub(crate) const MMA_WG_COL_WORDS: usize = 804 / 4;
@@ -385,7 +387,7 @@ impl DevCtx {
         // mma_fuse_cap bytes (engine/mma.rs mma_fused_smem); the wgmma GEMM its ring.
         let smem = if name.starts_with("mma_decode_f") {
             Some(self.mma_fuse_cap())
-        } else if name == MMA_KERNELS[MMA_WG + 1] {
+        } else if i == MMA_WG + 1 {
             Some(MMA_WG_SMEM)
         } else {
             None

@@ -329,7 +329,8 @@ impl CudaEngine {
             to_i32(rows, "rows")?,
         );
         let (k, warps) = mma_decode_kernel(n_mt, n_sb, self.dx.sms);
-        let (fused_kind, dec_kind) = MMA_PROF[Self::prof_op(mode, mats.len(), norm.is_some())];
+        let prof_op = Self::prof_op(mode, mats.len(), norm.is_some());
+        let (fused_kind, dec_kind) = MMA_PROF[prof_op];
         // The decode kernels' grid, fused or not: 2 m-tiles a block.
         let dec = |smem: u32| -> BResult<LaunchConfig> {
             Ok(LaunchConfig {
@@ -354,14 +355,11 @@ impl CudaEngine {
             self.prof_end(s, fused_kind, e0);
             return Ok(());
         }
-        // The wgmma GEMM (mma_gemm_wg): its own prep and layout.
-        if !decode
-            && ty == GgmlType::Q4K
-            && self.dx.mma_wg()
-            && mma_gemm_wg(n_mt, rows, self.dx.sms)
-        {
-            let kind = MMA_WG_PROF[Self::prof_op(mode, mats.len(), norm.is_some())];
-            return self.mma_wg_launch(s, &a, scratch, (n_mt_i, n_sb_i, rows_i), plant, kind, op);
+        // The wgmma GEMM (mma_gemm_wg, a GEMM: rows past MMA_DECODE_MAX): its own prep and
+        // layout.
+        if ty == GgmlType::Q4K && self.dx.mma_wg() && mma_gemm_wg(n_mt, rows, self.dx.sms) {
+            let dims = (n_mt_i, n_sb_i, rows_i);
+            return self.mma_wg_launch(s, &a, scratch, dims, plant, MMA_WG_PROF[prof_op], op);
         }
         // The GEMM reads whole n-tiles of 8 columns (the padding prepared as zeros); the
         // decode kernel reads only the launch's rows. Warps of a block take 8 super-blocks.

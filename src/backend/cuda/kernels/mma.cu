@@ -758,6 +758,12 @@ __device__ __forceinline__ void mma_prep_sb(const float* X, const float* gw, flo
     if ((L & 3) == 0) xs[L >> 2] = r;
 }
 
+// A norm launch's 1 / rms of row X (n inputs) with stage_rows' expression, by the whole
+// block (sumsq256's barriers): mma_prep's and mma_prep_xg's.
+__device__ __forceinline__ float mma_prep_inv(const float* X, int n, float eps, float* red) {
+    return 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + eps);
+}
+
 // mma_prep: in the whole program, or a module of its own (MMA_SET -1).
 #if !defined(MMA_SET) || MMA_SET < 0
 extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __restrict__ XF,
@@ -781,7 +787,7 @@ extern "C" __global__ void __launch_bounds__(256) mma_prep(MvArgs a, u32* __rest
         return;
     }
     const float* X = a.x + (size_t)col * n;
-    const float inv = a.norm ? 1.0f / sqrtf(sumsq256(X, n, red) / (float)n + a.eps) : 0.0f;
+    const float inv = a.norm ? mma_prep_inv(X, n, a.eps, red) : 0.0f;
     const size_t i = (size_t)col * n_sb + sb;
     // ints: the launch's matrices are Q4_K or Q6_K (engine/mma.rs), uniform over the grid.
     // plant: the fault only, on launches of more than one row.
@@ -1692,7 +1698,7 @@ __device__ __forceinline__ void mma_prep_xg_body(const MvArgs& a, u8* __restrict
     u32* w = stg[warp];
     const bool live = col < a.rows;  // uniform over the block
     float inv = 0.0f;
-    if (live && a.norm) inv = 1.0f / sqrtf(sumsq256(a.x + (size_t)col * n, n, red) / (float)n + a.eps);
+    if (live && a.norm) inv = mma_prep_inv(a.x + (size_t)col * n, n, a.eps, red);
     if (sb >= n_sb) return;
     if (live) {
         mma_prep_sb(a.x + (size_t)col * n, a.norm, inv, n, sb, L, w, (float*)&w[264], (float*)&w[256],
