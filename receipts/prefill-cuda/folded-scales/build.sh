@@ -15,13 +15,20 @@ wt=/tmp/step49-wt
 mkdir -p "$repo/.stage/bin"
 git -C "$repo" worktree remove --force "$wt" 2>/dev/null || true
 git -C "$repo" worktree add --detach "$wt" "$base" > /dev/null
+trap 'git -C "$repo" worktree remove --force "$wt" 2>/dev/null || true' EXIT
+# The three patches apply in order to $base, checked before anything is built: a patch that
+# does not apply stops the script (set -e) with git's message, never a half set of binaries.
+for p in step49 q-to-p p-to-n; do git -C "$wt" apply "$here/$p.patch"; done
+git -C "$wt" checkout -q -- .
 build() {  # $1: name
   (cd "$wt" && CARGO_TARGET_DIR=/tmp/step49-target cargo build --release -q)
   strip -o "$repo/.stage/bin/$1" /tmp/step49-target/release/ppn-gate
   echo "built $1"
 }
 build M
-git -C "$wt" apply "$here/step49.patch" && build Q
-git -C "$wt" apply "$here/q-to-p.patch" && build P
-git -C "$wt" apply "$here/p-to-n.patch" && build N
-git -C "$repo" worktree remove --force "$wt"
+git -C "$wt" apply "$here/step49.patch"
+build Q
+git -C "$wt" apply "$here/q-to-p.patch"
+build P
+git -C "$wt" apply "$here/p-to-n.patch"
+build N
