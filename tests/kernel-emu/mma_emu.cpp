@@ -550,8 +550,9 @@ int main(int argc, char** argv) {
     check_plant(q6);
     check_mix(1);
     check_mix(5);
-    // The wgmma GEMM's own cases (Q4_K; after the others: their drawn data as before): two
-    // blocks of WG_MT m-tiles, the last ragged (n_mt 12, 9, 10), two blocks of 32 columns, the
+    // The wgmma GEMM's own cases (Q4_K; after the others: their drawn data as before): blocks
+    // of WG_MT m-tiles (4 at WG_NWG 1: n_mt 12, 9, 10 are 3 blocks each, the last of 9 and of
+    // 10 ragged; at 2 warpgroups, 2 blocks), two blocks of 32 columns, the
     // last ragged (rows 40, 33; 64 whole), 10 and 11 super-blocks (the ring's 2 stages
     // refilled over and over; 3 and 1 besides), every mode and both activations, q|k|v
     // across the m-tile blocks, and rows 2..8 over 12 super-blocks.

@@ -1020,7 +1020,9 @@ fn the_mma_module_is_assembled_checked_and_launched_as_its_source_says() {
     // 224 m-blocks x 2; its o at 512 rows; not its o at 37 rows, 32 x 2 blocks).
     {
         let pick = super::engine::mma_gemm_wg;
-        let mt = super::mma::MMA_WG_MT;
+        // Counted in step 48's blocks of 8 m-tiles, whatever the kernel's block now is.
+        let mt = super::engine::MMA_WG_PICK_MT;
+        assert_eq!(mt, 8);
         assert!(!pick(2 * 14336 / 16, 8, 132), "8 rows: the decode kernel");
         assert!(pick(2 * 14336 / 16, 37, 132));
         assert!(pick(4096 / 16, 512, 132));

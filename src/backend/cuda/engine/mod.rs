@@ -72,7 +72,7 @@ use mma::MmaScratch;
 #[cfg(test)]
 pub(super) use mma::{
     mma_decode_kernel, mma_fused_smem, mma_gemm_narrow, mma_gemm_warps_n, mma_gemm_wg,
-    mma_mix_split, MMA_DECODE_MAX, MMA_FUSE_UNIT,
+    mma_mix_split, MMA_DECODE_MAX, MMA_FUSE_UNIT, MMA_WG_PICK_MT,
 };
 use weights::{upload_f32, DevLayer, DevWeight};
 #[cfg(test)]

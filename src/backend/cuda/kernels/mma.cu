@@ -1525,15 +1525,21 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
 // the block's WG_MT 2368-byte weight blocks.
 // WG_NWG and WG_NST come from the module's head (cuda/mma.rs mma_module_head: MMA_WG_NWG,
 // MMA_WG_NST, which the host sizes the launch from); these defaults serve the emulator and
-// the whole program.
+// the whole program. One warpgroup a block (step 50): three blocks an SM (WG_MINB; 70.5 KB
+// of shared memory each, 168 registers, none spilled), whose block barriers each span one
+// warpgroup's 4 warps, against step 48's two blocks of 2 warpgroups at 128 registers (6
+// accumulators spilled, the block barrier the first of its stall reasons in Nsight Compute).
 #define WG_BN 32
 #ifndef WG_NWG
-#define WG_NWG 2
+#define WG_NWG 1
 #endif
 #ifndef WG_NST
 #define WG_NST 2
 #endif
 #define WG_MT (4 * WG_NWG)
+// Blocks an SM the registers are bounded for (__launch_bounds__): as many as the shared
+// memory holds, at most 16 warps an SM.
+#define WG_MINB (WG_NWG == 1 ? 3 : WG_NWG == 2 ? 2 : 1)
 #define WG_NO (WG_BN / 2)
 // The prepared activations' layout XG (mma_prep_xg): per block of WG_BN columns and
 // super-block sb one WG_TILE of bytes:
@@ -1849,7 +1855,7 @@ __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, 
         mma_prep_xg_body(a, XG, plant);                                                          \
     }
 #define MMA_W1                                                                                   \
-    extern "C" __global__ void __launch_bounds__(WG_NWG * 128, WG_NWG > 2 ? 1 : 2) mma_gemm_wg(MvArgs a, const u8* XG, int n_mt, \
+    extern "C" __global__ void __launch_bounds__(WG_NWG * 128, WG_MINB) mma_gemm_wg(MvArgs a, const u8* XG, int n_mt, \
                                                                           int n_sb, int ncols) { \
         mma_gemm_wg_body(a, XG, n_mt, n_sb, ncols);                                              \
     }
