@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30 step 49 (prepared 2026-12-07, NOT yet run on a GPU; README.md here): builds the four
+# Issue 30 step 49 (measured 2026-12-07 on one H100, not kept; README.md here): builds the four
 # binaries call1.sh compares, on this machine (no GPU needed), from main 1f0e8dd:
 #   M = 1f0e8dd as is; Q = M + step49.patch (the whole step: kernel, host constant, kernel
 #   emulator); P = Q + q-to-p.patch (one m64n96k32 group a super-block, no column halves);
