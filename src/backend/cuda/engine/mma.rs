@@ -171,20 +171,21 @@ pub(in crate::backend::cuda) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: 
 
 /// Whether a Q4_K GEMM launch of `n_mt` m-tiles and `rows` rows takes the wgmma GEMM
 /// (kernels/mma.cu mma_gemm_wg, on a device where `DevCtx::mma_wg` holds): a GEMM (rows past
-/// MMA_DECODE_MAX) whose blocks (MMA_WG_PICK_MT m-tiles x MMA_WG_BN columns) give every SM one;
-/// else mma_gemm or the narrow GEMM, whose smaller blocks fill the SMs. Step 47's probe
+/// MMA_DECODE_MAX) whose blocks, counted as step 48's (MMA_WG_PICK_MT m-tiles x MMA_WG_BN
+/// columns), give every SM one; else mma_gemm or the narrow GEMM, whose smaller blocks fill
+/// the SMs. Step 47's probe
 /// measured it 1.53x mma_gemm over a layer's four 8B-shape matrices at 512 rows, on an H100
 /// and an H200, and slower at 37 and 64 rows on q|k|v and o, whose grids it leaves short of
 /// the SMs (receipts/prefill-cuda/wgmma-int/call4). A function of the launch's shape alone;
 /// timing only: both kernels compute THE ORDER (every output the same bits).
-/// The blocks are counted as step 48's, of 8 m-tiles (MMA_WG_PICK_MT), with which the launches
-/// that gain were measured; step 50's blocks of 4 m-tiles changed the kernel's speed, not which
-/// launches were measured to gain (so not the set that takes it).
 pub(in crate::backend::cuda) fn mma_gemm_wg(n_mt: usize, rows: usize, sms: usize) -> bool {
     rows > MMA_DECODE_MAX && n_mt.div_ceil(MMA_WG_PICK_MT) * rows.div_ceil(MMA_WG_BN) >= sms
 }
 
-/// The m-tiles of a block in mma_gemm_wg's rule (step 48's block: 2 warpgroups).
+/// The m-tiles of a block in mma_gemm_wg's rule: step 48's block of 2 warpgroups, with which
+/// the launches that gain were measured. Step 50's blocks of 4 m-tiles changed the kernel's
+/// speed, not that set: counted in them, q|k|v took the kernel at 37 and 64 rows too and lost
+/// there (receipts/prefill-cuda/one-warpgroup/call2/chunks.txt).
 pub(in crate::backend::cuda) const MMA_WG_PICK_MT: usize = 8;
 
 /// Whether a GEMM launch takes the narrow kernel (kernels/mma.cu MMA_K3, `mma_gemm_n`: 4 warps

@@ -1537,8 +1537,9 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
 #define WG_NST 2
 #endif
 #define WG_MT (4 * WG_NWG)
-// Blocks an SM the registers are bounded for (__launch_bounds__): as many as the shared
-// memory holds, at most 16 warps an SM.
+// Blocks an SM the registers are bounded for (__launch_bounds__), as the shared memory at 2
+// stages allows: three of one warpgroup (12 warps; a fourth's 70.5 KB does not fit), two of
+// two (16 warps), else one.
 #define WG_MINB (WG_NWG == 1 ? 3 : WG_NWG == 2 ? 2 : 1)
 #define WG_NO (WG_BN / 2)
 // The prepared activations' layout XG (mma_prep_xg): per block of WG_BN columns and
