@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30 step 51 (prepared 2026-12-07, NOT yet run on a GPU; README.md here): builds the two
+# Issue 30 step 51 (run on one H100 2026-12-07, landed; README.md here): builds the two
 # binaries call1.sh compares, on this machine (no GPU needed), into .stage/bin (gitignored), by
 # scripts/build-variant.sh:
 #   M = cdb6db0 (step 50's wgmma GEMM: one wgmma a sub-block, each waited before its sums);

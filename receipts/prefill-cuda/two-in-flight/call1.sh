@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30 step 51 (prepared, NOT yet run on a GPU; README.md here), call 1 on one H100 or
+# Issue 30 step 51 (README.md here; run 2026-12-07, call1/), call 1 on one H100 or
 # H200: T (two wgmma in flight) against M (main cdb6db0), builds from build.sh. Proves:
 #  - the same bits, prefill512 alternating, per-op microseconds, T's every arm and serve at
 #    N = 2, T's gates at N = 1..8 with chunks 512 and 37, the planted fault, a soak

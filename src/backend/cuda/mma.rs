@@ -251,7 +251,8 @@ const _: () = assert!(MMA_WG + MMA_WG_KERNELS == MMA_KERNELS.len());
 /// and stages of its ring (WG_NST), given to the kernel by its module head. One warpgroup,
 /// three blocks an SM (step 50): on one H100 the 8B shape's gate|up 940 -> 906 us a launch
 /// and prefill512 +1.1 % against two warpgroups, two blocks an SM, every output the same bits
-/// (receipts/prefill-cuda/one-warpgroup/call2).
+/// (receipts/prefill-cuda/one-warpgroup/call2). Two wgmma in flight a warpgroup (step 51):
+/// gate|up 903 -> 852 us, prefill512 +4.7 % (receipts/prefill-cuda/two-in-flight/call1).
 pub(crate) const MMA_WG_NWG: usize = 1;
 pub(crate) const MMA_WG_NST: usize = 2;
 /// The wgmma GEMM's dynamic shared memory (kernels/mma.cu WG_SMEM: 128 bytes of mbarriers,

@@ -1529,6 +1529,11 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
 // of shared memory each, 168 registers, none spilled), whose block barriers each span one
 // warpgroup's 4 warps, against step 48's two blocks of 2 warpgroups at 128 registers (6
 // accumulators spilled, the block barrier the first of its stall reasons in Nsight Compute).
+// Two wgmma in flight a warpgroup (step 51): sub-block s + 1's issued into a second D before
+// sub-block s's integer sums, D declared written only ("=r": scale-d 0), which is what frees
+// ptxas from serializing the wgmma (its C7511 note came from a read-write D, not from the
+// register count); gate|up 903 -> 852 us, prefill512 +4.7 % on one H100, the same bits
+// (receipts/prefill-cuda/two-in-flight/).
 #define WG_BN 32
 #ifndef WG_NWG
 #define WG_NWG 1
@@ -1582,6 +1587,22 @@ __device__ __forceinline__ void wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
 }
+__device__ __forceinline__ void wg_wait1() {
+#if defined(PPN_EMU)
+    emu_wg_wait(1);
+#else
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+#endif
+}
+// D's registers pinned in program order against the asm around them (the compiler sees no
+// dependence between an accumulator and the wait that completes it): after a wgmma's issue
+// and after its wait, so no read of D moves above the wait.
+__device__ __forceinline__ void wg_fence_d(int (&d)[48]) {
+#if !defined(PPN_EMU)
+#pragma unroll
+    for (int i = 0; i < 48; ++i) asm volatile("" : "+r"(d[i])::"memory");
+#endif
+}
 __device__ __forceinline__ void wg_wait0() {
 #if defined(PPN_EMU)
     emu_wg_wait(0);
@@ -1611,14 +1632,14 @@ __device__ __forceinline__ void wg_mma_n96(int (&d)[48], const u32 (&a)[4], u64 
         "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
         "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, "
         "{%48, %49, %50, %51}, %52, p;\n}\n"
-        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]),
-          "+r"(d[7]), "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]),
-          "+r"(d[14]), "+r"(d[15]), "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]),
-          "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), "+r"(d[24]), "+r"(d[25]),
-          "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
-          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]),
-          "+r"(d[38]), "+r"(d[39]), "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]),
-          "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47])
+        : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]), "=r"(d[4]), "=r"(d[5]), "=r"(d[6]),
+          "=r"(d[7]), "=r"(d[8]), "=r"(d[9]), "=r"(d[10]), "=r"(d[11]), "=r"(d[12]), "=r"(d[13]),
+          "=r"(d[14]), "=r"(d[15]), "=r"(d[16]), "=r"(d[17]), "=r"(d[18]), "=r"(d[19]),
+          "=r"(d[20]), "=r"(d[21]), "=r"(d[22]), "=r"(d[23]), "=r"(d[24]), "=r"(d[25]),
+          "=r"(d[26]), "=r"(d[27]), "=r"(d[28]), "=r"(d[29]), "=r"(d[30]), "=r"(d[31]),
+          "=r"(d[32]), "=r"(d[33]), "=r"(d[34]), "=r"(d[35]), "=r"(d[36]), "=r"(d[37]),
+          "=r"(d[38]), "=r"(d[39]), "=r"(d[40]), "=r"(d[41]), "=r"(d[42]), "=r"(d[43]),
+          "=r"(d[44]), "=r"(d[45]), "=r"(d[46]), "=r"(d[47])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
 #endif
 }
@@ -1782,22 +1803,40 @@ __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, 
         int Shm[WG_NO], Sl[WG_NO];
 #pragma unroll
         for (int o = 0; o < WG_NO; ++o) Shm[o] = Sl[o] = 0;
+        // Two sub-blocks in flight: sub-block s + 1's wgmma issued into the other D before
+        // sub-block s's sums (wait_group 1 leaves only s + 1's group open, so s's D is
+        // complete when read; the other D's last reader, s - 1's sums, is done before).
+        int D[2][3 * WG_NO];
+        u32 af[2][4];
+        {
+            const uint4 nib = *(const uint4*)(wt + lane * 16);
+            mma_q4k_afrag(nib, 0, af[0]);
+            wg_fence();
+            wg_mma_n96(D[0], af[0], wg_desc(st, 128, 256));
+            wg_commit();
+            wg_fence_d(D[0]);
+        }
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
-            const uint4 nib = *(const uint4*)(wt + (s >> 1) * 512 + lane * 16);
-            u32 af[4];
-            mma_q4k_afrag(nib, s, af);
-            int D[3 * WG_NO];
-            wg_fence();
-            wg_mma_n96(D, af, wg_desc(st + s * 96 * WG_BN, 128, 256));
-            wg_commit();
-            wg_wait0();
+            if (s + 1 < 8) {
+                const int n = (s + 1) & 1;
+                const uint4 nib = *(const uint4*)(wt + ((s + 1) >> 1) * 512 + lane * 16);
+                mma_q4k_afrag(nib, s + 1, af[n]);
+                wg_fence();
+                wg_mma_n96(D[n], af[n], wg_desc(st + (s + 1) * 96 * WG_BN, 128, 256));
+                wg_commit();
+                wg_fence_d(D[n]);
+                wg_wait1();
+            } else {
+                wg_wait0();
+            }
+            wg_fence_d(D[s & 1]);
             const int kg = (int)mma_byte_at(sc.x, sc.y, s), k8 = (int)mma_byte_at(sc.z, sc.w, s);
 #pragma unroll
             for (int o = 0; o < WG_NO; ++o) {
                 const int k = (o & 2) ? k8 : kg;
-                Shm[o] += k * (D[o] * 256 + D[WG_NO + o]);
-                Sl[o] += k * D[2 * WG_NO + o];
+                Shm[o] += k * (D[s & 1][o] * 256 + D[s & 1][WG_NO + o]);
+                Sl[o] += k * D[s & 1][2 * WG_NO + o];
             }
         }
         // THE ORDER's v_sb of the thread's outputs and acc += v_sb.
