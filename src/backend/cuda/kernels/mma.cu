@@ -1767,8 +1767,9 @@ __device__ __forceinline__ void wg_issue(const MvArgs& a, const u8* XG, u8* ring
 // (ceil(ncols / WG_BN), ceil(n_mt / WG_MT)), block WG_NWG * 128, WG_SMEM bytes of dynamic
 // shared memory. The super-blocks in order (THE ORDER's y = y + v_sb), each: its stage's
 // barrier waited, then per sub-block s each warp's A fragment (mma_q4k_afrag) and one
-// wgmma (h | m | l products of its warpgroup's 64 rows x WG_BN columns), S_hm += sc_s (2^8
-// D_h + D_m), S_l += sc_s D_l (mma_q4k_dot's integers), then v_sb (mma_frag_values) and
+// wgmma (h | m | l products of its warpgroup's 64 rows x WG_BN columns; s + 1's issued before
+// s's sums, two in flight), S_hm += sc_s (2^8 D_h + D_m), S_l += sc_s D_l (mma_q4k_dot's
+// integers), then v_sb (mma_frag_values) and
 // acc += v_sb; a block barrier (every warp done with the stage) and thread 0's refill of it
 // NST super-blocks ahead. Mode 2: the up warp (odd m-tile) hands its sums to the gate warp
 // (even, the same feature rows) through the ring, free once the walk is over.
