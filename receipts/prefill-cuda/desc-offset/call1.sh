@@ -13,15 +13,8 @@ OUT=${OUT:?}
 B=.stage/bin
 DEADLINE=${DEADLINE:-300} BUILDS="M D" G=D OUT=$OUT bash receipts/prefill-cuda/folded-scales/call1.sh > /dev/null 2>&1
 rm -f "$OUT/speed.txt" "$OUT/llama-build-tail.txt"
+scripts/prefill-chunks.sh M D > "$OUT/chunks.txt"
 M8=/tmp/ab/l8q4k.gguf
-for round in 1 2; do
-  for c in 64 37; do
-    for n in M D; do
-      timeout 40 $B/$n bench --backend cuda --model $M8 --arms prime --chunk $c --prompt-len 512 2>&1 \
-        | grep -E 'prefill +\(' | sed "s/^/chunk $c $n: /"
-    done
-  done
-done > "$OUT/chunks.txt"
 # Every op of a 512-row prefill, not only the GEMMs (what the rest of the layer costs now).
 PPN_CUDA_PROF=1 timeout 40 $B/D bench --backend cuda --model $M8 --arms prime --chunk 512 \
   --prompt-len 512 > "$OUT/prof-all.txt" 2>&1

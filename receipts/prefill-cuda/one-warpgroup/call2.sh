@@ -11,16 +11,7 @@
 #   OUT=DIR bash receipts/prefill-cuda/one-warpgroup/call2.sh      [DEADLINE=seconds, default 300]
 set -u
 OUT=${OUT:?}
-B=.stage/bin
 DEADLINE=${DEADLINE:-300} BUILDS="M L" G=L OUT=$OUT bash receipts/prefill-cuda/folded-scales/call1.sh > /dev/null 2>&1
 rm -f "$OUT/speed.txt" "$OUT/llama-build-tail.txt"
-M8=/tmp/ab/l8q4k.gguf
-for round in 1 2; do
-  for c in 64 37; do
-    for n in M R L; do
-      timeout 40 $B/$n bench --backend cuda --model $M8 --arms prime --chunk $c --prompt-len 512 2>&1 \
-        | grep -E 'prefill +\(' | sed "s/^/chunk $c $n: /"
-    done
-  done
-done > "$OUT/chunks.txt"
+scripts/prefill-chunks.sh M R L > "$OUT/chunks.txt"
 cat "$OUT/prefill.txt" "$OUT/same.txt" "$OUT/gates.txt" "$OUT/chunks.txt"; tail -3 "$OUT/soak.txt"

@@ -15,15 +15,7 @@ OUT=${OUT:?}
 B=.stage/bin
 DEADLINE=${DEADLINE:-360} LC=${LC:-} BUILDS="M T" G=T OUT=$OUT bash receipts/prefill-cuda/folded-scales/call1.sh > /dev/null 2>&1
 rm -f "$OUT/speed.txt" "$OUT/llama-build-tail.txt"
-M8=/tmp/ab/l8q4k.gguf
-for round in 1 2; do
-  for c in 64 37; do
-    for n in M T; do
-      timeout 40 $B/$n bench --backend cuda --model $M8 --arms prime --chunk $c --prompt-len 512 2>&1 \
-        | grep -E 'prefill +\(' | sed "s/^/chunk $c $n: /"
-    done
-  done
-done > "$OUT/chunks.txt"
+scripts/prefill-chunks.sh M T > "$OUT/chunks.txt"
 OUT=/tmp/ncu timeout 120 scripts/prefill-ncu.sh T=$B/T > /dev/null 2>&1
 cp /tmp/ncu/ncu-T.txt "$OUT/" 2>/dev/null
 cat "$OUT/prefill.txt" "$OUT/same.txt" "$OUT/gates.txt" "$OUT/chunks.txt"; tail -3 "$OUT/soak.txt"
