@@ -1768,11 +1768,13 @@ __device__ __forceinline__ void wg_issue(const MvArgs& a, const u8* XG, u8* ring
 // shared memory. The super-blocks in order (THE ORDER's y = y + v_sb), each: its stage's
 // barrier waited, then per sub-block s each warp's A fragment (mma_q4k_afrag) and one
 // wgmma (h | m | l products of its warpgroup's 64 rows x WG_BN columns; s + 1's issued before
-// s's sums, two in flight), S_hm += sc_s (2^8 D_h + D_m), S_l += sc_s D_l (mma_q4k_dot's
-// integers), then v_sb (mma_frag_values) and
-// acc += v_sb; a block barrier (every warp done with the stage) and thread 0's refill of it
-// NST super-blocks ahead. Mode 2: the up warp (odd m-tile) hands its sums to the gate warp
-// (even, the same feature rows) through the ring, free once the walk is over.
+// s's sums, two in flight, each with its own D and A-fragment registers, which the wgmma
+// writes and reads asynchronously: a pair is reused, by s + 2, only after the wait that
+// completed s), S_hm += sc_s (2^8 D_h + D_m), S_l += sc_s D_l (mma_q4k_dot's integers), then
+// v_sb (mma_frag_values) and acc += v_sb; a block barrier (every warp done with the stage)
+// and thread 0's refill of it NST super-blocks ahead. Mode 2: the up warp (odd m-tile) hands
+// its sums to the gate warp (even, the same feature rows) through the ring, free once the
+// walk is over.
 __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, int n_mt, int n_sb,
                                                  int ncols) {
     DYN_SHARED(u8, sm);
