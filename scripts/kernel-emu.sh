@@ -10,10 +10,9 @@
 #    each warps-along-n, and Q4_K's wgmma GEMM (mma_prep_xg then mma_gemm_wg, sm_90a's):
 #    on every Q4_K case (rows 1 to 37) and cases of its own (blocks of 4 m-tiles, one
 #    warpgroup each, and of 32 columns, last ones ragged; 10 to 12 super-blocks through its
-#    2-stage ring; the
-#    three modes, q|k|v), its bulk copies landing late (when their mbarrier phase completes,
-#    so a stage read before its wait shows old bytes) and early (at issue, so a refill under
-#    a stage's readers overwrites it). Misusing wgmma, an mbarrier or a copy, or a deadlock,
+#    2-stage ring; the three modes, q|k|v), its bulk copies landing late (when their
+#    mbarrier phase completes, so a stage read before its wait shows old bytes) and early (at
+#    issue, so a refill under a stage's readers overwrites it). Misusing wgmma, an mbarrier or a copy, or a deadlock,
 #    stops the run (emu.h).
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
 #    and ragged tiles; the mixed Q4_K|Q6_K decode (one launch over Q4_K's matrices then

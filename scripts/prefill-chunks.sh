@@ -4,8 +4,9 @@
 # line, as "chunk C NAME: ..." on stdout. Proves how a candidate GEMM moves the chunked
 # prefill (the launches the wgmma GEMM's pick rule sends elsewhere, or gives ragged blocks)
 # beside the build it would replace, in one call. The model is the 8B shape's 8-layer Q4_K
-# slice scripts/decode-ab.sh synthesized (MODEL=another file); the builds are .stage/bin/NAME.
-# Used by the receipts' call scripts under receipts/prefill-cuda/.
+# slice scripts/decode-ab.sh synthesized (MODEL=another file); the builds are .stage/bin/NAME,
+# so it runs from the repository root. Used by the receipts' call scripts under
+# receipts/prefill-cuda/.
 #   scripts/prefill-chunks.sh NAME [NAME ...] > chunks.txt      [MODEL=/tmp/ab/l8q4k.gguf]
 set -u
 [ $# -ge 1 ] || { echo "usage: $0 NAME [NAME ...]" >&2; exit 2; }

@@ -1587,13 +1587,6 @@ __device__ __forceinline__ void wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 #endif
 }
-__device__ __forceinline__ void wg_wait1() {
-#if defined(PPN_EMU)
-    emu_wg_wait(1);
-#else
-    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-#endif
-}
 // D's registers pinned in program order against the asm around them (the compiler sees no
 // dependence between an accumulator and the wait that completes it): after a wgmma's issue
 // and after its wait, so no read of D moves above the wait.
@@ -1603,11 +1596,13 @@ __device__ __forceinline__ void wg_fence_d(int (&d)[48]) {
     for (int i = 0; i < 48; ++i) asm volatile("" : "+r"(d[i])::"memory");
 #endif
 }
-__device__ __forceinline__ void wg_wait0() {
+// Until at most N of the thread's committed wgmma groups are still in flight.
+template <int N>
+__device__ __forceinline__ void wg_wait() {
 #if defined(PPN_EMU)
-    emu_wg_wait(0);
+    emu_wg_wait(N);
 #else
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 #endif
 }
 // The shared-memory matrix descriptor, no swizzle: start >> 4 at bits 0-13, LBO >> 4 at
@@ -1763,6 +1758,19 @@ __device__ __forceinline__ void wg_issue(const MvArgs& a, const u8* XG, u8* ring
     }
 }
 
+// Sub-block s's wgmma of stage st (its weights at wt, the warp's): the lane's A fragment
+// into af, then the warpgroup's m64n96k32 into D, committed as its own group, D pinned after
+// the issue (wg_fence_d). af and D belong to the wgmma until a wait completes its group.
+__device__ __forceinline__ void wg_sub_mma(const u8* st, const u8* wt, int lane, int s, u32 (&af)[4],
+                                           int (&D)[48]) {
+    const uint4 nib = *(const uint4*)(wt + (s >> 1) * 512 + lane * 16);
+    mma_q4k_afrag(nib, s, af);
+    wg_fence();
+    wg_mma_n96(D, af, wg_desc(st + s * 96 * WG_BN, 128, 256));
+    wg_commit();
+    wg_fence_d(D);
+}
+
 // mma_gemm_wg: the Q4_K GEMM (rows > 8; engine/mma.rs mma_gemm_wg picks it). grid
 // (ceil(ncols / WG_BN), ceil(n_mt / WG_MT)), block WG_NWG * 128, WG_SMEM bytes of dynamic
 // shared memory. The super-blocks in order (THE ORDER's y = y + v_sb), each: its stage's
@@ -1811,27 +1819,14 @@ __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, 
         // complete when read; the other D's last reader, s - 1's sums, is done before).
         int D[2][3 * WG_NO];
         u32 af[2][4];
-        {
-            const uint4 nib = *(const uint4*)(wt + lane * 16);
-            mma_q4k_afrag(nib, 0, af[0]);
-            wg_fence();
-            wg_mma_n96(D[0], af[0], wg_desc(st, 128, 256));
-            wg_commit();
-            wg_fence_d(D[0]);
-        }
+        wg_sub_mma(st, wt, lane, 0, af[0], D[0]);
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
             if (s + 1 < 8) {
-                const int n = (s + 1) & 1;
-                const uint4 nib = *(const uint4*)(wt + ((s + 1) >> 1) * 512 + lane * 16);
-                mma_q4k_afrag(nib, s + 1, af[n]);
-                wg_fence();
-                wg_mma_n96(D[n], af[n], wg_desc(st + (s + 1) * 96 * WG_BN, 128, 256));
-                wg_commit();
-                wg_fence_d(D[n]);
-                wg_wait1();
+                wg_sub_mma(st, wt, lane, s + 1, af[(s + 1) & 1], D[(s + 1) & 1]);
+                wg_wait<1>();
             } else {
-                wg_wait0();
+                wg_wait<0>();
             }
             wg_fence_d(D[s & 1]);
             const int kg = (int)mma_byte_at(sc.x, sc.y, s), k8 = (int)mma_byte_at(sc.z, sc.w, s);
