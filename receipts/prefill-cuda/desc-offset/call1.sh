@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 30 step 53 (prepared, NOT yet run on a GPU; README.md here), call 1 on one H100 or
-# H200: D (wgmma descriptors by offset) against M (main 24fc286), builds from build.sh.
+# H200: D (wgmma descriptors by offset) against M (main aca09de), builds from build.sh.
 # Proves, through ../folded-scales/call1.sh with BUILDS="M D" G=D:
 #  - the same bits at prime chunks 512 and 37, and every arm and serve at N = 2 (same.txt);
 #    prefill512 M and D alternating (prefill.txt); microseconds a launch (prof.txt); D's
