@@ -1612,6 +1612,10 @@ __device__ __forceinline__ u64 wg_desc(const void* p, u32 lbo, u32 sbo) {
     return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo & 0x3FFFF) >> 4) << 16) |
            ((u64)((sbo & 0x3FFFF) >> 4) << 32);
 }
+// The descriptor of the matrix `off` bytes (a multiple of 16) past desc's: its start field
+// advanced, computed once a stage instead of masked and shifted again for each sub-block
+// (the ring ends below 2^18 bytes, so the 14-bit field never carries into LBO's).
+__device__ __forceinline__ u64 wg_desc_at(u64 desc, u32 off) { return desc + (u64)(off >> 4); }
 // D = A * B (scale-d 0: D written, never read): u8 A, the warp's 16 x 32 from registers in
 // mma.sync m16n8k32's A layout (mma_q4k_afrag); s8 B, 32 x 96 K-major in shared memory
 // (desc); s32 D, thread (g, t) of warp w holding rows 16 w + g (+ 8) x columns 8 ct + 2 t
@@ -1758,15 +1762,16 @@ __device__ __forceinline__ void wg_issue(const MvArgs& a, const u8* XG, u8* ring
     }
 }
 
-// Sub-block s's wgmma of stage st (its weights at wt, the warp's): the lane's A fragment
-// into af, then the warpgroup's m64n96k32 into D, committed as its own group, D pinned after
-// the issue (wg_fence_d). af and D belong to the wgmma until a wait completes its group.
-__device__ __forceinline__ void wg_sub_mma(const u8* st, const u8* wt, int lane, int s, u32 (&af)[4],
+// Sub-block s's wgmma of the stage whose descriptor is d0 (its weights at wt, the warp's):
+// the lane's A fragment into af, then the warpgroup's m64n96k32 into D, committed as its own
+// group, D pinned after the issue (wg_fence_d). af and D belong to the wgmma until a wait
+// completes its group.
+__device__ __forceinline__ void wg_sub_mma(u64 d0, const u8* wt, int lane, int s, u32 (&af)[4],
                                            int (&D)[48]) {
     const uint4 nib = *(const uint4*)(wt + (s >> 1) * 512 + lane * 16);
     mma_q4k_afrag(nib, s, af);
     wg_fence();
-    wg_mma_n96(D, af, wg_desc(st + s * 96 * WG_BN, 128, 256));
+    wg_mma_n96(D, af, wg_desc_at(d0, s * 96 * WG_BN));
     wg_commit();
     wg_fence_d(D);
 }
@@ -1804,6 +1809,8 @@ __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, 
     float acc[WG_NO];
 #pragma unroll
     for (int o = 0; o < WG_NO; ++o) acc[o] = 0.0f;
+    // The ring's descriptor; each stage's and sub-block's by offset from it (wg_desc_at).
+    const u64 dring = wg_desc(ring, 128, 256);
     for (int sb = 0; sb < n_sb; ++sb) {
         const int q = sb % WG_NST;
         const u8* st = ring + (size_t)q * WG_STAGE;
@@ -1819,11 +1826,12 @@ __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, 
         // complete when read; the other D's last reader, s - 1's sums, is done before).
         int D[2][3 * WG_NO];
         u32 af[2][4];
-        wg_sub_mma(st, wt, lane, 0, af[0], D[0]);
+        const u64 d0 = wg_desc_at(dring, (u32)q * WG_STAGE);  // stage q's sub-block 0
+        wg_sub_mma(d0, wt, lane, 0, af[0], D[0]);
 #pragma unroll
         for (int s = 0; s < 8; ++s) {
             if (s + 1 < 8) {
-                wg_sub_mma(st, wt, lane, s + 1, af[(s + 1) & 1], D[(s + 1) & 1]);
+                wg_sub_mma(d0, wt, lane, s + 1, af[(s + 1) & 1], D[(s + 1) & 1]);
                 wg_wait<1>();
             } else {
                 wg_wait<0>();
