@@ -12,8 +12,8 @@
 #    warpgroup each, and of 32 columns, last ones ragged; 10 to 12 super-blocks through its
 #    2-stage ring; the three modes, q|k|v), its bulk copies landing late (when their
 #    mbarrier phase completes, so a stage read before its wait shows old bytes) and early (at
-#    issue, so a refill under a stage's readers overwrites it). Misusing wgmma, an mbarrier or a copy, or a deadlock,
-#    stops the run (emu.h).
+#    issue, so a refill under a stage's readers overwrites it). Misusing wgmma, an mbarrier
+#    or a copy, or a deadlock, stops the run (emu.h).
 #    The cases span all six formats, the three modes, q|k|v launches, partial super-blocks
 #    and ragged tiles; the mixed Q4_K|Q6_K decode (one launch over Q4_K's matrices then
 #    Q6_K's) gives each output its format's own launch's bits. The planted --fault mma-row-order changes the GEMM's bits in both

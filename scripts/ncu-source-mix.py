@@ -5,13 +5,14 @@ regions of the SASS (runs of executed instructions, largest first, each with its
 the stall reasons summed over the launch. Proves where a launch's issue slots and waits went,
 e.g. attention_rows' output loop (BENCH.md issue 30 step 37).
 
-Usage, on the GPU machine:
+Usage, on the GPU machine (scripts/ncu-source.sh does both, gzipping the CSV):
   ncu --set full --import-source no -k regex:NAME --launch-skip S --launch-count 1 -o R BIN ARGS
   ncu -i R.ncu-rep --page source --csv --print-source sass > R.csv
-then anywhere: scripts/ncu-source-mix.py R.csv [REGIONS]
+then anywhere: scripts/ncu-source-mix.py R.csv[.gz] [REGIONS]
 """
 import collections
 import csv
+import gzip
 import sys
 
 
@@ -22,10 +23,13 @@ def fail(msg):
 
 def main():
     if len(sys.argv) not in (2, 3):
-        fail("usage: scripts/ncu-source-mix.py SOURCE.csv [REGIONS]")
+        fail("usage: scripts/ncu-source-mix.py SOURCE.csv[.gz] [REGIONS]")
+    path = sys.argv[1]
+    opener = gzip.open if path.endswith(".gz") else open
     try:
-        rows = list(csv.reader(open(sys.argv[1], newline="")))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        with opener(path, "rt", newline="") as f:
+            rows = list(csv.reader(f))
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as e:
         fail(f"{sys.argv[1]}: {e}")
     if len(sys.argv) > 2 and not sys.argv[2].isdigit():
         fail(f"REGIONS {sys.argv[2]!r}: not a count")

@@ -175,8 +175,9 @@ pub(in crate::backend::cuda) fn mma_gemm_warps_n(n_mt: usize, rows: usize, sms: 
 /// columns), give every SM one; else mma_gemm or the narrow GEMM, whose smaller blocks fill
 /// the SMs. Step 47's probe measured it 1.53x mma_gemm over a layer's four 8B-shape matrices
 /// at 512 rows, on an H100 and an H200, and slower at 37 and 64 rows on q|k|v and o, whose
-/// grids it leaves short of the SMs (receipts/prefill-cuda/wgmma-int/call4). A function of the launch's shape alone;
-/// timing only: both kernels compute THE ORDER (every output the same bits).
+/// grids it leaves short of the SMs (receipts/prefill-cuda/wgmma-int/call4). A function of
+/// the launch's shape alone; timing only: both kernels compute THE ORDER (every output the
+/// same bits).
 pub(in crate::backend::cuda) fn mma_gemm_wg(n_mt: usize, rows: usize, sms: usize) -> bool {
     rows > MMA_DECODE_MAX && n_mt.div_ceil(MMA_WG_PICK_MT) * rows.div_ceil(MMA_WG_BN) >= sms
 }
