@@ -2,7 +2,8 @@
 """What one kernel launch's instructions were, from Nsight Compute's source page (no GPU
 needed to read it): the executed warp instructions and warp-state samples by opcode, the hot
 regions of the SASS (runs of executed instructions, largest first, each with its share), and
-the stall reasons summed over the launch. Proves where a launch's issue slots and waits went,
+the stall reasons summed over the launch, and the instructions with the most excess
+shared-memory wavefronts (bank conflicts). Proves where a launch's issue slots and waits went,
 e.g. attention_rows' output loop (BENCH.md issue 30 step 37).
 
 Usage, on the GPU machine (scripts/ncu-source.sh does both, gzipping the CSV):
@@ -77,6 +78,17 @@ def main():
     print("stall reasons (samples, share):")
     for c, v in st.most_common(10):
         print(f"  {c[6:]:18s} {v:6d} {100 * v / sall:5.1f} %")
+    # Bank conflicts: the instructions whose shared-memory wavefronts exceed the ideal
+    # (pages without the column, from older Nsight Compute, skip this part).
+    ex, wf = "L1 Wavefronts Shared Excessive", "L1 Wavefronts Shared"
+    if ex in ix and wf in ix:
+        num = lambda r, c: int(r[ix[c]]) if r[ix[c]].isdigit() else 0
+        hit = sorted(((num(r, ex), num(r, wf), r[ix["Source"]].strip()) for r in data), key=lambda t: -t[0])
+        etot = sum(t[0] for t in hit)
+        print(f"excess shared-memory wavefronts: {etot} of {sum(t[1] for t in hit)}; the largest (excess, all, instruction):")
+        for e, w, src in hit[:8]:
+            if e:
+                print(f"  {e:10d} {w:10d}  {src[:70]}")
 
 
 if __name__ == "__main__":

@@ -1555,10 +1555,17 @@ __device__ __forceinline__ void mma_gemm_body(const MvArgs& a, const uint4* XF, 
 //                   no-swizzle core matrices: LBO 128 between the k-halves, SBO 256 between
 //                   the 3 BN / 8 column groups, so one m64n(3 BN)k32 takes h, m, l of BN
 //                   columns);
-//   [WG_XS, WG_XE)  XS: column c's 8 sub-block sums at (c * 8 + s) * 4;
-//   [WG_XE, TILE)   XE: column c's 2^E at c * 4.
+//   [WG_XS, TILE)   per 4-column group j = c / 4, 144 bytes at WG_XS + 144 j: XS, column c's 8
+//                   sub-block sums at 32 (c % 4) + 4 s, then XE, the group's four 2^E at
+//                   128 + 4 (c % 4) (wg_xs, wg_xe). Why 4-column groups of 36 words and not
+//                   every column's sums, then every 2^E: the epilogue's lane (g, t) reads
+//                   columns 8 ct + 2 t and + 1 four sums a 16-byte load, and with 32 words a
+//                   column lanes t and t + 2 fell 64 words apart, on the same banks (2-way);
+//                   with 36 words a group they fall on 16 distinct banks, as do the 2^E pairs.
 #define WG_XS (768 * WG_BN)
-#define WG_XE (800 * WG_BN)
+// Word offsets from WG_XS of column c's sub-block sums and its 2^E.
+__device__ __forceinline__ int wg_xs(int c) { return 36 * (c >> 2) + 8 * (c & 3); }
+__device__ __forceinline__ int wg_xe(int c) { return 36 * (c >> 2) + 32 + (c & 3); }
 #define WG_TILE (804 * WG_BN)
 #define WG_STAGE (WG_TILE + WG_MT * MMA_BLK)
 // Dynamic shared memory of a block (cuda/mma.rs MMA_WG_SMEM): 128 bytes of mbarriers, the ring.
@@ -1740,8 +1747,8 @@ __device__ __forceinline__ void mma_prep_xg_body(const MvArgs& a, u8* __restrict
         const uint4 v = live ? make_uint4(q[0], q[8], q[16], q[24]) : make_uint4(0u, 0u, 0u, 0u);
         *(uint4*)(tile + s * 96 * WG_BN + p * 32 * WG_BN + (c >> 3) * 256 + kh * 128 + (c & 7) * 16) = v;
     }
-    if (L < 8) ((float*)(tile + WG_XS))[c * 8 + L] = live ? __int_as_float((int)w[256 + L]) : 0.0f;
-    if (L == 8) ((float*)(tile + WG_XE))[c] = live ? __int_as_float((int)w[264]) : 0.0f;
+    if (L < 8) ((float*)(tile + WG_XS))[wg_xs(c) + L] = live ? __int_as_float((int)w[256 + L]) : 0.0f;
+    if (L == 8) ((float*)(tile + WG_XS))[wg_xe(c)] = live ? __int_as_float((int)w[264]) : 0.0f;
 }
 
 // Thread 0's copies of super-block sb into stage q: the XG tile of the block's columns and the
@@ -1848,20 +1855,21 @@ __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, 
         // THE ORDER's v_sb of the thread's outputs and acc += v_sb.
         const uint4 mn = *(const uint4*)(wt + MMA_SC_OFF + g * 32 + 16);
         const uint2 dd = *(const uint2*)(wt + MMA_DD_OFF + g * 8);
-        const float* xsS = (const float*)(st + WG_XS);
-        const float* xeS = (const float*)(st + WG_XE);
+        // Columns 8 ct + 2 t and + 1 of the group 2 ct + t / 2: wg_xs and wg_xe of them are
+        // these offsets plus 72 ct (+ 8, + 1), written so to keep one base a lane.
+        const float* xsS = (const float*)(st + WG_XS) + 36 * (t >> 1) + 16 * (t & 1);
+        const float* xeS = (const float*)(st + WG_XS) + 36 * (t >> 1) + 32 + 2 * (t & 1);
 #pragma unroll
         for (int ct = 0; ct < WG_BN / 8; ++ct) {
-            const int ca = 8 * ct + 2 * t;
             float xa[8], xc[8], f[4], v[4];
 #pragma unroll
             for (int s = 0; s < 8; ++s) {
-                xa[s] = xsS[ca * 8 + s];
-                xc[s] = xsS[ca * 8 + 8 + s];
+                xa[s] = xsS[72 * ct + s];
+                xc[s] = xsS[72 * ct + 8 + s];
             }
 #pragma unroll
             for (int c = 0; c < 4; ++c) f[c] = mma_q4k_f32(Shm[4 * ct + c], Sl[4 * ct + c]);
-            mma_frag_values(f, dd, mn, xa, xc, xeS[ca], xeS[ca + 1], v);
+            mma_frag_values(f, dd, mn, xa, xc, xeS[72 * ct], xeS[72 * ct + 1], v);
 #pragma unroll
             for (int c = 0; c < 4; ++c) acc[4 * ct + c] = __fadd_rn(acc[4 * ct + c], v[c]);
         }
