@@ -27,8 +27,9 @@
 #  - att_emu, for attention (kernels/attention.cu). Over the rows of one sequence, the store
 #    pass then the attend pass of `attention`, `attention_early` and `attention_rows`
 #    (R = 8, 4, 2) give the eager row-by-row path's output and cache bits. The cases span head
-#    widths 48 to 256, GQA, windows, biases, head norms and both RoPE styles. The racy
-#    one-launch fused pass FAILs once the grid's blocks run backwards.
+#    widths 48 to 256, GQA, windows, biases, head norms, both RoPE styles, and unions of one
+#    to three of the staged score pass's 256-position passes. The racy one-launch fused pass
+#    FAILs once the grid's blocks run backwards.
 #  - norm_emu, for gemma3's post-norm residual add (kernels/norm.cu add_residual): the
 #    block-per-row kernel gives the bits of the warp-per-row kernel it replaced, widths 32 to
 #    9000, 1 to 9 rows; a reversed-order sum differs (the check can fail).

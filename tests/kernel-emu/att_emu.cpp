@@ -47,7 +47,7 @@ std::string name(const Case& c) {
 
 void fail(const std::string& what) { emu_harness::fail("att_emu", what); }
 
-constexpr int CTX = 160, CACHE_ROWS = 2;
+constexpr int CTX = 600, CACHE_ROWS = 2;
 
 struct Data {
     const Case& c;
@@ -143,7 +143,9 @@ void rows_kernel(const Data& d, int R, Out& o) {
         max_win = std::max(max_win, std::min(slot, span) + 1);
     }
     const int smax = (max_win + R + 16 + 3) / 4 * 4, parts = 256 / c.hd > 1 ? 256 : 0;
-    const size_t smem = 4 * ((size_t)R * c.hd + (size_t)R * smax + (size_t)R * parts);
+    // Heads of 64, 128, 256 stage their k rows after those (ATR_KS floats).
+    const int ks = c.hd == 64 || c.hd == 128 || c.hd == 256 ? ATR_KS : 0;
+    const size_t smem = 4 * ((size_t)R * c.hd + (size_t)R * smax + (size_t)R * parts + (size_t)ks);
     emu_launch(attention_rows, dim3{(unsigned)c.n_heads, (unsigned)((c.rows + R - 1) / R), 1}, dim3{256, 1, 1}, smem,
                (const float*)d.q.data(), opt(d.bq), opt(d.qn), 1e-6f, (const float*)d.table.data(), c.style,
                (const float*)o.K.data(), (const float*)o.V.data(), o.out.data(), c.n_heads, c.n_kv, c.hd, CTX,
@@ -226,6 +228,12 @@ int main() {
     check_case({64, 4, 2, 90, 1, false, true, 12, 130, 0, 1});  // a window of 90
     check_case({128, 4, 1, 0, 1, true, false, 9, 64, 5, 0});
     check_case({96, 2, 1, 0, 0, false, false, 7, 80, 0, 1});    // three groups of 96
+    // Unions past the 256 positions of one pass of the staged score pass (heads of 64, 128,
+    // 256): a second pass of 2 positions, a window's union from slot 221 over two passes,
+    // three passes.
+    check_case({128, 4, 1, 0, 1, false, false, 12, 250, 0, 0});
+    check_case({64, 4, 2, 300, 0, false, true, 10, 520, 0, 1});
+    check_case({256, 2, 1, 0, 0, true, false, 9, 511, 0, 1});
     if (failures) {
         std::fprintf(stderr, "att_emu: %d check(s) failed\n", failures);
         return 1;

@@ -53,6 +53,12 @@ pub(super) const MAIN_HEAD: &str = "#define ATT_KERNEL -1\n";
 /// cold start, run before anything else could be built.
 pub(crate) const ATT_KERNELS: [&str; 3] = ["attention", "attention_early", "attention_rows"];
 
+/// The dynamic shared memory `attention_rows` is opted in to (past the 48 KiB a launch gets
+/// without): engine/attention.rs att_rows_tile's bound on q rows, scores and partials (46
+/// KiB) plus the score pass's staged k tile (40 KiB, kernels/attention.cu ATR_KS). Two
+/// blocks of it still fit an SM's 227 KiB.
+pub(crate) const ATT_ROWS_OPT_IN: usize = 86 * 1024;
+
 /// Head widths with a one-row attention instantiation of their own; 0: every other width.
 pub(crate) const ATT_WIDTHS: [usize; 4] = [64, 128, 256, 0];
 
@@ -767,7 +773,8 @@ impl DevCtx {
             head.trim().replace('\n', " ")
         );
         let module = compile_and_load(self, &whole_source(&head), &what)?;
-        load_kernel(&module, &what, name, None)
+        let smem = (name == ATT_KERNELS[2]).then_some(ATT_ROWS_OPT_IN);
+        load_kernel(&module, &what, name, smem)
     }
 
     /// Attention kernel `name` (of `ATT_KERNELS`) for heads `hd` wide; `prepare_modules`

@@ -112,8 +112,17 @@ pub(super) const MAX_ATTN_POS: usize = (48 * 1024 - 4 * ATT_MAX_HD * 4 - 256 * 4
 /// 48 KiB less 2 KiB for its static arrays (static and dynamic count against one limit).
 const ATT_ROWS_SMEM: usize = 46 * 1024;
 
-/// Blocks of `attention_rows` one SM holds at once (256 threads of ~128 registers: ptxas's
-/// count, `scripts/nvrtc-check.py --regs`).
+/// The staged k tile of `attention_rows`' score pass for heads of 64, 128 and 256
+/// (kernels/attention.cu ATR_KS: two buffers of 256 positions x 16 elements, rows 20 floats
+/// apart), after the q rows, score rows and partials that ATT_ROWS_SMEM bounds.
+const ATT_ROWS_KS: usize = 4 * 2 * 256 * 20;
+
+// Every tile att_rows_tile returns fits what nvrtc.rs opts attention_rows in to.
+const _: () = assert!(ATT_ROWS_SMEM + ATT_ROWS_KS <= crate::backend::cuda::nvrtc::ATT_ROWS_OPT_IN);
+
+/// Blocks of `attention_rows` one SM holds at once (256 threads of at most 128 registers:
+/// its `__launch_bounds__(256, 2)`; ptxas's count, `scripts/nvrtc-check.py --regs`, 124 with
+/// nothing spilled).
 const ATT_ROWS_PER_SM: usize = 2;
 
 /// The positions a row of `attention_rows`' scores holds (its `smax`) for windows of up to
@@ -129,9 +138,9 @@ pub(in crate::backend::cuda) fn att_rows_smax(max_pos: usize, r: usize) -> usize
 
 /// `attention_rows`' tile for `rows` rows of `n_heads` heads `hd` wide over windows of up to
 /// `max_pos` positions, on a GPU of `sms` SMs: (R rows per block, score row length, dynamic
-/// shared memory bytes). R is one of 8, 4, 2 whose q rows, score rows and output partials
-/// (256 floats a row where 256 / hd groups split the positions, hd <= 128) fit
-/// ATT_ROWS_SMEM: the largest whose grid still fills every SM's ATT_ROWS_PER_SM slots, else
+/// shared memory bytes: those plus ATT_ROWS_KS for heads of 64, 128 and 256, whose scores
+/// stage k). R is one of 8, 4, 2 whose q rows, score rows and output partials (256 floats a
+/// row where 256 / hd groups split the positions, hd <= 128) fit ATT_ROWS_SMEM: the largest whose grid still fills every SM's ATT_ROWS_PER_SM slots, else
 /// 2 (the most blocks). Why: a block's rows run one after another inside it, so a grid of
 /// fewer blocks than slots leaves SMs idle for the longest block's whole time (Gemma-3's 4
 /// heads over a 512-row chunk: 256 blocks of 8 rows for 264 slots). None when none fits (a
@@ -148,10 +157,15 @@ pub(in crate::backend::cuda) fn att_rows_tile(
         return None;
     }
     let parts = if 256 / hd > 1 { 256 } else { 0 };
+    let ks = if matches!(hd, 64 | 128 | 256) {
+        ATT_ROWS_KS
+    } else {
+        0
+    };
     let fit = |r: usize| {
         let smax = att_rows_smax(max_pos, r);
         let bytes = 4 * (r * hd + r * smax + r * parts);
-        (bytes <= ATT_ROWS_SMEM).then_some((r, smax, bytes))
+        (bytes <= ATT_ROWS_SMEM).then_some((r, smax, bytes + ks))
     };
     let fills = |r: usize| n_heads.saturating_mul(rows.div_ceil(r)) >= ATT_ROWS_PER_SM * sms;
     [8usize, 4]

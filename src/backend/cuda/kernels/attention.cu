@@ -467,11 +467,14 @@ extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARG
 //   ranges of ceil(last / G) positions (the block size `attention` is launched with, 256).
 //
 // How the work is laid out (none of it changes an operation or its order):
-// - Scores: one thread per cached position t of the rows' union window, its k row in
-//   registers (heads of 64, 128, 256: 64 values at a time, loaded as float4), each row's q
-//   read from shared memory by the whole warp at one address (a broadcast). Why: the old
-//   layout (a thread per (row, position) pair, q and k both from shared memory) issued two
-//   shared loads per product; this issues one 16-byte broadcast per 4.
+// - Scores: one thread per cached position t of the rows' union window, each row's q read
+//   from shared memory by the whole warp at one address (a broadcast: one 16-byte load per 4
+//   products). Heads of 64, 128, 256 (atr_scores_tiled): the block's 256 positions' k rows
+//   pass through shared memory 16 elements at a time (ATR_KS, double-buffered, loaded by
+//   the whole block a row's 64 bytes at a time while the step before is multiplied), and
+//   every row's 8 partials live across the whole head. Why: a thread reading its own k row
+//   from global memory put its warp's 32 lanes on 32 lines 4 KB apart, 32 L1 wavefronts a
+//   load, twice for 8 rows (BENCH.md issue 30 step 56). Other widths: k read from global.
 // - p_t * inv is formed once per (row, position), in place over the score, instead of once
 //   per (row, position, element); every output add reads it.
 // - Output: thread (g, d) walks its group's positions, one V value serving every row whose
@@ -486,86 +489,115 @@ extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARG
 // (hd <= 128); the host sizes it (att_rows_tile, att_rows_smax).
 #define ATR_MAX_R 8
 #define ATR_VDEPTH 16
+// The staged k tile of atr_scores_tiled: 256 positions x 16 elements, rows ATR_KS_STRIDE
+// floats apart, two buffers (engine/attention.rs att_rows_tile adds the same bytes). Why
+// 20: a warp's 16-byte reads of 8 consecutive rows (one shared-memory phase) start 20 words
+// apart, 4i mod 32 after a 16-word shift: eight disjoint 4-bank groups, no conflict.
+#define ATR_KS_STRIDE 20
+#define ATR_KS (2 * 256 * ATR_KS_STRIDE)
 
 // The 8-lane tree of the score (what tree8 leaves in lane 0), over a thread's own partials.
 __device__ __forceinline__ float atr_tree(const float (&a)[8]) {
     return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
 }
 
-// a[l] += q[8u + l] * k[8u + l] over one 64-element chunk (u = 0..7, in order), q from
-// shared memory (a broadcast: every lane of the warp reads the same row), k in registers.
-__device__ __forceinline__ void atr_dot64(float (&a)[8], const float* qc, const float4 (&kr)[16]) {
-    const float4* qp = (const float4*)qc;
-#pragma unroll
-    for (int u = 0; u < 8; u++) {
-        const float4 q0 = qp[2 * u], q1 = qp[2 * u + 1];
-        const float4 k0 = kr[2 * u], k1 = kr[2 * u + 1];
-        a[0] = a[0] + q0.x * k0.x;
-        a[1] = a[1] + q0.y * k0.y;
-        a[2] = a[2] + q0.z * k0.z;
-        a[3] = a[3] + q0.w * k0.w;
-        a[4] = a[4] + q1.x * k1.x;
-        a[5] = a[5] + q1.y * k1.y;
-        a[6] = a[6] + q1.z * k1.z;
-        a[7] = a[7] + q1.w * k1.w;
-    }
-}
-
 // The scores of rows [0, nr) at cached position t, whose k row is kt: S[i][t - lo] for
 // every row whose window holds t (lo: the block's score origin, the union's first position,
-// atr_body). HD: the head width (0: any, read element by element).
-template <int HD>
+// atr_body), for heads of any width, read element by element (64, 128, 256:
+// atr_scores_tiled).
 __device__ __forceinline__ void atr_scores(const float* Q, const float* kt, int hd, int nr, int t,
                                            const int* s_from, const int* s_slot, float* S,
                                            int smax, int lo, float scale) {
-    if constexpr (HD == 64) {
-        // One chunk: the k row stays in registers for every row.
-        float4 kr[16];
+    for (int i = 0; i < nr; i++) {
+        if (t < s_from[i] || t > s_slot[i]) continue;
+        const float* qi = Q + i * hd;
+        float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        for (int e0 = 0; e0 < hd; e0 += 8) {
 #pragma unroll
-        for (int j = 0; j < 16; j++) kr[j] = ((const float4*)kt)[j];
-#pragma unroll 2
-        for (int i = 0; i < nr; i++) {
-            float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-            atr_dot64(a, Q + i * 64, kr);
-            if (t >= s_from[i] && t <= s_slot[i]) S[i * smax + (t - lo)] = atr_tree(a) * scale;
+            for (int l = 0; l < 8; l++)
+                if (e0 + l < hd) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
         }
-    } else if constexpr (HD > 0 && HD % 64 == 0) {
-        // Chunks of 64 in element order, four rows at a time (their partials live across
-        // the chunks; a chunk's k is reloaded per four rows, from L1).
-        constexpr int CH = HD / 64;
-        for (int i0 = 0; i0 < nr; i0 += 4) {
-            float a[4][8];
+        S[i * smax + (t - lo)] = atr_tree(a) * scale;
+    }
+}
+
+// The scores of heads HD wide (a multiple of 64) for every position of the union [lo, hi],
+// 256 at a time, the bits of atr_scores (row i's a_l the sum over u = 0, 1, ... in order of
+// q[8u + l] * k[8u + l]; atr_tree; * scale). The block's k rows of a pass come through Ks
+// 16 elements (two u) a step: the step's 1024 float4 loaded by the block (thread tid the
+// float4s tid + 256 m, 4 a position: 64 bytes of one row by 4 lanes), stored to one buffer
+// while the other is read. Block-uniform: every thread takes every step and barrier,
+// positions past hi load nothing and store no score.
+template <int HD>
+__device__ __forceinline__ void atr_scores_tiled(const float* Q, const float* Kb, int kvd, int nr,
+                                                 int lo, int hi, const int* s_from,
+                                                 const int* s_slot, float* S, int smax,
+                                                 float scale, float* Ks, int tid) {
+    constexpr int NS = HD / 16;  // steps a pass (even: the last step reads buffer 1)
+    for (int base = lo; base <= hi; base += 256) {
+        const int t = base + tid;
+        float a[ATR_MAX_R][8];
 #pragma unroll
-            for (int r = 0; r < 4; r++)
+        for (int r = 0; r < ATR_MAX_R; r++)
 #pragma unroll
-                for (int l = 0; l < 8; l++) a[r][l] = 0.0f;
+            for (int l = 0; l < 8; l++) a[r][l] = 0.0f;
+        // Step st's float4 m (0..3) of this thread: position base + (tid + 256 m) / 4,
+        // elements 16 st + 4 ((tid + 256 m) % 4); zeros past hi (never stored as a score).
+        auto load = [&](int st, int m) {
+            const int f = tid + 256 * m, p = base + (f >> 2);
+            return p <= hi ? *(const float4*)(Kb + (size_t)p * kvd + 16 * st + 4 * (f & 3))
+                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        };
+        auto store = [&](int buf, int m, float4 v) {
+            const int f = tid + 256 * m;
+            *(float4*)(Ks + buf * (256 * ATR_KS_STRIDE) + (f >> 2) * ATR_KS_STRIDE + 4 * (f & 3)) = v;
+        };
+        // Buffer 0's last readers (the pass before, step NS - 2) passed that pass's barrier
+        // after it; buffer 1's (step NS - 1) pass the barrier below before step 0 writes it.
+#pragma unroll
+        for (int m = 0; m < 4; m++) store(0, m, load(0, m));
+        __syncthreads();
 #pragma unroll 1
-            for (int c = 0; c < CH; c++) {
-                float4 kr[16];
+        for (int st = 0; st < NS; st++) {
+            const bool next = st + 1 < NS;
+            const float4* kp = (const float4*)(Ks + (st & 1) * (256 * ATR_KS_STRIDE) + tid * ATR_KS_STRIDE);
 #pragma unroll
-                for (int j = 0; j < 16; j++) kr[j] = ((const float4*)(kt + 64 * c))[j];
+            for (int h2 = 0; h2 < 2; h2++) {
+                // Half of the next step's tile in flight while this half multiplies (8
+                // registers, not 16: 128 a thread keeps two blocks an SM). Buffer
+                // (st + 1) & 1 was last read at step st - 1, before the barrier that ended it.
+                float4 n0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), n1 = n0;
+                if (next) {
+                    n0 = load(st + 1, 2 * h2);
+                    n1 = load(st + 1, 2 * h2 + 1);
+                }
+                const int u = 2 * st + h2;
+                const float4 k0 = kp[2 * h2], k1 = kp[2 * h2 + 1];
 #pragma unroll
-                for (int r = 0; r < 4; r++)
-                    if (i0 + r < nr) atr_dot64(a[r], Q + (i0 + r) * HD + 64 * c, kr);
+                for (int r = 0; r < ATR_MAX_R; r++) {
+                    if (r >= nr) break;  // uniform over the block
+                    const float4* qp = (const float4*)(Q + r * HD + 8 * u);
+                    const float4 q0 = qp[0], q1 = qp[1];
+                    a[r][0] = a[r][0] + q0.x * k0.x;
+                    a[r][1] = a[r][1] + q0.y * k0.y;
+                    a[r][2] = a[r][2] + q0.z * k0.z;
+                    a[r][3] = a[r][3] + q0.w * k0.w;
+                    a[r][4] = a[r][4] + q1.x * k1.x;
+                    a[r][5] = a[r][5] + q1.y * k1.y;
+                    a[r][6] = a[r][6] + q1.z * k1.z;
+                    a[r][7] = a[r][7] + q1.w * k1.w;
+                }
+                if (next) {
+                    store((st + 1) & 1, 2 * h2, n0);
+                    store((st + 1) & 1, 2 * h2 + 1, n1);
+                }
             }
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const int i = i0 + r;
-                if (i < nr && t >= s_from[i] && t <= s_slot[i])
-                    S[i * smax + (t - lo)] = atr_tree(a[r]) * scale;
-            }
+            if (next) __syncthreads();
         }
-    } else {
-        for (int i = 0; i < nr; i++) {
-            if (t < s_from[i] || t > s_slot[i]) continue;
-            const float* qi = Q + i * hd;
-            float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-            for (int e0 = 0; e0 < hd; e0 += 8) {
 #pragma unroll
-                for (int l = 0; l < 8; l++)
-                    if (e0 + l < hd) a[l] = a[l] + qi[e0 + l] * kt[e0 + l];
-            }
-            S[i * smax + (t - lo)] = atr_tree(a) * scale;
+        for (int r = 0; r < ATR_MAX_R; r++) {
+            if (r >= nr) break;
+            if (t >= s_from[r] && t <= s_slot[r]) S[r * smax + (t - lo)] = atr_tree(a[r]) * scale;
         }
     }
 }
@@ -644,8 +676,14 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
     const float* Vb = V + seq * ctx * kvd + (size_t)kh * hd;
     __syncthreads();  // q is rotated
     // Scores: one thread per position of the union, every row at once.
-    for (int t = lo + tid; t <= hi; t += blockDim.x)
-        atr_scores<HD>(Q, Kb + (size_t)t * kvd, hd, nr, t, s_from, s_slot, S, smax, lo, scale);
+    if constexpr (HD > 0 && HD % 64 == 0) {
+        // After the output partials (G > 1: hd <= 128) or the scores.
+        float* Ks = part + (256 / HD > 1 ? R * 256 : 0);
+        atr_scores_tiled<HD>(Q, Kb, kvd, nr, lo, hi, s_from, s_slot, S, smax, scale, Ks, tid);
+    } else {
+        for (int t = lo + tid; t <= hi; t += blockDim.x)
+            atr_scores(Q, Kb + (size_t)t * kvd, hd, nr, t, s_from, s_slot, S, smax, lo, scale);
+    }
     __syncthreads();
     // Softmax per row, one warp per row: exact max, expf, 8-lane position-strided sums and
     // tree8 (lanes 8..31 hold 0 and never reach lane 0's value), inv = 1 / sum; then
@@ -800,7 +838,11 @@ __device__ __forceinline__ void atr_body(const float* q, const float* bq, const 
 }
 
 #if !defined(ATT_KERNEL) || ATT_KERNEL == 2
-extern "C" __global__ void __launch_bounds__(256) attention_rows(
+// Two blocks an SM (at most 128 registers a thread; engine/attention.rs ATT_ROWS_PER_SM).
+// Today's 124 fit without the bound; it holds the host's count true if a change grows the
+// kernel (a first form of the staged score pass took 147: one block an SM) by spilling
+// instead, which ptxas reports (scripts/nvrtc-check.py --regs).
+extern "C" __global__ void __launch_bounds__(256, 2) attention_rows(
     const float* q, const float* bq, const float* qn, float eps, const float* table, int style,
     const float* K, const float* V, float* out, int n_heads, int n_kv_heads, int hd, int ctx,
     float scale, int window, const RowPos* rp, int rows, int R, int smax) {
