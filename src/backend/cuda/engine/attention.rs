@@ -140,12 +140,13 @@ pub(in crate::backend::cuda) fn att_rows_smax(max_pos: usize, r: usize) -> usize
 /// `max_pos` positions, on a GPU of `sms` SMs: (R rows per block, score row length, dynamic
 /// shared memory bytes: those plus ATT_ROWS_KS for heads of 64, 128 and 256, whose scores
 /// stage k). R is one of 8, 4, 2 whose q rows, score rows and output partials (256 floats a
-/// row where 256 / hd groups split the positions, hd <= 128) fit ATT_ROWS_SMEM: the largest whose grid still fills every SM's ATT_ROWS_PER_SM slots, else
-/// 2 (the most blocks). Why: a block's rows run one after another inside it, so a grid of
-/// fewer blocks than slots leaves SMs idle for the longest block's whole time (Gemma-3's 4
-/// heads over a 512-row chunk: 256 blocks of 8 rows for 264 slots). None when none fits (a
-/// long window: the one-row kernel takes the pass), the head is wider than the kernel's two
-/// 256-wide d blocks, or there is one row. R changes no arithmetic (kernels/attention.cu).
+/// row where 256 / hd groups split the positions, hd <= 128) fit ATT_ROWS_SMEM: the largest
+/// whose grid still fills every SM's ATT_ROWS_PER_SM slots, else 2 (the most blocks). Why:
+/// a block's rows run one after another inside it, so a grid of fewer blocks than slots
+/// leaves SMs idle for the longest block's whole time (Gemma-3's 4 heads over a 512-row
+/// chunk: 256 blocks of 8 rows for 264 slots). None when none fits (a long window: the
+/// one-row kernel takes the pass), the head is wider than the kernel's two 256-wide d
+/// blocks, or there is one row. R changes no arithmetic (kernels/attention.cu).
 pub(in crate::backend::cuda) fn att_rows_tile(
     hd: usize,
     max_pos: usize,

@@ -491,8 +491,8 @@ extern "C" __global__ void attention_early(ATT_PARAMS) { att_entry<true>(ATT_ARG
 #define ATR_VDEPTH 16
 // The staged k tile of atr_scores_tiled: 256 positions x 16 elements, rows ATR_KS_STRIDE
 // floats apart, two buffers (engine/attention.rs att_rows_tile adds the same bytes). Why
-// 20: a warp's 16-byte reads of 8 consecutive rows (one shared-memory phase) start 20 words
-// apart, 4i mod 32 after a 16-word shift: eight disjoint 4-bank groups, no conflict.
+// 20: a warp's 16-byte reads of 8 consecutive rows (one shared-memory phase) start on banks
+// 20 i mod 32 = 0, 20, 8, 28, 16, 4, 24, 12: eight disjoint 4-bank groups, no conflict.
 #define ATR_KS_STRIDE 20
 #define ATR_KS (2 * 256 * ATR_KS_STRIDE)
 
