@@ -1855,10 +1855,10 @@ __device__ __forceinline__ void mma_gemm_wg_body(const MvArgs& a, const u8* XG, 
         // THE ORDER's v_sb of the thread's outputs and acc += v_sb.
         const uint4 mn = *(const uint4*)(wt + MMA_SC_OFF + g * 32 + 16);
         const uint2 dd = *(const uint2*)(wt + MMA_DD_OFF + g * 8);
-        // Columns 8 ct + 2 t and + 1 of the group 2 ct + t / 2: wg_xs and wg_xe of them are
-        // these offsets plus 72 ct (+ 8, + 1), written so to keep one base a lane.
-        const float* xsS = (const float*)(st + WG_XS) + 36 * (t >> 1) + 16 * (t & 1);
-        const float* xeS = (const float*)(st + WG_XS) + 36 * (t >> 1) + 32 + 2 * (t & 1);
+        // Columns 8 ct + 2 t and + 1: wg_xs(8 ct + 2 t) = 72 ct + wg_xs(2 t) (column c + 1's
+        // sums 8 words on, its 2^E 1), so one base a lane and a constant offset a ct.
+        const float* xsS = (const float*)(st + WG_XS) + wg_xs(2 * t);
+        const float* xeS = (const float*)(st + WG_XS) + wg_xe(2 * t);
 #pragma unroll
         for (int ct = 0; ct < WG_BN / 8; ++ct) {
             float xa[8], xc[8], f[4], v[4];
