@@ -7,11 +7,11 @@
 # (same.txt); prefill512 of the builds alternating (prefill.txt); microseconds a wgmma
 # launch (prof.txt); G's gates at N = 1..8 with chunks 512 and 37, the planted fault, a soak
 # until DEADLINE (gates.txt, soak.txt); chunks 64 and 37 (chunks.txt, scripts/prefill-chunks.sh);
-# then, with NCU="NAME:REGEX:SKIP", Nsight Compute's full set and source page of one launch
+# then, with PROFILE="NAME:REGEX:SKIP", Nsight Compute's full set and source page of one launch
 # of the kernels matching REGEX after SKIP others, per build (scripts/ncu-source.sh: NAME-BUILD-
 # details.txt, NAME-BUILD-sass.csv.gz). Everything in one tarball, $OUT/ab.tgz, written again
 # after each part (a call cut short keeps what finished).
-#   OUT=DIR scripts/prefill-ab.sh NAME [NAME ...]    [DEADLINE=230; NCU=ar:attention_rows:2]
+#   OUT=DIR scripts/prefill-ab.sh NAME [NAME ...]    [DEADLINE=230; PROFILE=ar:attention_rows:2]
 set -u
 R=${OUT:?OUT: where the tarball goes}
 [ $# -ge 1 ] || { echo "usage: OUT=DIR $0 NAME [NAME ...]" >&2; exit 2; }
@@ -25,8 +25,9 @@ rm -f $O/speed.txt $O/llama-build-tail.txt
 keep
 scripts/prefill-chunks.sh "$@" > $O/chunks.txt 2>&1
 keep
-if [ -n "${NCU:-}" ]; then
-  IFS=: read -r name regex skip <<< "$NCU"
+if [ -n "${PROFILE:-}" ]; then
+  # Not NCU: scripts/ncu-source.sh reads NCU as the path to Nsight Compute.
+  IFS=: read -r name regex skip <<< "$PROFILE"
   RUN="bench --backend cuda --model /tmp/ab/l8q4k.gguf --graphs off --arms prime --chunk 512 --prompt-len 512"
   for n in "$@"; do OUT=$O scripts/ncu-source.sh "$name-$n" "$regex" "$skip" .stage/bin/"$n" $RUN; keep; done
 fi
