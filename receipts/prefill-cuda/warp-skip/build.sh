@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30 steps 57 and 58 (PREPARED 2026-12-07, NOT YET RUN ON A GPU; README.md here): builds
+# Issue 30 steps 57 and 58 (measured 2026-12-07, not kept: README.md here): builds
 # the three binaries call1.sh compares, on this machine (no GPU needed), into .stage/bin (gitignored),
 # by scripts/build-variant.sh:
 #   M = cc9716e (main: steps 55 and 56 landed);
