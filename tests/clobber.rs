@@ -179,6 +179,54 @@ fn a_soak_output_among_its_runs_files_or_inputs_is_refused() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
+/// An --out given again holds this soak's runs only: a soak of 1 run in the folder of one of
+/// 3 kept run-002.json and run-003.json beside its own, from another configuration. An input
+/// named like a run receipt (a tape) is kept, and the soak reads it.
+#[test]
+fn a_soak_in_an_earlier_soaks_out_removes_that_soaks_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let soak = |runs: &str, more: &[&str]| {
+        let mut v = vec![
+            "soak",
+            "--backend",
+            "cpu",
+            "--runs",
+            runs,
+            "--arms",
+            "eager",
+        ];
+        v.extend_from_slice(more);
+        run_in(dir, &v)
+    };
+    let o = soak("3", &["--out", "s", "--gen-len", "3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for r in ["run-001.json", "run-002.json", "run-003.json"] {
+        assert!(dir.join("s").join(r).is_file(), "{r}");
+    }
+    let tape = r#"{"tokens": [5, 6, 7, 8, 9, 10], "prompt_len": 4}"#;
+    std::fs::write(dir.join("s/run-009.json"), tape).unwrap();
+    let o = soak("1", &["--out", "s", "--tape", "s/run-009.json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--out s: removed 3 run receipt(s) an earlier soak left there"),
+        "{}",
+        stderr(&o)
+    );
+    let mut left: Vec<String> = std::fs::read_dir(dir.join("s"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["run-001.json", "run-009.json", "summary.json"]);
+    assert_eq!(bytes(&dir.join("s/run-009.json")), tape.as_bytes());
+    let run = String::from_utf8(bytes(&dir.join("s/run-001.json"))).unwrap();
+    assert!(
+        run.contains("\"prompt_len\": 4"),
+        "run-001 is not this soak's: {run}"
+    );
+}
+
 #[test]
 fn a_battery_never_writes_over_its_goldens_or_its_own_file() {
     let d = tempfile::tempdir().unwrap();
@@ -238,6 +286,56 @@ fn a_battery_never_writes_over_its_goldens_or_its_own_file() {
         b,
         "the battery file was overwritten"
     );
+    // A battery that stops before its outputs are checked (a file that does not parse, a
+    // gate's bad flag) wrote its error report over whatever --junit named: the battery
+    // file, a golden, a gate's model.
+    std::fs::write(dir.join("bad.json"), r#"{"name": "b""#).unwrap();
+    std::fs::write(
+        dir.join("flag.json"),
+        r#"{"name": "b", "gates": [{"name": "g1", "args": ["--bogus"]}]}"#,
+    )
+    .unwrap();
+    let m = model_in(dir);
+    for (file, junit, says) in [
+        ("bad.json", "bad.json", "battery file bad.json"),
+        ("flag.json", "flag.json", "battery file flag.json"),
+        ("bad.json", "gold/g1.json", "--golden file"),
+        ("flag.json", "gold/g1.json", "--golden file"),
+    ] {
+        let before = bytes(&dir.join(junit));
+        let o = run_in(
+            dir,
+            &["battery", file, "--golden", "gold", "--junit", junit],
+        );
+        refused(&o, &[&format!("--junit {junit}"), says]);
+        assert_eq!(
+            bytes(&dir.join(junit)),
+            before,
+            "{file}: {junit} overwritten"
+        );
+    }
+    // An input the unread file would name (its gate's model): not a JUnit report, so kept.
+    for file in ["bad.json", "flag.json"] {
+        let o = run_in(dir, &["battery", file, "--junit", "m.gguf"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("--junit m.gguf: not written"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(
+            bytes(&dir.join("m.gguf")),
+            m,
+            "{file}: the model overwritten"
+        );
+    }
+    // A new path, or the report of an earlier run, still gets the error's report.
+    for _ in 0..2 {
+        let o = run_in(dir, &["battery", "bad.json", "--junit", "j.xml"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let x = String::from_utf8(bytes(&dir.join("j.xml"))).unwrap();
+        assert!(x.contains("<error message="), "{x}");
+    }
 }
 
 /// A directory a running soak, battery or hunt writes (its --out, locked): another command's

@@ -3261,3 +3261,34 @@ fn a_planted_defect_is_recorded_in_the_receipt() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     assert!(receipt(&r)["config"].get("planted_defect").is_none());
 }
+
+/// A verify arm with no position after its prompt runs no speculative round: its PASS
+/// compares the primed prompt only, and the gate says so (stderr, also under -q); with
+/// positions after the prompt it runs rounds and says nothing.
+#[test]
+fn a_verify_arm_without_rounds_is_flagged() {
+    let note = "the verify arm ran no round (prompt 5 of 5 positions)";
+    let flags = [
+        "--stages",
+        "2",
+        "--arms",
+        "verify",
+        "--prompt-len",
+        "5",
+        "-q",
+    ];
+    let o = run(&[&flags[..], &["--gen-len", "0"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(note),
+        "{}",
+        text(&o)
+    );
+    let o = run(&[&flags[..], &["--gen-len", "3"]].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("rounds,") && !out.contains("ran no round"),
+        "{out}"
+    );
+}

@@ -347,10 +347,28 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
     install_interrupt_handler();
     if let Some(j) = &a.junit {
         check_writable("--junit", j)?;
+        // The inputs known before the battery file is read: the file itself and every golden
+        // receipt. battery_run checks all of them again with the gates' own inputs, but a
+        // battery that stops before that (a file that does not parse, a gate's bad flag)
+        // still writes its JUnit report, which over an input destroyed it (`battery b.json
+        // --junit b.json` with b.json unparsable, or `--junit gold/g1.json`).
+        let mut ins: Vec<(&str, PathBuf)> = vec![("battery", a.file.clone())];
+        if let Some(d) = &a.golden {
+            ins.extend(
+                std::fs::read_dir(d)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| ("--golden", e.path())),
+            );
+        }
+        let ins: Vec<(&str, &Path)> = ins.iter().map(|(f, p)| (*f, p.as_path())).collect();
+        crate::fsio::check_distinct(&[("--junit", j.as_path())], &ins)?;
     }
     let stem = a.file.file_stem().map(|s| s.to_string_lossy().into_owned());
     let mut report = junit::Suite::new(stem.unwrap_or_else(|| "battery".into()));
-    let r = battery_run(a, &mut report);
+    let mut checked = false;
+    let r = battery_run(a, &mut report, &mut checked);
     if let Err(e) = &r {
         // An error before any gate ran (the file, a gate's flags) has no gate testcase to
         // carry it: one testcase named after the battery does, so CI shows why.
@@ -359,14 +377,29 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
             report.cases.push(error_case("battery", &class, 0.0, e));
         }
     }
-    write_junit(a.junit.as_deref(), &report, r.as_ref().err())?;
+    // Stopped before its outputs were checked against the gates' inputs (a model, a tape
+    // the unread file names): the report may not replace a file that is not a JUnit report,
+    // since that file may be one of those inputs.
+    let junit = match &a.junit {
+        Some(j) if r.is_err() && !checked && j.exists() && !junit::is_report(j) => {
+            eprintln!(
+                "ppn-gate: --junit {}: not written: it holds something other than a JUnit report, \
+                 and the battery stopped before its outputs were checked against its inputs",
+                crate::fsio::shown_path(j)
+            );
+            None
+        }
+        j => j.as_deref(),
+    };
+    write_junit(junit, &report, r.as_ref().err())?;
     if let (Some(j), Ok(_)) = (&a.junit, &r) {
         outln!("junit: {}", j.display());
     }
     r
 }
 
-fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
+/// `checked`: set once every output has been checked against every input (check_distinct).
+fn battery_run(a: &BatteryArgs, report: &mut junit::Suite, checked: &mut bool) -> Result<i32> {
     let text = crate::fsio::read_json_text("battery", &a.file)?;
     // Every field, name and gate's flags are checked before the first gate runs (backend,
     // devices, arms, faults: everything but the model): a bad gate five must not cost the
@@ -469,6 +502,7 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite) -> Result<i32> {
     ins.extend(goldens.iter().map(|p| ("--golden", p.as_path())));
     ins.extend(read.iter().map(|(f, p)| (*f, p.as_path())));
     crate::fsio::check_distinct(&outs, &ins)?;
+    *checked = true;
     // Every running gate's golden before the first gate (a missing one stopped the battery at
     // its gate, after the gates before it had run).
     if let Some(d) = &a.golden {

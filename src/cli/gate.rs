@@ -52,7 +52,24 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     if let Some(note) = fault_pass_note(&p.spec.faults, code) {
         eprintln!("{note}");
     }
+    if let Some(note) = verify_idle_note(&r) {
+        eprintln!("{note}");
+    }
     Ok(code)
+}
+
+/// A verify arm that ran no speculative round (the prompt reached the tape's end, or
+/// --gen-len 0): it primed the prompt and compared those steps, but no draft, acceptance or
+/// rollback was exercised, which its PASS would otherwise imply. Said even under -q.
+pub(super) fn verify_idle_note(r: &crate::receipt::Receipt) -> Option<String> {
+    let v = r.arms.iter().find(|a| a.name == "verify")?;
+    v.rounds.is_empty().then(|| {
+        format!(
+            "ppn-gate: note: the verify arm ran no round (prompt {} of {} positions): it compared the primed prompt only; no draft, acceptance or rollback was exercised (a tape or --gen-len with positions after the prompt gives it rounds)",
+            r.config.prompt_len,
+            r.config.prompt_len + r.config.gen_len
+        )
+    })
 }
 
 /// A gate run under `--fault` that PASSed (exit 0): the fault's window can open in this
@@ -226,7 +243,7 @@ mod tests {
             want: Some(want.to_string()),
             valid: None,
         };
-        match rng.gen_range(0..16) {
+        match rng.gen_range(0..18) {
             0 => {
                 // A wrong-typed entry at a random index.
                 let i = rng.gen_range(0..n);
@@ -336,6 +353,34 @@ mod tests {
                     valid: None,
                 }
             }
+            14 => {
+                // A field no tape has (a misspelled prompt_len was ignored, the default used).
+                let k =
+                    ["prompt_length", "promptLen", "gen-len", "Tokens", ""][rng.gen_range(0..5)];
+                c(
+                    format!(
+                        "{{\"{key}\": {}, \"{k}\": {}}}",
+                        list(&text),
+                        rng.gen_range(1..=n)
+                    ),
+                    &format!("unknown field `{k}`"),
+                )
+            }
+            15 => {
+                // An oracle tape cut or extended: its prompt and generated counts no longer
+                // make the tape.
+                let p = rng.gen_range(1..=n);
+                let g = (n - p) as u64 + rng.gen_range(1..1000);
+                c(
+                    format!(
+                        "{{\"{key}\": {}, \"prompt_len\": {p}, \"gen_len\": {g}}}",
+                        list(&text)
+                    ),
+                    &format!(
+                        "`gen_len` {g} and `prompt_len` {p} do not make the tape's {n} tokens"
+                    ),
+                )
+            }
             _ => {
                 // Valid, with extra keys an oracle file carries.
                 let own = rng.gen_bool(0.5).then(|| rng.gen_range(1..=n));
@@ -358,6 +403,7 @@ mod tests {
 
     /// The tape input family, hostile: 2000 seeded random files (wrong types, negative and
     /// out-of-range ids, ids past the vocab, prompt_len 0 or past the tape up to u64::MAX,
+    /// an unknown field, a `gen_len` that does not fit,
     /// missing keys, empty, non-UTF-8, nesting past the parser's limit, truncation, a
     /// non-object top level, both keys, past the context length, random bytes) and as many
     /// random byte mutations of valid files. None panics; each is refused naming the file

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 use super::shared::{
     error_case, install_interrupt_handler, interrupted_code, live, receipt_case, write_junit, Live,
@@ -145,6 +145,7 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
 
 /// The runs of a soak whose outputs are checked and whose summary is in `LIVE`.
 fn soak_runs(a: &SoakArgs, dir: &Path, p: &Prepared) -> Result<i32> {
+    remove_earlier_runs(dir, &a.gate.options().input_files())?;
     let mut report = junit::Suite::new("soak");
     super::gate::one_stage_note(p);
     // On a terminal from run 1's start; dropped (so cleared) on every return, an error's
@@ -182,6 +183,11 @@ fn soak_runs(a: &SoakArgs, dir: &Path, p: &Prepared) -> Result<i32> {
         let trace = trace_path
             .filter(|_| traced)
             .map(|t| t.display().to_string());
+        if run == 1 {
+            if let Some(note) = super::gate::verify_idle_note(&r) {
+                eprintln!("{note}");
+            }
+        }
         let mut rec = RunRecord::from_receipt(run, &r, path.display().to_string());
         rec.trace = trace.clone();
         // The receipt, then the summary that counts it, under LIVE: a run is counted only
@@ -296,6 +302,43 @@ fn run_line(run: usize, runs: usize, r: &crate::receipt::Receipt, secs: f64) -> 
 /// What `p` is among the files a soak of `runs` runs writes besides its explicit outputs, if
 /// one: a run receipt `DIR/run-NNN.json` (NNN of 1..=runs, three digits or more), or with
 /// --trace T a run's trace (`run_trace_path`, beside T; T itself is an explicit output).
+/// An --out given again: the run receipts (run-NNN.json) an earlier soak left there are
+/// removed before run 1, so the folder holds this soak's runs only (a soak of 2 runs in the
+/// --out of one of 5 kept run-003..005.json beside its own, from another configuration, where
+/// anything reading run-*.json took them for this soak's). An input of this soak (a tape
+/// named so) is never removed; the summary is this soak's already.
+fn remove_earlier_runs(dir: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let is_run = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("run-"))
+            .and_then(|n| n.strip_suffix(".json"))
+            .is_some_and(|d| d.len() >= 3 && d.bytes().all(|b| b.is_ascii_digit()));
+        if !is_run || !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let p = e.path();
+        if crate::fsio::check_distinct(&[("--out", p.as_path())], inputs).is_err() {
+            continue;
+        }
+        std::fs::remove_file(&p)
+            .with_context(|| format!("--out: removing an earlier soak's {}", p.display()))?;
+        removed += 1;
+    }
+    if removed > 0 {
+        eprintln!(
+            "ppn-gate: --out {}: removed {removed} run receipt(s) an earlier soak left there",
+            crate::fsio::shown_path(dir)
+        );
+    }
+    Ok(())
+}
+
 fn soak_writes(dir: &Path, trace: Option<&Path>, runs: usize, p: &Path) -> Option<String> {
     let name = p.file_name()?.to_str()?;
     let run_of = |n: &str| {

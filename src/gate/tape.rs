@@ -24,6 +24,23 @@ pub struct Tape {
     pub prompt_len: Option<usize>,
 }
 
+/// The fields a tape file may hold: the tokens (`tokens` or `tape`) and `prompt_len`, and
+/// what an oracle tape (tests/data/oracle) adds beside them, which the gate does not read
+/// but `gen_len` (any tokens gate a runtime: a tape made for another model, whose `vocab`
+/// and `model_*` differ, is a valid input). Any other field is refused: a misspelled
+/// `prompt_length` was ignored, and the gate ran with the default prompt.
+const TAPE_FIELDS: [&str; 9] = [
+    "tokens",
+    "tape",
+    "prompt_len",
+    "gen_len",
+    "vocab",
+    "steps",
+    "reference",
+    "model_file",
+    "model_sha256",
+];
+
 /// A JSON value's kind, for errors that name what a field holds instead of what it needs.
 fn json_kind(v: &serde_json::Value) -> &'static str {
     use serde_json::Value as J;
@@ -103,6 +120,18 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
             json_kind(&v)
         )
     })?;
+    if let Some(k) = obj.keys().find(|k| !TAPE_FIELDS.contains(&k.as_str())) {
+        bail!(
+            "{}: unknown field `{}`; a tape holds `tokens` or `tape`, `prompt_len`, and an oracle tape's {}",
+            name(),
+            k.chars().take(40).collect::<String>(),
+            TAPE_FIELDS[3..]
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let key = match (obj.get("tokens"), obj.get("tape")) {
         (Some(_), Some(_)) => bail!(
             "{}: has both `tokens` and `tape`: give the token ids once",
@@ -157,6 +186,30 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
             Some(n as usize)
         }
     };
+    // An oracle tape's generated count: its prompt and generated tokens make the tape (one
+    // cut short or extended by hand no longer matches its reference's steps).
+    if let Some(g) = obj.get("gen_len") {
+        let g = g.as_u64().ok_or_else(|| {
+            anyhow!(
+                "{}: `gen_len` ({}) is not a non-negative integer",
+                name(),
+                json_short(text, "/gen_len", g)
+            )
+        })?;
+        let p = prompt_len.unwrap_or(0) as u64;
+        let fits = match prompt_len {
+            Some(_) => p.checked_add(g) == Some(tokens.len() as u64),
+            None => g < tokens.len() as u64,
+        };
+        if !fits {
+            bail!(
+                "{}: `gen_len` {g} and `prompt_len` {} do not make the tape's {} tokens",
+                name(),
+                prompt_len.map_or_else(|| "(none)".to_string(), |p| p.to_string()),
+                tokens.len()
+            );
+        }
+    }
     Ok(Tape { tokens, prompt_len })
 }
 

@@ -143,6 +143,19 @@ impl Suite {
     }
 }
 
+/// Whether `path` holds a JUnit report as `Suite::write` writes one (its first 256 bytes
+/// open with the XML declaration and a `<testsuite`): the only existing file a command that
+/// stopped before checking its outputs against its inputs may replace with its report.
+pub fn is_report(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    let head = String::from_utf8_lossy(&head[..n]);
+    head.starts_with("<?xml ") && head.contains("<testsuite")
+}
+
 /// Escapes text for an XML attribute value or element content. `\t`, `\n` and `\r` become
 /// character references, so an attribute keeps them (a parser normalizes literal ones to
 /// spaces). XML 1.0 cannot carry other C0 controls, U+FFFE or U+FFFF at all, not even as
