@@ -207,6 +207,11 @@ pub fn check(doc: &Value, text: &str, phase: &str) -> Result<Report, String> {
     if steps.is_empty() {
         return Err(format!("phase {phase:?} has no step's slices"));
     }
+    // The phases the bars take walk one step after another: every step from the first to the
+    // last is expected, so a step no stage has (one cut out of every stage, or the steps
+    // renumbered 0, 2, 4, ...) is missing work, never a shorter walk that passes.
+    let (first, last) = (*steps.first().unwrap_or(&0), *steps.last().unwrap_or(&0));
+    let steps: BTreeSet<u64> = (first..=last).collect();
     let mut lines: Vec<String> = Vec::new();
     // One line per bar: PASS with what held, or FAIL with what broke it.
     let mut bar = |ok: bool, held: String, broke: String| {
@@ -436,6 +441,33 @@ mod tests {
             r.lines
         );
         assert!(r.lines[0].contains("stage 1 step 2"), "{:?}", r.lines);
+
+        // A step cut out of every stage (it passed: the steps were those present), and the
+        // steps renumbered 0, 2, 4, ...: the steps between are missing on every stage.
+        let mut d = doc(5);
+        d["traceEvents"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|e| e["args"]["step"] != 3);
+        let r = run(&d, "pipelined").unwrap();
+        assert!(
+            r.lines[0].starts_with("FAIL  2 (stage, step) pairs")
+                && r.lines[0].contains("stage 0 step 3, stage 1 step 3"),
+            "{:?}",
+            r.lines
+        );
+        let mut d = doc(4);
+        for e in d["traceEvents"].as_array_mut().unwrap() {
+            if let Some(k) = e["args"]["step"].as_u64() {
+                e["args"]["step"] = (2 * k).into();
+            }
+        }
+        let r = run(&d, "pipelined").unwrap();
+        assert!(
+            r.lines[0].starts_with("FAIL  6 (stage, step) pairs"),
+            "{:?}",
+            r.lines
+        );
 
         // Two slices of stage 0 overlap.
         let mut d = doc(3);
