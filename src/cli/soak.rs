@@ -299,9 +299,6 @@ fn run_line(run: usize, runs: usize, r: &crate::receipt::Receipt, secs: f64) -> 
     l
 }
 
-/// What `p` is among the files a soak of `runs` runs writes besides its explicit outputs, if
-/// one: a run receipt `DIR/run-NNN.json` (NNN of 1..=runs, three digits or more), or with
-/// --trace T a run's trace (`run_trace_path`, beside T; T itself is an explicit output).
 /// An --out given again: the run receipts (run-NNN.json) an earlier soak left there are
 /// removed before run 1, so the folder holds this soak's runs only (a soak of 2 runs in the
 /// --out of one of 5 kept run-003..005.json beside its own, from another configuration, where
@@ -339,6 +336,9 @@ fn remove_earlier_runs(dir: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
     Ok(())
 }
 
+/// What `p` is among the files a soak of `runs` runs writes besides its explicit outputs, if
+/// one: a run receipt `DIR/run-NNN.json` (NNN of 1..=runs, three digits or more), or with
+/// --trace T a run's trace (`run_trace_path`, beside T; T itself is an explicit output).
 fn soak_writes(dir: &Path, trace: Option<&Path>, runs: usize, p: &Path) -> Option<String> {
     let name = p.file_name()?.to_str()?;
     let run_of = |n: &str| {

@@ -196,9 +196,8 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
                 json_short(text, "/gen_len", g)
             )
         })?;
-        let p = prompt_len.unwrap_or(0) as u64;
         let fits = match prompt_len {
-            Some(_) => p.checked_add(g) == Some(tokens.len() as u64),
+            Some(p) => (p as u64).checked_add(g) == Some(tokens.len() as u64),
             None => g < tokens.len() as u64,
         };
         if !fits {
