@@ -2756,7 +2756,7 @@ fn diff_names_prime_keys_and_reads_version_1_receipts() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let mut v = receipt(&a);
-    v["arms"][0]["steps"][30]["logits_blake3"] = "00".into();
+    v["arms"][0]["steps"][30]["logits_blake3"] = "00".repeat(32).into();
     v["arms"][1]["rounds"][1]["accepted"] = 0.into();
     let b = d.path().join("b.json");
     write_json(&b, &v);

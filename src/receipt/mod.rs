@@ -762,6 +762,37 @@ pub enum ReceiptError {
     Write { path: String, err: std::io::Error },
 }
 
+/// The first `*blake3` field of a receipt file that is not a blake3 hash as the gate writes
+/// one (64 lowercase hex digits), with its path (`arms[1].steps[3].logits_blake3`) and the
+/// value as JSON. Why: `diff` compares hashes as strings, so two hand-edited receipts whose
+/// `model.blake3` was emptied, or whose steps held `"zz"`, compared "same".
+fn bad_hash(v: &serde_json::Value, at: &str) -> Option<(String, String)> {
+    use serde_json::Value as J;
+    let is_hash =
+        |s: &str| s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match v {
+        J::Object(m) => m.iter().find_map(|(k, x)| {
+            let here = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            match x {
+                J::String(s) if k.ends_with("blake3") && !is_hash(s) => Some((here, x.to_string())),
+                J::Null | J::Bool(_) | J::Number(_) | J::Array(_) if k.ends_with("blake3") => {
+                    Some((here, x.to_string()))
+                }
+                _ => bad_hash(x, &here),
+            }
+        }),
+        J::Array(a) => a
+            .iter()
+            .enumerate()
+            .find_map(|(i, x)| bad_hash(x, &format!("{at}[{i}]"))),
+        _ => None,
+    }
+}
+
 impl Receipt {
     pub fn load(path: &Path) -> Result<Receipt, ReceiptError> {
         let p = path.display().to_string();
@@ -781,6 +812,16 @@ impl Receipt {
             return Err(ReceiptError::Schema {
                 path: p,
                 got: schema.to_string(),
+            });
+        }
+        if let Some((field, got)) = bad_hash(&v, "") {
+            return Err(ReceiptError::Field {
+                path: p,
+                field,
+                err: format!(
+                    "{}: not a blake3 hash (64 lowercase hex digits)",
+                    crate::jsonin::clip(&got)
+                ),
             });
         }
         Receipt::from_json_value(&v).map_err(|e| match e {
@@ -896,6 +937,46 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         assert!(Receipt::load(&golden).is_ok());
         format!("{}", Receipt::load(&p).unwrap_err())
+    }
+
+    /// A hash field that is no blake3 hash is refused naming its path: two receipts with
+    /// `model.blake3` emptied, or a step's hash `"zz"`, compared "same" in `diff`.
+    #[test]
+    fn a_hash_that_is_not_a_blake3_hash_is_refused() {
+        type Edit = fn(&mut serde_json::Value);
+        let cases: [(&str, Edit); 5] = [
+            ("field model.blake3: \"\"", |v| {
+                v["model"]["blake3"] = "".into()
+            }),
+            ("field arms[0].steps[3].logits_blake3: \"zz\"", |v| {
+                v["arms"][0]["steps"][3]["logits_blake3"] = "zz".into()
+            }),
+            ("field reference.steps[0].logits_blake3: null", |v| {
+                v["reference"]["steps"][0]["logits_blake3"] = serde_json::Value::Null
+            }),
+            // 64 digits, upper case: not what the gate writes, and not equal as a string.
+            ("field model.blake3: \"ABCDEF", |v| {
+                v["model"]["blake3"] = "ABCDEF"
+                    .repeat(10)
+                    .chars()
+                    .take(64)
+                    .collect::<String>()
+                    .into()
+            }),
+            ("field reference.steps[2].logits_blake3: \"0000", |v| {
+                v["reference"]["steps"][2]["logits_blake3"] = "0".repeat(65).into()
+            }),
+        ];
+        for (want, edit) in cases {
+            let e = load_edited(|v| {
+                edit(v);
+                serde_json::to_string(v).unwrap()
+            });
+            assert!(
+                e.contains(want) && e.contains("not a blake3 hash"),
+                "{want}: {e}"
+            );
+        }
     }
 
     #[test]
