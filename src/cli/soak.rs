@@ -311,11 +311,7 @@ fn remove_earlier_runs(dir: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
     let mut removed = 0;
     for e in entries.flatten() {
         let name = e.file_name();
-        let is_run = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("run-"))
-            .and_then(|n| n.strip_suffix(".json"))
-            .is_some_and(|d| d.len() >= 3 && d.bytes().all(|b| b.is_ascii_digit()));
+        let is_run = name.to_str().and_then(run_digits).is_some();
         if !is_run || !e.file_type().is_ok_and(|t| t.is_file()) {
             continue;
         }
@@ -336,6 +332,14 @@ fn remove_earlier_runs(dir: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
     Ok(())
 }
 
+/// The digits of a run receipt's name, `run-NNN.json` (three digits or more), if `name` is
+/// one.
+fn run_digits(name: &str) -> Option<&str> {
+    name.strip_prefix("run-")
+        .and_then(|n| n.strip_suffix(".json"))
+        .filter(|d| d.len() >= 3 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// What `p` is among the files a soak of `runs` runs writes besides its explicit outputs, if
 /// one: a run receipt `DIR/run-NNN.json` (NNN of 1..=runs, three digits or more), or with
 /// --trace T a run's trace (`run_trace_path`, beside T; T itself is an explicit output).
@@ -346,9 +350,7 @@ fn soak_writes(dir: &Path, trace: Option<&Path>, runs: usize, p: &Path) -> Optio
             .ok()
             .filter(|&i| (1..=runs).contains(&i) && format!("{i:03}") == n)
     };
-    let receipt = name
-        .strip_prefix("run-")
-        .and_then(|n| n.strip_suffix(".json"));
+    let receipt = run_digits(name);
     if receipt.and_then(run_of).is_some() && crate::fsio::in_dir(dir, p) {
         return Some(format!(
             "run {} of the soak's receipts under --out",

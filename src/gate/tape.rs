@@ -25,14 +25,12 @@ pub struct Tape {
 }
 
 /// The fields a tape file may hold: the tokens (`tokens` or `tape`) and `prompt_len`, and
-/// what an oracle tape (tests/data/oracle) adds beside them, which the gate does not read
-/// but `gen_len` (any tokens gate a runtime: a tape made for another model, whose `vocab`
-/// and `model_*` differ, is a valid input). Any other field is refused: a misspelled
-/// `prompt_length` was ignored, and the gate ran with the default prompt.
-const TAPE_FIELDS: [&str; 9] = [
-    "tokens",
-    "tape",
-    "prompt_len",
+/// what an oracle tape (tests/data/oracle) adds beside them (ORACLE_FIELDS), which the gate
+/// does not read but `gen_len` (any tokens gate a runtime: a tape made for another model,
+/// whose `vocab` and `model_*` differ, is a valid input). Any other field is refused: a
+/// misspelled `prompt_length` was ignored, and the gate ran with the default prompt.
+const TAPE_FIELDS: [&str; 3] = ["tokens", "tape", "prompt_len"];
+const ORACLE_FIELDS: [&str; 6] = [
     "gen_len",
     "vocab",
     "steps",
@@ -120,12 +118,13 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
             json_kind(&v)
         )
     })?;
-    if let Some(k) = obj.keys().find(|k| !TAPE_FIELDS.contains(&k.as_str())) {
+    let known = |k: &str| TAPE_FIELDS.contains(&k) || ORACLE_FIELDS.contains(&k);
+    if let Some(k) = obj.keys().find(|k| !known(k)) {
         bail!(
             "{}: unknown field `{}`; a tape holds `tokens` or `tape`, `prompt_len`, and an oracle tape's {}",
             name(),
             k.chars().take(40).collect::<String>(),
-            TAPE_FIELDS[3..]
+            ORACLE_FIELDS
                 .iter()
                 .map(|f| format!("`{f}`"))
                 .collect::<Vec<_>>()
@@ -165,16 +164,23 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
     if tokens.is_empty() {
         bail!("{}: `{key}` is empty: the tape is empty", name());
     }
-    let prompt_len = match obj.get("prompt_len") {
+    // A count field (`prompt_len`, `gen_len`), when the file has it.
+    let count = |field: &str| -> Result<Option<u64>> {
+        obj.get(field)
+            .map(|v| {
+                v.as_u64().ok_or_else(|| {
+                    anyhow!(
+                        "{}: `{field}` ({}) is not a non-negative integer",
+                        name(),
+                        json_short(text, &format!("/{field}"), v)
+                    )
+                })
+            })
+            .transpose()
+    };
+    let prompt_len = match count("prompt_len")? {
         None => None,
-        Some(p) => {
-            let n = p.as_u64().ok_or_else(|| {
-                anyhow!(
-                    "{}: `prompt_len` ({}) is not a non-negative integer",
-                    name(),
-                    json_short(text, "/prompt_len", p)
-                )
-            })?;
+        Some(n) => {
             if n == 0 || n > tokens.len() as u64 {
                 bail!(
                     "{}: `prompt_len` {n}: must be in 1..={} (the tape's {} tokens)",
@@ -188,14 +194,7 @@ pub fn read_tape(path: &Path) -> Result<Tape> {
     };
     // An oracle tape's generated count: its prompt and generated tokens make the tape (one
     // cut short or extended by hand no longer matches its reference's steps).
-    if let Some(g) = obj.get("gen_len") {
-        let g = g.as_u64().ok_or_else(|| {
-            anyhow!(
-                "{}: `gen_len` ({}) is not a non-negative integer",
-                name(),
-                json_short(text, "/gen_len", g)
-            )
-        })?;
+    if let Some(g) = count("gen_len")? {
         let fits = match prompt_len {
             Some(p) => (p as u64).checked_add(g) == Some(tokens.len() as u64),
             None => g < tokens.len() as u64,

@@ -777,12 +777,12 @@ fn bad_hash(v: &serde_json::Value, at: &str) -> Option<(String, String)> {
             } else {
                 format!("{at}.{k}")
             };
-            match x {
-                J::String(s) if k.ends_with("blake3") && !is_hash(s) => Some((here, x.to_string())),
-                J::Null | J::Bool(_) | J::Number(_) | J::Array(_) if k.ends_with("blake3") => {
-                    Some((here, x.to_string()))
-                }
-                _ => bad_hash(x, &here),
+            if !k.ends_with("blake3") {
+                bad_hash(x, &here)
+            } else if x.as_str().is_some_and(is_hash) {
+                None
+            } else {
+                Some((here, x.to_string()))
             }
         }),
         J::Array(a) => a
