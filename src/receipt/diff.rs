@@ -533,6 +533,63 @@ pub fn check_ignore(path: &str) -> Result<String, String> {
     Ok(norm.to_string())
 }
 
+/// `--ignore PATH` where PATH goes on below a plain value of `v` (`config.seed.x`): the
+/// table covers it by its ancestor's row, so `check_ignore` passes it, yet it names nothing
+/// and would leave out nothing while `diff` printed it as ignored. The error names the value.
+fn under_value(v: &Value, path: &str) -> Option<String> {
+    let mut at = vec![v];
+    let mut walked = String::new();
+    for seg in path.split('.') {
+        let (key, each) = match seg.strip_suffix("[]") {
+            Some(k) => (k, true),
+            None => (seg, false),
+        };
+        let mut next = Vec::new();
+        for x in at {
+            match x {
+                Value::Object(m) => next.extend(m.get(key)),
+                Value::Null => {}
+                Value::Array(_) => {
+                    return Some(format!(
+                        "--ignore {path}: {walked} is a list, its entries are {walked}[]"
+                    ))
+                }
+                _ => {
+                    return Some(format!(
+                        "--ignore {path}: {walked} is a value ({}), nothing lies under it",
+                        brief(x)
+                    ))
+                }
+            }
+        }
+        walked = if walked.is_empty() {
+            seg.to_string()
+        } else {
+            format!("{walked}.{seg}")
+        };
+        at = if each {
+            let mut items = Vec::new();
+            for x in next {
+                match x {
+                    Value::Array(l) => items.extend(l),
+                    Value::Null => {}
+                    _ => {
+                        return Some(format!(
+                            "--ignore {path}: {} is not a list ({}), it has no [] entries",
+                            walked.strip_suffix("[]").unwrap_or(&walked),
+                            brief(x)
+                        ))
+                    }
+                }
+            }
+            items
+        } else {
+            next
+        };
+    }
+    None
+}
+
 /// `diff_detail` with the fields `ignore` names (each checked by `check_ignore`) left out.
 pub fn diff_detail_ignoring(a: &Receipt, b: &Receipt, ignore: &[String]) -> DiffDetail {
     let not_comparable = |why: String| DiffDetail {
@@ -570,6 +627,12 @@ pub fn diff_detail_ignoring(a: &Receipt, b: &Receipt, ignore: &[String]) -> Diff
         serde_json::to_value(a).expect("receipt serializes"),
         serde_json::to_value(b).expect("receipt serializes"),
     );
+    if let Some(why) = ignore
+        .iter()
+        .find_map(|i| under_value(&va, i).or(under_value(&vb, i)))
+    {
+        return not_comparable(why);
+    }
     let mut walk = Walk {
         ignore: ignore.to_vec(),
         ..Walk::default()
@@ -845,6 +908,45 @@ mod tests {
             let e = check_ignore(bad).unwrap_err();
             assert!(e.contains(&format!("--ignore {bad}:")), "{bad}: {e}");
         }
+        // A path the table covers by an ancestor's row but that goes on below a value of
+        // the receipts names nothing: refused (exit 2), naming the value, not left silent.
+        for (bad, why) in [
+            (
+                "config.window.x",
+                "config.window is a value (3), nothing lies under it",
+            ),
+            (
+                "config.chunks[].x",
+                "config.chunks[] is a value (1), nothing lies under it",
+            ),
+            (
+                "placement.fence.x",
+                "placement.fence is a list, its entries are placement.fence[]",
+            ),
+            (
+                "config.window[]",
+                "config.window is not a list (3), it has no [] entries",
+            ),
+        ] {
+            let d = diff_detail_ignoring(&ra, &ra, &ign(&[bad]));
+            let DiffOutcome::NotComparable(e) = d.outcome else {
+                panic!("{bad}: {:?}", d.outcome)
+            };
+            assert_eq!(e, format!("--ignore {bad}: {why}"), "{bad}");
+        }
+        // Where only the other receipt holds the value, the same.
+        let d = diff_detail_ignoring(&ra, &rb, &ign(&["backend.jitter_us.y"]));
+        assert!(
+            matches!(d.outcome, DiffOutcome::NotComparable(_)),
+            "{:?}",
+            d.outcome
+        );
+        // An absent field and a list's entries are walked, not refused.
+        let ok = ign(&["backend.graphs", "config.faults[]", "placement.fence[]"]);
+        assert_eq!(
+            diff_detail_ignoring(&ra, &ra, &ok).outcome,
+            DiffOutcome::Same
+        );
     }
 
     #[test]
