@@ -414,13 +414,19 @@ impl DevCtx {
         MMA_FUSE_SMEM_MAX.min(self.smem_max.saturating_sub(MMA_DECODE_STATIC_SMEM))
     }
 
+    /// The name of kernel `i` of the mma module (`MMA_KERNELS`), as `prepare_modules` shows
+    /// its builds: the kernel list is this module's, which the generic builder does not read.
+    pub(crate) fn mma_kernel_name(&self, i: usize) -> &'static str {
+        MMA_KERNELS.get(i).copied().unwrap_or("?")
+    }
+
     /// Kernel `i` of the mma module (`MMA_KERNELS`); `prepare_modules` must have built it.
     pub(crate) fn mma_func(&self, i: usize) -> BResult<&CudaFunction> {
         self.mma.get(i).and_then(|k| k.get()).ok_or_else(|| {
             op_err(format!(
                 "device {}: mma kernel {} was not compiled for this engine",
                 self.dev,
-                MMA_KERNELS.get(i).unwrap_or(&"?")
+                self.mma_kernel_name(i)
             ))
         })
     }

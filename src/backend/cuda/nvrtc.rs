@@ -637,7 +637,7 @@ impl DevCtx {
             }
         }
         for &i in &todo_mma {
-            names.push(super::mma::MMA_KERNELS[i].to_string());
+            names.push(self.mma_kernel_name(i).to_string());
             jobs.push(Box::new(move || {
                 Ok(Built::Mma(i, self.build_mma_kernel(i)?))
             }));

@@ -470,7 +470,7 @@ impl CudaEngine {
     fn mma_wg_launch(
         &self,
         s: &GpuStream,
-        a: &super::matvec::MvArgs,
+        a: &super::args::MvArgs,
         scratch: &MmaScratch,
         dims: (i32, i32, i32),
         plant: i32,

@@ -46,6 +46,7 @@
 //! `mma-row-order` control and accuracy per format (receipts/mma-tensor-cores, and on the 8B
 //! shape receipts/mma-q4k-8b); the figures beside llama.cpp are in BENCH.md.
 
+mod args;
 mod attention;
 mod cache;
 mod graph;
@@ -53,6 +54,8 @@ mod matvec;
 mod mma;
 mod weights;
 
+#[cfg(test)]
+pub(super) use args::{mv_args_bytes, mv_args_prefix_bytes};
 #[cfg(test)]
 pub(super) use attention::{
     att_kernel, att_rows_smax, att_rows_tile, att_store_threads, from_slot_in_kernel, row_pos_bytes,
@@ -63,9 +66,9 @@ use graph::{Graph, GraphKey};
 pub(super) use matvec::fmt_of;
 #[cfg(test)]
 pub(super) use matvec::{
-    kind_of, launch_groups, mix_of, mv_args_bytes, mv_args_prefix_bytes, mv_kind,
-    mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp, mvq_smem, pre_fuses, pre_kind, row_tiles,
-    tiles_up_to, warps_per_feature, MVD_ROWS, MVQ_PRE_MAX,
+    kind_of, launch_groups, mix_of, mv_kind, mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp,
+    mvq_smem, pre_fuses, pre_kind, row_tiles, tiles_up_to, warps_per_feature, MVD_ROWS,
+    MVQ_PRE_MAX,
 };
 use matvec::{modules_needed, MatKind, PreAdd};
 use mma::MmaScratch;
