@@ -23,7 +23,9 @@
 #             files, every arm at N = 1, 2, 3 under --mma auto and on, prime's ladder reaches
 #             the prompt, verify starts after it; launch --procs 2 (ipc) PASS; a NaN
 #             rope.freq_base exits 2; a CPU and a CUDA receipt of one gate `diff` differs; a
-#             negative control (no-rollback) FAILs on an HF tape
+#             negative control (no-rollback) FAILs on an HF tape; model shapes drawn by
+#             scripts/shape-sweep.py (SHAPE_MODELS, SHAPE_SEED): each gate PASSes, each with
+#             a planted bit FAILs
 #   serve     the serve arm (continuous batching, every request bit-identical to itself
 #             alone): SmolLM2, Gemma-3 and a 4096-wide Q4_K_M file at N = 1, 2, 4 under --mma
 #             auto and on; with every other arm; 64-row steps; --trace passes trace-check's
@@ -456,6 +458,15 @@ EOF
     [ ${#TAPES[@]} -gt 2 ] && t=${TAPES[2]}
     expect "--fault no-rollback on ${t/:/ }, verify (must FAIL)" 1 --backend "$BE" -q --model "$W/${t%%:*}.gguf" \
         --tape "$W/${t%%:*}.${t#*:}.json" --stages 2 --arms verify --fault no-rollback
+    # Shapes no test wrote (scripts/shape-sweep.py): every drawn model's gate PASSes and its
+    # planted one-bit prime FAILs; OUT/shapes keeps the summary and any finding.
+    n=${SHAPE_MODELS:-$(cuda && echo 60 || echo 10)}
+    python3 scripts/shape-sweep.py "$BIN" --backend "$BE" --out "$WORK/shapes" --models "$n" \
+        --seed "${SHAPE_SEED:-7}" >>"$LOG" 2>&1
+    rc=$?
+    mkdir -p "$OUT/shapes" && cp "$WORK"/shapes/*.txt "$OUT/shapes/"
+    t=$(tail -1 "$WORK/shapes/summary.txt" | cut -d, -f1-3)
+    [ $rc = 0 ] && ok "$n drawn shapes: clean PASS, planted bit FAILs" "$t" || wrong "$n drawn shapes" "exit $rc: $t"
 fi
 
 if want serve; then

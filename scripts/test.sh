@@ -8,7 +8,9 @@
 # (scripts/kernel-emu.sh: every kernel the host may pick gives the one-row path's bits, the
 # planted faults caught), then the CPU gate
 # battery (some of its models written by scripts/synth-models.sh) diffed against the
-# committed golden receipts. Everything else a test reads is in the repository (tests/data/).
+# committed golden receipts, and gates on 40 model shapes drawn by scripts/shape-sweep.py
+# (each PASSes; each with a planted bit FAILs). Everything else a test reads is in the
+# repository (tests/data/).
 # First, clippy with warnings as errors over every target (installed with rustup if absent).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,3 +27,4 @@ python3 scripts/nvrtc-check.py
 scripts/kernel-emu.sh
 scripts/synth-models.sh "$BIN" target/synth
 "$BIN" battery gates/cpu.json --out receipts/runs/battery-cpu --golden receipts/golden
+python3 scripts/shape-sweep.py "$BIN" --out target/shape-sweep --models 40 --seed 1
