@@ -18,6 +18,9 @@
 // `unsafe` is allowed in exactly one module, the CUDA backend (`backend::cuda`), where every
 // block carries a `// SAFETY:` line. Everywhere else the compiler refuses it.
 #![deny(unsafe_code)]
+// Unit tests print with std's macros, which the harness captures (`errln!`/`outln!` write
+// to the process's streams); panicking on a stream is a test's to do.
+#![cfg_attr(test, allow(clippy::disallowed_macros))]
 
 /// `println!` that never panics: a closed stdout (`ppn-gate soak | head`) drops the line
 /// and the command goes on, so its receipts are still written and its exit code still says
@@ -25,6 +28,17 @@
 macro_rules! outln {
     ($($arg:tt)*) => {
         $crate::term::out_line(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that never panics: a stderr that cannot be written (a closed pipe, a full
+/// disk, `2>/dev/full`) drops the line, where `eprintln!` would panic with exit 101 before
+/// the receipt is written, a soak's lock removed or `launch`'s members stopped. Printed
+/// above any progress bar (`term::eprint_line`). `eprintln!` itself is refused by clippy
+/// (`clippy.toml`).
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::term::eprint_line(format_args!($($arg)*))
     };
 }
 

@@ -167,14 +167,31 @@ fn above(f: impl FnOnce()) {
     }
 }
 
+/// The first error writing stdout that is not a closed pipe (a full disk under `diff --json
+/// > d.json`, an I/O error): the command's results did not reach where they were sent, which
+/// `cli::main` reports and turns into exit 2 once the command is done.
+static OUT_ERROR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `OUT_ERROR`, if a stdout write failed so.
+pub fn out_error() -> Option<&'static str> {
+    OUT_ERROR.get().map(String::as_str)
+}
+
 /// One result line on stdout, flushed at once (a pipe sees it when it is known), printed
-/// above any progress bar. A closed stdout drops the line (`outln!`).
+/// above any progress bar. A closed stdout (EPIPE: `| head`) drops the line and the command
+/// goes on (`outln!`); any other write error is kept for `out_error`.
 pub fn out_line(args: Arguments) {
     above(|| {
         let mut o = std::io::stdout().lock();
-        let _ = o.write_fmt(args);
-        let _ = o.write_all(b"\n");
-        let _ = o.flush();
+        let r = o
+            .write_fmt(args)
+            .and_then(|_| o.write_all(b"\n"))
+            .and_then(|_| o.flush());
+        if let Err(e) = r {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                let _ = OUT_ERROR.set(e.to_string());
+            }
+        }
     });
 }
 

@@ -382,7 +382,7 @@ pub fn battery(a: &BatteryArgs) -> Result<i32> {
     // since that file may be one of those inputs.
     let junit = match &a.junit {
         Some(j) if r.is_err() && !checked && j.exists() && !junit::is_report(j) => {
-            eprintln!(
+            errln!(
                 "ppn-gate: --junit {}: not written: it holds something other than a JUnit report, \
                  and the battery stopped before its outputs were checked against its inputs",
                 crate::fsio::shown_path(j)
@@ -583,7 +583,7 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite, checked: &mut bool) -
                     let why = format!("not run: the battery left after {} gate(s)", i + 1);
                     not_run(&mut now, &gates[i + 1..], &why);
                     if let Err(e) = write_junit(a.junit.as_deref(), &now, None) {
-                        eprintln!("ppn-gate: {e:#}");
+                        errln!("ppn-gate: {e:#}");
                     }
                 }
             }

@@ -41,7 +41,7 @@ pub fn diff(a: &Path, b: &Path, json: bool, ignore: &[String]) -> Result<i32> {
             EXIT_FAIL
         }
         DiffOutcome::NotComparable(why) => {
-            eprintln!(
+            errln!(
                 "ppn-gate: not comparable: {} vs {}: {why}",
                 a.display(),
                 b.display()
@@ -69,7 +69,7 @@ fn diff_json(a: &Path, b: &Path, ignore: &[String]) -> Result<i32> {
         DiffOutcome::Same => EXIT_PASS,
         DiffOutcome::Different(_) => EXIT_FAIL,
         DiffOutcome::NotComparable(why) => {
-            eprintln!("ppn-gate: not comparable: {sa} vs {sb}: {why}");
+            errln!("ppn-gate: not comparable: {sa} vs {sb}: {why}");
             EXIT_ERROR
         }
     };

@@ -29,7 +29,7 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
         let why = p.auto_cpu.as_ref().map_or(String::new(), |e| {
             format!(" (--backend auto: no usable GPU: {e})")
         });
-        eprintln!(
+        errln!(
             "ppn-gate: {} backend{why}, model {} ({}, {} layers), {}, transports [{}], arms {}, {} steps",
             p.be.kind(),
             p.model_info.file,
@@ -50,10 +50,10 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     let r = run_prepared(&p, &mut |e| w.event(e))?;
     let code = emit_after(args, &r, w.printed)?;
     if let Some(note) = fault_pass_note(&p.spec.faults, code) {
-        eprintln!("{note}");
+        errln!("{note}");
     }
     if let Some(note) = verify_idle_note(&r) {
-        eprintln!("{note}");
+        errln!("{note}");
     }
     Ok(code)
 }
@@ -97,7 +97,7 @@ pub(super) fn fault_pass_note(
 /// gate and soak alike).
 pub(super) fn one_stage_note(p: &Prepared) {
     if p.spec.placement.n_stages() == 1 {
-        eprintln!("ppn-gate: note: one stage: no boundary was exercised (every arm ran the reference's placement; --stages 2 or more gates a boundary)");
+        errln!("ppn-gate: note: one stage: no boundary was exercised (every arm ran the reference's placement; --stages 2 or more gates a boundary)");
     }
 }
 

@@ -668,12 +668,27 @@ pub fn main() -> i32 {
             }
         }
     };
-    match r {
+    let code = match r {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ppn-gate: error: {e:#}");
+            errln!("ppn-gate: error: {e:#}");
             EXIT_ERROR
         }
+    };
+    // Results that did not reach stdout's file (a full disk, an I/O error; a closed pipe is
+    // a reader that stopped, not an error): a success code must not say the command did its
+    // work, so 0 becomes 2; a FAIL (1) or an interrupt keeps its code, which says more.
+    // Receipts and other files were written (or refused) on their own.
+    match crate::term::out_error() {
+        Some(e) => {
+            errln!("ppn-gate: error: writing results to stdout: {e}");
+            if code == EXIT_PASS {
+                EXIT_ERROR
+            } else {
+                code
+            }
+        }
+        None => code,
     }
 }
 

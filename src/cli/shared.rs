@@ -69,7 +69,7 @@ pub(super) fn install_interrupt_handler() {
             // No bar may stay on screen after the process is gone.
             crate::term::clear();
             let met = crate::exit::FAILS_MET.load(Ordering::SeqCst);
-            eprintln!(
+            errln!(
                 "\nppn-gate: second interrupt, leaving now (what finished is kept: the receipts, a soak's summary, a battery's JUnit file as of its last gate, a hunt's report as of its last shrunk finding){}",
                 if met > 0 && failed == 0 {
                     "; a FAIL or finding was met (printed above)"
@@ -145,7 +145,7 @@ pub(super) fn write_junit(
     match report.write(path) {
         Ok(()) => Ok(()),
         Err(e) if pending.is_some() => {
-            eprintln!("ppn-gate: {e}");
+            errln!("ppn-gate: {e}");
             Ok(())
         }
         Err(e) => Err(e.into()),

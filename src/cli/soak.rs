@@ -37,7 +37,7 @@ fn gate_flags() -> Vec<String> {
 fn record_error(l: &mut Live, e: &anyhow::Error) {
     l.summary.error = Some(format!("{e:#}"));
     if let Err(w) = l.summary.write(&l.path) {
-        eprintln!("ppn-gate: {w}");
+        errln!("ppn-gate: {w}");
     }
 }
 
@@ -185,7 +185,7 @@ fn soak_runs(a: &SoakArgs, dir: &Path, p: &Prepared) -> Result<i32> {
             .map(|t| t.display().to_string());
         if run == 1 {
             if let Some(note) = super::gate::verify_idle_note(&r) {
-                eprintln!("{note}");
+                errln!("{note}");
             }
         }
         let mut rec = RunRecord::from_receipt(run, &r, path.display().to_string());
@@ -280,7 +280,7 @@ fn soak_runs(a: &SoakArgs, dir: &Path, p: &Prepared) -> Result<i32> {
     };
     // Every run PASSed under a fault: the control proved nothing (the gate's own note).
     if let Some(note) = super::gate::fault_pass_note(&p.spec.faults, code) {
-        eprintln!("{note}");
+        errln!("{note}");
     }
     Ok(code)
 }
@@ -324,7 +324,7 @@ fn remove_earlier_runs(dir: &Path, inputs: &[(&str, &Path)]) -> Result<()> {
         removed += 1;
     }
     if removed > 0 {
-        eprintln!(
+        errln!(
             "ppn-gate: --out {}: removed {removed} run receipt(s) an earlier soak left there",
             crate::fsio::shown_path(dir)
         );

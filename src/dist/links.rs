@@ -94,7 +94,7 @@ pub fn nccl_links(
     };
     let (rdv, map, rank, rdv_t, peer_t) = (m.rdv, m.map, m.rank, m.rdv_t, m.peer_t);
     let lib = nccl::nccl(nccl_lib).map_err(|e| anyhow!(e))?;
-    eprintln!(
+    errln!(
         "ppn-gate: rank {rank}: NCCL {} from {}",
         lib.version_text(),
         lib.path

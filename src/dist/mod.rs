@@ -50,7 +50,7 @@ pub fn die(msg: String) {
         return;
     }
     let me = ABORT_TO.get().map(|(_, n)| n.as_str()).unwrap_or("member");
-    eprintln!("ppn-gate: error: {me}: {msg}");
+    errln!("ppn-gate: error: {me}: {msg}");
     if let Some((r, n)) = ABORT_TO.get() {
         let _ = r.put_within("abort", &format!("{n}: {msg}"), Duration::from_secs(2));
     }

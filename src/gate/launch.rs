@@ -18,6 +18,44 @@ use crate::receipt::Receipt;
 
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
 
+/// The file of a launch's rendezvous directory that names the launcher's pid.
+const LAUNCHER_PID: &str = "launcher.pid";
+
+/// A member whose rendezvous directory names its launcher (`LAUNCHER_PID`) leaves, exit 2,
+/// once that launcher is no longer its parent (it died: the member was reparented), removing
+/// the launch's rendezvous directory, which the launcher would have. A member started by
+/// hand (`--rank`/`--world` on another host, a TCP rendezvous) has no such file: unwatched.
+pub fn watch_launcher(rendezvous: &str, who: String) {
+    let dir = std::path::Path::new(rendezvous);
+    let Some(pid) = std::fs::read_to_string(dir.join(LAUNCHER_PID))
+        .ok()
+        .and_then(|t| t.trim().parse::<u32>().ok())
+    else {
+        return;
+    };
+    let dir = dir.to_path_buf();
+    let _ = std::thread::Builder::new()
+        .name("ppn-gate-launcher-watch".into())
+        .spawn(move || loop {
+            if std::os::unix::process::parent_id() != pid {
+                errln!("ppn-gate: error: {who}: the launcher (pid {pid}) is gone; leaving");
+                let _ = std::fs::remove_dir_all(&dir);
+                std::process::exit(crate::exit::EXIT_ERROR);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        });
+}
+
+/// The members, killed and reaped when dropped: whatever way `supervise` leaves (an error
+/// returned early, a panic unwinding), no member outlives it.
+struct Members(Vec<(usize, Child)>);
+
+impl Drop for Members {
+    fn drop(&mut self) {
+        kill_all(&mut self.0);
+    }
+}
+
 /// After the first member fails, how long the others get to report (their own errors name
 /// the member they lost) before they are killed.
 const GRACE: Duration = Duration::from_secs(2);
@@ -48,6 +86,14 @@ pub fn run(p: &Prepared) -> Result<Receipt> {
     ));
     std::fs::create_dir_all(&dir)
         .with_context(|| format!("launch: rendezvous {}", dir.display()))?;
+    // The members watch this process (`watch_launcher`): a launcher killed outright
+    // (SIGKILL, or SIGTERM on a pipe, whose default action runs no destructor) leaves no
+    // member waiting out its timeouts.
+    crate::fsio::write_atomic(
+        &dir.join(LAUNCHER_PID),
+        std::process::id().to_string().as_bytes(),
+    )
+    .with_context(|| format!("launch: rendezvous {}", dir.display()))?;
     let r = supervise(p, &map, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     r
@@ -57,7 +103,8 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
     let world = map[map.len() - 1] + 1;
     let exe = std::env::current_exe().context("launch: locating this binary")?;
     let receipt = dir.join("receipt.json");
-    let mut kids: Vec<(usize, Child)> = Vec::with_capacity(world);
+    let mut members = Members(Vec::with_capacity(world));
+    let kids = &mut members.0;
     let base = p.args.member_argv();
     for r in 0..world {
         let mut c = Command::new(&exe);
@@ -75,11 +122,10 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
             .stderr(Stdio::inherit());
         match c.spawn() {
             Ok(k) => {
-                eprintln!("ppn-gate launch: {} pid {}", member_name(map, r), k.id());
+                errln!("ppn-gate launch: {} pid {}", member_name(map, r), k.id());
                 kids.push((r, k));
             }
             Err(e) => {
-                kill_all(&mut kids);
                 bail!("launch: starting rank {r} ({}): {e}", exe.display());
             }
         }
@@ -108,7 +154,7 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
         std::thread::sleep(Duration::from_millis(20));
     }
     if failed_at.is_some() {
-        kill_all(&mut kids);
+        kill_all(kids);
         // Name the member that died first by a signal (the cause), else every failed one.
         let mut lines = Vec::new();
         let mut killed = Vec::new();

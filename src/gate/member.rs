@@ -56,6 +56,7 @@ pub fn member(p: &Prepared) -> Result<i32> {
     }
     let n = p.spec.placement.n_stages();
     let map = rank_map(n, world, a.ranks.as_deref())?;
+    super::launch::watch_launcher(addr, member_name(&map, rank));
     let reach = Duration::from_secs(p.args.rendezvous_timeout());
     let rdv = Rendezvous::open_within(addr, rank, reach).map_err(anyhow::Error::msg)?;
     dist::abort_to(rdv.clone(), member_name(&map, rank));

@@ -243,7 +243,7 @@ pub fn emit_after(args: &GateOptions, r: &Receipt, shown: usize) -> Result<i32> 
         // -q keeps the verdict lines only.
         outln!("receipt: {}", path.display());
         for l in describe(r) {
-            eprintln!("ppn-gate: {l}");
+            errln!("ppn-gate: {l}");
         }
     }
     if let (Some(t), Some(o)) = (&args.trace, &r.timings.busy_overlap) {

@@ -312,7 +312,7 @@ impl DevCtx {
             // Diagnostics: registers, spills and residency of the main module's hot kernels.
             for name in ["attention", "attention_early"] {
                 if let Some(f) = funcs.get(name) {
-                    eprintln!(
+                    errln!(
                         "cuda prof: {name}: {:?} regs, {:?} local bytes, {:?} blocks of 256 per SM",
                         f.num_regs(),
                         f.local_size_bytes(),

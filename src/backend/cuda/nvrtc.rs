@@ -498,7 +498,7 @@ pub(super) fn load_kernel(
         })?;
     }
     if std::env::var_os("PPN_CUDA_PROF").is_some() {
-        eprintln!(
+        errln!(
             "cuda prof: {what} {name}: {:?} regs, {:?} local bytes",
             f.num_regs(),
             f.local_size_bytes()

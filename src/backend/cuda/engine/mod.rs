@@ -816,7 +816,7 @@ impl Drop for CudaEngine {
             }
         }
         for (kind, n, ms) in by {
-            eprintln!(
+            errln!(
                 "cuda prof stage {}: {kind:<22} {n:>7} launches {ms:>9.3} ms  {:>7.2} us each",
                 self.spec.stage,
                 1e3 * ms / n as f64
