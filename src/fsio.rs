@@ -67,21 +67,27 @@ pub fn parent_dir(path: &Path) -> &Path {
     }
 }
 
-/// The temp file `write_atomic` writes `path` through: `.<name>.tmp.<pid>.<n>` beside it.
+/// The temp file `write_atomic` writes `path` through: `.<name>.tmp.<pid>.<n>` beside it,
+/// `<name>` cut to its first bytes where the whole would pass NAME_MAX (a name near 255
+/// bytes, which check_writable's probe passed with a small `n`, failed once `n` gained a
+/// digit: a soak's third run). `<pid>.<n>` alone keeps two temp files apart.
 fn tmp_path(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
     let file_name = path.file_name().ok_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             format!("output path {} has no file name", path.display()),
         )
     })?;
-    let dir = parent_dir(path);
     let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    Ok(dir.join(format!(
-        ".{}.tmp.{}.{n}",
-        file_name.to_string_lossy(),
-        std::process::id()
-    )))
+    let suffix = format!(".tmp.{}.{n}", std::process::id());
+    let name = file_name.as_bytes();
+    let keep = name.len().min(NAME_MAX - 1 - suffix.len());
+    let mut tmp = Vec::with_capacity(NAME_MAX);
+    tmp.push(b'.');
+    tmp.extend_from_slice(&name[..keep]);
+    tmp.extend_from_slice(suffix.as_bytes());
+    Ok(parent_dir(path).join(std::ffi::OsStr::from_bytes(&tmp)))
 }
 
 /// What `path` is when it exists and is no regular file (a link is followed), else None.
@@ -577,7 +583,7 @@ impl OutLock {
                             } else {
                                 "which no longer runs"
                             };
-                            eprintln!(
+                            errln!(
                                 "ppn-gate: {flag} {}: taking over a stale lock of {}, {why}",
                                 dir.display(),
                                 h.describe()
@@ -656,6 +662,28 @@ fn start_time(pid: u32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file name of NAME_MAX bytes is written, and written again after the temp counter
+    /// has gained digits: the temp file's name is cut to fit (a 230-byte --trace failed at a
+    /// soak's third run, a 255-byte --receipt at once, "File name too long").
+    #[test]
+    fn a_name_of_name_max_bytes_is_written_whatever_the_counter() {
+        let d = tempfile::tempdir().unwrap();
+        for len in [200, 230, NAME_MAX] {
+            let p = d.path().join(format!("{}.json", "v".repeat(len - 5)));
+            check_writable("--receipt", &p).unwrap();
+            TMP_COUNTER.fetch_add(1_000_000_007, Ordering::Relaxed);
+            write_atomic(&p, b"{}").unwrap();
+            let t = tmp_path(&p).unwrap();
+            assert!(t.file_name().unwrap().len() <= NAME_MAX, "{len}");
+            assert_eq!(std::fs::read(&p).unwrap(), b"{}");
+        }
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            3,
+            "no temp file left"
+        );
+    }
 
     /// One file under any name (a hard link, a symlink, `./x` against `x` in a directory),
     /// a new path named twice, and distinct files told apart.
