@@ -391,6 +391,30 @@ fn rejects_bad_magic() {
     );
 }
 
+/// `open` refuses a file that is no GGUF after its first four bytes: a large sparse file of
+/// zeros is never read whole (its length is what the test would wait on and hold).
+#[cfg(unix)]
+#[test]
+fn open_refuses_bad_magic_before_reading_the_file() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("zeros.gguf");
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(1 << 40).unwrap(); // 1 TiB, sparse: a whole read would fail or take hours
+    let t = std::time::Instant::now();
+    let e = err(GgufFile::open(&p));
+    assert!(
+        matches!(e, GgufError::BadMagic { found } if found == [0; 4]),
+        "{e}"
+    );
+    assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+    // Files shorter than the magic still say what the parse says (truncated).
+    std::fs::write(&p, b"GG").unwrap();
+    assert!(matches!(
+        err(GgufFile::open(&p)),
+        GgufError::Truncated { .. }
+    ));
+}
+
 #[test]
 fn rejects_truncated_header() {
     let b = sample_writer().to_bytes()[..10].to_vec();
