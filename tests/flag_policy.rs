@@ -633,6 +633,32 @@ fn battery_paths_resolve_beside_the_battery_file() {
         "{t}"
     );
     assert!(!t.contains("PASS"), "a gate ran first: {t}");
+    // A path that is there but no file (a directory, a device): refused before the first
+    // gate, saying what it is (it said "no such file").
+    for (model, what) in [
+        ("m", "is a directory"),
+        ("/dev/null", "is a character device"),
+    ] {
+        let f = write(&format!(
+            r#"{{"name": "first", "args": [{quick}]}}, {{"name": "odd", "args": ["--model", "{model}", {quick}]}}"#
+        ));
+        let o = run_in(
+            d.path(),
+            &[
+                "battery",
+                f.to_str().unwrap(),
+                "--out",
+                out2.to_str().unwrap(),
+            ],
+        );
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{t}");
+        assert!(
+            t.contains("--model ") && t.contains(&format!("{model}: {what}, not a regular file")),
+            "{t}"
+        );
+        assert!(!t.contains("PASS"), "a gate ran first: {t}");
+    }
     // No --out: a fresh folder under receipts/runs of the working directory, per run (its
     // name has the time and the pid, so two runs never share one).
     let f = write(&format!(r#"{{"name": "first", "args": [{quick}]}}"#));

@@ -281,12 +281,19 @@ fn resolve_paths(g: &mut super::GateArgs, base: &Path) {
 fn input_problem(g: &super::GateArgs, base: &Path) -> Result<()> {
     for (flag, p) in [("--model", &g.model), ("--tape", &g.tape)] {
         if let Some(p) = p {
-            if !p.is_file() {
-                bail!(
+            match std::fs::metadata(p) {
+                Ok(md) if md.is_file() => {}
+                // A FIFO, a directory or a device is there: say what it is, not "no such file".
+                Ok(md) => bail!(
+                    "{flag} {}: is {}, not a regular file",
+                    crate::fsio::shown_path(p),
+                    crate::fsio::file_kind(&md)
+                ),
+                Err(_) => bail!(
                     "{flag} {}: no such file (a battery's relative paths resolve against the battery file's directory, {})",
                     crate::fsio::shown_path(p),
                     crate::fsio::shown_path(base)
-                );
+                ),
             }
         }
     }

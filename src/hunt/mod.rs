@@ -84,6 +84,20 @@ pub enum Verdict {
     Interrupted,
 }
 
+/// A trial's exit 2: the gate refusing the configuration (a finding: the generator drew
+/// what the gate does not take), unless its error is the operating system's (`(os error N)`:
+/// a full disk under the receipt, a file the hunt wrote gone), which says nothing of the
+/// configuration: then the hunt stops as a harness error (exit 2) naming it, rather than
+/// report a finding it would shrink against a broken environment.
+fn refused_or_environment(stderr_last: &str) -> Result<Verdict> {
+    if stderr_last.contains("(os error ") {
+        anyhow::bail!(
+            "a trial's gate failed on its environment, not its configuration: {stderr_last}"
+        );
+    }
+    Ok(Verdict::Refused(stderr_last.to_string()))
+}
+
 /// One evaluated configuration.
 #[derive(Clone, Debug)]
 pub struct Eval {
@@ -259,7 +273,7 @@ impl Hunt<'_> {
                 ),
                 Err(e) => Verdict::Crash(format!("exit 1 without a receipt: {e}")),
             },
-            Exit::Code(2) => Verdict::Refused(last(&run.stderr_tail)),
+            Exit::Code(2) => refused_or_environment(&last(&run.stderr_tail))?,
             Exit::Code(101) => Verdict::Crash(format!("panicked: {}", run.stderr_tail)),
             Exit::Code(c) => Verdict::Crash(format!("exit {c}: {}", last(&run.stderr_tail))),
             Exit::Signal(s) => {
@@ -543,5 +557,29 @@ impl Hunt<'_> {
                 self.space.flags(&want, None).join(" ")
             ),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trial's exit 2 is a refusal (a finding) unless the operating system's error is what
+    /// its gate ended on: a full disk under a trial's receipt stopped a hunt with a "refused"
+    /// finding it then shrank.
+    #[test]
+    fn an_exit_2_on_an_os_error_is_the_environment_not_a_refusal() {
+        let cfg = "ppn-gate: error: --draft 5: more drafts than a verify round can hold";
+        assert_eq!(
+            refused_or_environment(cfg).unwrap(),
+            Verdict::Refused(cfg.into())
+        );
+        let env = "ppn-gate: error: cannot write receipt /h/trials/t0/receipt.json: No space \
+                   left on device (os error 28)";
+        let e = refused_or_environment(env).unwrap_err().to_string();
+        assert!(
+            e.contains("environment") && e.contains("os error 28"),
+            "{e}"
+        );
     }
 }

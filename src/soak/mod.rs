@@ -50,7 +50,10 @@ impl RunRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
-    /// No failure.
+    /// No run finished (the soak ended on an error or a signal before run 1's receipt was
+    /// written): nothing was tested, which "clean" would have said was sound.
+    NoRun,
+    /// No failure, in one run or more.
     Clean,
     /// Every run failed, each at the same arm/step set (two runs or more).
     Deterministic,
@@ -63,6 +66,9 @@ pub enum Class {
 }
 
 pub fn classify(runs: &[RunRecord]) -> Class {
+    if runs.is_empty() {
+        return Class::NoRun;
+    }
     let fails: Vec<&RunRecord> = runs.iter().filter(|r| r.verdict != "PASS").collect();
     if fails.is_empty() {
         return Class::Clean;
@@ -107,7 +113,7 @@ impl Summary {
             runs_requested,
             runs_done: 0,
             passed: 0,
-            class: Class::Clean,
+            class: Class::NoRun,
             interrupted: false,
             runs: Vec::new(),
             error: None,
@@ -161,6 +167,7 @@ impl Summary {
         }
         match self.class {
             Class::Clean => {}
+            Class::NoRun => v.push("classification: none (no run finished)".into()),
             Class::Deterministic => {
                 v.push("classification: deterministic (every run fails at the same step)".into())
             }
@@ -208,6 +215,10 @@ mod tests {
     fn one_failing_run_is_not_classified() {
         assert_eq!(classify(&[rec(0, &[("pipelined", 5)])]), Class::SingleRun);
         assert_eq!(classify(&[rec(0, &[])]), Class::Clean);
+        // No run: nothing tested, never "clean" (a soak whose first receipt failed to write).
+        assert_eq!(classify(&[]), Class::NoRun);
+        assert_eq!(Summary::new(vec![], 3).class, Class::NoRun);
+        assert_eq!(serde_json::to_value(Class::NoRun).unwrap(), "no-run");
         let mut s = Summary::new(vec![], 5);
         s.push(rec(1, &[("eager", 0)]));
         let l = s.lines();
