@@ -207,3 +207,36 @@ fn members_leave_when_their_launcher_is_killed() {
     let text = std::fs::read_to_string(&errf).unwrap();
     assert!(text.contains("the launcher (pid"), "{text}");
 }
+
+/// Members started by hand over a directory of the user's that holds a `launcher.pid` (a
+/// stale one, naming no parent of theirs) are not watched: both PASS, and the directory
+/// and the user's files in it stay (the first form of the watch removed it, files and all).
+#[test]
+fn a_stale_launcher_pid_in_a_users_rendezvous_is_no_launcher() {
+    let d = tempfile::tempdir().unwrap();
+    let rdv = d.path().join("rdv");
+    std::fs::create_dir(&rdv).unwrap();
+    std::fs::write(rdv.join("launcher.pid"), "999999\n").unwrap();
+    std::fs::write(rdv.join("notes.txt"), "keep").unwrap();
+    let kids: Vec<_> = (0..2)
+        .map(|r| {
+            bin()
+                .args(["--rank", &r.to_string(), "--world", "2", "--rendezvous"])
+                .arg(&rdv)
+                .args(["--stages", "2", "--transport", "ipc", "-q"])
+                .args(GATE)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (r, k) in kids.into_iter().enumerate() {
+        let o = k.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "rank {r}: {o:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(rdv.join("notes.txt")).unwrap(),
+        "keep"
+    );
+}

@@ -21,25 +21,36 @@ static LAUNCHES: AtomicU64 = AtomicU64::new(0);
 /// The file of a launch's rendezvous directory that names the launcher's pid.
 const LAUNCHER_PID: &str = "launcher.pid";
 
-/// A member whose rendezvous directory names its launcher (`LAUNCHER_PID`) leaves, exit 2,
-/// once that launcher is no longer its parent (it died: the member was reparented), removing
-/// the launch's rendezvous directory, which the launcher would have. A member started by
-/// hand (`--rank`/`--world` on another host, a TCP rendezvous) has no such file: unwatched.
+/// The name a launch's rendezvous directory starts with (`run`), under the temp directory.
+const RDV_PREFIX: &str = "ppn-gate-rdv-";
+
+/// A member whose rendezvous directory names its launcher (`LAUNCHER_PID`), and whose parent
+/// that launcher is as it starts, leaves, exit 2, once the launcher is no longer its parent
+/// (it died: the member was reparented), removing the launch's own rendezvous directory
+/// (`RDV_PREFIX`), which the launcher would have. A member started by hand (`--rank`/`--world`,
+/// a TCP rendezvous or a directory of the user's) is not watched, whatever that directory
+/// holds: a `launcher.pid` there that names no parent of this process is not its launcher.
 pub fn watch_launcher(rendezvous: &str, who: String) {
     let dir = std::path::Path::new(rendezvous);
     let Some(pid) = std::fs::read_to_string(dir.join(LAUNCHER_PID))
         .ok()
         .and_then(|t| t.trim().parse::<u32>().ok())
+        .filter(|&pid| pid == std::os::unix::process::parent_id())
     else {
         return;
     };
-    let dir = dir.to_path_buf();
+    let launch_dir = dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with(RDV_PREFIX))
+        .then(|| dir.to_path_buf());
     let _ = std::thread::Builder::new()
         .name("ppn-gate-launcher-watch".into())
         .spawn(move || loop {
             if std::os::unix::process::parent_id() != pid {
                 errln!("ppn-gate: error: {who}: the launcher (pid {pid}) is gone; leaving");
-                let _ = std::fs::remove_dir_all(&dir);
+                if let Some(d) = &launch_dir {
+                    let _ = std::fs::remove_dir_all(d);
+                }
                 std::process::exit(crate::exit::EXIT_ERROR);
             }
             std::thread::sleep(Duration::from_millis(200));
@@ -80,7 +91,7 @@ pub fn run(p: &Prepared) -> Result<Receipt> {
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let dir: PathBuf = std::env::temp_dir().join(format!(
-        "ppn-gate-rdv-{}-{}-{t}",
+        "{RDV_PREFIX}{}-{}-{t}",
         std::process::id(),
         LAUNCHES.fetch_add(1, Ordering::Relaxed)
     ));
