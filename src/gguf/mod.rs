@@ -476,10 +476,15 @@ impl std::fmt::Debug for GgufFile {
     }
 }
 
+/// Bytes `GgufFile::open` reads first, to check the header before the whole file: the real
+/// models' headers (tokenizer and all) are a few MB; a longer header is checked by the whole
+/// read.
+const HEADER_PROBE: u64 = 32 << 20;
+
 impl GgufFile {
     /// Reads the whole file into memory (no mmap: mapping a file needs `unsafe`) and parses it.
     /// Only a regular file (a link to one too): anything else is refused before a read, and
-    /// one that does not open with GGUF's magic after reading four bytes.
+    /// one whose header (in its first HEADER_PROBE bytes) is wrong before the whole read.
     pub fn open(path: &Path) -> Result<GgufFile, GgufError> {
         let io = |err| GgufError::Io {
             path: path.to_path_buf(),
@@ -492,17 +497,16 @@ impl GgufFile {
                 kind: crate::fsio::file_kind(&md),
             });
         }
-        // The magic first: a file that is no GGUF is refused at once, not after reading all
-        // of it (a 20 GB file of zeros took 15 s and 4 GB of memory to say "bad magic").
-        let mut magic = [0u8; 4];
-        let mut f = std::fs::File::open(path).map_err(io)?;
-        if md.len() >= 4 {
-            std::io::Read::read_exact(&mut f, &mut magic).map_err(io)?;
-            if &magic != b"GGUF" {
-                return Err(GgufError::BadMagic { found: magic });
-            }
-        }
-        drop(f);
+        // The header first: a file that is no GGUF, or whose header is wrong (a version this
+        // reader does not take, a tensor past the end of a truncated download), is refused
+        // from its first bytes, not after reading all of it (a 20 GB file of zeros took 15 s
+        // and 4 GB of memory to say "bad magic"). HEADER_PROBE holds a real model's header.
+        let mut prefix = Vec::new();
+        let f = std::fs::File::open(path).map_err(io)?;
+        std::io::Read::read_to_end(&mut std::io::Read::take(f, HEADER_PROBE), &mut prefix)
+            .map_err(io)?;
+        reader::check_prefix(&prefix, md.len(), &reader::Limits::DEFAULT)?;
+        drop(prefix);
         GgufFile::parse(std::fs::read(path).map_err(io)?)
     }
 

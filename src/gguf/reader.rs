@@ -251,7 +251,7 @@ struct Header {
 }
 
 pub(super) fn parse(bytes: Vec<u8>, limits: &Limits) -> Result<GgufFile, GgufError> {
-    let h = parse_header(&bytes, limits)?;
+    let h = parse_header(&bytes, bytes.len() as u64, limits)?;
     Ok(GgufFile {
         version: h.version,
         metadata: h.metadata,
@@ -262,8 +262,21 @@ pub(super) fn parse(bytes: Vec<u8>, limits: &Limits) -> Result<GgufFile, GgufErr
     })
 }
 
-fn parse_header(bytes: &[u8], limits: &Limits) -> Result<Header, GgufError> {
-    let file_len = bytes.len() as u64;
+/// A file's first bytes (`prefix`, of a file of `file_len` bytes) checked as its header, so
+/// that `open` refuses a file whose header is wrong (an unsupported version, a count past
+/// its limit, a tensor past the end of a truncated download) before reading all of it. A
+/// header longer than the prefix decides nothing here: the whole file's parse does.
+pub(super) fn check_prefix(prefix: &[u8], file_len: u64, limits: &Limits) -> Result<(), GgufError> {
+    match parse_header(prefix, file_len, limits) {
+        Err(GgufError::Truncated { .. }) if (prefix.len() as u64) < file_len => Ok(()),
+        Err(e) => Err(e),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The header of `bytes`, the first bytes of a file of `file_len` bytes (all of them, but
+/// for `check_prefix`): a tensor's data is checked against `file_len`.
+fn parse_header(bytes: &[u8], file_len: u64, limits: &Limits) -> Result<Header, GgufError> {
     let mut cur = Cursor { b: bytes, pos: 0 };
     let hdr = "the header";
 

@@ -391,11 +391,11 @@ fn rejects_bad_magic() {
     );
 }
 
-/// `open` refuses a file that is no GGUF after its first four bytes: a large sparse file of
-/// zeros is never read whole (its length is what the test would wait on and hold).
+/// `open` refuses a file that is no GGUF, or whose header is wrong, from its first bytes: a
+/// large sparse file is never read whole (its length is what the test would wait on).
 #[cfg(unix)]
 #[test]
-fn open_refuses_bad_magic_before_reading_the_file() {
+fn open_refuses_a_wrong_header_before_reading_the_file() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("zeros.gguf");
     let f = std::fs::File::create(&p).unwrap();
@@ -407,6 +407,20 @@ fn open_refuses_bad_magic_before_reading_the_file() {
         "{e}"
     );
     assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+    // A header that opens right but is wrong (version 0): refused from the first bytes too.
+    let mut f = std::fs::File::create(&p).unwrap();
+    std::io::Write::write_all(&mut f, b"GGUF\0\0\0\0").unwrap();
+    f.set_len(1 << 40).unwrap();
+    let t = std::time::Instant::now();
+    let e = err(GgufFile::open(&p));
+    assert!(
+        matches!(e, GgufError::UnsupportedVersion { version: 0 }),
+        "{e}"
+    );
+    assert!(t.elapsed().as_secs() < 5, "{:?}", t.elapsed());
+    // A whole file read through the probe parses as `parse` does.
+    std::fs::write(&p, sample_writer().to_bytes()).unwrap();
+    assert!(GgufFile::open(&p).is_ok());
     // Files shorter than the magic still say what the parse says (truncated).
     std::fs::write(&p, b"GG").unwrap();
     assert!(matches!(
