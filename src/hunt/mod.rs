@@ -188,6 +188,9 @@ pub struct Tally {
     pub findings: Vec<Finding>,
     pub interrupted: bool,
     pub elapsed_s: f64,
+    /// The harness error that ended the hunt (exit 2): what hunt.json says, so the report
+    /// read alone is not a clean hunt of fewer trials.
+    pub error: Option<String>,
 }
 
 impl Hunt<'_> {
@@ -364,12 +367,36 @@ impl Hunt<'_> {
         let t0 = Instant::now();
         let tty = std::io::stderr().is_terminal();
         report::write(self, &tally)?;
-        while !self.finished(t0, &tally) {
+        let r = self.trials_until_done(&mut rng, &mut tally, t0, tty);
+        if tty {
+            report::progress_clear();
+        }
+        tally.interrupted |= (self.stop)();
+        tally.elapsed_s = t0.elapsed().as_secs_f64();
+        if let Err(e) = r {
+            tally.error = Some(format!("{e:#}"));
+            // Best effort: the error itself is what the command reports.
+            let _ = report::write(self, &tally);
+            return Err(e);
+        }
+        report::write(self, &tally)?;
+        Ok(tally)
+    }
+
+    /// `run`'s loop: trials until done, each finding shrunk and the report rewritten.
+    fn trials_until_done(
+        &self,
+        rng: &mut ChaCha8Rng,
+        tally: &mut Tally,
+        t0: Instant,
+        tty: bool,
+    ) -> Result<()> {
+        while !self.finished(t0, tally) {
             if (self.stop)() {
                 tally.interrupted = true;
                 break;
             }
-            let d = self.draw_trial(&mut rng, &tally)?;
+            let d = self.draw_trial(rng, tally)?;
             let i = tally.trials;
             let e = self.evaluate(&d, &self.out.join("trials").join(format!("{i:04}")))?;
             if e.verdict == Verdict::Interrupted {
@@ -417,25 +444,19 @@ impl Hunt<'_> {
                 );
                 tally.findings.push(f);
                 // The self-check's job is done once it found and shrank its corner.
-                if self.corner.is_some() && self.self_check_miss(&tally).is_none() {
+                if self.corner.is_some() && self.self_check_miss(tally).is_none() {
                     tally.elapsed_s = t0.elapsed().as_secs_f64();
-                    report::write(self, &tally)?;
+                    report::write(self, tally)?;
                     break;
                 }
                 tally.elapsed_s = t0.elapsed().as_secs_f64();
-                report::write(self, &tally)?;
+                report::write(self, tally)?;
             }
             if tty {
-                report::progress(self, &tally, t0.elapsed());
+                report::progress(self, tally, t0.elapsed());
             }
         }
-        if tty {
-            report::progress_clear();
-        }
-        tally.interrupted |= (self.stop)();
-        tally.elapsed_s = t0.elapsed().as_secs_f64();
-        report::write(self, &tally)?;
-        Ok(tally)
+        Ok(())
     }
 
     /// Shrink finding `kind` of draw `d` (trial `trial`), confirm the result `--confirm`

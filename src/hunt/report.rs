@@ -41,6 +41,7 @@ pub fn json(h: &Hunt, t: &Tally) -> serde_json::Value {
         "findings_count": t.findings.len(),
         "elapsed_s": t.elapsed_s,
         "interrupted": t.interrupted,
+        "error": t.error,
         "coverage": t.coverage,
         "findings": t.findings,
     })
