@@ -289,11 +289,13 @@ fn input_problem(g: &super::GateArgs, base: &Path) -> Result<()> {
                     crate::fsio::shown_path(p),
                     crate::fsio::file_kind(&md)
                 ),
-                Err(_) => bail!(
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => bail!(
                     "{flag} {}: no such file (a battery's relative paths resolve against the battery file's directory, {})",
                     crate::fsio::shown_path(p),
                     crate::fsio::shown_path(base)
                 ),
+                // A symbolic link loop, no permission: the system's own words.
+                Err(e) => bail!("{flag} {}: {e}", crate::fsio::shown_path(p)),
             }
         }
     }

@@ -627,9 +627,18 @@ pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
-            // clap prints help/version with exit 0 and usage errors with exit 2.
-            let _ = e.print();
-            return e.exit_code();
+            // clap prints help/version (stdout) with exit 0 and usage errors (stderr) with
+            // exit 2. Help that cannot reach its file (`--help > /dev/full`) is no success;
+            // a reader that closed the pipe (`--help | head`) is.
+            return match e.print() {
+                Err(w)
+                    if e.exit_code() == EXIT_PASS && w.kind() != std::io::ErrorKind::BrokenPipe =>
+                {
+                    errln!("ppn-gate: error: writing to stdout: {w}");
+                    EXIT_ERROR
+                }
+                _ => e.exit_code(),
+            };
         }
     };
     crate::term::set_verbose(cli.verbose);
