@@ -18,6 +18,7 @@ draw with its error, to read that every refusal is one) and OUT/findings.txt; ex
 when every model held, 1 on any finding.
 
   python3 scripts/shape-sweep.py BIN --out DIR [--seed S] [--models N] [--backend cpu|cuda]
+                                 [--budget-s T]
 """
 import argparse
 import json
@@ -116,6 +117,8 @@ def main():
     ap.add_argument("--models", type=int, default=20)
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="draw no model after this many seconds (the tally says how many ran)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     r = random.Random(a.seed)
@@ -123,7 +126,11 @@ def main():
     refused = {"synth": 0, "gate": 0}
     held = 0
     t0 = time.time()
+    ran = 0
     for m in range(a.models):
+        if a.budget_s is not None and time.time() - t0 > a.budget_s:
+            break
+        ran += 1
         model = os.path.join(a.out, f"m{m:03d}.gguf")
         for _ in range(50):
             shape = draw_shape(r)
@@ -175,7 +182,7 @@ def main():
         lines.append(f"{what}: clean PASS {secs:.1f}s, planted {plant} "
                      f"{'FAIL (prime)' if ok else 'FINDING'} {psecs:.1f}s")
         os.remove(model)
-    lines.append(f"models {a.models}, held {held}, findings {len(findings)}, "
+    lines.append(f"models {ran}, held {held}, findings {len(findings)}, "
                  f"redrawn: {refused['synth']} shapes synth refused, {refused['gate']} gates "
                  f"refused (exit 2); backend {a.backend}, seed {a.seed}, {time.time() - t0:.0f} s")
     open(os.path.join(a.out, "summary.txt"), "w").write("\n".join(lines) + "\n")
