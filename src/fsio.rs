@@ -130,6 +130,17 @@ pub fn file_kind(md: &std::fs::Metadata) -> &'static str {
 /// Longest file name (one path component, in bytes) Linux file systems take (NAME_MAX).
 pub const NAME_MAX: usize = 255;
 
+/// How an output error names the path's flag: the flag where it was given, else what the
+/// path is (a default the user never typed: `--out receipts/runs/...` named a flag it was
+/// not given).
+pub fn flag_name(flag: &str, given: bool) -> String {
+    if given {
+        flag.to_string()
+    } else {
+        format!("the default path of {flag} (not given)")
+    }
+}
+
 /// An output path checked before any work, so a gate, soak or battery never runs to the
 /// end only to find it cannot keep its result: the parent directories are created (as the
 /// write itself would), then `write_atomic`'s temp file is created and removed there. Refused

@@ -2,7 +2,8 @@
 //! built-in model: a stderr that fails (a full disk, a closed pipe) never panics a command
 //! (exit 101, no receipt, a soak's lock left, launch's members orphaned); a stdout that fails
 //! with anything but a closed pipe turns a success into exit 2 naming the error, while a
-//! FAIL keeps its 1; a launch whose launcher is killed outright leaves no member behind.
+//! FAIL keeps its 1; a launch whose launcher is killed outright leaves no member behind; and
+//! an output the user named no path for is named as the default when it cannot be written.
 #![cfg(target_os = "linux")]
 
 use std::path::Path;
@@ -239,4 +240,27 @@ fn a_stale_launcher_pid_in_a_users_rendezvous_is_no_launcher() {
         std::fs::read_to_string(rdv.join("notes.txt")).unwrap(),
         "keep"
     );
+}
+
+/// An output path the user did not give (the default under receipts/runs/) that cannot be
+/// written is named as the default, not as a flag the user never typed (`--out receipts/...`).
+#[test]
+fn a_default_output_path_is_named_as_the_default() {
+    let d = tempfile::tempdir().unwrap();
+    // receipts/ is a file here: no default output can be made under it.
+    std::fs::write(d.path().join("receipts"), "not a directory").unwrap();
+    for (args, flag) in [
+        (&GATE[..], "--receipt"),
+        (&["soak", "--runs", "2", "--backend", "cpu"][..], "--out"),
+    ] {
+        let o = bin().current_dir(d.path()).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!(
+                "the default path of {flag} (not given) receipts/runs/"
+            )),
+            "{err}"
+        );
+    }
 }

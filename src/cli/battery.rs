@@ -467,13 +467,14 @@ fn battery_run(a: &BatteryArgs, report: &mut junit::Suite, checked: &mut bool) -
     });
     // The outputs, before the first gate: the directory and its lock, every receipt name,
     // every gate's --trace.
-    let (made, _lock) = crate::fsio::take_out_dir("--out", &out)?;
+    let out_flag = crate::fsio::flag_name("--out", a.out.is_some());
+    let (made, _lock) = crate::fsio::take_out_dir(&out_flag, &out)?;
     let receipts: Vec<PathBuf> = gates
         .iter()
         .map(|(g, _)| out.join(format!("{}.json", g.name)))
         .collect();
     for ((g, plan), receipt) in gates.iter().zip(&receipts) {
-        check_writable("--out", receipt).with_context(|| format!("battery gate {:?}", g.name))?;
+        check_writable(&out_flag, receipt).with_context(|| format!("battery gate {:?}", g.name))?;
         if let Plan::Run(cli) = plan {
             if let Some(t) = &cli.gate.trace {
                 check_writable("--trace", t)

@@ -16,7 +16,8 @@ pub fn run_cli(args: &GateOptions) -> Result<i32> {
     // must not be found after the whole gate ran.
     let default = default_receipt_path("gate");
     let receipt = args.receipt.as_ref().unwrap_or(&default);
-    crate::fsio::check_writable("--receipt", receipt)?;
+    let flag = crate::fsio::flag_name("--receipt", args.receipt.is_some());
+    crate::fsio::check_writable(&flag, receipt)?;
     if let Some(t) = &args.trace {
         crate::fsio::check_writable("--trace", t)?;
     }

@@ -334,7 +334,8 @@ pub fn hunt(a: &HuntArgs) -> Result<i32> {
             .unwrap_or(0);
         PathBuf::from("receipts/runs").join(format!("hunt-{t}-{}", std::process::id()))
     });
-    let (made, _lock) = crate::fsio::take_out_dir("--out", &out)?;
+    let out_flag = crate::fsio::flag_name("--out", a.out.is_some());
+    let (made, _lock) = crate::fsio::take_out_dir(&out_flag, &out)?;
     let out = out
         .canonicalize()
         .with_context(|| format!("--out {}", crate::fsio::shown_path(&out)))?;

@@ -68,10 +68,11 @@ pub fn soak(a: &SoakArgs) -> Result<i32> {
             .unwrap_or(0);
         PathBuf::from("receipts/runs").join(format!("soak-{t}-{}", std::process::id()))
     });
-    let (made, lock) = crate::fsio::take_out_dir("--out", &dir)?;
+    let out_flag = crate::fsio::flag_name("--out", a.out.is_some());
+    let (made, lock) = crate::fsio::take_out_dir(&out_flag, &dir)?;
     let summary_path = dir.join("summary.json");
-    check_writable("--out", &summary_path)?;
-    check_writable("--out", &dir.join(format!("run-{:03}.json", a.runs)))?;
+    check_writable(&out_flag, &summary_path)?;
+    check_writable(&out_flag, &dir.join(format!("run-{:03}.json", a.runs)))?;
     if let Some(j) = &a.junit {
         check_writable("--junit", j)?;
     }
