@@ -230,10 +230,11 @@ fn soak_runs(a: &SoakArgs, dir: &Path, p: &Prepared) -> Result<i32> {
             case.properties.push(("trace".into(), t.clone()));
         }
         report.cases.push(case);
+        // One line per run as it ends (also on a pipe: flushed at once), before the JUnit
+        // file, whose write may fail: the run is done, its receipt and summary entry written.
+        outln!("{}", run_line(run, a.runs, &r, t0.elapsed().as_secs_f64()));
         // Rewritten after every run, like the summary: an interrupted soak keeps it.
         write_junit(a.junit.as_deref(), &report, None)?;
-        // One line per run as it ends (also on a pipe: flushed at once).
-        outln!("{}", run_line(run, a.runs, &r, t0.elapsed().as_secs_f64()));
         bar.set_message(format!("{passed} PASS, {failed} FAIL"));
         bar.inc();
     }
