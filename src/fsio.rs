@@ -340,7 +340,7 @@ pub struct NewDir {
 impl NewDir {
     /// Creates `dir` and its missing parents, one component at a time (so `new/..` and
     /// `D/.` make `new` and `D`, and exactly those are recorded); a component that is a
-    /// symbolic link to nothing is named as such.
+    /// symbolic link to nothing is named as such, one that loops by the system's error.
     pub fn create(dir: &Path) -> std::io::Result<NewDir> {
         use std::path::Component;
         let mut made = NewDir {
@@ -353,15 +353,25 @@ impl NewDir {
                 continue;
             }
             match std::fs::symlink_metadata(&cur) {
-                Ok(md) if md.file_type().is_symlink() && std::fs::metadata(&cur).is_err() => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::NotFound,
-                        format!(
-                            "{} is a symbolic link to nothing (a missing directory)",
-                            cur.display()
-                        ),
-                    ));
-                }
+                Ok(md) if md.file_type().is_symlink() => match std::fs::metadata(&cur) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            format!(
+                                "{} is a symbolic link to nothing (a missing directory)",
+                                cur.display()
+                            ),
+                        ));
+                    }
+                    // A loop of links, no permission: the system's words.
+                    Err(e) => {
+                        return Err(std::io::Error::new(
+                            e.kind(),
+                            format!("{}: {e}", cur.display()),
+                        ))
+                    }
+                },
                 Ok(_) => {}
                 Err(_) => {
                     std::fs::create_dir(&cur)?;
