@@ -57,13 +57,19 @@ pub fn watch_launcher(rendezvous: &str, who: String) {
         });
 }
 
-/// The members, killed and reaped when dropped: whatever way `supervise` leaves (an error
-/// returned early, a panic unwinding), no member outlives it.
+/// The members, killed (those still running) and reaped when dropped: whatever way
+/// `supervise` leaves (its verdict, a failed member's error, an error returned early, a
+/// panic unwinding), no member outlives it.
 struct Members(Vec<(usize, Child)>);
 
 impl Drop for Members {
     fn drop(&mut self) {
-        kill_all(&mut self.0);
+        for (_, k) in self.0.iter_mut() {
+            if let Ok(None) = k.try_wait() {
+                let _ = k.kill();
+            }
+            let _ = k.wait();
+        }
     }
 }
 
@@ -165,7 +171,7 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
         std::thread::sleep(Duration::from_millis(20));
     }
     if failed_at.is_some() {
-        kill_all(kids);
+        // The members still running are killed as `members` drops, at the bail below.
         // Name the member that died first by a signal (the cause), else every failed one.
         let mut lines = Vec::new();
         let mut killed = Vec::new();
@@ -208,13 +214,4 @@ fn supervise(p: &Prepared, map: &[usize], dir: &std::path::Path) -> Result<Recei
             "launch: every member ended, but the last stage's member wrote no readable receipt ({e})"
         )
     })
-}
-
-fn kill_all(kids: &mut [(usize, Child)]) {
-    for (_, k) in kids.iter_mut() {
-        if let Ok(None) = k.try_wait() {
-            let _ = k.kill();
-        }
-        let _ = k.wait();
-    }
 }
