@@ -12,7 +12,9 @@ window, serve's requests, the gate's seed; on CUDA also --mma, --graphs, --pdl):
      (`--plant-defect stages=N,chunk=C`) FAILs (exit 1), naming the prime arm: the
      comparison sees one ULP on every shape.
 A draw that synth or the gate refuses (exit 2, a clear error: a width its block format
-does not tile, a prompt past the context) is redrawn and counted, never a finding.
+does not tile, a prompt past the context) is redrawn and counted, never a finding; a gate
+whose backend "cannot run this model" (the CUDA kernels' widths: a multiple of 32) redraws
+the shape. Twenty gates of one model refused in a row is a finding.
 Writes OUT/summary.txt (one line a model, the tally last), OUT/refusals.txt (each redrawn
 draw with its error, to read that every refusal is one) and OUT/findings.txt; exit 0
 when every model held, 1 on any finding.
@@ -105,8 +107,10 @@ def run(cmd, timeout):
 
 
 def first_err(text):
+    """The first error line (a note before it, such as one stage's, is not the cause)."""
     lines = [l for l in text.splitlines() if l.strip()]
-    return lines[0][:200] if lines else ""
+    errs = [l for l in lines if "error:" in l]
+    return (errs or lines or [""])[0][:200]
 
 
 def main():
@@ -123,7 +127,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     r = random.Random(a.seed)
     lines, findings, refusals = [], [], []
-    refused = {"synth": 0, "gate": 0}
+    refused = {"synth": 0, "gate": 0, "backend": 0}
     held = 0
     t0 = time.time()
     ran = 0
@@ -132,33 +136,40 @@ def main():
             break
         ran += 1
         model = os.path.join(a.out, f"m{m:03d}.gguf")
+        base = [a.bin, "--backend", a.backend, "--model", model, "-q"]
+        synth_bad = False
         for _ in range(50):
             shape = draw_shape(r)
             code, out, err, _ = run([a.bin, "synth", *shape, "-o", model], 60)
-            if code == 0:
-                break
-            if code != 2:
+            if code == 2:
+                refused["synth"] += 1
+                refusals.append(f"synth {' '.join(shape)}: {first_err(err)}")
+                continue
+            if code != 0:
                 findings.append(f"m{m:03d} synth exit {code}: {' '.join(shape)}: {first_err(err)}")
+                synth_bad = True
                 break
-            refused["synth"] += 1
-            refusals.append(f"synth {' '.join(shape)}: {first_err(err)}")
+            layers = int(shape[shape.index("--layers") + 1])
+            vocab = int(shape[shape.index("--vocab") + 1])
+            for _ in range(20):
+                tape = os.path.join(a.out, f"m{m:03d}.tape.json")
+                gate, stages, chunk = draw_gate(r, layers, vocab, a.backend, tape)
+                rec = os.path.join(a.out, f"m{m:03d}.json")
+                code, out, err, secs = run([*base, *gate, "--receipt", rec], a.timeout)
+                if code != 2 or "cannot run this model" in err:
+                    break
+                refused["gate"] += 1
+                refusals.append(f"gate m{m:03d} {' '.join(gate)}: {first_err(err)}")
+            if code == 2 and "cannot run this model" in err:
+                refused["backend"] += 1
+                refusals.append(f"backend {' '.join(shape)}: {first_err(err)}")
+                continue
+            break
         else:
             findings.append(f"m{m:03d}: 50 shapes refused in a row (last: {first_err(err)})")
             continue
-        if code != 0:
+        if synth_bad:
             continue
-        layers = int(shape[shape.index("--layers") + 1])
-        vocab = int(shape[shape.index("--vocab") + 1])
-        base = [a.bin, "--backend", a.backend, "--model", model, "-q"]
-        for _ in range(20):
-            tape = os.path.join(a.out, f"m{m:03d}.tape.json")
-            gate, stages, chunk = draw_gate(r, layers, vocab, a.backend, tape)
-            rec = os.path.join(a.out, f"m{m:03d}.json")
-            code, out, err, secs = run([*base, *gate, "--receipt", rec], a.timeout)
-            if code != 2:
-                break
-            refused["gate"] += 1
-            refusals.append(f"gate m{m:03d} {' '.join(gate)}: {first_err(err)}")
         what = f"m{m:03d} [{' '.join(shape)}] [{' '.join(gate)}]"
         verdict = None
         if code == 0:
@@ -183,8 +194,8 @@ def main():
                      f"{'FAIL (prime)' if ok else 'FINDING'} {psecs:.1f}s")
         os.remove(model)
     lines.append(f"models {ran}, held {held}, findings {len(findings)}, "
-                 f"redrawn: {refused['synth']} shapes synth refused, {refused['gate']} gates "
-                 f"refused (exit 2); backend {a.backend}, seed {a.seed}, {time.time() - t0:.0f} s")
+                 f"redrawn: {refused['synth']} shapes synth refused, {refused['backend']} the "
+                 f"backend refused, {refused['gate']} gates refused (exit 2); backend {a.backend}, seed {a.seed}, {time.time() - t0:.0f} s")
     open(os.path.join(a.out, "summary.txt"), "w").write("\n".join(lines) + "\n")
     open(os.path.join(a.out, "refusals.txt"), "w").write("\n".join(refusals) + "\n")
     open(os.path.join(a.out, "findings.txt"), "w").write("\n".join(findings) + ("\n" if findings else ""))

@@ -237,10 +237,28 @@ impl CudaEngine {
         let hd = c.head_dim;
         if hd > ATT_MAX_HD || !hd.is_multiple_of(2) || !c.n_heads.is_multiple_of(c.n_kv_heads) {
             return Err(op_err(format!(
-                "device {} stage {} engine: head_dim {hd} (must be even and <= {ATT_MAX_HD}) \
-                 or heads {}/{} unsupported",
+                "device {} stage {} engine: the cuda backend cannot run this model: head_dim \
+                 {hd} (must be even and <= {ATT_MAX_HD}) or heads {}/{} unsupported",
                 dx.dev, spec.stage, c.n_heads, c.n_kv_heads
             )));
+        }
+        // What the matvec kernels walk: whole 32-element chunks of every matrix's width
+        // (mv_args checks it per launch too; here a model the kernels cannot run is refused
+        // before any stage uploads a byte or the reference decodes a step).
+        let q_dim = c.n_heads * hd;
+        for (what, n) in [
+            ("n_embd", c.n_embd),
+            ("n_heads x head_dim", q_dim),
+            ("n_ff", c.n_ff),
+        ] {
+            if !n.is_multiple_of(32) {
+                return Err(op_err(format!(
+                    "device {} stage {} engine: the cuda backend cannot run this model: its \
+                     {what} = {n} is not a multiple of 32 (the matvec kernels walk a \
+                     matrix's width in 32-element chunks)",
+                    dx.dev, spec.stage
+                )));
+            }
         }
         let mut layers = Vec::with_capacity(spec.layers.len());
         for il in spec.layers.clone() {
