@@ -1052,12 +1052,9 @@ __device__ __forceinline__ void mvd_body(const MvArgs& a, int features, int stag
 // Launch bounds: up to 2-row tiles keep 3 blocks (24 warps) per SM resident (<= 85
 // registers); larger tiles hold more accumulators and keep 2; four weight rows of a large
 // tile (each x value read from L1 or shared memory serving 4 rows, which a batch of 5..8
-// rows needs not to be bound by those reads) keep 1, with up to 255 registers. The one-row
-// tile of every format but Q8_0 keeps 2 (up to 128 registers, no spill): eager +2.4 to
-// +4.0 % on the SmolLM2 and Gemma-3 shapes, one H100 (BENCH.md, issue 30 step 61); Q8_0's
-// 4096-wide launches of up to 396 blocks took two waves at 2 and lost 17-19 % a launch.
+// rows needs not to be bound by those reads) keep 1, with up to 255 registers.
 #define MVQ_ARGS MvArgs a, int features, int stage_x
-#define MVQ_MIN_BLOCKS(NW) ((NW) == 4 ? 1 : (MV_RT == 1 && MVQ_FMT != FMT_Q8_0) ? 2 : MV_RT <= 2 ? 3 : 2)
+#define MVQ_MIN_BLOCKS(NW) ((NW) == 4 ? 1 : MV_RT <= 2 ? 3 : 2)
 #define MVQ_KERNEL(NAME, NW)                                                               \
     extern "C" __global__ void __launch_bounds__(256, MVQ_MIN_BLOCKS(NW)) NAME(MVQ_ARGS) { \
         mvq_body<MVQ_FMT, MV_RT, NW>(a, features, stage_x);                                \
