@@ -2,7 +2,7 @@
 //! (no GPU there). Kernel behaviour is checked on a GPU by scripts/gpu-validate.sh (section oracle), never here.
 
 use super::engine::{
-    att_kernel, att_rows_smax, att_rows_tile, fmt_of, kind_of, launch_groups, mix_of,
+    att_kernel, att_rows_smax, att_rows_tile, cuda_can_run, fmt_of, kind_of, launch_groups, mix_of,
     mv_args_bytes, mv_args_prefix_bytes, mv_kind, mvq_blocks_per_sm, mvq_dense, mvq_rows_per_warp,
     mvq_smem, pre_fuses, pre_kind, row_pos_bytes, row_tiles, tiles_up_to, vectorized,
     warps_per_feature, MMA_DECODE_MAX, MVD_ROWS, MVQ_MIN_IN, MVQ_PRE_MAX,
@@ -1535,4 +1535,45 @@ fn the_post_norm_add_folds_only_into_one_row_vectorized_staged_launches() {
         4 * 2048 - 4
     ));
     assert!(!pre_fuses([].into_iter(), 1, 640, false, stage_max));
+}
+
+#[test]
+fn a_model_the_kernels_cannot_walk_is_refused_naming_its_width() {
+    // The CUDA shape sweep (seed 7) found models of heads x head_dim 16, 48, 144 and 432
+    // refused only at the reference's first step; cuda_can_run refuses them when a stage's
+    // engine is built, naming the width, and lets every real shape through.
+    let spec = crate::model::synth::builtin_spec();
+    let f = crate::gguf::GgufFile::parse(crate::model::synth::synth_gguf(&spec).unwrap()).unwrap();
+    let base = crate::model::Model::load(&f).unwrap().cfg;
+    assert_eq!(cuda_can_run(&base), Ok(()));
+    let with = |heads: usize, hd: usize, embd: usize, ff: usize| {
+        let mut c = base.clone();
+        (c.n_heads, c.n_kv_heads, c.head_dim, c.n_embd, c.n_ff) = (heads, 1, hd, embd, ff);
+        cuda_can_run(&c)
+    };
+    // SmolLM2 (9 x 64, 576, 1536), Gemma-3-270M (4 x 256, 640, 2048), the 8B (32 x 128).
+    for (h, hd, e, ff) in [
+        (9, 64, 576, 1536),
+        (4, 256, 640, 2048),
+        (32, 128, 4096, 14336),
+    ] {
+        assert_eq!(with(h, hd, e, ff), Ok(()), "{h} x {hd}");
+    }
+    for (h, hd, want) in [
+        (1, 16, "= 16 "),
+        (1, 48, "= 48 "),
+        (9, 16, "= 144 "),
+        (9, 48, "= 432 "),
+    ] {
+        let e = with(h, hd, 64, 64).unwrap_err();
+        assert!(e.contains("n_heads x head_dim") && e.contains(want), "{e}");
+    }
+    let e = with(2, 32, 80, 64).unwrap_err();
+    assert!(e.contains("n_embd = 80 "), "{e}");
+    let e = with(2, 32, 64, 100).unwrap_err();
+    assert!(e.contains("n_ff = 100 "), "{e}");
+    let e = with(1, 1024, 1024, 64).unwrap_err();
+    assert!(e.contains("head_dim 1024"), "{e}");
+    let e = with(2, 33, 64, 64).unwrap_err();
+    assert!(e.contains("head_dim 33"), "{e}");
 }

@@ -92,7 +92,7 @@ use cudarc::driver::{sys, CudaEvent, LaunchConfig};
 use super::mem::{check_range, GpuBuf};
 use super::{alloc_zeroed_on, op_err, DevCtx, GpuStream, MmaSel};
 use crate::backend::{BResult, Engine, EngineSpec, Residency};
-use crate::model::{KvOrder, Model, RowAt};
+use crate::model::{Config, KvOrder, Model, RowAt};
 
 /// A kernel parameter for `DevCtx::launch`: a pointer to the argument's value (the driver
 /// copies the value at the launch). MvArgs, MvMat and RowPos are #[repr(C)] plain old data
@@ -155,6 +155,34 @@ pub struct CudaEngine {
     /// summed and printed when the engine is dropped (a diagnostic; it adds event records
     /// on the engine's own stream only).
     prof: Option<Mutex<Vec<ProfSpan>>>,
+}
+
+/// What the kernels hold, checked once when a stage's engine is built (not per layer and
+/// step), so that a model they cannot run is refused before any byte is uploaded or the
+/// reference decodes a step: the attention kernel's head (even, at most ATT_MAX_HD, whole
+/// groups of heads a kv head) and the matvec kernels' widths, walked in whole 32-element
+/// chunks (mv_args checks each launch's too).
+pub(in crate::backend::cuda) fn cuda_can_run(c: &Config) -> Result<(), String> {
+    let hd = c.head_dim;
+    if hd > ATT_MAX_HD || !hd.is_multiple_of(2) || !c.n_heads.is_multiple_of(c.n_kv_heads) {
+        return Err(format!(
+            "head_dim {hd} (must be even and <= {ATT_MAX_HD}) or heads {}/{} unsupported",
+            c.n_heads, c.n_kv_heads
+        ));
+    }
+    for (what, n) in [
+        ("n_embd", c.n_embd),
+        ("n_heads x head_dim", c.n_heads * hd),
+        ("n_ff", c.n_ff),
+    ] {
+        if !n.is_multiple_of(32) {
+            return Err(format!(
+                "its {what} = {n} is not a multiple of 32 (the matvec kernels walk a matrix's \
+                 width in 32-element chunks)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl CudaEngine {
@@ -233,33 +261,12 @@ impl CudaEngine {
                 spec.stage, spec.layers, c.n_layers
             )));
         }
-        // What the attention kernel holds (checked once here, not per layer and step).
-        let hd = c.head_dim;
-        if hd > ATT_MAX_HD || !hd.is_multiple_of(2) || !c.n_heads.is_multiple_of(c.n_kv_heads) {
-            return Err(op_err(format!(
-                "device {} stage {} engine: the cuda backend cannot run this model: head_dim \
-                 {hd} (must be even and <= {ATT_MAX_HD}) or heads {}/{} unsupported",
-                dx.dev, spec.stage, c.n_heads, c.n_kv_heads
-            )));
-        }
-        // What the matvec kernels walk: whole 32-element chunks of every matrix's width
-        // (mv_args checks it per launch too; here a model the kernels cannot run is refused
-        // before any stage uploads a byte or the reference decodes a step).
-        let q_dim = c.n_heads * hd;
-        for (what, n) in [
-            ("n_embd", c.n_embd),
-            ("n_heads x head_dim", q_dim),
-            ("n_ff", c.n_ff),
-        ] {
-            if !n.is_multiple_of(32) {
-                return Err(op_err(format!(
-                    "device {} stage {} engine: the cuda backend cannot run this model: its \
-                     {what} = {n} is not a multiple of 32 (the matvec kernels walk a \
-                     matrix's width in 32-element chunks)",
-                    dx.dev, spec.stage
-                )));
-            }
-        }
+        cuda_can_run(c).map_err(|e| {
+            op_err(format!(
+                "device {} stage {} engine: the cuda backend cannot run this model: {e}",
+                dx.dev, spec.stage
+            ))
+        })?;
         let mut layers = Vec::with_capacity(spec.layers.len());
         for il in spec.layers.clone() {
             layers.push(DevLayer::upload(dx, &model.layers[il], s, mma)?);
