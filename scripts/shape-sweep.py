@@ -195,7 +195,8 @@ def main():
         os.remove(model)
     lines.append(f"models {ran}, held {held}, findings {len(findings)}, "
                  f"redrawn: {refused['synth']} shapes synth refused, {refused['backend']} the "
-                 f"backend refused, {refused['gate']} gates refused (exit 2); backend {a.backend}, seed {a.seed}, {time.time() - t0:.0f} s")
+                 f"backend refused, {refused['gate']} gates refused (exit 2); "
+                 f"backend {a.backend}, seed {a.seed}, {time.time() - t0:.0f} s")
     open(os.path.join(a.out, "summary.txt"), "w").write("\n".join(lines) + "\n")
     open(os.path.join(a.out, "refusals.txt"), "w").write("\n".join(refusals) + "\n")
     open(os.path.join(a.out, "findings.txt"), "w").write("\n".join(findings) + ("\n" if findings else ""))

@@ -1,6 +1,7 @@
 # Sourced by scripts/decode-ab.sh, narrow-ncu.sh and bench-vs-llamacpp.sh (not run on its own):
 # the synthetic models they name, each as its whole `ppn-gate synth` flags. l70, l8q4k, l32,
-# l4m, l2q8, l8q8: slices of the 70B and 8B presets (l8q8: the bench table's Q8_0 row); smol,
+# l4m, l2q8, l8q8, l8q40: slices of the 70B and 8B presets (l8q8: the bench table's Q8_0 row;
+# l8q40: Q4_0, whose 4096-wide matrices run the one-row FFMA launch under auto); smol,
 # qw05, q3: the narrow SmolLM2-135M (Q4_1, tied), Qwen2-0.5B (qwen2 biases, Q8_0) and
 # Qwen3-0.6B (q/k head norms, 128-wide heads, Q8_0) shapes; gem: the Gemma-3-270M shape
 # (gemma3, one kv head of 256, vocab 262144, its window of 512, Q5_0: its file's layer
@@ -13,7 +14,7 @@
 declare -A SHAPES=([l70]="--preset llama70b --layers 2 --quant q4_k"
   [l8q4k]="--preset llama8b --layers 8 --quant q4_k" [l32]="--preset llama8b --layers 32 --quant q4_k_m"
   [l4m]="--preset llama8b --layers 4 --quant q4_k_m" [l2q8]="--preset llama8b --layers 2 --quant q8_0"
-  [l8q8]="--preset llama8b --layers 8 --quant q8_0"
+  [l8q8]="--preset llama8b --layers 8 --quant q8_0" [l8q40]="--preset llama8b --layers 8 --quant q4_0"
   [smol]="--layers 30 --embd 576 --heads 9 --kv-heads 3 --ff 1536 --vocab 49152 --tied --quant q4_1"
   [qw05]="--arch qwen2 --layers 24 --embd 896 --heads 14 --kv-heads 2 --ff 4864 --vocab 32000 --tied --quant q8_0"
   [gem]="--arch gemma3 --layers 18 --embd 640 --heads 4 --kv-heads 1 --head-dim 256 --ff 2048 --vocab 262144 --sliding-window 512 --quant q5_0"
