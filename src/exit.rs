@@ -1,5 +1,5 @@
 //! The process exit codes every command returns (the command line's contract: README,
-//! "exit codes"); one module so `cli`, the gate layer and `dist` name the same numbers.
+//! "exit codes"); one module so `cli`, the gate layer and `multiproc` name the same numbers.
 
 /// Every arm PASS (or the subcommand succeeded).
 pub const EXIT_PASS: i32 = 0;

@@ -14,7 +14,7 @@
 //!   launch); `cli` above it only parses flags into its options and prints.
 //! - `hunt`: the configuration-space search over gates run as child processes, and its
 //!   shrinker (above `gate`, below `cli`).
-//! - `dist`: multi-process gates (stages in several processes: rendezvous, links, launch).
+//! - `multiproc`: multi-process gates (stages in several processes: rendezvous, links, launch).
 // `unsafe` is allowed in exactly one module, the CUDA backend (`backend::cuda`), where every
 // block carries a `// SAFETY:` line. Everywhere else the compiler refuses it.
 #![deny(unsafe_code)]
@@ -53,7 +53,6 @@ macro_rules! diag {
 pub mod arms;
 pub mod backend;
 pub mod cli;
-pub mod dist;
 pub mod exit;
 pub mod fsio;
 pub mod gate;
@@ -62,6 +61,7 @@ pub mod hunt;
 pub mod jsonin;
 pub mod math;
 pub mod model;
+pub mod multiproc;
 pub mod quant;
 pub mod receipt;
 pub mod runtime;

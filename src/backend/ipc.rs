@@ -2,7 +2,7 @@
 //! the CPU backend (one TCP connection per boundary; NCCL is the real transport, on CUDA).
 //! It exists so that the multi-process runtime's logic (rank/stage mapping, links, step
 //! order, member failure) runs in CI without a GPU. This is the link alone (and its
-//! heartbeat, `watchdog`); who listens, who connects and where they meet is `dist::links`.
+//! heartbeat, `watchdog`); who listens, who connects and where they meet is `multiproc::links`.
 //!
 //! A message is one walk step of one boundary: a 24-byte header (magic, boundary, step,
 //! value count) and the values as little-endian f32. The receiver checks every header

@@ -100,7 +100,7 @@ fn check_pinned(
     // The placement: stages, splits and devices pin the stage count together, so the gate's
     // own rule decides them (a free --splits or --devices is drawn to fit the stages).
     let transport = base.transport();
-    let cross = crate::dist::Cross::parse(transport);
+    let cross = crate::multiproc::Cross::parse(transport);
     let in_process = match cross {
         Some(_) => TransportChoice::Auto,
         None => TransportChoice::parse(transport)?,
@@ -136,7 +136,7 @@ fn check_pinned(
         (Some(w), Some(_)) => {
             // Its own words name --procs (the stages: pinned, or the most the hunt draws).
             let n = if is_pinned(Dim::Stages) { stages } else { most };
-            crate::dist::rank_map(n, w, base.ranks.as_deref())?;
+            crate::multiproc::rank_map(n, w, base.ranks.as_deref())?;
         }
         (None, None) => {}
     }

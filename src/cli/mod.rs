@@ -827,7 +827,7 @@ mod tests {
         let names: Vec<&str> = crate::runtime::TransportChoice::ALL
             .iter()
             .map(|t| t.name())
-            .chain(crate::dist::Cross::ALL.iter().map(|c| c.name()))
+            .chain(crate::multiproc::Cross::ALL.iter().map(|c| c.name()))
             .collect();
         assert_eq!(names, ["auto", "host", "peer", "ipc", "nccl"]);
         let e = crate::runtime::TransportChoice::parse("tcp")

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::plan::Prepared;
-use crate::dist::{member_name, rank_map};
+use crate::multiproc::{member_name, rank_map};
 use crate::receipt::Receipt;
 
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);

@@ -1,7 +1,7 @@
 //! A member of a multi-process gate (`--rank r --world W --rendezvous ADDR`): it meets the
-//! others at the rendezvous, checks they run the same gate, builds its links (`dist::links`),
+//! others at the rendezvous, checks they run the same gate, builds its links (`multiproc::links`),
 //! runs its stages of every arm, and the member holding the last stage gathers every
-//! member's part into the ONE receipt (`dist`'s module doc: the whole protocol).
+//! member's part into the ONE receipt (`multiproc`'s module doc: the whole protocol).
 
 use std::time::Duration;
 
@@ -11,8 +11,8 @@ use super::plan::Prepared;
 use super::report::{emit, receipt_of, stage_resident, transport_names};
 use crate::arms;
 use crate::backend::any::AnyBackend;
-use crate::dist::rendezvous::Rendezvous;
-use crate::dist::{self, links, local_range, member_name, rank_map, Cross, FINISHED};
+use crate::multiproc::rendezvous::Rendezvous;
+use crate::multiproc::{self, links, local_range, member_name, rank_map, Cross, FINISHED};
 use crate::receipt::{ProcessInfo, StageResident};
 use crate::runtime::DistPart;
 
@@ -59,7 +59,7 @@ pub fn member(p: &Prepared) -> Result<i32> {
     super::launch::watch_launcher(addr, member_name(&map, rank));
     let reach = Duration::from_secs(p.args.rendezvous_timeout());
     let rdv = Rendezvous::open_within(addr, rank, reach).map_err(anyhow::Error::msg)?;
-    dist::abort_to(rdv.clone(), member_name(&map, rank));
+    multiproc::abort_to(rdv.clone(), member_name(&map, rank));
     let r = member_run(p, &rdv, &map, rank).with_context(|| format!("rank {rank}"));
     if let Err(e) = &r {
         // The others stop waiting at once, naming this member and why.

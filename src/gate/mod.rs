@@ -2,7 +2,7 @@
 //! (`options`, plain values: no parser types) → the plan (`plan`: validated, the backend
 //! opened, the model loaded) → the run (`run`: in process, or `launch`ed as the members of a
 //! multi-process gate, each a `member`) → the report (`report`: the receipt, its verdict
-//! lines). `cli` parses flags into `GateOptions` and prints; `dist` below builds the links a
+//! lines). `cli` parses flags into `GateOptions` and prints; `multiproc` below builds the links a
 //! member needs from what the backend offers.
 
 pub mod bounds;

@@ -667,8 +667,9 @@ pub fn fault_closed(
             super::opens::where_it_opens(f, be)
         ));
     }
-    let map = crate::dist::rank_map(devices.len(), args.world()?, args.ranks.as_deref()).ok()?;
-    let why = crate::dist::fault_cannot_cross(f, &map)?;
+    let map =
+        crate::multiproc::rank_map(devices.len(), args.world()?, args.ranks.as_deref()).ok()?;
+    let why = crate::multiproc::fault_cannot_cross(f, &map)?;
     Some(format!(
         "cannot open with stages on ranks {}: {why}",
         join(&map)
@@ -683,7 +684,7 @@ fn check_processes(
     be: &AnyBackend,
     n_stages: usize,
 ) -> Result<TransportChoice> {
-    let cross = crate::dist::Cross::parse(args.transport());
+    let cross = crate::multiproc::Cross::parse(args.transport());
     let Some(world) = args.world() else {
         if let Some(c) = cross {
             bail!(
@@ -699,7 +700,7 @@ fn check_processes(
     if let (Some(_), Some(_)) = (args.procs, args.rank) {
         bail!("--procs with --rank: --procs starts every member itself; --rank runs one member");
     }
-    crate::dist::rank_map(n_stages, world, args.ranks.as_deref())?;
+    crate::multiproc::rank_map(n_stages, world, args.ranks.as_deref())?;
     let Some(cross) = cross else {
         bail!(
             "--transport {}: a multi-process gate needs the transport between its processes: ipc (cpu backend; a test transport) or nccl (cuda backend)",
@@ -707,11 +708,11 @@ fn check_processes(
         );
     };
     match (cross, be.kind()) {
-        (crate::dist::Cross::Ipc, "cpu") | (crate::dist::Cross::Nccl, "cuda") => {}
-        (crate::dist::Cross::Ipc, k) => bail!(
+        (crate::multiproc::Cross::Ipc, "cpu") | (crate::multiproc::Cross::Nccl, "cuda") => {}
+        (crate::multiproc::Cross::Ipc, k) => bail!(
             "--transport ipc: the cpu backend's test transport between processes; the {k} backend crosses with --transport nccl"
         ),
-        (crate::dist::Cross::Nccl, k) => bail!(
+        (crate::multiproc::Cross::Nccl, k) => bail!(
             "--transport nccl: needs the cuda backend (this gate runs on the {k} backend, whose transport between processes is ipc)"
         ),
     }
@@ -725,7 +726,7 @@ fn check_processes(
     // last stage's member judges; verify's members share the reference's acceptance) ran
     // on the ipc transport only: over NCCL they have not run on GPUs yet, so refused there
     // rather than claimed.
-    if cross == crate::dist::Cross::Nccl {
+    if cross == crate::multiproc::Cross::Nccl {
         if let Some(a) = args
             .arms
             .split(',')
@@ -737,7 +738,7 @@ fn check_processes(
             );
         }
     }
-    if args.nccl_lib.is_some() && cross != crate::dist::Cross::Nccl {
+    if args.nccl_lib.is_some() && cross != crate::multiproc::Cross::Nccl {
         bail!("--nccl-lib: only --transport nccl loads NCCL");
     }
     if args.peer_timeout() == 0 || args.rendezvous_timeout() == 0 {

@@ -271,7 +271,7 @@ pub fn emit_after(args: &GateOptions, r: &Receipt, shown: usize) -> Result<i32> 
 pub fn transport_names(a: &GateOptions, pl: &Placement) -> Vec<String> {
     let map = a
         .world()
-        .and_then(|w| crate::dist::rank_map(pl.n_stages(), w, a.ranks.as_deref()).ok());
+        .and_then(|w| crate::multiproc::rank_map(pl.n_stages(), w, a.ranks.as_deref()).ok());
     pl.transports
         .iter()
         .enumerate()

@@ -33,7 +33,7 @@
 //! - One walk at a time owns the boundary/event sequence: the walk lease is a `try_lock`
 //!   that fails fast instead of interleaving two walks' slot sequences.
 //!
-//! Multi-process gates (`crate::dist`, `RuntimeConfig::dist`): a process holds a contiguous
+//! Multi-process gates (`crate::multiproc`, `RuntimeConfig::dist`): a process holds a contiguous
 //! range of stages `[lo, hi)` and runs the same walk (the same issue/read sequence, so the
 //! same step numbers) as every other member. Its boundaries inside the range are the slots
 //! above; the boundary into `lo` and the one out of `hi-1` are links to other processes:

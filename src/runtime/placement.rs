@@ -45,7 +45,7 @@ pub enum TransportChoice {
 
 impl TransportChoice {
     /// Every in-process choice (`--help` and the parse error list them, with the transports
-    /// between processes, `dist::Cross::ALL`).
+    /// between processes, `multiproc::Cross::ALL`).
     pub const ALL: [TransportChoice; 3] = [
         TransportChoice::Auto,
         TransportChoice::Host,
@@ -61,7 +61,7 @@ impl TransportChoice {
     }
 
     /// An in-process transport by name; anything else (the transports between processes
-    /// are `dist::Cross`'s, checked before this) names every transport there is.
+    /// are `multiproc::Cross`'s, checked before this) names every transport there is.
     pub fn parse(s: &str) -> Result<TransportChoice, PlanError> {
         TransportChoice::ALL
             .into_iter()

@@ -300,7 +300,7 @@ impl Drop for NcclLink {
 
 /// A communicator of `(me, nranks)` on `dev`, as a link to rank `1 - me` (or to itself in a
 /// one-rank communicator). `id` comes from the rank-0 side's `Nccl::unique_id`; how it
-/// travels between processes (a rendezvous) is the caller's (`dist::links`).
+/// travels between processes (a rendezvous) is the caller's (`multiproc::links`).
 pub fn link(
     be: &super::CudaBackend,
     lib: &Arc<Nccl>,
