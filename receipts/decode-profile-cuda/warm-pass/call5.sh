@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Issue 30 step 61, call 5 (after call 4, `c4.out`: febdf20's build M against C2 = M +
-# two-blocks-not-q8.patch, landed as 6c31750): N = 6c31750's build (scripts/build-variant.sh
-# N 6c31750; the width refusal 2c35475 included) and N2 = N + host-mirror.patch (the host's
-# grid sizing told the bound's 2 blocks an SM, where N sizes for 3) against M, on smol and
-# gemq4km (call 4's gains) and a file call 4 did not time, l8q40 (8B, 8 layers, Q4_0: the
-# 4096-wide one-row FFMA launches of a format the bound now takes, where a grid sized for 3
-# blocks an SM at 2 resident runs a second wave, as Q8_0's did in call 2): bits (every arm
-# and serve at N = 2) and decode-only eager, two rounds; then, with BUDGET > 0, the
-# CUDA shape sweep on N (seed 7, the models febdf20's sweep found refused mid-run redrawn),
-# and one of those shapes (heads x head_dim 16) gated on CUDA: refused at build, exit 2.
-#   OUT=DIR bash receipts/decode-profile-cuda/warm-pass/call5.sh     [.stage carried]
+# Issue 30 step 61, call 5 (prepared 2026-12-08, not run). First, on N, a model of heads x
+# head_dim 16 gated on CUDA: refused when its stages are built, exit 2, naming the width
+# (2c35475; `w16.txt`). Then the A/B: N = 6c31750 (step 60's two-blocks-not-q8.patch, the
+# one-row bound at 2 blocks an SM, reverted in 04d0c70) and N2 = N + host-mirror.patch (the
+# host's grid sizing told that bound; N sizes for 3) against M = febdf20, on smol and
+# gemq4km (call 4's gains) and l8q40 (8B, 8 layers, Q4_0: 4096-wide one-row FFMA launches
+# that fill their grid, where 3 sized and 2 resident run a second wave, as Q8_0's did in
+# step 60's call 2): bits (every arm and serve at N = 2 on smol and l8q40) and decode-only
+# eager, two rounds (`c5.out`). With BUDGET > 0, then the CUDA shape sweep on N (seed 7).
+#   bash scripts/build-variant.sh M febdf20; bash scripts/build-variant.sh N 6c31750
+#   bash scripts/build-variant.sh N2 6c31750 receipts/decode-profile-cuda/warm-pass/host-mirror.patch
+#   OUT=DIR bash receipts/decode-profile-cuda/warm-pass/call5.sh     [.stage carried; BUDGET=S: the sweep too]
 set -u
 OUT=${OUT:?}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $OUT/gpu.txt
