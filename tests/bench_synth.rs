@@ -239,6 +239,10 @@ fn synth_preset_and_q4_k_m_write_the_named_shape_and_mix() {
         out.contains("2 layers, n_embd 512, heads 4 (kv 2), head_dim 128, ff 768, vocab 300"),
         "{out}"
     );
+    assert!(
+        out.contains("cuda backend: its kernels take this shape"),
+        "{out}"
+    );
     assert!(out.contains("general.file_type = 15"), "{out}");
     assert!(out.contains("tokenizer.ggml.merges = [\"t 1\"]"), "{out}");
     // 2 layers: layer 1 is in the last eighth, so its attn_v is Q6_K and layer 0's is Q4_K.
@@ -383,4 +387,60 @@ fn the_flags_synth_prints_write_the_same_file_again() {
             "{extra} printed {printed}"
         );
     }
+}
+
+#[test]
+fn inspect_says_when_the_cuda_kernels_cannot_run_a_shape() {
+    // The CUDA shape sweep's finding: one head of 16 gives attn_output 16 wide, which the
+    // matvec kernels (32-element chunks) cannot walk. inspect says so without a GPU, naming
+    // the width; the gate on CUDA refuses it when a stage is built (cuda_can_run).
+    let d = tempfile::tempdir().expect("temp dir");
+    let f = d.path().join("w16.gguf");
+    let o = run(&[
+        "synth",
+        "--arch",
+        "qwen3",
+        "--layers",
+        "2",
+        "--embd",
+        "32",
+        "--heads",
+        "1",
+        "--kv-heads",
+        "1",
+        "--head-dim",
+        "16",
+        "--ff",
+        "64",
+        "--vocab",
+        "300",
+        "--quant",
+        "bf16",
+        "-o",
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["inspect", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains(
+            "cuda backend: cannot run this model: its n_heads x head_dim = 16 is not a multiple \
+             of 32"
+        ),
+        "{out}"
+    );
+    // The CPU backend runs it, every arm bit-identical.
+    let o = run(&[
+        "--backend",
+        "cpu",
+        "--model",
+        f.to_str().unwrap(),
+        "--stages",
+        "2",
+        "--gen-len",
+        "4",
+        "-q",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }

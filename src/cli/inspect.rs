@@ -26,6 +26,11 @@ pub fn inspect(file: &Path, tensors: bool) -> Result<i32> {
                 c.arch, c.n_layers, c.n_embd, c.n_heads, c.n_kv_heads, c.head_dim, c.n_ff, c.vocab
             );
             outln!("weight bytes: {}", m.weight_bytes);
+            // Said before a GPU is asked: the CUDA kernels' shape limits (the CPU runs any).
+            match crate::backend::cuda::cuda_can_run(c) {
+                Ok(()) => outln!("cuda backend: its kernels take this shape"),
+                Err(e) => outln!("cuda backend: cannot run this model: {e}"),
+            }
         }
         Err(e) => outln!("architecture: not loadable as a supported model: {e}"),
     }

@@ -38,6 +38,7 @@ mod tracing;
 pub(crate) use builder::prof_enabled;
 pub use builder::CudaBackend;
 pub use device::DevCtx;
+pub(crate) use engine::cuda_can_run;
 pub use engine::{CudaCache, CudaEngine};
 pub(crate) use mem::{alloc_zeroed_on, upload_raw, upload_slice, zero_fill};
 pub use mem::{GpuBuf, PinnedF32};

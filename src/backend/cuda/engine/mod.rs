@@ -162,7 +162,7 @@ pub struct CudaEngine {
 /// reference decodes a step: the attention kernel's head (even, at most ATT_MAX_HD, whole
 /// groups of heads a kv head) and the matvec kernels' widths, walked in whole 32-element
 /// chunks (mv_args checks each launch's too).
-pub(in crate::backend::cuda) fn cuda_can_run(c: &Config) -> Result<(), String> {
+pub(crate) fn cuda_can_run(c: &Config) -> Result<(), String> {
     let hd = c.head_dim;
     if hd > ATT_MAX_HD || !hd.is_multiple_of(2) || !c.n_heads.is_multiple_of(c.n_kv_heads) {
         return Err(format!(
