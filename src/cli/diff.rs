@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::exit::{EXIT_ERROR, EXIT_FAIL, EXIT_PASS};
-use crate::receipt::diff::{check_ignore_in, diff_detail_ignoring, DiffOutcome};
+use crate::receipt::diff::{diff_detail_ignoring, DiffOutcome};
 use crate::receipt::Receipt;
 
 pub fn diff(a: &Path, b: &Path, json: bool, ignore: &[String]) -> Result<i32> {
@@ -19,8 +19,8 @@ pub fn diff(a: &Path, b: &Path, json: bool, ignore: &[String]) -> Result<i32> {
     }
     let ra = Receipt::load(a)?;
     let rb = Receipt::load(b)?;
-    check_ignore_in(&ra, &rb, &ignore).map_err(|e| anyhow::anyhow!(e))?;
-    Ok(match diff_detail_ignoring(&ra, &rb, &ignore).outcome {
+    let detail = diff_detail_ignoring(&ra, &rb, &ignore).map_err(|e| anyhow::anyhow!(e))?;
+    Ok(match detail.outcome {
         DiffOutcome::Same => {
             let but = if ignore.is_empty() {
                 String::new()
@@ -58,10 +58,9 @@ pub fn diff(a: &Path, b: &Path, json: bool, ignore: &[String]) -> Result<i32> {
 fn diff_json(a: &Path, b: &Path, ignore: &[String]) -> Result<i32> {
     let (sa, sb) = (a.display().to_string(), b.display().to_string());
     let detail = match (Receipt::load(a), Receipt::load(b)) {
+        // A bad --ignore is the command's error (no document), as check_ignore's is.
         (Ok(ra), Ok(rb)) => {
-            // A bad --ignore is the command's error (no document), as check_ignore's is.
-            check_ignore_in(&ra, &rb, ignore).map_err(|e| anyhow::anyhow!(e))?;
-            diff_detail_ignoring(&ra, &rb, ignore)
+            diff_detail_ignoring(&ra, &rb, ignore).map_err(|e| anyhow::anyhow!(e))?
         }
         (Err(e), _) | (_, Err(e)) => crate::receipt::diff::DiffDetail {
             outcome: DiffOutcome::NotComparable(e.to_string()),

@@ -501,13 +501,23 @@ impl GgufFile {
         // reader does not take, a tensor past the end of a truncated download), is refused
         // from its first bytes, not after reading all of it (a 20 GB file of zeros took 15 s
         // and 4 GB of memory to say "bad magic"). HEADER_PROBE holds a real model's header.
-        let mut prefix = Vec::new();
-        let f = std::fs::File::open(path).map_err(io)?;
-        std::io::Read::read_to_end(&mut std::io::Read::take(f, HEADER_PROBE), &mut prefix)
+        // The rest is read on from where the probe stopped, into the same buffer.
+        use std::io::Read;
+        let mut f = std::fs::File::open(path).map_err(io)?;
+        let mut bytes = Vec::new();
+        (&mut f)
+            .take(HEADER_PROBE)
+            .read_to_end(&mut bytes)
             .map_err(io)?;
-        reader::check_prefix(&prefix, md.len(), &reader::Limits::DEFAULT)?;
-        drop(prefix);
-        GgufFile::parse(std::fs::read(path).map_err(io)?)
+        reader::check_prefix(&bytes, md.len(), &reader::Limits::DEFAULT)?;
+        // As fs::read does: the whole length at once, a failed allocation an error.
+        let rest =
+            usize::try_from(md.len().saturating_sub(bytes.len() as u64)).unwrap_or(usize::MAX);
+        bytes
+            .try_reserve_exact(rest)
+            .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::OutOfMemory, e)))?;
+        f.read_to_end(&mut bytes).map_err(io)?;
+        GgufFile::parse(bytes)
     }
 
     /// Parses a complete GGUF file held in memory.

@@ -491,7 +491,13 @@ pub fn diff(a: &Receipt, b: &Receipt) -> DiffOutcome {
 
 /// `diff`, with each differing field and each compared step list recorded.
 pub fn diff_detail(a: &Receipt, b: &Receipt) -> DiffDetail {
-    diff_detail_ignoring(a, b, &[])
+    let (va, vb) = (as_value(a), as_value(b));
+    detail(a, b, &[], &va, &vb)
+}
+
+/// A receipt as the JSON the comparison walks (a Receipt always serializes).
+fn as_value(r: &Receipt) -> Value {
+    serde_json::to_value(r).expect("receipt serializes")
 }
 
 /// True when the table path `rule` is `norm` or one of its ancestors.
@@ -590,26 +596,27 @@ fn under_value(v: &Value, path: &str) -> Option<String> {
     None
 }
 
-/// `--ignore` paths (each passed by `check_ignore`) against the two receipts they are to
-/// leave out of: one that goes on below a value of either (`under_value`) is refused, naming
-/// the value. The receipts are comparable; the flag is what is wrong (exit 2, an error).
-pub fn check_ignore_in(a: &Receipt, b: &Receipt, ignore: &[String]) -> Result<(), String> {
-    let (va, vb) = (
-        serde_json::to_value(a).expect("receipt serializes"),
-        serde_json::to_value(b).expect("receipt serializes"),
-    );
-    match ignore
+/// `diff_detail` with the fields `ignore` names (each passed by `check_ignore`) left out.
+/// A path that goes on below a value of either receipt (`under_value`) is refused, naming
+/// the value, before anything is compared: the flag is what is wrong (exit 2, an error),
+/// whether or not the receipts are comparable.
+pub fn diff_detail_ignoring(
+    a: &Receipt,
+    b: &Receipt,
+    ignore: &[String],
+) -> Result<DiffDetail, String> {
+    let (va, vb) = (as_value(a), as_value(b));
+    if let Some(why) = ignore
         .iter()
         .find_map(|i| under_value(&va, i).or(under_value(&vb, i)))
     {
-        Some(why) => Err(why),
-        None => Ok(()),
+        return Err(why);
     }
+    Ok(detail(a, b, ignore, &va, &vb))
 }
 
-/// `diff_detail` with the fields `ignore` names (each checked by `check_ignore` and
-/// `check_ignore_in`) left out.
-pub fn diff_detail_ignoring(a: &Receipt, b: &Receipt, ignore: &[String]) -> DiffDetail {
+/// The comparison of `a` and `b` (serialized as `va`, `vb`), leaving out `ignore`'s fields.
+fn detail(a: &Receipt, b: &Receipt, ignore: &[String], va: &Value, vb: &Value) -> DiffDetail {
     let not_comparable = |why: String| DiffDetail {
         outcome: DiffOutcome::NotComparable(why),
         fields: Vec::new(),
@@ -641,15 +648,11 @@ pub fn diff_detail_ignoring(a: &Receipt, b: &Receipt, ignore: &[String]) -> Diff
             ),
         });
     }
-    let (va, vb) = (
-        serde_json::to_value(a).expect("receipt serializes"),
-        serde_json::to_value(b).expect("receipt serializes"),
-    );
     let mut walk = Walk {
         ignore: ignore.to_vec(),
         ..Walk::default()
     };
-    walk.field("", "", Some(&va), Some(&vb));
+    walk.field("", "", Some(va), Some(vb));
 
     // The structured per-list records of `--json`.
     let mut references = vec![cmp_reference("reference", &a.reference, &b.reference)];
@@ -886,17 +889,19 @@ mod tests {
             paths.iter().map(|p| check_ignore(p).unwrap()).collect()
         };
         let (ra, rb) = (parse(&base), parse(&b));
-        let all = diff_detail_ignoring(&ra, &rb, &[]);
+        let all = diff_detail_ignoring(&ra, &rb, &[]).unwrap();
         assert_eq!(all.fields.len(), 2, "{:?}", all.fields);
-        let one = diff_detail_ignoring(&ra, &rb, &ign(&["config.window"]));
+        let one = diff_detail_ignoring(&ra, &rb, &ign(&["config.window"])).unwrap();
         assert_eq!(
             one.outcome,
             DiffOutcome::Different(vec!["backend.jitter_us: 0 vs 50".into()])
         );
-        let both = diff_detail_ignoring(&ra, &rb, &ign(&["config.window", "backend.jitter_us"]));
+        let both =
+            diff_detail_ignoring(&ra, &rb, &ign(&["config.window", "backend.jitter_us"])).unwrap();
         assert_eq!(both.outcome, DiffOutcome::Same);
         // A parent covers its children; the same ignore list is symmetric.
-        let parent = diff_detail_ignoring(&rb, &ra, &ign(&["config.window", "backend.jitter_us"]));
+        let parent =
+            diff_detail_ignoring(&rb, &ra, &ign(&["config.window", "backend.jitter_us"])).unwrap();
         assert_eq!(parent.outcome, DiffOutcome::Same);
         // Changed logits are never ignorable.
         let mut c = b.clone();
@@ -905,7 +910,8 @@ mod tests {
             &ra,
             &parse(&c),
             &ign(&["config.window", "backend.jitter_us"]),
-        );
+        )
+        .unwrap();
         assert!(matches!(d.outcome, DiffOutcome::Different(_)));
         for bad in [
             "arms",
@@ -940,16 +946,15 @@ mod tests {
                 "config.window is not a list (3), it has no [] entries",
             ),
         ] {
-            let e = check_ignore_in(&ra, &ra, &ign(&[bad])).unwrap_err();
+            let e = diff_detail_ignoring(&ra, &ra, &ign(&[bad])).unwrap_err();
             assert_eq!(e, format!("--ignore {bad}: {why}"), "{bad}");
         }
         // Where only the other receipt holds the value, the same.
-        assert!(check_ignore_in(&ra, &rb, &ign(&["backend.jitter_us.y"])).is_err());
+        assert!(diff_detail_ignoring(&ra, &rb, &ign(&["backend.jitter_us.y"])).is_err());
         // An absent field and a list's entries are walked, not refused.
         let ok = ign(&["backend.graphs", "config.faults[]", "placement.fence[]"]);
-        check_ignore_in(&ra, &ra, &ok).unwrap();
         assert_eq!(
-            diff_detail_ignoring(&ra, &ra, &ok).outcome,
+            diff_detail_ignoring(&ra, &ra, &ok).unwrap().outcome,
             DiffOutcome::Same
         );
     }
